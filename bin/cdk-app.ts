@@ -1,0 +1,18 @@
+import { App } from 'aws-cdk-lib';
+import { LabStack } from '../lib/aws/lab-stack.ts';
+import { loadLabConfig } from '../lib/config/load.ts';
+import { reportConfigAndExitOnError } from '../lib/config/report.ts';
+
+const app = new App();
+// `-c labConfig=<file>` wins over $LAB_CONFIG; with neither, the published lab's defaults.
+const file = app.node.tryGetContext('labConfig') as string | undefined;
+const { config } = reportConfigAndExitOnError(() => loadLabConfig({ file }));
+new LabStack(app, config.stackName, {
+  config,
+  // Env-agnostic unless the caller's CLI profile names an account and region.
+  env:
+    process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
+      ? { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION }
+      : undefined,
+  description: 'LLM-gateway benchmark lab: GPU host with K3s, vLLM replicas and every gateway arm',
+});

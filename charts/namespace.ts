@@ -1,0 +1,16 @@
+import { Chart, type ChartProps } from 'cdk8s';
+import * as kplus from 'cdk8s-plus-34';
+import type { Construct } from 'constructs';
+
+export interface LabNamespaceProps extends ChartProps {
+  /** Namespace every lab object lives in. */
+  readonly name: string;
+}
+
+/** The lab's namespace; applied first. */
+export class LabNamespace extends Chart {
+  constructor(scope: Construct, id: string, props: LabNamespaceProps) {
+    super(scope, id, props);
+    new kplus.Namespace(this, 'namespace', { metadata: { name: props.name } });
+  }
+}

@@ -1,0 +1,131 @@
+import type { z } from 'zod';
+import { allArms, studyArms } from '../study/arms.ts';
+import type { LabConfig } from './schema.ts';
+
+/**
+ * Rules that relate several settings. They run even when some field failed its own schema (so
+ * that all problems are reported at once); every read is therefore guarded, and a rule whose
+ * inputs are themselves invalid stays silent rather than adding noise.
+ */
+
+type Ctx = z.core.$RefinementCtx<LabConfig>;
+
+const isInt = (value: unknown): value is number => Number.isInteger(value) && (value as number) > 0;
+
+export function crossCheck(config: LabConfig, ctx: Ctx): void {
+  const fail = (path: (string | number)[], message: string) =>
+    ctx.addIssue({ code: 'custom', path, message, input: pick(config, path) });
+
+  const { instance, vllm, workload, study, router } = config;
+
+  if (isInt(vllm.replicas) && isInt(instance.gpus) && vllm.replicas > instance.gpus) {
+    fail(
+      ['vllm', 'replicas'],
+      `each replica needs its own GPU and instance.gpus is ${instance.gpus} (${instance.type}); allowed: 1 to ${instance.gpus}`,
+    );
+  }
+
+  const { prefixLen, suffixLen, chatTemplateTokens, outputLen, prompts, prefixes, concurrency } = workload;
+  const lengths = [prefixLen, suffixLen, outputLen];
+  if (lengths.every(isInt) && Number.isInteger(chatTemplateTokens) && isInt(vllm.maxModelLen)) {
+    const total = prefixLen + chatTemplateTokens + suffixLen + outputLen;
+    if (total > vllm.maxModelLen) {
+      fail(
+        ['workload', 'prefixLen'],
+        `prefixLen + chatTemplateTokens + suffixLen + outputLen = ${prefixLen} + ${chatTemplateTokens} + ${suffixLen} + ${outputLen} = ${total} tokens, above vllm.maxModelLen ${vllm.maxModelLen}; shorten the workload or raise vllm.maxModelLen`,
+      );
+    }
+  }
+
+  // vLLM's prefix_repetition dataset makes prompts/prefixes requests per prefix and drops the
+  // remainder, so the run would complete fewer requests than it asked for.
+  if (isInt(prompts) && isInt(prefixes) && prompts % prefixes !== 0) {
+    fail(
+      ['workload', 'prompts'],
+      `must be a multiple of workload.prefixes (${prefixes}) so that every prefix repeats equally; nearest: ${nearestMultiples(prompts, prefixes)}`,
+    );
+  }
+  if (isInt(prompts) && Array.isArray(study.boundSweepPrefixes)) {
+    const uneven = study.boundSweepPrefixes.filter((n) => isInt(n) && prompts % n !== 0);
+    if (uneven.length > 0) {
+      fail(
+        ['study', 'boundSweepPrefixes'],
+        `every swept prefix count must divide workload.prompts (${prompts}); ${uneven.join(', ')} do(es) not`,
+      );
+    }
+  }
+
+  if (isInt(vllm.replicas) && isInt(concurrency) && concurrency < vllm.replicas) {
+    fail(
+      ['workload', 'concurrency'],
+      `the ideal-partition run gives each of the ${vllm.replicas} replicas its own client, so concurrency must be at least ${vllm.replicas}`,
+    );
+  }
+  if (isInt(vllm.replicas) && isInt(prefixes) && prefixes < vllm.replicas) {
+    fail(
+      ['workload', 'prefixes'],
+      `the ideal partition needs at least one prefix per replica (${vllm.replicas})`,
+    );
+  }
+  if (isInt(vllm.replicas) && Array.isArray(workload.partitionSeeds)) {
+    if (workload.partitionSeeds.length < vllm.replicas) {
+      fail(
+        ['workload', 'partitionSeeds'],
+        `needs one seed per replica: ${vllm.replicas} replicas, ${workload.partitionSeeds.length} seeds`,
+      );
+    } else if (new Set(workload.partitionSeeds).size !== workload.partitionSeeds.length) {
+      fail(['workload', 'partitionSeeds'], 'seeds must differ, or two replicas would get the same prefixes');
+    }
+  }
+
+  if (Array.isArray(router.variants)) {
+    const seen = new Set<string>();
+    router.variants.forEach((variant, i) => {
+      if (typeof variant?.name !== 'string') return;
+      if (seen.has(variant.name)) fail(['router', 'variants', i, 'name'], `"${variant.name}" is used twice`);
+      seen.add(variant.name);
+      const tuning = Object.keys(variant).filter((key) => key !== 'name' && key !== 'policy');
+      if (variant.policy !== 'cache_aware' && tuning.length > 0) {
+        fail(
+          ['router', 'variants', i],
+          `${tuning.join(', ')} only apply to policy cache_aware, not ${String(variant.policy)}`,
+        );
+      }
+    });
+  }
+
+  const armsKnown =
+    Array.isArray(router.variants) &&
+    router.variants.every((v) => typeof v?.name === 'string') &&
+    Array.isArray(study.optionalArms);
+  if (armsKnown && Array.isArray(study.concurrencySweep.arms)) {
+    const enabled = studyArms(config).map((arm) => arm.id);
+    study.concurrencySweep.arms.forEach((arm, i) => {
+      if (enabled.includes(arm)) return;
+      const optional = allArms(config).some((known) => known.id === arm && known.optional);
+      fail(
+        ['study', 'concurrencySweep', 'arms', i],
+        optional
+          ? `"${arm}" is an optional arm that is not in study.optionalArms; enable it there first`
+          : `unknown arm; allowed: ${enabled.join(', ')}`,
+      );
+    });
+  }
+  if (Array.isArray(study.optionalArms) && new Set(study.optionalArms).size !== study.optionalArms.length) {
+    fail(['study', 'optionalArms'], 'lists an arm twice');
+  }
+}
+
+function nearestMultiples(value: number, of: number): string {
+  const below = Math.floor(value / of) * of;
+  return below === 0 ? `${of}` : `${below} or ${below + of}`;
+}
+
+function pick(root: unknown, path: (string | number)[]): unknown {
+  let node: unknown = root;
+  for (const key of path) {
+    if (node === null || typeof node !== 'object') return undefined;
+    node = (node as Record<string | number, unknown>)[key];
+  }
+  return node;
+}

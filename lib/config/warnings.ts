@@ -1,0 +1,30 @@
+import { cachePressure } from '../study/workload.ts';
+import type { LabConfig } from './schema.ts';
+
+/**
+ * Warnings: the configuration is valid, but the study it describes could not tell routers apart
+ * (lab-spec 4.1). Said before any money is spent.
+ */
+export function configWarnings(config: LabConfig): string[] {
+  const { workload, vllm } = config;
+  const pressure = cachePressure(workload, vllm.replicas, vllm.kvCacheTokensPerReplica);
+  const workingSet = `${workload.prefixes} prefixes x ${workload.prefixLen} tokens = ${pressure.workingSetTokens.toLocaleString('en-US')} tokens`;
+  const kv = `${vllm.kvCacheTokensPerReplica.toLocaleString('en-US')} KV cache tokens per replica`;
+  const warnings: string[] = [];
+  if (pressure.fitsOneReplica) {
+    warnings.push(
+      `workload: the working set (${workingSet}) fits in one replica's cache (${kv}): every prefix stays cached everywhere, so any routing gives the same hit rate and the study cannot tell routers apart. Raise workload.prefixes or workload.prefixLen.`,
+    );
+  }
+  if (!pressure.partitionFits) {
+    warnings.push(
+      `workload: even a perfect partition over ${vllm.replicas} replica(s) does not fit (${workingSet}; ${kv}): every policy must evict, so the study cannot show what routing could gain. Lower workload.prefixes or workload.prefixLen, or add replicas.`,
+    );
+  }
+  if (vllm.replicas < 2) {
+    warnings.push(
+      'vllm.replicas is 1: there is nothing to route between; the arms will all measure the same replica.',
+    );
+  }
+  return warnings;
+}

@@ -1,0 +1,51 @@
+import type { LabConfig } from '../config/schema.ts';
+import type { BenchmarkSpec } from './plan.ts';
+import { targetBaseUrl } from './topology.ts';
+
+/** Where a benchmark client writes its saved JSON inside its pod. */
+export const RESULT_DIR = '/out';
+
+const ENDPOINTS = {
+  chat: { backend: 'openai-chat', endpoint: '/v1/chat/completions' },
+  completions: { backend: 'openai', endpoint: '/v1/completions' },
+} as const;
+
+/**
+ * Arguments of `vllm bench serve` for one client (lab-spec 3.8). The served model name must equal
+ * the replicas' `--served-model-name`, or every request is rejected.
+ */
+export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec): string[] {
+  const { backend, endpoint } = ENDPOINTS[spec.api];
+  const args = [
+    'bench',
+    'serve',
+    `--base-url=${targetBaseUrl(config, spec.target)}`,
+    `--backend=${backend}`,
+    `--endpoint=${endpoint}`,
+    `--model=${config.model.name}`,
+    `--served-model-name=${config.model.servedName}`,
+    `--tokenizer=${config.model.name}`,
+  ];
+  if (spec.prefix) {
+    args.push(
+      '--dataset-name=prefix_repetition',
+      `--prefix-repetition-prefix-len=${spec.prefix.prefixLen}`,
+      `--prefix-repetition-suffix-len=${spec.prefix.suffixLen}`,
+      `--prefix-repetition-num-prefixes=${spec.prefix.prefixes}`,
+      `--prefix-repetition-output-len=${spec.prefix.outputLen}`,
+    );
+  } else {
+    args.push('--dataset-name=sharegpt', `--dataset-path=${config.benchmark.sharegptPath}`);
+  }
+  args.push(
+    `--num-prompts=${spec.prompts}`,
+    `--max-concurrency=${spec.concurrency}`,
+    '--request-rate=inf',
+    `--seed=${spec.seed}`,
+    '--percentile-metrics=ttft,tpot,itl,e2el',
+    '--save-result',
+    `--result-dir=${RESULT_DIR}`,
+    `--result-filename=${spec.resultFile}`,
+  );
+  return args;
+}

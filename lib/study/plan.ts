@@ -1,0 +1,221 @@
+import type { LabConfig } from '../config/schema.ts';
+import { type Api, type Arm, type ServerSet, studyArms } from './arms.ts';
+import { evenSplit, upperBound } from './workload.ts';
+
+/**
+ * The study of lab-spec 4.2 as an ordered list of runs, built from the configuration. Charts,
+ * the runner, the planner and the report all take their runs from here.
+ */
+
+export type RunGroup = 'bound' | 'partition' | 'arm' | 'sweep';
+
+/** `prefix`: vLLM's prefix_repetition dataset; `sharegpt`: the ShareGPT control. */
+export type Dataset = 'prefix' | 'sharegpt';
+
+/** Where a benchmark client sends its requests: one replica directly, or an arm's front end. */
+export type RunTarget =
+  | { readonly kind: 'replica'; readonly servers: ServerSet; readonly replica: number }
+  | { readonly kind: 'arm'; readonly arm: string };
+
+/** The prefix_repetition shape of a prefix workload. */
+export interface PrefixShape {
+  readonly prefixes: number;
+  readonly prefixLen: number;
+  readonly suffixLen: number;
+  readonly outputLen: number;
+}
+
+/** One `vllm bench serve` client: everything its Job needs, nothing about Kubernetes. */
+export interface BenchmarkSpec {
+  /** Unique in the study: the run id, plus `-r<i>` for each client of the ideal partition. */
+  readonly id: string;
+  readonly target: RunTarget;
+  readonly api: Api;
+  readonly dataset: Dataset;
+  readonly prompts: number;
+  readonly concurrency: number;
+  readonly seed: number;
+  /** Present for the prefix workload, absent for ShareGPT. */
+  readonly prefix?: PrefixShape;
+  /** File name of the client's saved JSON (`--result-filename`). */
+  readonly resultFile: string;
+}
+
+export interface StudyRun {
+  /** Stable id: `bound-p128`, `partition`, `arm-epp-sharegpt`, `sweep-c4-kube-proxy`, ... */
+  readonly id: string;
+  readonly group: RunGroup;
+  readonly title: string;
+  /** The arm under test (arm and sweep runs). */
+  readonly arm?: string;
+  readonly dataset: Dataset;
+  /** Clients started together: one, or one per replica for the ideal partition. */
+  readonly benchmarks: readonly BenchmarkSpec[];
+  /** What must be reset before the run starts (lab-spec 4.2, lesson 9). */
+  readonly reset: RunReset;
+  /** Requests the replicas must have served: every prompt plus one warm-up per client. */
+  readonly expectedRequests: number;
+  /** Theoretical single-replica hit-rate bound of the workload (prefix runs only), 0-1. */
+  readonly upperBound?: number;
+}
+
+export interface RunReset {
+  /** Replicas whose prefix caches are reset. */
+  readonly prefixCaches: ServerSet;
+  /** The arm whose front end keeps its own prefix index and is restarted, if any. */
+  readonly restartFrontEndOf?: string;
+}
+
+export interface StudyPlan {
+  readonly runs: readonly StudyRun[];
+}
+
+export function studyPlan(config: LabConfig): StudyPlan {
+  const arms = studyArms(config);
+  const byId = new Map(arms.map((arm) => [arm.id, arm]));
+  const runs: StudyRun[] = [
+    ...config.study.boundSweepPrefixes.map((prefixes) => boundRun(config, prefixes)),
+    partitionRun(config),
+    ...arms.filter((arm) => !arm.optional).flatMap((arm) => armRuns(config, arm)),
+    ...config.study.concurrencySweep.levels.flatMap((level) =>
+      config.study.concurrencySweep.arms.map((id) => sweepRun(config, mustFind(byId, id), level)),
+    ),
+    ...arms.filter((arm) => arm.optional).flatMap((arm) => armRuns(config, arm)),
+  ];
+  return { runs };
+}
+
+/** The run with this id, or an error listing the ids that exist. */
+export function findRun(plan: StudyPlan, id: string): StudyRun {
+  const run = plan.runs.find((r) => r.id === id);
+  if (!run)
+    throw new Error(`no run "${id}" in the study plan; runs: ${plan.runs.map((r) => r.id).join(', ')}`);
+  return run;
+}
+
+function prefixShape(config: LabConfig, prefixes: number): PrefixShape {
+  const { prefixLen, suffixLen, outputLen } = config.workload;
+  return { prefixes, prefixLen, suffixLen, outputLen };
+}
+
+function boundFor(config: LabConfig, prefixes: number, prompts: number): number {
+  return upperBound({ ...config.workload, prefixes, prompts });
+}
+
+function boundRun(config: LabConfig, prefixes: number): StudyRun {
+  const id = `bound-p${prefixes}`;
+  const { prompts, concurrency, seed } = config.workload;
+  return {
+    id,
+    group: 'bound',
+    title: `Upper bound: one replica directly, ${prefixes} prefixes`,
+    dataset: 'prefix',
+    benchmarks: [
+      {
+        id,
+        target: { kind: 'replica', servers: 'standard', replica: 0 },
+        api: 'chat',
+        dataset: 'prefix',
+        prompts,
+        concurrency,
+        seed,
+        prefix: prefixShape(config, prefixes),
+        resultFile: `${id}.json`,
+      },
+    ],
+    reset: { prefixCaches: 'standard' },
+    expectedRequests: prompts + 1,
+    upperBound: boundFor(config, prefixes, prompts),
+  };
+}
+
+/**
+ * The reference the arms are judged against: each replica gets its own share of the prefixes
+ * (with its own seed, so the shares differ) and of the concurrency, all clients at once.
+ */
+function partitionRun(config: LabConfig): StudyRun {
+  const { replicas } = config.vllm;
+  const { prompts, prefixes, concurrency, partitionSeeds } = config.workload;
+  const repeats = prompts / prefixes;
+  const prefixShares = evenSplit(prefixes, replicas);
+  const concurrencyShares = evenSplit(concurrency, replicas);
+  const benchmarks = prefixShares.map(
+    (share, replica): BenchmarkSpec => ({
+      id: `partition-r${replica}`,
+      target: { kind: 'replica', servers: 'standard', replica },
+      api: 'chat',
+      dataset: 'prefix',
+      prompts: share * repeats,
+      concurrency: concurrencyShares[replica],
+      seed: partitionSeeds[replica],
+      prefix: prefixShape(config, share),
+      resultFile: `partition-r${replica}.json`,
+    }),
+  );
+  return {
+    id: 'partition',
+    group: 'partition',
+    title: `Ideal partition: ${prefixShares.join(' + ')} prefixes pinned to ${replicas} replicas`,
+    dataset: 'prefix',
+    benchmarks,
+    reset: { prefixCaches: 'standard' },
+    expectedRequests: prompts + benchmarks.length,
+    upperBound: boundFor(config, prefixes, prompts),
+  };
+}
+
+function armRuns(config: LabConfig, arm: Arm): StudyRun[] {
+  const datasets: Dataset[] = config.study.sharegptControl ? ['prefix', 'sharegpt'] : ['prefix'];
+  return datasets.map((dataset) =>
+    frontEndRun(config, arm, dataset, config.workload.concurrency, `arm-${arm.id}-${dataset}`, 'arm'),
+  );
+}
+
+function sweepRun(config: LabConfig, arm: Arm, concurrency: number): StudyRun {
+  return frontEndRun(config, arm, 'prefix', concurrency, `sweep-c${concurrency}-${arm.id}`, 'sweep');
+}
+
+function frontEndRun(
+  config: LabConfig,
+  arm: Arm,
+  dataset: Dataset,
+  concurrency: number,
+  id: string,
+  group: RunGroup,
+): StudyRun {
+  const { prompts, prefixes, seed } = config.workload;
+  const what = dataset === 'prefix' ? 'prefix workload' : 'ShareGPT control';
+  return {
+    id,
+    group,
+    title: `${arm.title}: ${what}, concurrency ${concurrency}`,
+    arm: arm.id,
+    dataset,
+    benchmarks: [
+      {
+        id,
+        target: { kind: 'arm', arm: arm.id },
+        api: arm.api,
+        dataset,
+        prompts,
+        concurrency,
+        seed,
+        ...(dataset === 'prefix' ? { prefix: prefixShape(config, prefixes) } : {}),
+        resultFile: `${id}.json`,
+      },
+    ],
+    reset: {
+      prefixCaches: arm.servers,
+      ...(arm.keepsPrefixIndex ? { restartFrontEndOf: arm.id } : {}),
+    },
+    expectedRequests: prompts + 1,
+    ...(dataset === 'prefix' ? { upperBound: boundFor(config, prefixes, prompts) } : {}),
+  };
+}
+
+function mustFind(arms: Map<string, Arm>, id: string): Arm {
+  const arm = arms.get(id);
+  // The configuration rules reject unknown or disabled sweep arms; this guards direct callers.
+  if (!arm) throw new Error(`study.concurrencySweep.arms: "${id}" is not an arm of this study`);
+  return arm;
+}

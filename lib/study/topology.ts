@@ -1,0 +1,106 @@
+import type { LabConfig } from '../config/schema.ts';
+import { type Arm, type ServerSet, studyArms } from './arms.ts';
+import type { RunTarget } from './plan.ts';
+
+/**
+ * Names and ports through which the parts of the lab find each other. The charts create objects
+ * with these names and the runner addresses them, so both read them from here.
+ */
+
+/** vLLM's OpenAI-compatible port inside every replica. */
+export const VLLM_PORT = 8000;
+/** The manual lab's NodePort of the baseline Service. */
+export const KUBE_PROXY_NODE_PORT = 30800;
+export const ROUTER_PORT = 8000;
+export const ENVOY_LISTENER_PORT = 8081;
+export const EPP_GRPC_PORT = 9002;
+
+/** StatefulSet (and pod-name prefix) of a server set: `qwen3`, or `qwen3-kv` for llm-d's replicas. */
+export function replicaSetName(config: LabConfig, servers: ServerSet): string {
+  return servers === 'standard' ? config.model.servedName : `${config.model.servedName}-kv`;
+}
+
+/** The headless Service that gives replicas stable DNS names. */
+export function headlessServiceName(config: LabConfig, servers: ServerSet): string {
+  return `${replicaSetName(config, servers)}-headless`;
+}
+
+/** Stable DNS name of one replica, e.g. `qwen3-0.qwen3-headless.vllm.svc.cluster.local`. */
+export function replicaHost(config: LabConfig, servers: ServerSet, replica: number): string {
+  const set = replicaSetName(config, servers);
+  return `${set}-${replica}.${headlessServiceName(config, servers)}.${config.namespace}.svc.cluster.local`;
+}
+
+/** Base URLs of every replica of a server set, in replica order. */
+export function replicaUrls(config: LabConfig, servers: ServerSet): string[] {
+  return Array.from(
+    { length: config.vllm.replicas },
+    (_, i) => `http://${replicaHost(config, servers, i)}:${VLLM_PORT}`,
+  );
+}
+
+/** Kubernetes objects behind an arm: the Service clients call, and what a restart must bounce. */
+export interface FrontEnd {
+  readonly service: string;
+  readonly namespace: string;
+  readonly port: number;
+  /** Deployments that keep a prefix index and are restarted before each run of the arm. */
+  readonly restartDeployments: readonly string[];
+}
+
+export function routerName(variant: string): string {
+  return `vllm-router-${variant}`;
+}
+
+/** The EPP Deployment/Service of an EPP-style arm (`qwen3-epp`, `qwen3-epp-prefix3`, ...). */
+export function eppName(config: LabConfig, armId: string): string {
+  return `${config.model.servedName}-${armId}`;
+}
+
+export function frontEnd(config: LabConfig, arm: Arm): FrontEnd {
+  const namespace = config.namespace;
+  switch (arm.frontEnd) {
+    case 'service':
+      return {
+        service: `${config.model.servedName}-nodeport`,
+        namespace,
+        port: VLLM_PORT,
+        restartDeployments: [],
+      };
+    case 'router': {
+      const name = routerName(arm.routerVariant ?? arm.id);
+      return { service: name, namespace, port: ROUTER_PORT, restartDeployments: [name] };
+    }
+    case 'epp':
+    case 'llmd':
+      return {
+        service: `envoy-${arm.id}`,
+        namespace,
+        port: ENVOY_LISTENER_PORT,
+        restartDeployments: [eppName(config, arm.id)],
+      };
+    case 'ai-gateway':
+      // Envoy Gateway names its data-plane Service itself; the charts pin this name through an
+      // EnvoyProxy resource so the runner need not discover it.
+      return {
+        service: 'ai-gateway',
+        namespace: 'envoy-gateway-system',
+        port: 80,
+        restartDeployments: [eppName(config, arm.id)],
+      };
+  }
+}
+
+/** The arm with this id among the arms this configuration runs. */
+export function armById(config: LabConfig, id: string): Arm {
+  const arm = studyArms(config).find((a) => a.id === id);
+  if (!arm) throw new Error(`no arm "${id}" in this study`);
+  return arm;
+}
+
+/** Base URL a benchmark client uses for a run target. */
+export function targetBaseUrl(config: LabConfig, target: RunTarget): string {
+  if (target.kind === 'replica') return replicaUrls(config, target.servers)[target.replica];
+  const fe = frontEnd(config, armById(config, target.arm));
+  return `http://${fe.service}.${fe.namespace}.svc.cluster.local:${fe.port}`;
+}
