@@ -45,9 +45,16 @@ export function describeIssues(
       }));
     }
     const value = 'input' in issue && issue.input !== undefined ? issue.input : valueAt(input, issue.path);
-    const shown = value === undefined ? '' : ` = ${JSON.stringify(value)}`;
-    return [{ setting: `${settingName(issue.path)}${shown}`, message: explain(issue) }];
+    return [{ setting: `${settingName(issue.path)}${showValue(value)}`, message: explain(issue) }];
   });
+}
+
+/** ` = <value>` for values short enough to read in one line; whole objects are left out. */
+function showValue(value: unknown): string {
+  if (value === undefined || (typeof value === 'object' && value !== null && !Array.isArray(value)))
+    return '';
+  const json = JSON.stringify(value);
+  return json.length <= 80 ? ` = ${json}` : '';
 }
 
 /** Zod's own wording starts like this; anything else is a message the schema wrote for people. */
@@ -57,6 +64,7 @@ function explain(issue: z.core.$ZodIssue): string {
   if (!GENERIC_MESSAGE.test(issue.message)) return issue.message;
   switch (issue.code) {
     case 'invalid_type':
+      if (issue.expected === 'int') return 'must be a whole number';
       return issue.input === undefined ? `is required (a ${issue.expected})` : `must be a ${issue.expected}`;
     case 'too_small':
       if (issue.origin === 'array') return `needs at least ${issue.minimum} item(s)`;

@@ -7,6 +7,11 @@ import type { LabConfig } from './schema.ts';
  */
 export function configWarnings(config: LabConfig): string[] {
   const { workload, vllm } = config;
+  if (vllm.replicas < 2) {
+    return [
+      'vllm.replicas is 1: there is nothing to route between; the arms will all measure the same replica.',
+    ];
+  }
   const pressure = cachePressure(workload, vllm.replicas, vllm.kvCacheTokensPerReplica);
   const workingSet = `${workload.prefixes} prefixes x ${workload.prefixLen} tokens = ${pressure.workingSetTokens.toLocaleString('en-US')} tokens`;
   const kv = `${vllm.kvCacheTokensPerReplica.toLocaleString('en-US')} KV cache tokens per replica`;
@@ -18,12 +23,7 @@ export function configWarnings(config: LabConfig): string[] {
   }
   if (!pressure.partitionFits) {
     warnings.push(
-      `workload: even a perfect partition over ${vllm.replicas} replica(s) does not fit (${workingSet}; ${kv}): every policy must evict, so the study cannot show what routing could gain. Lower workload.prefixes or workload.prefixLen, or add replicas.`,
-    );
-  }
-  if (vllm.replicas < 2) {
-    warnings.push(
-      'vllm.replicas is 1: there is nothing to route between; the arms will all measure the same replica.',
+      `workload: even a perfect partition over ${vllm.replicas} replicas does not fit (${workingSet}; ${kv}): every policy must evict, so the study cannot show what routing could gain. Lower workload.prefixes or workload.prefixLen, or add replicas.`,
     );
   }
   return warnings;

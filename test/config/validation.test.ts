@@ -1,0 +1,223 @@
+import { describe, expect, it } from 'vitest';
+import { parseLabConfig } from '../../lib/config/load.ts';
+import { LabConfigError } from '../../lib/config/problems.ts';
+import { imageTagProblem } from '../../lib/config/schema.ts';
+
+/** The problem lines a configuration gets, as the CLI prints them (without the bullet). */
+function problems(overrides: unknown): string[] {
+  try {
+    parseLabConfig(overrides, 'test.yaml');
+  } catch (error) {
+    if (error instanceof LabConfigError) return error.problems.map((p) => `${p.setting}: ${p.message}`);
+    throw error;
+  }
+  return [];
+}
+
+describe('LabConfig validation', () => {
+  it('accepts the defaults and a partial override', () => {
+    expect(problems({})).toEqual([]);
+    expect(
+      parseLabConfig({ vllm: { replicas: 3 }, workload: { partitionSeeds: [1, 2, 3] } }).vllm,
+    ).toMatchObject({
+      replicas: 3,
+      blockSize: 16,
+    });
+  });
+
+  it('rejects more replicas than the instance has GPUs', () => {
+    expect(problems({ vllm: { replicas: 5 } })).toContain(
+      'vllm.replicas = 5: each replica needs its own GPU and instance.gpus is 4 (g6.12xlarge); allowed: 1 to 4',
+    );
+  });
+
+  it('rejects a block size vLLM does not accept', () => {
+    expect(problems({ vllm: { blockSize: 24 } })).toEqual([
+      'vllm.blockSize = 24: must be one of 1, 8, 16, 32, 64, 128',
+    ]);
+    expect(problems({ llmd: { blockSize: 48 } })).toEqual([
+      'llmd.blockSize = 48: must be one of 1, 8, 16, 32, 64, 128',
+    ]);
+  });
+
+  it('rejects a workload longer than the model length', () => {
+    expect(problems({ workload: { prefixLen: 8000 } })).toContain(
+      'workload.prefixLen = 8000: prefixLen + chatTemplateTokens + suffixLen + outputLen = 8000 + 10 + 128 + 128 = 8266 tokens, above vllm.maxModelLen 8192; shorten the workload or raise vllm.maxModelLen',
+    );
+    expect(problems({ workload: { prefixLen: 4096 }, vllm: { maxModelLen: 4096 } })).toHaveLength(1);
+  });
+
+  it.each([
+    [
+      'vllm',
+      'image',
+      'vllm/vllm-openai',
+      'has no tag; pin a version tag (e.g. "repo/image:v1.2.3") or a digest',
+    ],
+    [
+      'vllm',
+      'image',
+      'vllm/vllm-openai:latest',
+      'uses the floating tag "latest"; pin a version tag or a digest',
+    ],
+    [
+      'envoy',
+      'image',
+      'envoyproxy/envoy:dev-latest',
+      'uses the floating tag "dev-latest"; pin a version tag or a digest',
+    ],
+    [
+      'gaie',
+      'eppImage',
+      'registry.k8s.io:5000/epp',
+      'has no tag; pin a version tag (e.g. "repo/image:v1.2.3") or a digest',
+    ],
+    [
+      'benchmark',
+      'image',
+      'vllm/vllm-openai:',
+      'has no tag; pin a version tag (e.g. "repo/image:v1.2.3") or a digest',
+    ],
+  ])('rejects the unpinned image %s.%s = %s', (section, key, image, message) => {
+    expect(problems({ [section]: { [key]: image } })).toEqual([`${section}.${key} = "${image}": ${message}`]);
+  });
+
+  it('accepts images pinned by tag on a registry with a port, or by digest', () => {
+    expect(imageTagProblem('registry.local:5000/team/vllm:v0.11.0')).toBeUndefined();
+    expect(imageTagProblem(`vllm/vllm-openai@sha256:${'a'.repeat(64)}`)).toBeUndefined();
+  });
+
+  it('rejects an unknown router policy, naming the allowed ones', () => {
+    const sweep = { concurrencySweep: { arms: ['kube-proxy'] } };
+    expect(problems({ router: { variants: [{ name: 'smart', policy: 'smart' }] }, study: sweep })).toEqual([
+      'router.variants[0].policy = "smart": allowed: round_robin, random, cache_aware, power_of_two, consistent_hash',
+    ]);
+  });
+
+  it('rejects cache_aware tuning on another policy and duplicate variant names', () => {
+    expect(
+      problems({
+        router: {
+          variants: [
+            { name: 'rr', policy: 'round_robin', balanceAbsThreshold: 4096 },
+            { name: 'rr', policy: 'random' },
+          ],
+        },
+        study: { concurrencySweep: { arms: ['kube-proxy'] } },
+      }),
+    ).toEqual([
+      'router.variants[0]: balanceAbsThreshold only apply to policy cache_aware, not round_robin',
+      'router.variants[1].name = "rr": "rr" is used twice',
+    ]);
+  });
+
+  it.each([
+    ['vllm', 'replicas', 0, 'must be greater than 0'],
+    ['workload', 'prompts', -8, 'must be greater than 0'],
+    ['workload', 'concurrency', 0, 'must be greater than 0'],
+    ['envoy', 'concurrency', 0, 'must be greater than 0'],
+    ['workload', 'prefixes', 2.5, 'must be a whole number'],
+  ])('rejects a non-positive or fractional count %s.%s = %s', (section, key, value, message) => {
+    expect(problems({ [section]: { [key]: value } })).toContain(`${section}.${key} = ${value}: ${message}`);
+  });
+
+  it.each([0, -1, 73, 100])('rejects a lifetime of %s hours', (hours) => {
+    expect(problems({ instance: { maxLifetimeHours: hours } })).toEqual([
+      `instance.maxLifetimeHours = ${hours}: must be more than 0 and at most 72 hours`,
+    ]);
+  });
+
+  it('accepts lifetimes up to 72 hours', () => {
+    expect(problems({ instance: { maxLifetimeHours: 72 } })).toEqual([]);
+    expect(problems({ instance: { maxLifetimeHours: 0.5 } })).toEqual([]);
+  });
+
+  it('rejects unknown keys and suggests the setting that was meant', () => {
+    expect(problems({ vllm: { blcokSize: 16 } })).toEqual([
+      'vllm.blcokSize: unknown setting (did you mean "blockSize"?); allowed here: image, replicas, maxModelLen, gpuMemoryUtilization, blockSize, kvCacheTokensPerReplica',
+    ]);
+    expect(problems({ workloads: {} })[0]).toMatch(
+      /^workloads: unknown setting \(did you mean "workload"\?\)/,
+    );
+    expect(problems({ router: { variants: [{ name: 'x', policy: 'random', weight: 1 }] } })[0]).toMatch(
+      /^router\.variants\[0\]\.weight: unknown setting; allowed here: name, policy, cacheThreshold/,
+    );
+  });
+
+  it('rejects a wrong type with the setting and the value', () => {
+    expect(problems({ vllm: { replicas: 'two' } })).toEqual(['vllm.replicas = "two": must be a number']);
+    expect(problems({ study: { sharegptControl: 'yes' } })).toEqual([
+      'study.sharegptControl = "yes": must be a boolean',
+    ]);
+  });
+
+  it('rejects a prompt count that does not repeat every prefix equally', () => {
+    expect(problems({ workload: { prompts: 1000 } })).toEqual([
+      'workload.prompts = 1000: must be a multiple of workload.prefixes (128) so that every prefix repeats equally; nearest: 896 or 1024',
+      'study.boundSweepPrefixes = [128,64,16,8]: every swept prefix count must divide workload.prompts (1000); 128, 64, 16 do(es) not',
+    ]);
+  });
+
+  it('needs one distinct partition seed and one client slot per replica', () => {
+    expect(problems({ vllm: { replicas: 3 } })).toEqual([
+      'workload.partitionSeeds = [42,4242]: needs one seed per replica: 3 replicas, 2 seeds',
+    ]);
+    expect(problems({ workload: { partitionSeeds: [7, 7] } })).toEqual([
+      'workload.partitionSeeds = [7,7]: seeds must differ, or two replicas would get the same prefixes',
+    ]);
+    expect(problems({ workload: { concurrency: 1 } })).toEqual([
+      'workload.concurrency = 1: the ideal-partition run gives each of the 2 replicas its own client, so concurrency must be at least 2',
+    ]);
+  });
+
+  it('rejects sweep arms that are unknown or not enabled', () => {
+    expect(problems({ study: { concurrencySweep: { arms: ['router-fast'] } } })[0]).toBe(
+      'study.concurrencySweep.arms[0] = "router-fast": unknown arm; allowed: kube-proxy, router-round-robin, router-cache-aware, router-cache-aware-tuned, router-round-robin-completions, router-cache-aware-completions, router-cache-aware-tuned-completions, epp',
+    );
+    expect(problems({ study: { concurrencySweep: { arms: ['llmd-precise'] } } })).toEqual([
+      'study.concurrencySweep.arms[0] = "llmd-precise": "llmd-precise" is an optional arm that is not in study.optionalArms; enable it there first',
+    ]);
+    expect(
+      problems({ study: { optionalArms: ['llmd-precise'], concurrencySweep: { arms: ['llmd-precise'] } } }),
+    ).toEqual([]);
+  });
+
+  it('rejects an unknown optional arm and names the allowed ones', () => {
+    expect(problems({ study: { optionalArms: ['ai-gatway'] } })).toEqual([
+      'study.optionalArms[0] = "ai-gatway": allowed: epp-prefix3, ai-gateway, llmd-precise',
+    ]);
+  });
+
+  it('rejects names Kubernetes would refuse', () => {
+    expect(problems({ namespace: 'LLM_Lab' })).toEqual([
+      'namespace = "LLM_Lab": must be a DNS-1123 label: lowercase letters, digits and "-"',
+    ]);
+    expect(problems({ model: { servedName: 'Qwen/Qwen3' } })).toEqual([
+      'model.servedName = "Qwen/Qwen3": must be a DNS-1123 label: lowercase letters, digits and "-"',
+    ]);
+  });
+
+  it('reports every problem at once, schema and cross-field together', () => {
+    const found = problems({
+      vllm: { replicas: 6, blockSize: 12, blcokSize: 1 },
+      envoy: { image: 'envoyproxy/envoy:latest' },
+      instance: { maxLifetimeHours: 0 },
+      workload: { prefixLen: 9000 },
+    });
+    expect(found.map((line) => line.split(':')[0])).toEqual([
+      'instance.maxLifetimeHours = 0',
+      'vllm.blockSize = 12',
+      'vllm.blcokSize',
+      'envoy.image = "envoyproxy/envoy',
+      'vllm.replicas = 6',
+      'workload.prefixLen = 9000',
+      'workload.partitionSeeds = [42,4242]',
+    ]);
+  });
+
+  it('formats the error for people: source, count, one line per problem', () => {
+    expect(() => parseLabConfig({ vllm: { replicas: 0 } }, 'lab.yaml')).toThrow(
+      'Invalid lab configuration (lab.yaml): 1 problem(s)\n  - vllm.replicas = 0: must be greater than 0',
+    );
+  });
+});

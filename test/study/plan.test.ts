@@ -1,0 +1,166 @@
+import { describe, expect, it } from 'vitest';
+import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
+import { findRun, studyPlan } from '../../lib/study/plan.ts';
+
+const ids = (overrides: object = {}) => studyPlan(parseLabConfig(overrides)).runs.map((run) => run.id);
+
+const DEFAULT_ARMS = [
+  'kube-proxy',
+  'router-round-robin',
+  'router-cache-aware',
+  'router-cache-aware-tuned',
+  'router-round-robin-completions',
+  'router-cache-aware-completions',
+  'router-cache-aware-tuned-completions',
+  'epp',
+];
+
+describe('studyPlan (lab-spec 4.2)', () => {
+  const config = defaultLabConfig();
+  const plan = studyPlan(config);
+
+  it('lists the default study in order: bound sweep, partition, arms x datasets, concurrency sweep', () => {
+    expect(plan.runs.map((run) => run.id)).toEqual([
+      'bound-p128',
+      'bound-p64',
+      'bound-p16',
+      'bound-p8',
+      'partition',
+      ...DEFAULT_ARMS.flatMap((arm) => [`arm-${arm}-prefix`, `arm-${arm}-sharegpt`]),
+      'sweep-c4-kube-proxy',
+      'sweep-c4-router-cache-aware',
+      'sweep-c8-kube-proxy',
+      'sweep-c8-router-cache-aware',
+    ]);
+    expect(new Set(plan.runs.map((run) => run.id)).size).toBe(plan.runs.length);
+  });
+
+  it('sends the upper-bound sweep straight to replica 0 with the swept prefix count', () => {
+    const run = findRun(plan, 'bound-p64');
+    expect(run.group).toBe('bound');
+    expect(run.benchmarks).toEqual([
+      {
+        id: 'bound-p64',
+        target: { kind: 'replica', servers: 'standard', replica: 0 },
+        api: 'chat',
+        dataset: 'prefix',
+        prompts: 1024,
+        concurrency: 32,
+        seed: 42,
+        prefix: { prefixes: 64, prefixLen: 2048, suffixLen: 128, outputLen: 128 },
+        resultFile: 'bound-p64.json',
+      },
+    ]);
+    expect(run.reset).toEqual({ prefixCaches: 'standard' });
+    expect(run.expectedRequests).toBe(1025);
+    expect(findRun(plan, 'bound-p128').upperBound).toBeCloseTo((7 / 8) * (2048 / 2186), 12);
+  });
+
+  it('gives each replica 64 prefixes, 512 prompts and concurrency 16 with its own seed in the ideal partition', () => {
+    const run = findRun(plan, 'partition');
+    expect(
+      run.benchmarks.map((b) => [b.id, b.target, b.prompts, b.concurrency, b.seed, b.prefix?.prefixes]),
+    ).toEqual([
+      ['partition-r0', { kind: 'replica', servers: 'standard', replica: 0 }, 512, 16, 42, 64],
+      ['partition-r1', { kind: 'replica', servers: 'standard', replica: 1 }, 512, 16, 4242, 64],
+    ]);
+    // Together: 1,024 prompts and two warm-ups.
+    expect(run.expectedRequests).toBe(1026);
+  });
+
+  it('runs every arm with the prefix workload and the ShareGPT control through its front end', () => {
+    const prefix = findRun(plan, 'arm-router-cache-aware-completions-prefix');
+    expect(prefix.arm).toBe('router-cache-aware-completions');
+    expect(prefix.benchmarks[0]).toMatchObject({
+      target: { kind: 'arm', arm: 'router-cache-aware-completions' },
+      api: 'completions',
+      dataset: 'prefix',
+      prompts: 1024,
+      concurrency: 32,
+    });
+    const sharegpt = findRun(plan, 'arm-epp-sharegpt');
+    expect(sharegpt.dataset).toBe('sharegpt');
+    expect(sharegpt.benchmarks[0].prefix).toBeUndefined();
+    expect(sharegpt.upperBound).toBeUndefined();
+  });
+
+  it('resets the caches before every run and restarts front ends that keep a prefix index', () => {
+    expect(findRun(plan, 'arm-kube-proxy-prefix').reset).toEqual({ prefixCaches: 'standard' });
+    expect(findRun(plan, 'arm-router-round-robin-sharegpt').reset).toEqual({
+      prefixCaches: 'standard',
+      restartFrontEndOf: 'router-round-robin',
+    });
+    expect(findRun(plan, 'arm-epp-prefix').reset.restartFrontEndOf).toBe('epp');
+    expect(plan.runs.every((run) => run.reset.prefixCaches)).toBe(true);
+  });
+
+  it('sweeps concurrency on the prefix workload only', () => {
+    const run = findRun(plan, 'sweep-c4-router-cache-aware');
+    expect(run.group).toBe('sweep');
+    expect(run.benchmarks[0]).toMatchObject({ concurrency: 4, dataset: 'prefix', prompts: 1024 });
+  });
+
+  it('adds the optional arms after the sweep, llm-d on its own replicas', () => {
+    const runs = ids({ study: { optionalArms: ['llmd-precise', 'epp-prefix3'] } });
+    expect(runs.slice(-4)).toEqual([
+      'arm-epp-prefix3-prefix',
+      'arm-epp-prefix3-sharegpt',
+      'arm-llmd-precise-prefix',
+      'arm-llmd-precise-sharegpt',
+    ]);
+    const llmd = findRun(
+      studyPlan(parseLabConfig({ study: { optionalArms: ['llmd-precise'] } })),
+      'arm-llmd-precise-prefix',
+    );
+    expect(llmd.reset).toEqual({ prefixCaches: 'kv-events', restartFrontEndOf: 'llmd-precise' });
+  });
+
+  it('follows a changed study: no control, no completions arms, another sweep', () => {
+    expect(
+      ids({
+        study: {
+          boundSweepPrefixes: [128],
+          sharegptControl: false,
+          routerCompletions: false,
+          concurrencySweep: { levels: [16], arms: ['epp'] },
+        },
+      }),
+    ).toEqual([
+      'bound-p128',
+      'partition',
+      'arm-kube-proxy-prefix',
+      'arm-router-round-robin-prefix',
+      'arm-router-cache-aware-prefix',
+      'arm-router-cache-aware-tuned-prefix',
+      'arm-epp-prefix',
+      'sweep-c16-epp',
+    ]);
+  });
+
+  it('splits the partition unevenly but completely over three replicas', () => {
+    const three = studyPlan(
+      parseLabConfig({ vllm: { replicas: 3 }, workload: { partitionSeeds: [1, 2, 3] } }),
+    );
+    const run = findRun(three, 'partition');
+    expect(run.benchmarks.map((b) => [b.prefix?.prefixes, b.prompts, b.concurrency, b.seed])).toEqual([
+      [43, 344, 11, 1],
+      [43, 344, 11, 2],
+      [42, 336, 10, 3],
+    ]);
+    expect(run.benchmarks.reduce((sum, b) => sum + b.prompts, 0)).toBe(1024);
+    expect(run.expectedRequests).toBe(1027);
+  });
+
+  it('carries the configured workload into every run', () => {
+    const changed = studyPlan(parseLabConfig({ workload: { concurrency: 8, seed: 7, prefixLen: 1024 } }));
+    const run = findRun(changed, 'arm-kube-proxy-prefix');
+    expect(run.benchmarks[0]).toMatchObject({ concurrency: 8, seed: 7, prefix: { prefixLen: 1024 } });
+    expect(run.title).toBe('Kubernetes Service (kube-proxy): prefix workload, concurrency 8');
+  });
+
+  it('names the runs that exist when asked for one that does not', () => {
+    expect(() => findRun(plan, 'arm-nginx-prefix')).toThrow(
+      /no run "arm-nginx-prefix" in the study plan; runs: bound-p128, /,
+    );
+  });
+});
