@@ -34,7 +34,7 @@ const blockSize = (description: string) =>
     .refine((size) => (BLOCK_SIZES as readonly number[]).includes(size), {
       message: `must be one of ${BLOCK_SIZES.join(', ')}`,
     })
-    .describe(description);
+    .meta({ description, allowed: BLOCK_SIZES.join(', ') });
 
 /** A DNS-1123 label: what Kubernetes accepts as a namespace or object name. */
 const dnsLabel = (description: string) =>
@@ -42,7 +42,7 @@ const dnsLabel = (description: string) =>
     .string()
     .max(63)
     .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS-1123 label: lowercase letters, digits and "-"')
-    .describe(description);
+    .meta({ description, allowed: 'DNS-1123 label (a-z, 0-9, "-"; at most 63)' });
 
 /**
  * A container image pinned by tag (or digest). Floating tags would make two runs of the "same"
@@ -55,7 +55,7 @@ const pinnedImage = (description: string) =>
       const problem = imageTagProblem(image);
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     })
-    .describe(description);
+    .meta({ description, allowed: 'image pinned by version tag or digest; no latest' });
 
 /** Why an image reference is not pinned, or undefined when it is. */
 export function imageTagProblem(image: string): string | undefined {

@@ -1,0 +1,60 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+function run(entry: string, env: NodeJS.ProcessEnv) {
+  return spawnSync(process.execPath, ['--import', 'tsx', entry], {
+    cwd: root,
+    env: { ...process.env, LAB_CONFIG: '', ...env },
+    encoding: 'utf8',
+  });
+}
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'lab-entry-'));
+}
+
+function overrideFile(text: string): string {
+  const path = join(tempDir(), 'lab.yaml');
+  writeFileSync(path, text);
+  return path;
+}
+
+// Both synthesizers read the same configuration, the CDK app also through `-c labConfig=`.
+describe('synthesizer entry points', () => {
+  it('the CDK app takes -c labConfig=<file> and names the stack from it', () => {
+    const out = tempDir();
+    const config = overrideFile('stackName: MyLab\n');
+    const result = run('bin/cdk-app.ts', {
+      CDK_OUTDIR: out,
+      CDK_CONTEXT_JSON: JSON.stringify({ labConfig: config }),
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(existsSync(join(out, 'MyLab.template.json'))).toBe(true);
+  });
+
+  it('the CDK app stops with every problem of a bad configuration', () => {
+    const config = overrideFile('vllm:\n  replicas: 0\n');
+    const result = run('bin/cdk-app.ts', { CDK_OUTDIR: tempDir(), LAB_CONFIG: config });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('vllm.replicas = 0: must be greater than 0');
+  });
+
+  it('the cdk8s app honours $LAB_CONFIG', () => {
+    const out = tempDir();
+    const config = overrideFile('namespace: other-lab\n');
+    const result = run('bin/cdk8s-app.ts', { CDK8S_OUTDIR: out, LAB_CONFIG: config });
+    expect(result.status, result.stderr).toBe(0);
+    const manifests = readdirSync(out, { recursive: true, encoding: 'utf8' }).filter((name) =>
+      name.endsWith('.yaml'),
+    );
+    const text = manifests.map((name) => readFileSync(join(out, name), 'utf8')).join('\n');
+    expect(text).toMatch(/kind: Namespace\n(.*\n)*? {2}name: other-lab/);
+    expect(text).not.toContain('namespace: vllm');
+  });
+});

@@ -1,0 +1,67 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { defaultLabConfig } from '../../lib/config/load.ts';
+import { runLabCli } from './run-lab.ts';
+
+function overrideFile(text: string): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'lab-cli-')), 'lab.yaml');
+  writeFileSync(path, text);
+  return path;
+}
+
+describe('lab config', () => {
+  it('prints the effective default configuration as YAML and says it is valid', () => {
+    const run = runLabCli(['config']);
+    expect(run.code).toBe(0);
+    expect(parse(run.stdout)).toEqual(defaultLabConfig());
+    expect(run.stderr).toContain('# configuration: defaults; valid');
+  });
+
+  it('merges --config over the defaults and prints JSON on request', () => {
+    const path = overrideFile('vllm:\n  replicas: 3\nworkload:\n  partitionSeeds: [1, 2, 3]\n');
+    const run = runLabCli(['--config', path, 'config', '--json']);
+    expect(run.code).toBe(0);
+    const config = JSON.parse(run.stdout);
+    expect(config.vllm.replicas).toBe(3);
+    expect(config.vllm.blockSize).toBe(16);
+  });
+
+  it('honours $LAB_CONFIG', () => {
+    const path = overrideFile('namespace: from-env\n');
+    const run = runLabCli(['config', '--json'], { LAB_CONFIG: path });
+    expect(JSON.parse(run.stdout).namespace).toBe('from-env');
+    expect(run.stderr).toContain(`# configuration: ${path}; valid`);
+  });
+
+  it('prints warnings on standard error and still exits 0', () => {
+    const path = overrideFile('workload:\n  prefixes: 8\n  prefixLen: 512\n');
+    const run = runLabCli(['--config', path, 'config']);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/^warning: workload: the working set \(8 prefixes x 512 tokens/m);
+  });
+
+  it('exits 1 with every problem and no stack trace on a bad configuration', () => {
+    const path = overrideFile('vllm:\n  replicas: 9\n  blockSize: 20\n');
+    const run = runLabCli(['--config', path, 'config']);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toContain(`Invalid lab configuration (${path}): 3 problem(s)`);
+    expect(run.stderr).toContain('  - vllm.blockSize = 20: must be one of 1, 8, 16, 32, 64, 128');
+    expect(run.stderr).toContain('  - vllm.replicas = 9: each replica needs its own GPU');
+    expect(run.stderr).not.toContain('    at ');
+  });
+
+  it('has help, and rejects an unknown command with a suggestion', () => {
+    const help = runLabCli(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: lab [options] [command]');
+    expect(help.stdout).toContain('config [options]');
+    const typo = runLabCli(['confg']);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain("unknown command 'confg'");
+    expect(typo.stderr).toContain('Did you mean config?');
+  });
+});
