@@ -1,22 +1,77 @@
-import { App, type AppProps, YamlOutputType } from 'cdk8s';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { App, type AppProps, type Chart, Yaml, YamlOutputType } from 'cdk8s';
 import type { LabConfig } from '../lib/config/schema.ts';
+import { KubeProxyBaselineChart } from './baseline.ts';
+import { labLabels } from './common.ts';
+import { EndpointPickersChart } from './endpoint-picker.ts';
+import { GpuPlumbingChart } from './gpu.ts';
+import { ModelServersChart } from './model-servers.ts';
 import { LabNamespace } from './namespace.ts';
+import { RoutersChart } from './routers.ts';
+import { StandaloneEnvoysChart } from './standalone-envoy.ts';
 
-/** Labels on every object of the lab, so `kubectl delete -l` can find them all. */
-export function labLabels(): Record<string, string> {
-  return { 'app.kubernetes.io/part-of': 'llm-gateway-lab' };
+export { labLabels } from './common.ts';
+
+/** Optional arms whose charts this version does not build; synth refuses rather than omit them. */
+const UNBUILT_ARMS: Readonly<Record<string, string>> = {
+  'ai-gateway':
+    'the Envoy AI Gateway arm (lab-spec 3.6) has no charts in this version; remove "ai-gateway" from study.optionalArms',
+};
+
+/**
+ * The lab's cdk8s app. Each chart is written to `<chart id>.yaml`; the ids carry their apply
+ * order (`00-namespace`, `10-gpu`, ...), which synth checks against the chart dependencies.
+ * (cdk8s's own file-per-chart output would prefix them with a second index.)
+ */
+export class LabApp extends App {
+  public override synth(): void {
+    // Runs cdk8s's validation and dependency resolution; the YAML itself is written per chart.
+    this.synthYaml();
+    const charts: Chart[] = this.charts;
+    const ids = charts.map((chart) => chart.node.id);
+    const sorted = [...ids].sort();
+    if (ids.join() !== sorted.join()) {
+      throw new Error(`chart ids must sort in apply order; dependency order is ${ids.join(', ')}`);
+    }
+    mkdirSync(this.outdir, { recursive: true });
+    for (const chart of charts) {
+      Yaml.save(
+        join(this.outdir, `${chart.node.id}${this.outputFileExtension}`),
+        Object.values(chart.toJson()),
+      );
+    }
+  }
 }
 
 /**
- * Builds the cluster side of the lab from one configuration. Chart ids are the manifest file
- * names; dependencies between charts give the apply order.
+ * Builds the cluster side of the lab from one configuration: one chart per deployable unit,
+ * each depending on what must exist before it.
  */
-export function buildLabApp(config: LabConfig, props: AppProps = {}): App {
-  const app = new App({
+export function buildLabApp(config: LabConfig, props: AppProps = {}): LabApp {
+  for (const arm of config.study.optionalArms) {
+    const reason = UNBUILT_ARMS[arm];
+    if (reason) throw new Error(`cannot synthesize the cluster manifests: ${reason}`);
+  }
+  const app = new LabApp({
     yamlOutputType: YamlOutputType.FILE_PER_CHART,
     outputFileExtension: '.yaml',
     ...props,
   });
-  new LabNamespace(app, '00-namespace', { name: config.namespace, labels: labLabels() });
+  const labels = labLabels();
+  const inLab = { namespace: config.namespace, labels };
+
+  const namespace = new LabNamespace(app, '00-namespace', { name: config.namespace, labels });
+  const gpu = new GpuPlumbingChart(app, '10-gpu', { labels, devicePluginImage: config.devicePlugin.image });
+  const servers = new ModelServersChart(app, '20-model-servers', { ...inLab, config });
+  servers.addDependency(namespace, gpu);
+  const baseline = new KubeProxyBaselineChart(app, '30-baseline', { ...inLab, config });
+  baseline.addDependency(servers);
+  const routers = new RoutersChart(app, '40-routers', { ...inLab, config });
+  routers.addDependency(baseline);
+  const epps = new EndpointPickersChart(app, '50-epp', { ...inLab, config });
+  epps.addDependency(routers);
+  const envoys = new StandaloneEnvoysChart(app, '60-envoy', { ...inLab, config });
+  envoys.addDependency(epps);
   return app;
 }

@@ -1,5 +1,5 @@
 import { Chart, type ChartProps } from 'cdk8s';
-import * as kplus from 'cdk8s-plus-34';
+import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 
 export interface LabNamespaceProps extends ChartProps {
@@ -11,6 +11,6 @@ export interface LabNamespaceProps extends ChartProps {
 export class LabNamespace extends Chart {
   constructor(scope: Construct, id: string, props: LabNamespaceProps) {
     super(scope, id, props);
-    new kplus.Namespace(this, 'namespace', { metadata: { name: props.name } });
+    new k8s.KubeNamespace(this, 'namespace', { metadata: { name: props.name } });
   }
 }

@@ -1,0 +1,138 @@
+import { ApiObject, App, Chart, YamlOutputType } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-34';
+import { Construct } from 'constructs';
+import type { LabConfig } from '../lib/config/schema.ts';
+import { benchServeArgs, RESULT_DIR } from '../lib/study/benchmark.ts';
+import type { BenchmarkSpec, StudyPlan } from '../lib/study/plan.ts';
+import {
+  COMPONENT_LABEL,
+  envVars,
+  labLabels,
+  MODEL_CACHE_MOUNT,
+  modelCacheMount,
+  modelCacheVolume,
+  NVIDIA_RUNTIME_CLASS,
+  quantity,
+  RESULTS_HOST_PATH,
+} from './common.ts';
+
+/** Label carrying the benchmark id, so the runner finds a Job's pods and results. */
+export const BENCHMARK_LABEL = 'lab.llm-gateway/benchmark';
+
+/** A Job manifest as plain JSON, ready for `kubectl create` or the Kubernetes API. */
+export interface JobManifest {
+  readonly apiVersion: 'batch/v1';
+  readonly kind: 'Job';
+  readonly metadata: {
+    readonly name: string;
+    readonly namespace: string;
+    readonly labels: Readonly<Record<string, string>>;
+  };
+  readonly spec: Readonly<Record<string, unknown>>;
+}
+
+/** Job name of a benchmark client: `bench-<id>`, a DNS-1123 label. */
+export function benchmarkJobName(spec: Pick<BenchmarkSpec, 'id'>): string {
+  const name = `bench-${spec.id}`;
+  if (name.length > 63 || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+    throw new Error(
+      `benchmark "${spec.id}": Job name "${name}" is not a DNS-1123 label of at most 63 characters`,
+    );
+  }
+  return name;
+}
+
+/** Host folder a benchmark writes its saved JSON to (mounted at /out). */
+export function benchmarkResultHostPath(spec: Pick<BenchmarkSpec, 'id'>): string {
+  return `${RESULTS_HOST_PATH}/${spec.id}`;
+}
+
+/**
+ * The `vllm bench serve` client of one benchmark as a Job (lab-spec 3.8). Pure: the runner
+ * creates these at run time, and the charts wrap the same object.
+ */
+export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec): JobManifest {
+  const name = benchmarkJobName(spec);
+  const labels = { ...labLabels(), [COMPONENT_LABEL]: 'benchmark', [BENCHMARK_LABEL]: spec.id };
+  const memory = quantity(`${config.benchmark.memoryLimitGi}Gi`);
+  const props: k8s.KubeJobProps = {
+    metadata: { name, namespace: config.namespace, labels },
+    spec: {
+      // A retry would meet the first attempt's warm cache and inflate the hit rate.
+      backoffLimit: 0,
+      template: {
+        metadata: { labels },
+        spec: {
+          restartPolicy: 'Never',
+          // The CLI builds an engine config and dies ("Failed to infer device type") without a
+          // visible GPU, yet it must not take one from the replicas: runtime class and env, no
+          // nvidia.com/gpu request.
+          runtimeClassName: NVIDIA_RUNTIME_CLASS,
+          containers: [
+            {
+              name: 'bench',
+              image: config.benchmark.image,
+              command: ['vllm'],
+              args: benchServeArgs(config, spec),
+              env: envVars({
+                NVIDIA_VISIBLE_DEVICES: 'all',
+                NVIDIA_DRIVER_CAPABILITIES: 'compute,utility',
+                HF_HOME: MODEL_CACHE_MOUNT,
+              }),
+              resources: {
+                requests: { cpu: quantity('2'), memory },
+                limits: { memory },
+              },
+              securityContext: {
+                runAsNonRoot: false,
+                readOnlyRootFilesystem: false,
+                allowPrivilegeEscalation: false,
+              },
+              volumeMounts: [modelCacheMount(), { name: 'results', mountPath: RESULT_DIR }],
+            },
+          ],
+          volumes: [
+            modelCacheVolume(),
+            { name: 'results', hostPath: { path: benchmarkResultHostPath(spec), type: 'DirectoryOrCreate' } },
+          ],
+        },
+      },
+    },
+  };
+  return k8s.KubeJob.manifest(props) as JobManifest;
+}
+
+export interface BenchmarkJobProps {
+  readonly config: LabConfig;
+  readonly spec: BenchmarkSpec;
+}
+
+/** A benchmark client Job in a chart; exactly the object `benchmarkJob` returns. */
+export class BenchmarkJob extends Construct {
+  public readonly manifest: JobManifest;
+
+  constructor(scope: Construct, id: string, props: BenchmarkJobProps) {
+    super(scope, id);
+    this.manifest = benchmarkJob(props.config, props.spec);
+    const { apiVersion, kind, metadata, spec } = this.manifest;
+    new ApiObject(this, 'job', { apiVersion, kind, metadata: { ...metadata }, spec });
+  }
+}
+
+/**
+ * A separate app with one file per run of the plan (`<run-id>.yaml`, every client of the run),
+ * for running the study by hand with `kubectl create -f`. It is not part of the apply order:
+ * the Jobs start load as soon as they exist.
+ */
+export function buildBenchmarkJobsApp(config: LabConfig, plan: StudyPlan, outdir: string): App {
+  const app = new App({
+    outdir,
+    yamlOutputType: YamlOutputType.FILE_PER_CHART,
+    outputFileExtension: '.yaml',
+  });
+  for (const run of plan.runs) {
+    const chart = new Chart(app, run.id);
+    for (const spec of run.benchmarks) new BenchmarkJob(chart, spec.id, { config, spec });
+  }
+  return app;
+}

@@ -1,0 +1,61 @@
+import { k8s } from 'cdk8s-plus-34';
+
+/**
+ * Small helpers shared by the charts. The charts use the typed Kubernetes API objects that
+ * cdk8s-plus-34 exports as `k8s` rather than its high-level constructs: those add container
+ * defaults (2Gi memory limit, read-only root filesystem, non-root user) that break vLLM, and
+ * every field of a lab pod is a fact of the study that should be written out, not inherited.
+ */
+
+/** Labels on every object of the lab, so `kubectl delete -l` can find them all. */
+export function labLabels(): Record<string, string> {
+  return { 'app.kubernetes.io/part-of': 'llm-gateway-lab' };
+}
+
+/** Label key naming the lab component of an object (model-servers, router, epp, envoy, benchmark). */
+export const COMPONENT_LABEL = 'app.kubernetes.io/component';
+
+/** Host folder shared by every replica and benchmark client as `HF_HOME` (models, datasets). */
+export const MODEL_CACHE_HOST_PATH = '/var/lib/lab/models';
+/** Host folder under which each benchmark client writes its saved JSON. */
+export const RESULTS_HOST_PATH = '/var/lib/lab/results';
+/** Where the shared cache is mounted inside pods; `HF_HOME` points here. */
+export const MODEL_CACHE_MOUNT = '/models';
+
+/** The RuntimeClass K3s registers when it finds nvidia-container-runtime (lab-spec 2.2). */
+export const NVIDIA_RUNTIME_CLASS = 'nvidia';
+/** Extended resource the NVIDIA device plugin advertises. */
+export const GPU_RESOURCE = 'nvidia.com/gpu';
+
+export function quantity(value: string | number): k8s.Quantity {
+  return typeof value === 'number' ? k8s.Quantity.fromNumber(value) : k8s.Quantity.fromString(value);
+}
+
+export function port(value: number): k8s.IntOrString {
+  return k8s.IntOrString.fromNumber(value);
+}
+
+/** `name=value` pairs as container env vars, in the order given. */
+export function envVars(vars: Record<string, string>): k8s.EnvVar[] {
+  return Object.entries(vars).map(([name, value]) => ({ name, value }));
+}
+
+/** The shared model cache as a pod volume. */
+export function modelCacheVolume(): k8s.Volume {
+  return {
+    name: 'model-cache',
+    hostPath: { path: MODEL_CACHE_HOST_PATH, type: 'DirectoryOrCreate' },
+  };
+}
+
+export function modelCacheMount(): k8s.VolumeMount {
+  return { name: 'model-cache', mountPath: MODEL_CACHE_MOUNT };
+}
+
+/**
+ * Security context for containers that run as their image's user (vLLM and the pip-installed
+ * router run as root and write to their filesystem): explicit, so no library default applies.
+ */
+export function rootContainerSecurity(): k8s.SecurityContext {
+  return { runAsNonRoot: false, readOnlyRootFilesystem: false, allowPrivilegeEscalation: false };
+}

@@ -1,0 +1,299 @@
+import { createHash } from 'node:crypto';
+import { type ApiObject, Chart, type ChartProps, JsonPatch } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-34';
+import { Construct } from 'constructs';
+import { stringify } from 'yaml';
+import type { LabConfig } from '../lib/config/schema.ts';
+import type { Arm } from '../lib/study/arms.ts';
+import { studyArms } from '../lib/study/arms.ts';
+import { EPP_GRPC_PORT, eppName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
+import { COMPONENT_LABEL, port, quantity } from './common.ts';
+import {
+  type EndpointPickerConfig,
+  gaieSchedulerConfig,
+  precisePrefixCacheConfig,
+} from './gaie/endpoint-picker-config.ts';
+import { INFERENCE_POOL_GROUP, InferencePool } from './gaie/inference-pool.ts';
+import { KV_EVENTS_PORT } from './model-servers.ts';
+
+/** gRPC health service port; probes use it (9002 serves health only with --health-checking). */
+export const EPP_HEALTH_PORT = 9003;
+/** Prometheus metrics; scraping needs a bearer token (tokenreviews/subjectaccessreviews). */
+export const EPP_METRICS_PORT = 9090;
+/** Service name the EPP registers with its gRPC health server. */
+export const EPP_HEALTH_SERVICE = 'inference-extension';
+/** vLLM 0.11 hides the EPP's default `vllm:gpu_cache_usage_perc`; without this the scorer reads nothing. */
+export const VLLM_KV_CACHE_METRIC = 'vllm:kv_cache_usage_perc';
+
+const CONFIG_DIR = '/config';
+const CONFIG_FILE = 'default-plugins.yaml';
+
+/** The InferencePool of an EPP-style arm: `qwen3-pool` for the core arm, one per other arm. */
+export function inferencePoolName(config: LabConfig, armId: string): string {
+  return armId === 'epp' ? `${config.model.servedName}-pool` : `${eppName(config, armId)}-pool`;
+}
+
+export interface EndpointPickerProps {
+  /** Name of the Deployment, Service, ServiceAccount and Role (`qwen3-epp`, ...). */
+  readonly name: string;
+  /** Namespace of the pool (`--pool-namespace`); also the RBAC subject's namespace. */
+  readonly namespace: string;
+  /** The InferencePool this EPP picks endpoints of. */
+  readonly poolName: string;
+  /** Labels that select the pool's model servers (matchLabels only). */
+  readonly poolSelector: Readonly<Record<string, string>>;
+  /** The model servers' port. */
+  readonly targetPort: number;
+  /** Pinned EPP image (GAIE's, or llm-d's inference scheduler). */
+  readonly image: string;
+  /** Scheduler configuration, written to the config file the EPP reads at start. */
+  readonly schedulerConfig: EndpointPickerConfig;
+  /**
+   * Serve ext_proc with TLS. Must match the data plane: the standalone Envoy talks plaintext.
+   * @default false
+   */
+  readonly secureServing?: boolean;
+  /**
+   * Also expose the ZMQ port llm-d's KV-events replicas publish to.
+   * @default - no KV-events port
+   */
+  readonly kvEventsPort?: number;
+}
+
+/** The EPP's command line (lab-spec 3.4); the image's entrypoint is `/epp`. */
+export function endpointPickerArgs(
+  props: Pick<EndpointPickerProps, 'poolName' | 'namespace' | 'secureServing'>,
+): string[] {
+  return [
+    '--pool-name',
+    props.poolName,
+    '--pool-namespace',
+    props.namespace,
+    '--pool-group',
+    INFERENCE_POOL_GROUP,
+    // Without a config file the EPP exits: "scheduler config must be set".
+    '--config-file',
+    `${CONFIG_DIR}/${CONFIG_FILE}`,
+    '--zap-encoder',
+    'json',
+    '--v',
+    '1',
+    '--kv-cache-usage-percentage-metric',
+    VLLM_KV_CACHE_METRIC,
+    `--secure-serving=${props.secureServing ?? false}`,
+  ];
+}
+
+/** Cluster-scoped objects must not carry the chart's namespace. */
+function clusterScoped<T extends ApiObject>(object: T): T {
+  object.addJsonPatch(JsonPatch.remove('/metadata/namespace'));
+  return object;
+}
+
+/**
+ * GAIE's Endpoint Picker for one arm: its InferencePool, scheduler ConfigMap, RBAC, Deployment
+ * and Service. Ready only after the pool has synced.
+ */
+export class EndpointPicker extends Construct {
+  public readonly name: string;
+  public readonly poolName: string;
+
+  constructor(scope: Construct, id: string, props: EndpointPickerProps) {
+    super(scope, id);
+    this.name = props.name;
+    this.poolName = props.poolName;
+    const labels = { [COMPONENT_LABEL]: 'epp' };
+    const selector = { app: props.name };
+    const configText = stringify(props.schedulerConfig);
+
+    new InferencePool(this, 'pool', {
+      metadata: { name: props.poolName, labels },
+      spec: {
+        selector: { matchLabels: { ...props.poolSelector } },
+        targetPorts: [{ number: props.targetPort }],
+        endpointPickerRef: { name: props.name, port: { number: EPP_GRPC_PORT }, failureMode: 'FailClose' },
+      },
+    });
+
+    new k8s.KubeConfigMap(this, 'config', {
+      metadata: { name: `${props.name}-config`, labels },
+      data: { [CONFIG_FILE]: configText },
+    });
+
+    new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name: props.name, labels } });
+    const subject = { kind: 'ServiceAccount', name: props.name, namespace: props.namespace };
+
+    new k8s.KubeRole(this, 'role', {
+      metadata: { name: props.name, labels },
+      rules: [
+        {
+          apiGroups: [INFERENCE_POOL_GROUP],
+          resources: ['inferencepools'],
+          verbs: ['get', 'watch', 'list'],
+        },
+        // The EPP watches InferenceObjectives too, even when none exist.
+        {
+          apiGroups: ['inference.networking.x-k8s.io'],
+          resources: ['inferenceobjectives'],
+          verbs: ['get', 'watch', 'list'],
+        },
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'watch', 'list'] },
+      ],
+    });
+    new k8s.KubeRoleBinding(this, 'role-binding', {
+      metadata: { name: props.name, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: props.name },
+      subjects: [subject],
+    });
+
+    // Cluster-wide names: prefix with the namespace so two labs on one cluster do not collide.
+    const authName = `${props.namespace}-${props.name}-auth`;
+    clusterScoped(
+      new k8s.KubeClusterRole(this, 'auth-role', {
+        metadata: { name: authName, labels },
+        // The metrics endpoint authenticates its scrapers with these reviews.
+        rules: [
+          { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+          { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+        ],
+      }),
+    );
+    clusterScoped(
+      new k8s.KubeClusterRoleBinding(this, 'auth-role-binding', {
+        metadata: { name: authName, labels },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: authName },
+        subjects: [subject],
+      }),
+    );
+
+    const containerPorts: k8s.ContainerPort[] = [
+      { name: 'grpc', containerPort: EPP_GRPC_PORT },
+      { name: 'grpc-health', containerPort: EPP_HEALTH_PORT },
+      { name: 'metrics', containerPort: EPP_METRICS_PORT },
+    ];
+    if (props.kvEventsPort !== undefined)
+      containerPorts.push({ name: 'zmq', containerPort: props.kvEventsPort });
+    const healthProbe = { port: EPP_HEALTH_PORT, service: EPP_HEALTH_SERVICE };
+
+    new k8s.KubeDeployment(this, 'deployment', {
+      metadata: { name: props.name, labels },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: selector },
+        // The runner restarts the EPP between runs to clear its prefix index: never two at once.
+        strategy: { type: 'Recreate' },
+        template: {
+          metadata: {
+            labels: { ...selector, ...labels },
+            // A changed scheduler config rolls the pod.
+            annotations: { 'lab/config-sha256': createHash('sha256').update(configText).digest('hex') },
+          },
+          spec: {
+            serviceAccountName: props.name,
+            terminationGracePeriodSeconds: 30,
+            containers: [
+              {
+                name: 'epp',
+                image: props.image,
+                args: endpointPickerArgs(props),
+                ports: containerPorts,
+                resources: {
+                  requests: { cpu: quantity('500m'), memory: quantity('512Mi') },
+                  limits: { memory: quantity('2Gi') },
+                },
+                securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+                readinessProbe: { grpc: healthProbe, periodSeconds: 2, failureThreshold: 3 },
+                livenessProbe: {
+                  grpc: healthProbe,
+                  initialDelaySeconds: 5,
+                  periodSeconds: 10,
+                  failureThreshold: 3,
+                },
+                volumeMounts: [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }],
+              },
+            ],
+            volumes: [{ name: 'config', configMap: { name: `${props.name}-config` } }],
+          },
+        },
+      },
+    });
+
+    const servicePorts: k8s.ServicePort[] = [
+      {
+        name: 'grpc',
+        port: EPP_GRPC_PORT,
+        targetPort: port(EPP_GRPC_PORT),
+        appProtocol: 'kubernetes.io/h2c',
+      },
+      { name: 'grpc-health', port: EPP_HEALTH_PORT, targetPort: port(EPP_HEALTH_PORT) },
+      { name: 'metrics', port: EPP_METRICS_PORT, targetPort: port(EPP_METRICS_PORT) },
+    ];
+    if (props.kvEventsPort !== undefined) {
+      servicePorts.push({ name: 'zmq', port: props.kvEventsPort, targetPort: port(props.kvEventsPort) });
+    }
+    new k8s.KubeService(this, 'service', {
+      metadata: { name: props.name, labels },
+      spec: { selector, ports: servicePorts },
+    });
+  }
+}
+
+/** EPP-style arms of the study that this chart deploys (core EPP, prefix x3, llm-d precise). */
+export function endpointPickerArms(config: LabConfig): Arm[] {
+  return studyArms(config).filter((arm) => arm.frontEnd === 'epp' || arm.frontEnd === 'llmd');
+}
+
+/** EndpointPicker props of one EPP-style arm, from the configuration. */
+export function endpointPickerProps(config: LabConfig, arm: Arm): EndpointPickerProps {
+  const common = {
+    name: eppName(config, arm.id),
+    namespace: config.namespace,
+    poolName: inferencePoolName(config, arm.id),
+    poolSelector: { app: replicaSetName(config, arm.servers) },
+    targetPort: VLLM_PORT,
+  };
+  switch (arm.id) {
+    case 'epp':
+      return {
+        ...common,
+        image: config.gaie.eppImage,
+        schedulerConfig: gaieSchedulerConfig(config.gaie.weights),
+      };
+    case 'epp-prefix3':
+      return {
+        ...common,
+        image: config.gaie.eppImage,
+        schedulerConfig: gaieSchedulerConfig({
+          ...config.gaie.weights,
+          prefixCache: config.gaie.prefixHeavyWeight,
+        }),
+      };
+    case 'llmd-precise':
+      return {
+        ...common,
+        image: config.llmd.eppImage,
+        schedulerConfig: precisePrefixCacheConfig({
+          blockSize: config.llmd.blockSize,
+          hashSeed: config.llmd.hashSeed,
+          weights: config.llmd.weights,
+        }),
+        kvEventsPort: KV_EVENTS_PORT,
+      };
+    default:
+      throw new Error(`arm "${arm.id}" is not an Endpoint Picker arm`);
+  }
+}
+
+export interface EndpointPickersChartProps extends ChartProps {
+  readonly config: LabConfig;
+}
+
+/** One EndpointPicker per EPP-style arm of the study. */
+export class EndpointPickersChart extends Chart {
+  constructor(scope: Construct, id: string, props: EndpointPickersChartProps) {
+    super(scope, id, props);
+    for (const arm of endpointPickerArms(props.config)) {
+      new EndpointPicker(this, arm.id, endpointPickerProps(props.config, arm));
+    }
+  }
+}

@@ -1,0 +1,238 @@
+import { Chart, type ChartProps } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-34';
+import { Construct } from 'constructs';
+import type { LabConfig } from '../lib/config/schema.ts';
+import type { ServerSet } from '../lib/study/arms.ts';
+import { eppName, headlessServiceName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
+import {
+  COMPONENT_LABEL,
+  envVars,
+  GPU_RESOURCE,
+  MODEL_CACHE_MOUNT,
+  modelCacheMount,
+  modelCacheVolume,
+  NVIDIA_RUNTIME_CLASS,
+  port,
+  quantity,
+  rootContainerSecurity,
+} from './common.ts';
+
+/** The ZMQ port the llm-d EPP binds for KV events; the replicas connect to it (lab-spec 3.7). */
+export const KV_EVENTS_PORT = 5557;
+
+/** KV-cache event publishing of llm-d's replica set (lab-spec 3.7). */
+export interface KvEventsOptions {
+  /** `tcp://host:port` of the EPP that indexes the events. */
+  readonly endpoint: string;
+  /** PYTHONHASHSEED; must equal the indexer's hashSeed. */
+  readonly hashSeed: string;
+}
+
+export interface ModelServersProps {
+  /** StatefulSet name, pod-name prefix and `app` label (`qwen3`, `qwen3-kv`). */
+  readonly name: string;
+  /** Headless Service that gives each replica a stable DNS name. */
+  readonly headlessService: string;
+  readonly replicas: number;
+  /** Pinned vLLM image. */
+  readonly image: string;
+  /** Hugging Face model id (`--model`). */
+  readonly model: string;
+  /** `--served-model-name`; benchmark clients must send the same name. */
+  readonly servedName: string;
+  readonly maxModelLen: number;
+  readonly gpuMemoryUtilization: number;
+  readonly blockSize: number;
+  /**
+   * Publish KV-cache events to an llm-d EPP.
+   * @default - no events (the standard replicas)
+   */
+  readonly kvEvents?: KvEventsOptions;
+  /**
+   * CPU request of each replica.
+   * @default '4'
+   */
+  readonly cpu?: string;
+  /**
+   * Memory request and limit of each replica (host RAM: weights staging, tokenizer, CUDA graphs).
+   * @default '32Gi'
+   */
+  readonly memory?: string;
+  /**
+   * Size of the `/dev/shm` memory volume.
+   * @default '4Gi'
+   */
+  readonly shmSize?: string;
+}
+
+/** Arguments of the vLLM OpenAI server for one replica set (lab-spec 3.1, 3.7). */
+export function vllmServerArgs(props: ModelServersProps): string[] {
+  const args = [
+    `--model=${props.model}`,
+    `--served-model-name=${props.servedName}`,
+    '--host=0.0.0.0',
+    `--port=${VLLM_PORT}`,
+    `--max-model-len=${props.maxModelLen}`,
+    `--gpu-memory-utilization=${props.gpuMemoryUtilization}`,
+    // Never --disable-log-stats: it removes every vllm:* metric, the study's evidence.
+    '--enable-prefix-caching',
+    `--block-size=${props.blockSize}`,
+  ];
+  if (props.kvEvents) {
+    const kvEventsConfig = {
+      enable_kv_cache_events: true,
+      publisher: 'zmq',
+      endpoint: props.kvEvents.endpoint,
+      // Kubernetes expands $(POD_IP) from the container env. The topic's model part is the
+      // Hugging Face id, as in llm-d's own examples (UNCONFIRMED against the served name).
+      topic: `kv@$(POD_IP)@${props.model}`,
+    };
+    args.push(
+      '--prefix-caching-hash-algo=sha256_cbor',
+      `--kv-events-config=${JSON.stringify(kvEventsConfig)}`,
+    );
+  }
+  return args;
+}
+
+/**
+ * N vLLM replicas of one model, one GPU each, with stable names: a StatefulSet (`qwen3-0`,
+ * `qwen3-1`, ...) and a headless Service, so front ends address `qwen3-0.qwen3-headless` and
+ * nothing is re-pointed when a pod restarts.
+ */
+export class ModelServers extends Construct {
+  public readonly name: string;
+  public readonly headlessService: string;
+  /** Labels that select exactly these replicas. */
+  public readonly selector: Readonly<Record<string, string>>;
+
+  constructor(scope: Construct, id: string, props: ModelServersProps) {
+    super(scope, id);
+    if (!Number.isInteger(props.replicas) || props.replicas < 1) {
+      throw new Error(
+        `ModelServers ${props.name}: replicas must be a positive integer, got ${props.replicas}`,
+      );
+    }
+    this.name = props.name;
+    this.headlessService = props.headlessService;
+    this.selector = { app: props.name };
+    const memory = props.memory ?? '32Gi';
+
+    new k8s.KubeService(this, 'headless', {
+      metadata: { name: props.headlessService, labels: { [COMPONENT_LABEL]: 'model-servers' } },
+      spec: {
+        clusterIp: 'None',
+        // DNS names exist while a replica loads its model, so front ends resolve them early.
+        publishNotReadyAddresses: true,
+        selector: { ...this.selector },
+        ports: [{ name: 'http', port: VLLM_PORT, targetPort: port(VLLM_PORT) }],
+      },
+    });
+
+    const env: k8s.EnvVar[] = [
+      // Registers POST /reset_prefix_cache, so runs reset caches without restarting pods.
+      ...envVars({ VLLM_SERVER_DEV_MODE: '1', HF_HOME: MODEL_CACHE_MOUNT }),
+    ];
+    if (props.kvEvents) {
+      env.push(
+        { name: 'PYTHONHASHSEED', value: props.kvEvents.hashSeed },
+        { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+      );
+    }
+
+    new k8s.KubeStatefulSet(this, 'statefulset', {
+      metadata: { name: props.name, labels: { [COMPONENT_LABEL]: 'model-servers' } },
+      spec: {
+        serviceName: props.headlessService,
+        replicas: props.replicas,
+        // Replicas are independent; start them together (the bootstrap pre-fetches the model).
+        podManagementPolicy: 'Parallel',
+        selector: { matchLabels: { ...this.selector } },
+        template: {
+          metadata: { labels: { ...this.selector, [COMPONENT_LABEL]: 'model-servers' } },
+          spec: {
+            // Without it the GPU is requested but not injected into the container.
+            runtimeClassName: NVIDIA_RUNTIME_CLASS,
+            terminationGracePeriodSeconds: 30,
+            containers: [
+              {
+                name: 'vllm',
+                image: props.image,
+                // The API server module takes --model as a flag in every release; `vllm serve`
+                // prefers the model as a positional argument.
+                command: ['python3', '-m', 'vllm.entrypoints.openai.api_server'],
+                args: vllmServerArgs(props),
+                env,
+                ports: [{ name: 'http', containerPort: VLLM_PORT }],
+                resources: {
+                  requests: { cpu: quantity(props.cpu ?? '4'), memory: quantity(memory) },
+                  limits: { memory: quantity(memory), [GPU_RESOURCE]: quantity(1) },
+                },
+                securityContext: rootContainerSecurity(),
+                readinessProbe: {
+                  httpGet: { path: '/health', port: port(VLLM_PORT) },
+                  // Model load plus engine start takes more than a minute.
+                  initialDelaySeconds: 30,
+                  periodSeconds: 10,
+                  failureThreshold: 60,
+                },
+                volumeMounts: [modelCacheMount(), { name: 'dshm', mountPath: '/dev/shm' }],
+              },
+            ],
+            volumes: [
+              modelCacheVolume(),
+              { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: quantity(props.shmSize ?? '4Gi') } },
+            ],
+          },
+        },
+      },
+    });
+  }
+}
+
+/** ModelServers props of a server set, from the configuration. */
+export function modelServersProps(config: LabConfig, servers: ServerSet): ModelServersProps {
+  const common = {
+    name: replicaSetName(config, servers),
+    headlessService: headlessServiceName(config, servers),
+    replicas: config.vllm.replicas,
+    image: config.vllm.image,
+    model: config.model.name,
+    servedName: config.model.servedName,
+    maxModelLen: config.vllm.maxModelLen,
+    gpuMemoryUtilization: config.vllm.gpuMemoryUtilization,
+  };
+  if (servers === 'standard') return { ...common, blockSize: config.vllm.blockSize };
+  const epp = eppName(config, 'llmd-precise');
+  return {
+    ...common,
+    // Must equal the indexer's blockSize, or no event ever matches a lookup.
+    blockSize: config.llmd.blockSize,
+    kvEvents: {
+      endpoint: `tcp://${epp}.${config.namespace}.svc.cluster.local:${KV_EVENTS_PORT}`,
+      hashSeed: config.llmd.hashSeed,
+    },
+  };
+}
+
+export interface ModelServersChartProps extends ChartProps {
+  readonly config: LabConfig;
+}
+
+/**
+ * The replicas: the standard set always, llm-d's KV-events set only when the `llmd-precise` arm
+ * is enabled (it needs GPUs of its own).
+ */
+export class ModelServersChart extends Chart {
+  public readonly standard: ModelServers;
+  public readonly kvEvents?: ModelServers;
+
+  constructor(scope: Construct, id: string, props: ModelServersChartProps) {
+    super(scope, id, props);
+    const { config } = props;
+    this.standard = new ModelServers(this, 'standard', modelServersProps(config, 'standard'));
+    if (config.study.optionalArms.includes('llmd-precise')) {
+      this.kvEvents = new ModelServers(this, 'kv-events', modelServersProps(config, 'kv-events'));
+    }
+  }
+}

@@ -1,0 +1,163 @@
+import { Chart, type ChartProps } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-34';
+import { Construct } from 'constructs';
+import type { LabConfig, RouterVariant } from '../lib/config/schema.ts';
+import { ROUTER_PORT, replicaUrls, routerName } from '../lib/study/topology.ts';
+import { COMPONENT_LABEL, port, quantity, rootContainerSecurity } from './common.ts';
+
+/** Prometheus port of vllm-router (its default; only the host is overridden). */
+export const ROUTER_METRICS_PORT = 29000;
+
+export interface RouterArmProps {
+  /** Deployment and Service name (`vllm-router-<variant>`). */
+  readonly name: string;
+  /** The policy and its cache_aware thresholds. */
+  readonly variant: RouterVariant;
+  /** Base image the router is pip-installed into. */
+  readonly image: string;
+  /** Exact PyPI version of `vllm-router`. */
+  readonly version: string;
+  /** Stable replica URLs (headless Service DNS), never the kube-proxy Service. */
+  readonly workerUrls: readonly string[];
+}
+
+/** Flags of the cache_aware thresholds that are set on a variant, in a fixed order. */
+function thresholdArgs(variant: RouterVariant): string[] {
+  const flags: [string, number | undefined][] = [
+    ['--cache-threshold', variant.cacheThreshold],
+    ['--balance-abs-threshold', variant.balanceAbsThreshold],
+    ['--balance-rel-threshold', variant.balanceRelThreshold],
+    ['--eviction-interval-secs', variant.evictionIntervalSecs],
+    ['--max-tree-size', variant.maxTreeSize],
+  ];
+  return flags.flatMap(([flag, value]) => (value === undefined ? [] : [flag, String(value)]));
+}
+
+/**
+ * The `vllm-router` command line (lab-spec 3.3). Host, port and metrics host are overridden:
+ * the defaults (127.0.0.1, 30000, metrics on 127.0.0.1) are unreachable from other pods.
+ */
+export function routerArgs(props: Pick<RouterArmProps, 'variant' | 'workerUrls'>): string[] {
+  if (props.workerUrls.length === 0) throw new Error('vllm-router needs at least one worker URL');
+  return [
+    '--host',
+    '0.0.0.0',
+    '--port',
+    String(ROUTER_PORT),
+    '--policy',
+    props.variant.policy,
+    '--worker-urls',
+    ...props.workerUrls,
+    '--prometheus-host',
+    '0.0.0.0',
+    ...thresholdArgs(props.variant),
+  ];
+}
+
+/** Shell-quotes one word for `sh -c`. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * One vllm-router variant as its own Deployment and Service, so switching arms needs no
+ * reconfiguration. There is no official image: the pinned PyPI package is installed at start.
+ */
+export class RouterArm extends Construct {
+  public readonly name: string;
+
+  constructor(scope: Construct, id: string, props: RouterArmProps) {
+    super(scope, id);
+    if (!/^\d+\.\d+\.\d+$/.test(props.version)) {
+      throw new Error(
+        `RouterArm ${props.name}: version must be an exact PyPI version, got "${props.version}"`,
+      );
+    }
+    this.name = props.name;
+    const selector = { app: props.name };
+    const script = [
+      `pip install --no-cache-dir vllm-router==${props.version}`,
+      `exec vllm-router ${routerArgs(props).map(shellWord).join(' ')}`,
+    ].join(' && ');
+
+    new k8s.KubeDeployment(this, 'deployment', {
+      metadata: { name: props.name, labels: { [COMPONENT_LABEL]: 'router' } },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: selector },
+        // The runner restarts the router before each run; never run two prefix indexes at once.
+        strategy: { type: 'Recreate' },
+        template: {
+          metadata: { labels: { ...selector, [COMPONENT_LABEL]: 'router' } },
+          spec: {
+            containers: [
+              {
+                name: 'router',
+                image: props.image,
+                command: ['sh', '-c', script],
+                ports: [
+                  { name: 'http', containerPort: ROUTER_PORT },
+                  { name: 'metrics', containerPort: ROUTER_METRICS_PORT },
+                ],
+                resources: {
+                  requests: { cpu: quantity('1'), memory: quantity('512Mi') },
+                  limits: { memory: quantity('2Gi') },
+                },
+                securityContext: rootContainerSecurity(),
+                // 503 until at least one worker is healthy.
+                readinessProbe: {
+                  httpGet: { path: '/readiness', port: port(ROUTER_PORT) },
+                  periodSeconds: 5,
+                  failureThreshold: 3,
+                },
+                // pip install runs before the router listens: give start-up five minutes.
+                startupProbe: {
+                  httpGet: { path: '/liveness', port: port(ROUTER_PORT) },
+                  periodSeconds: 5,
+                  failureThreshold: 60,
+                },
+                livenessProbe: {
+                  httpGet: { path: '/liveness', port: port(ROUTER_PORT) },
+                  periodSeconds: 10,
+                  failureThreshold: 3,
+                },
+              },
+            ],
+          },
+        },
+      },
+    });
+
+    new k8s.KubeService(this, 'service', {
+      metadata: { name: props.name, labels: { [COMPONENT_LABEL]: 'router' } },
+      spec: {
+        selector,
+        ports: [
+          { name: 'http', port: ROUTER_PORT, targetPort: port(ROUTER_PORT) },
+          { name: 'metrics', port: ROUTER_METRICS_PORT, targetPort: port(ROUTER_METRICS_PORT) },
+        ],
+      },
+    });
+  }
+}
+
+export interface RoutersChartProps extends ChartProps {
+  readonly config: LabConfig;
+}
+
+/** Every vllm-router variant of the configuration, each over the standard replicas. */
+export class RoutersChart extends Chart {
+  constructor(scope: Construct, id: string, props: RoutersChartProps) {
+    super(scope, id, props);
+    const { config } = props;
+    for (const variant of config.router.variants) {
+      new RouterArm(this, variant.name, {
+        name: routerName(variant.name),
+        variant,
+        image: config.router.image,
+        version: config.router.version,
+        workerUrls: replicaUrls(config, 'standard'),
+      });
+    }
+  }
+}

@@ -1,0 +1,27 @@
+import type { Command } from 'commander';
+import { loadLabConfig } from '../config/load.ts';
+import { installCommand, prerequisites } from '../prereqs/prerequisites.ts';
+
+/** `lab prereqs`: the commands that install the third-party prerequisites, in order. */
+export function registerPrereqsCommand(program: Command): void {
+  program
+    .command('prereqs')
+    .description(
+      'print the commands that install the prerequisites (CRDs, controllers) before the lab manifests',
+    )
+    .option('--json', 'print the list as JSON (as in dist/prerequisites.json)')
+    .action((options: { json?: boolean }) => {
+      const { config } = loadLabConfig({ file: program.opts().config });
+      const list = prerequisites(config);
+      if (options.json) {
+        process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
+        return;
+      }
+      const lines = list.prerequisites.flatMap((prerequisite) => [
+        `# ${prerequisite.title}: ${prerequisite.reason}`,
+        ...(prerequisite.unconfirmed ? [`# UNCONFIRMED: ${prerequisite.unconfirmed}`] : []),
+        installCommand(prerequisite),
+      ]);
+      process.stdout.write(`${lines.join('\n')}\n`);
+    });
+}
