@@ -1,0 +1,44 @@
+import { type Command, InvalidArgumentError } from 'commander';
+import { loadLabConfig } from '../config/load.ts';
+import { formatPlan, type PlanOverrides, planInput, planJson, planWorkload } from '../study/planner.ts';
+
+function positiveInteger(option: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n <= 0) {
+      throw new InvalidArgumentError(`${option} must be a whole number greater than 0, got "${value}".`);
+    }
+    return n;
+  };
+}
+
+/** `lab plan`: predicted hit rates per routing policy for the configured (or what-if) workload. */
+export function registerPlanCommand(program: Command): void {
+  program
+    .command('plan')
+    .description('predict, before renting a GPU, whether the workload can tell routers apart')
+    .option('--prefixes <n>', 'distinct prefixes (default: workload.prefixes)', positiveInteger('--prefixes'))
+    .option(
+      '--prefix-len <tokens>',
+      'tokens per prefix (default: workload.prefixLen)',
+      positiveInteger('--prefix-len'),
+    )
+    .option('--replicas <n>', 'vLLM replicas (default: vllm.replicas)', positiveInteger('--replicas'))
+    .option(
+      '--concurrency <n>',
+      'requests in flight (default: workload.concurrency)',
+      positiveInteger('--concurrency'),
+    )
+    .option('--prompts <n>', 'requests in the run (default: workload.prompts)', positiveInteger('--prompts'))
+    .option(
+      '--kv-tokens <tokens>',
+      'KV cache tokens per replica (default: vllm.kvCacheTokensPerReplica)',
+      positiveInteger('--kv-tokens'),
+    )
+    .option('--json', 'print JSON for other tools (hit rates as fractions 0-1)')
+    .action((options: PlanOverrides & { json?: boolean }) => {
+      const { config } = loadLabConfig({ file: program.opts().config });
+      const plan = planWorkload(planInput(config, options));
+      process.stdout.write(options.json ? `${JSON.stringify(planJson(plan), null, 2)}\n` : formatPlan(plan));
+    });
+}
