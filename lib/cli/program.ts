@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { LAB_CONFIG_ENV } from '../config/load.ts';
 import { LabConfigError } from '../config/problems.ts';
 import { registerConfigCommand } from './config-command.ts';
+import { registerPlanCommand } from './plan-command.ts';
 import { registerPrereqsCommand } from './prereqs-command.ts';
 
 /** The `lab` command line. Each subcommand lives in its own module and registers itself here. */
@@ -15,6 +16,7 @@ export function labProgram(): Command {
     .showHelpAfterError()
     .configureOutput({ outputError: (text, write) => write(text) });
   registerConfigCommand(program);
+  registerPlanCommand(program);
   registerPrereqsCommand(program);
   return program;
 }

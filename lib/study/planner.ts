@@ -58,19 +58,15 @@ export function planInput(config: LabConfig, overrides: PlanOverrides = {}): Sim
 
 export function planWorkload(input: SimulationInput): WorkloadPlan {
   const pressure = cachePressure(input, input.replicas, input.kvCacheTokensPerReplica);
-  const policies = Object.fromEntries(
-    ROUTING_POLICIES.map((policy) => {
-      const result = simulate(input, policy);
-      return [
-        policy,
-        {
-          hitRate: result.hitRate,
-          perReplica: result.perReplica.map((r) => r.hitRate),
-          requestsPerReplica: result.perReplica.map((r) => r.requests),
-        },
-      ];
-    }),
-  ) as Record<RoutingPolicy, PolicyPrediction>;
+  const policies = {} as Record<RoutingPolicy, PolicyPrediction>;
+  for (const policy of ROUTING_POLICIES) {
+    const result = simulate(input, policy);
+    policies[policy] = {
+      hitRate: result.hitRate,
+      perReplica: result.perReplica.map((r) => r.hitRate),
+      requestsPerReplica: result.perReplica.map((r) => r.requests),
+    };
+  }
   return {
     input,
     workingSetTokens: pressure.workingSetTokens,
