@@ -1,0 +1,57 @@
+import { afterEach, describe, expect, test, vi } from 'vitest';
+import { runLab } from '../../lib/cli/program.ts';
+import { parseLabConfig } from '../../lib/config/load.ts';
+import { installCommand, prerequisites } from '../../lib/prereqs/prerequisites.ts';
+
+const GAIE_CRDS =
+  'https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.0.1/manifests.yaml';
+
+describe('prerequisites', () => {
+  test('the default lab needs only the GAIE CRDs of its pinned release', () => {
+    const list = prerequisites(parseLabConfig({})).prerequisites;
+    expect(list.map((p) => p.id)).toEqual(['gaie-crds']);
+    expect(installCommand(list[0])).toBe(`kubectl apply --server-side -f ${GAIE_CRDS}`);
+  });
+
+  test('the URL follows gaie.version', () => {
+    const [gaie] = prerequisites(parseLabConfig({ gaie: { version: 'v1.0.2' } })).prerequisites;
+    expect(gaie.kind === 'manifest' && gaie.url).toContain('/releases/download/v1.0.2/');
+  });
+
+  test('the ai-gateway arm adds Envoy Gateway and AI Gateway after the GAIE CRDs', () => {
+    const list = prerequisites(parseLabConfig({ study: { optionalArms: ['ai-gateway'] } })).prerequisites;
+    expect(list.map((p) => p.id)).toEqual(['gaie-crds', 'envoy-gateway', 'ai-gateway-crds', 'ai-gateway']);
+    expect(installCommand(list[1])).toBe(
+      'kubectl apply --server-side -f https://github.com/envoyproxy/gateway/releases/download/v1.8.1/install.yaml',
+    );
+    expect(installCommand(list[3])).toMatch(
+      /^helm upgrade --install aieg \S+ai-gateway-helm --version v1\.1\.0 /,
+    );
+    expect(list[3].unconfirmed).toBeTruthy();
+  });
+});
+
+describe('lab prereqs', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  test('prints the install commands in order', async () => {
+    const out: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      out.push(String(chunk));
+      return true;
+    });
+    expect(await runLab(['prereqs'])).toBe(0);
+    const lines = out.join('').trim().split('\n');
+    expect(lines.filter((l) => !l.startsWith('#'))).toEqual([`kubectl apply --server-side -f ${GAIE_CRDS}`]);
+  });
+
+  test('--json prints the list synth writes', async () => {
+    const out: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      out.push(String(chunk));
+      return true;
+    });
+    expect(await runLab(['prereqs', '--json'])).toBe(0);
+    expect(JSON.parse(out.join(''))).toEqual(prerequisites(parseLabConfig({})));
+  });
+});

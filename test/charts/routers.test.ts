@@ -1,0 +1,83 @@
+import { describe, expect, test } from 'vitest';
+import { container, find, synthLab } from './synth.ts';
+
+const WORKERS = [
+  'http://qwen3-0.qwen3-headless.vllm.svc.cluster.local:8000',
+  'http://qwen3-1.qwen3-headless.vllm.svc.cluster.local:8000',
+];
+
+/** The vllm-router argv the container's `sh -c` script execs. */
+function routerArgv(script: string): string[] {
+  const exec = script.split(' && ').find((part) => part.startsWith('exec vllm-router '));
+  if (!exec) throw new Error(`no exec vllm-router in: ${script}`);
+  return exec.slice('exec vllm-router '.length).split(' ');
+}
+
+describe('vllm-router arms', () => {
+  const { charts, objects } = synthLab();
+
+  test('one Deployment and one Service per variant', () => {
+    const names = (kind: string) =>
+      charts['40-routers'].filter((o) => o.kind === kind).map((o) => o.metadata.name);
+    const expected = ['vllm-router-round-robin', 'vllm-router-cache-aware', 'vllm-router-cache-aware-tuned'];
+    expect(names('Deployment')).toEqual(expected);
+    expect(names('Service')).toEqual(expected);
+  });
+
+  test('pip-installs the pinned router into the pinned base image', () => {
+    const c = container(find(objects, 'Deployment', 'vllm-router-round-robin'));
+    expect(c.image).toBe('python:3.12-slim');
+    expect(c.command[0]).toBe('sh');
+    expect(c.command[2]).toMatch(/^pip install --no-cache-dir vllm-router==0\.1\.15 && exec vllm-router /);
+  });
+
+  test('overrides host, port and metrics host and lists the replicas by stable name', () => {
+    const c = container(find(objects, 'Deployment', 'vllm-router-round-robin'));
+    expect(routerArgv(c.command[2])).toEqual([
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '8000',
+      '--policy',
+      'round_robin',
+      '--worker-urls',
+      ...WORKERS,
+      '--prometheus-host',
+      '0.0.0.0',
+    ]);
+    expect(c.command[2]).not.toContain('nodeport');
+  });
+
+  test('cache_aware variants carry their thresholds', () => {
+    const defaults = routerArgv(container(find(objects, 'Deployment', 'vllm-router-cache-aware')).command[2]);
+    expect(defaults.slice(defaults.indexOf('0.0.0.0', 8) + 1)).toEqual([
+      '--cache-threshold',
+      '0.3',
+      '--balance-abs-threshold',
+      '64',
+      '--balance-rel-threshold',
+      '1.5',
+      '--eviction-interval-secs',
+      '120',
+      '--max-tree-size',
+      '67108864',
+    ]);
+    const tuned = routerArgv(
+      container(find(objects, 'Deployment', 'vllm-router-cache-aware-tuned')).command[2],
+    );
+    expect(tuned).toContain('cache_aware');
+    const flag = (name: string) => tuned[tuned.indexOf(name) + 1];
+    expect(flag('--balance-abs-threshold')).toBe('4096');
+    expect(flag('--balance-rel-threshold')).toBe('100');
+    expect(flag('--eviction-interval-secs')).toBe('3600');
+  });
+
+  test('probes on /readiness and /liveness; Service on 8000', () => {
+    const c = container(find(objects, 'Deployment', 'vllm-router-cache-aware'));
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readiness', port: 8000 });
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/liveness', port: 8000 });
+    const svc = find(objects, 'Service', 'vllm-router-cache-aware');
+    expect(svc.spec.selector).toEqual({ app: 'vllm-router-cache-aware' });
+    expect(svc.spec.ports[0]).toEqual({ name: 'http', port: 8000, targetPort: 8000 });
+  });
+});
