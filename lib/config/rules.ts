@@ -23,6 +23,18 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
       ['vllm', 'replicas'],
       `each replica needs its own GPU and instance.gpus is ${instance.gpus} (${instance.type}); allowed: 1 to ${instance.gpus}`,
     );
+  } else if (
+    isInt(vllm.replicas) &&
+    isInt(instance.gpus) &&
+    Array.isArray(study.optionalArms) &&
+    study.optionalArms.includes('llmd-precise') &&
+    2 * vllm.replicas > instance.gpus
+  ) {
+    // llm-d's KV-events replicas are a second set beside the standard one (lab-spec 3.7).
+    fail(
+      ['study', 'optionalArms'],
+      `llmd-precise runs its own ${vllm.replicas} replica(s) beside the standard ${vllm.replicas}, needing ${2 * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Lower vllm.replicas to ${Math.floor(instance.gpus / 2)} or use a larger instance`,
+    );
   }
 
   const { prefixLen, suffixLen, chatTemplateTokens, outputLen, prompts, prefixes, concurrency } = workload;

@@ -31,6 +31,19 @@ describe('LabConfig validation', () => {
     );
   });
 
+  it("counts the GPUs of llm-d's second replica set", () => {
+    expect(problems({ study: { optionalArms: ['llmd-precise'] } })).toEqual([]);
+    expect(
+      problems({
+        vllm: { replicas: 3 },
+        workload: { partitionSeeds: [1, 2, 3] },
+        study: { optionalArms: ['llmd-precise'] },
+      }),
+    ).toEqual([
+      'study.optionalArms = ["llmd-precise"]: llmd-precise runs its own 3 replica(s) beside the standard 3, needing 6 GPUs; instance.gpus is 4 (g6.12xlarge). Lower vllm.replicas to 2 or use a larger instance',
+    ]);
+  });
+
   it('rejects a block size vLLM does not accept', () => {
     expect(problems({ vllm: { blockSize: 24 } })).toEqual([
       'vllm.blockSize = 24: must be one of 1, 8, 16, 32, 64, 128',
