@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { LAB_CONFIG_ENV } from '../config/load.ts';
 import { LabConfigError } from '../config/problems.ts';
+import { registerCheckCommand } from './check-command.ts';
 import { registerConfigCommand } from './config-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
 import { registerPrereqsCommand } from './prereqs-command.ts';
@@ -16,6 +17,7 @@ export function labProgram(): Command {
     .showHelpAfterError()
     .configureOutput({ outputError: (text, write) => write(text) });
   registerConfigCommand(program);
+  registerCheckCommand(program);
   registerPlanCommand(program);
   registerPrereqsCommand(program);
   return program;

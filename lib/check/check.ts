@@ -1,0 +1,93 @@
+import { defaultLabConfig } from '../config/load.ts';
+import type { KubeObject } from './manifest.ts';
+import {
+  envoyAddressesByName,
+  poolsSelectReplicas,
+  routersAddressReplicasByName,
+} from './rules/addressing.ts';
+import { benchmarkRunsOnce, workloadCreatesCachePressure } from './rules/benchmark.ts';
+import { envoyConfiguration, envoyContainer } from './rules/envoy.ts';
+import {
+  eppConfigPresent,
+  eppKvMetricOverridden,
+  eppProbesOnHealthPort,
+  eppRbac,
+  eppSecureServingMatchesEnvoy,
+} from './rules/epp.ts';
+import { oneGpuPerReplica, runtimeClassOnGpuPods } from './rules/gpu.ts';
+import {
+  devModeForCacheReset,
+  prefixCachingAndMetrics,
+  replicasStayInternal,
+  servedModelNameMatches,
+} from './rules/servers.ts';
+import { validateSchema } from './schemas.ts';
+import { findTestbed, type Testbed } from './testbed.ts';
+import type { Note, Violation } from './violation.ts';
+
+export interface CheckOptions {
+  /**
+   * KV cache tokens of one replica, for lesson 8.
+   * @default the lab configuration's `vllm.kvCacheTokensPerReplica` (163,472 on an L4 at 0.85)
+   */
+  readonly kvCacheTokensPerReplica?: number;
+}
+
+export interface CheckReport {
+  readonly violations: Violation[];
+  readonly notes: Note[];
+}
+
+/** The lesson rules of lab-spec section 5, in lesson order. */
+function lessonViolations(testbed: Testbed, kvCacheTokensPerReplica: number): Violation[] {
+  return [
+    ...runtimeClassOnGpuPods(testbed),
+    ...oneGpuPerReplica(testbed),
+    ...prefixCachingAndMetrics(testbed),
+    ...servedModelNameMatches(testbed),
+    ...replicasStayInternal(testbed).violations,
+    ...routersAddressReplicasByName(testbed),
+    ...envoyAddressesByName(testbed),
+    ...poolsSelectReplicas(testbed),
+    ...eppConfigPresent(testbed),
+    ...eppSecureServingMatchesEnvoy(testbed),
+    ...eppKvMetricOverridden(testbed),
+    ...eppProbesOnHealthPort(testbed),
+    ...eppRbac(testbed),
+    ...envoyContainer(testbed),
+    ...envoyConfiguration(testbed),
+    ...benchmarkRunsOnce(testbed),
+    ...workloadCreatesCachePressure(testbed, { kvCacheTokensPerReplica }),
+    ...devModeForCacheReset(testbed),
+  ];
+}
+
+/** Schema validation and every lesson, with notes on what could not be judged. */
+export function inspectManifests(objects: readonly KubeObject[], options: CheckOptions = {}): CheckReport {
+  const kv = options.kvCacheTokensPerReplica ?? defaultLabConfig().vllm.kvCacheTokensPerReplica;
+  const schema = objects.map(validateSchema);
+  const testbed = findTestbed(objects);
+  const violations = [...schema.flatMap((result) => result.violations), ...lessonViolations(testbed, kv)];
+  const notes = [...schema.flatMap((result) => result.notes), ...replicasStayInternal(testbed).notes];
+  if (testbed.servers.length === 0) {
+    notes.push({
+      object: '(manifests)',
+      message:
+        'no vLLM replica found (no container runs `vllm serve` or a vLLM image): the replica-side lessons had nothing to check',
+    });
+  }
+  // Schema failures first, then lesson by lesson; the order of the files within each.
+  const order = (v: Violation) => v.lesson;
+  return {
+    violations: violations
+      .map((v, i) => ({ v, i }))
+      .sort((a, b) => order(a.v) - order(b.v) || a.i - b.i)
+      .map(({ v }) => v),
+    notes,
+  };
+}
+
+/** Every violation of the Kubernetes schemas and of the lessons of lab-spec section 5. */
+export function checkManifests(objects: readonly KubeObject[], options: CheckOptions = {}): Violation[] {
+  return inspectManifests(objects, options).violations;
+}

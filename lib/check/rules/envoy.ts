@@ -1,0 +1,185 @@
+import { imageTagProblem } from '../../config/schema.ts';
+import { flagValue } from '../command-line.ts';
+import {
+  clusterNamed,
+  clusters,
+  type EnvoyConfig,
+  envoyConfigFile,
+  envoyConfigs,
+  extProcClusterName,
+  extProcFilters,
+  usesHttp2,
+} from '../envoy-config.ts';
+import { fieldPath, isRecord, list, objectRef, record, text } from '../manifest.ts';
+import { findObject, type Testbed } from '../testbed.ts';
+import { SCHEMA, type Violation, violation } from '../violation.ts';
+
+/** Lesson 6: the standalone Envoy in front of the EPP (lab-spec 3.5). */
+
+export const BODY_MODE = 'FULL_DUPLEX_STREAMED';
+export const MESSAGE_TIMEOUT = '1000s';
+export const DESTINATION_HEADER = 'x-gateway-destination-endpoint';
+/** Levels that keep logging off the request path; trace/debug/info cost CPU under load. */
+export const QUIET_LOG_LEVELS = ['warn', 'warning', 'error', 'critical', 'off'];
+
+/** Lesson 6: the Envoy container is pinned, sized and quiet, and its configuration is present. */
+export function envoyContainer(testbed: Testbed): Violation[] {
+  return testbed.envoys.flatMap((ref) => {
+    const object = ref.pod.object;
+    const found: Violation[] = [];
+    const tagProblem = imageTagProblem(ref.image);
+    if (tagProblem) {
+      found.push(
+        violation(
+          object,
+          `${ref.path}.image`,
+          6,
+          `${ref.image} ${tagProblem}: an unpinned Envoy makes two runs of the same study use different proxies`,
+        ),
+      );
+    }
+    const words = ref.invocations.flatMap((invocation) => invocation.words);
+    const field = ref.invocations[0]?.field ?? `${ref.path}.args`;
+    if (flagValue(words, '--concurrency') === undefined) {
+      found.push(
+        violation(
+          object,
+          field,
+          6,
+          '--concurrency is not set: Envoy starts one worker per host core (48 on the lab host) and oversubscribes its cgroup',
+        ),
+      );
+    }
+    const level = flagValue(words, '--log-level', '-l');
+    if (level === undefined || !QUIET_LOG_LEVELS.includes(level)) {
+      const actual = level === undefined ? 'is not set (Envoy logs at info)' : `is ${level}`;
+      found.push(
+        violation(
+          object,
+          field,
+          6,
+          `--log-level ${actual}: per-request logging eats CPU under load and skews latency; use warn`,
+        ),
+      );
+    }
+    const config = envoyConfigFile(ref);
+    if (!config) {
+      found.push(
+        violation(
+          object,
+          field,
+          6,
+          'has no -c configuration file: Envoy would start without the ext_proc filter',
+        ),
+      );
+    } else if (!config.mount) {
+      found.push(
+        violation(
+          object,
+          `${ref.path}.volumeMounts`,
+          6,
+          `-c ${config.path} is not mounted from a ConfigMap: its configuration cannot be checked`,
+        ),
+      );
+    } else {
+      const configMap = findObject(testbed, 'ConfigMap', config.mount.configMap, ref.pod.namespace);
+      const key = config.mount.key;
+      if (!configMap || key === undefined || text(record(configMap.data)[key]) === undefined) {
+        const where = configMap
+          ? `${objectRef(configMap)} has no key ${key ?? 'for it'}`
+          : `ConfigMap ${config.mount.configMap} is not among the manifests`;
+        found.push(
+          violation(object, config.mount.volumeField, 6, `-c ${config.path}: ${where}; Envoy cannot start`),
+        );
+      }
+    }
+    return found;
+  });
+}
+
+/** Lesson 6: ext_proc, ORIGINAL_DST and the ext_proc cluster as the EPP needs them. */
+export function envoyConfiguration(testbed: Testbed): Violation[] {
+  return envoyConfigs(testbed).flatMap(checkEnvoyConfig);
+}
+
+function checkEnvoyConfig({ configMap, key, config, parseError }: EnvoyConfig): Violation[] {
+  const at = (...path: (string | number)[]) => fieldPath(['data', key, ...path]);
+  if (!config) return [violation(configMap, at(), SCHEMA, `Envoy configuration ${parseError ?? 'is empty'}`)];
+  const found: Violation[] = [];
+  const add = (path: (string | number)[], message: string) =>
+    found.push(violation(configMap, at(...path), 6, message));
+  const filters = extProcFilters(config);
+  if (filters.length === 0) {
+    add(
+      ['static_resources'],
+      'has no envoy.filters.http.ext_proc filter: the EPP never sees a request and cannot pick endpoints',
+    );
+  }
+  for (const filter of filters) {
+    const typed = record(filter.node.typed_config);
+    const modes = record(typed.processing_mode);
+    for (const mode of ['request_body_mode', 'response_body_mode'] as const) {
+      if (modes[mode] !== BODY_MODE) {
+        const why =
+          mode === 'request_body_mode'
+            ? 'the EPP must read the request body to pick by prefix'
+            : 'SSE responses must keep streaming through the filter';
+        add(
+          [...filter.path, 'typed_config', 'processing_mode', mode],
+          `is ${String(modes[mode] ?? 'not set')}, not ${BODY_MODE}: ${why}`,
+        );
+      }
+    }
+    if (typed.message_timeout !== MESSAGE_TIMEOUT) {
+      add(
+        [...filter.path, 'typed_config', 'message_timeout'],
+        `is ${String(typed.message_timeout ?? 'not set (200ms)')}, not ${MESSAGE_TIMEOUT}: a long streamed body times out the ext_proc exchange and the request fails`,
+      );
+    }
+    const name = extProcClusterName(filter.node);
+    const cluster = clusterNamed(config, name);
+    if (!cluster) {
+      add(
+        [...filter.path, 'typed_config', 'grpc_service', 'envoy_grpc', 'cluster_name'],
+        `names cluster ${name ?? '(none)'}, which static_resources.clusters does not define`,
+      );
+      continue;
+    }
+    if (!usesHttp2(cluster.node)) {
+      add(
+        cluster.path,
+        `ext_proc cluster ${name} has no http2_protocol_options: ext_proc is gRPC and needs HTTP/2 to the EPP`,
+      );
+    }
+    if (list(cluster.node.health_checks).length > 0) {
+      add(
+        [...cluster.path, 'health_checks'],
+        `actively health-checks the EPP on its ext_proc port: the EPP serves gRPC health on 9003 (on 9002 only with --health-checking=true), so the cluster is marked unhealthy`,
+      );
+    }
+  }
+  const originalDst = clusters(config).filter((cluster) => cluster.node.type === 'ORIGINAL_DST');
+  if (originalDst.length === 0) {
+    add(
+      ['static_resources', 'clusters'],
+      `has no ORIGINAL_DST cluster: requests cannot go where the EPP's ${DESTINATION_HEADER} header says`,
+    );
+  }
+  for (const cluster of originalDst) {
+    const lb = cluster.node.original_dst_lb_config;
+    const options = record(lb);
+    if (!isRecord(lb) || options.use_http_header !== true) {
+      add(
+        [...cluster.path, 'original_dst_lb_config', 'use_http_header'],
+        `is not true: Envoy routes by the connection's original address, not the EPP's choice`,
+      );
+    }
+    if (options.http_header_name !== DESTINATION_HEADER) {
+      add(
+        [...cluster.path, 'original_dst_lb_config', 'http_header_name'],
+        `is ${String(options.http_header_name ?? 'not set')}, not ${DESTINATION_HEADER}: the header the EPP sets is ignored`,
+      );
+    }
+  }
+  return found;
+}

@@ -1,0 +1,263 @@
+import * as kubernetesModels from 'kubernetes-models';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { fieldPath, isRecord, type KubeObject, record, text } from './manifest.ts';
+import { type Note, note, SCHEMA, type Violation, violation } from './violation.ts';
+
+/**
+ * Schema validation. Built-in kinds are validated with the `kubernetes-models` validators (the
+ * Kubernetes OpenAPI schemas); the GAIE kinds the lab creates have their own schemas here, since
+ * the product vendors no CRDs. Other kinds are reported as notes: not validated, not wrong.
+ */
+
+interface ModelClass {
+  readonly apiVersion: string;
+  readonly kind: string;
+  new (data: unknown): { validate(): void };
+}
+
+interface SchemaError {
+  readonly instancePath?: string;
+  readonly message?: string;
+  readonly params?: { allowedValues?: unknown[] };
+}
+
+let builtInModels: Map<string, ModelClass> | undefined;
+
+/** Every model class of `kubernetes-models`, by `apiVersion/kind`; built once. */
+function builtInModel(apiVersion: string, kind: string): ModelClass | undefined {
+  if (!builtInModels) {
+    const models = new Map<string, ModelClass>();
+    // Groups hold versions hold classes (`apps.v1.Deployment`); the core group holds classes (`v1.Pod`).
+    const collect = (node: unknown, depth: number) => {
+      if (typeof node === 'function') {
+        const model = node as unknown as Partial<ModelClass>;
+        if (model.apiVersion && model.kind)
+          models.set(`${model.apiVersion}/${model.kind}`, model as ModelClass);
+      } else if (depth < 3) {
+        for (const child of Object.values(record(node))) collect(child, depth + 1);
+      }
+    };
+    collect(kubernetesModels, 0);
+    builtInModels = models;
+  }
+  return builtInModels.get(`${apiVersion}/${kind}`);
+}
+
+/** Whether `kubernetes-models` knows this kind. */
+export function isBuiltInKind(object: KubeObject): boolean {
+  return builtInModel(object.apiVersion, object.kind) !== undefined;
+}
+
+/** `/spec/template/spec/containers/0/image` -> `spec.template.spec.containers[0].image`. */
+export function pointerToField(pointer: string): string {
+  const segments = pointer
+    .split('/')
+    .slice(1)
+    .map((segment) => segment.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .map((segment) => (/^\d+$/.test(segment) ? Number(segment) : segment));
+  return fieldPath(segments);
+}
+
+function builtInViolations(object: KubeObject, model: ModelClass): Violation[] {
+  try {
+    new model(object).validate();
+    return [];
+  } catch (error) {
+    const errors = (error as { errors?: SchemaError[] }).errors;
+    if (!Array.isArray(errors)) throw error;
+    return errors.map((e) => {
+      const allowed = e.params?.allowedValues ? `: ${e.params.allowedValues.join(', ')}` : '';
+      return violation(
+        object,
+        pointerToField(e.instancePath ?? '') || '(object)',
+        SCHEMA,
+        `${e.message ?? 'invalid'}${allowed} (Kubernetes ${object.apiVersion} ${object.kind} schema; the API server would reject it)`,
+      );
+    });
+  }
+}
+
+const port = z.number().int('must be an integer port').min(1).max(65535);
+
+/** InferencePool `inference.networking.k8s.io/v1` as the GAIE v1.0 CRD accepts it (lab-spec 3.4). */
+export const InferencePoolSpecSchema = z
+  .strictObject({
+    selector: z.strictObject({
+      matchLabels: z
+        .record(z.string(), z.string())
+        .refine((labels) => Object.keys(labels).length > 0, 'must name at least one label'),
+    }),
+    targetPorts: z
+      .array(z.strictObject({ number: port }))
+      .length(1, 'must list exactly one port, the vLLM port of the replicas'),
+    endpointPickerRef: z.strictObject({
+      group: z.string().optional(),
+      kind: z.string().optional(),
+      name: z.string().min(1),
+      port: z.strictObject({ number: port }).optional(),
+      failureMode: z.enum(['FailOpen', 'FailClose']).optional(),
+    }),
+  })
+  .superRefine((spec, ctx) => {
+    const ref = spec.endpointPickerRef;
+    if ((ref.kind ?? 'Service') === 'Service' && !ref.port) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['endpointPickerRef', 'port'],
+        message: 'is required when the endpoint picker is a Service',
+      });
+    }
+  });
+
+/** The EPP's `EndpointPickerConfig`; the EPP decodes it strictly and exits on any unknown key. */
+export const EndpointPickerConfigSchema = z
+  .strictObject({
+    apiVersion: z.literal('inference.networking.x-k8s.io/v1alpha1'),
+    kind: z.literal('EndpointPickerConfig'),
+    plugins: z.array(
+      z.strictObject({
+        type: z.string().min(1),
+        name: z.string().min(1).optional(),
+        parameters: z.unknown().optional(),
+      }),
+    ),
+    schedulingProfiles: z
+      .array(
+        z.strictObject({
+          name: z.string().min(1),
+          plugins: z.array(
+            z.strictObject({
+              pluginRef: z.string().min(1),
+              weight: z
+                .number()
+                .int('must be an integer (the v1.0 EPP decodes weights as integers)')
+                .optional(),
+            }),
+          ),
+        }),
+      )
+      .min(1, 'must define at least one scheduling profile'),
+  })
+  .superRefine((config, ctx) => {
+    // A profile can only use plugins the config instantiates (by name, or by type when unnamed).
+    const defined = new Set(config.plugins.map((plugin) => plugin.name ?? plugin.type));
+    config.schedulingProfiles.forEach((profile, p) => {
+      profile.plugins.forEach((plugin, i) => {
+        if (!defined.has(plugin.pluginRef)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['schedulingProfiles', p, 'plugins', i, 'pluginRef'],
+            message: `"${plugin.pluginRef}" is not among the plugins (${[...defined].join(', ') || 'none'})`,
+          });
+        }
+      });
+    });
+  });
+
+/** Zod issues as schema violations under a field prefix (`spec`, `data["x.yaml"]`). */
+function issueViolations(
+  object: KubeObject,
+  prefix: (string | number)[],
+  issues: readonly z.core.$ZodIssue[],
+  why: string,
+): Violation[] {
+  return issues.flatMap((issue) => {
+    const path = [...prefix, ...issue.path.map((segment) => (typeof segment === 'symbol' ? '?' : segment))];
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) =>
+        violation(object, fieldPath([...path, key]), SCHEMA, `unknown key "${key}" (${why})`),
+      );
+    }
+    return [violation(object, fieldPath(path), SCHEMA, `${issue.message} (${why})`)];
+  });
+}
+
+function inferencePoolViolations(object: KubeObject): Violation[] {
+  const result = InferencePoolSpecSchema.safeParse(object.spec);
+  return result.success
+    ? []
+    : issueViolations(object, ['spec'], result.error.issues, 'InferencePool inference.networking.k8s.io/v1');
+}
+
+/**
+ * Validates an EndpointPickerConfig document found in a ConfigMap key (or in `--config-text`).
+ * `prefix` is where the document lives, for messages.
+ */
+export function endpointPickerConfigViolations(
+  object: KubeObject,
+  prefix: (string | number)[],
+  source: string,
+): Violation[] {
+  let document: unknown;
+  try {
+    document = parseYaml(source);
+  } catch (error) {
+    return [
+      violation(
+        object,
+        fieldPath(prefix),
+        SCHEMA,
+        `EndpointPickerConfig is not valid YAML: ${(error as Error).message}`,
+      ),
+    ];
+  }
+  const result = EndpointPickerConfigSchema.safeParse(document);
+  return result.success
+    ? []
+    : issueViolations(object, prefix, result.error.issues, 'the EPP decodes its config strictly and exits');
+}
+
+/** Whether a ConfigMap value is an EndpointPickerConfig, judged by its content. */
+export function looksLikeEndpointPickerConfig(source: string): boolean {
+  return /^kind:\s*["']?EndpointPickerConfig\b/m.test(source);
+}
+
+function configMapViolations(object: KubeObject): Violation[] {
+  return Object.entries(record(object.data)).flatMap(([key, value]) => {
+    const source = text(value);
+    return source && looksLikeEndpointPickerConfig(source)
+      ? endpointPickerConfigViolations(object, ['data', key], source)
+      : [];
+  });
+}
+
+/** An object without a name cannot be applied; the OpenAPI schema does not say so. */
+function metadataViolations(object: KubeObject): Violation[] {
+  const metadata = object.metadata;
+  if (isRecord(metadata) && (text(metadata.name) || text(metadata.generateName))) return [];
+  return [
+    violation(
+      object,
+      'metadata.name',
+      SCHEMA,
+      'is required (the API server rejects an object without a name)',
+    ),
+  ];
+}
+
+export interface SchemaResult {
+  readonly violations: Violation[];
+  readonly notes: Note[];
+}
+
+/** Validates one object against the schema for its kind, or notes that none is known. */
+export function validateSchema(object: KubeObject): SchemaResult {
+  const violations = metadataViolations(object);
+  const model = builtInModel(object.apiVersion, object.kind);
+  if (model) {
+    violations.push(...builtInViolations(object, model));
+    if (object.kind === 'ConfigMap' && object.apiVersion === 'v1')
+      violations.push(...configMapViolations(object));
+    return { violations, notes: [] };
+  }
+  if (object.apiVersion === 'inference.networking.k8s.io/v1' && object.kind === 'InferencePool') {
+    return { violations: [...violations, ...inferencePoolViolations(object)], notes: [] };
+  }
+  return {
+    violations,
+    notes: [
+      note(object, `not validated: no schema for ${object.apiVersion} ${object.kind} (custom resource?)`),
+    ],
+  };
+}

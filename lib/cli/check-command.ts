@@ -1,0 +1,81 @@
+import { type Command, CommanderError, InvalidArgumentError } from 'commander';
+import { loadLabConfig } from '../config/load.ts';
+
+/** Exit codes of `lab check`: 1 when a lesson or schema is broken, 2 when the folder cannot be checked. */
+export const CHECK_FAILED = 1;
+export const CHECK_UNUSABLE = 2;
+
+interface CheckCommandOptions {
+  readonly json?: boolean;
+  readonly kvCacheTokens?: number;
+}
+
+function positiveInteger(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
+/** Ends the command with an exit code; `runLab` turns commander errors into exit codes. */
+function exitWith(code: number, message: string): never {
+  process.stderr.write(`${message}\n`);
+  throw new CommanderError(code, 'commander.error', message);
+}
+
+/** `lab check <dir>`: schema and lesson checks on any folder of manifests. */
+export function registerCheckCommand(program: Command): void {
+  program
+    .command('check')
+    .description(
+      'check a folder of Kubernetes manifests (synthesized or hand-edited) against the Kubernetes schemas and the lessons of lab-spec section 5',
+    )
+    .argument('<dir>', 'folder searched recursively for *.yaml, *.yml and *.json')
+    .option('--json', 'print the findings as JSON')
+    .option(
+      '--kv-cache-tokens <n>',
+      "KV cache tokens per replica for the workload lesson (default: the configuration's vllm.kvCacheTokensPerReplica)",
+      positiveInteger,
+    )
+    .action(async (dir: string, options: CheckCommandOptions) => {
+      // Loaded on use: the Kubernetes schemas take about a second to load, and other commands need not wait.
+      const check = await import('../check/index.ts');
+      const folder = await check.loadManifestFolder(dir).catch((error: unknown) => {
+        if (error instanceof check.ManifestLoadError) exitWith(CHECK_UNUSABLE, `lab check: ${error.message}`);
+        throw error;
+      });
+      if (folder.objects.length === 0) {
+        exitWith(
+          CHECK_UNUSABLE,
+          `lab check: no Kubernetes objects found in ${dir} (looked for *.yaml, *.yml and *.json)`,
+        );
+      }
+      const kvCacheTokensPerReplica =
+        options.kvCacheTokens ??
+        loadLabConfig({ file: program.opts().config }).config.vllm.kvCacheTokensPerReplica;
+      const report = check.inspectManifests(folder.objects, { kvCacheTokensPerReplica });
+      const notes = [
+        ...report.notes,
+        ...folder.skipped.map((skipped) => ({
+          object: '(document)',
+          message: `skipped: ${skipped.reason}`,
+          file: skipped.file,
+        })),
+      ];
+      const summary = check.summarize({ ...report, notes }, folder.objects.length, folder.files.length);
+      if (options.json) {
+        const result = {
+          dir,
+          objects: folder.objects.length,
+          files: folder.files,
+          violations: report.violations,
+          notes,
+        };
+        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+      } else {
+        const lines = [...report.violations.map(check.formatViolation), ...notes.map(check.formatNote)];
+        if (lines.length > 0) process.stdout.write(`${lines.join('\n')}\n`);
+      }
+      if (report.violations.length > 0) exitWith(CHECK_FAILED, summary);
+      process.stderr.write(`${summary}\n`);
+    });
+}

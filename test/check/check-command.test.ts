@@ -1,0 +1,107 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { stringify } from 'yaml';
+import type { KubeObject } from '../../lib/check/index.ts';
+import { runLab } from '../../lib/cli/program.ts';
+import { container, goodTestbed } from './fixtures.ts';
+
+async function manifestFolder(objects: KubeObject[]): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'lab-check-cli-'));
+  await writeFile(join(dir, 'testbed.yaml'), objects.map((o) => stringify(o)).join('---\n'));
+  return dir;
+}
+
+function brokenTestbed(): KubeObject[] {
+  const objects = goodTestbed();
+  (container(objects, 'StatefulSet', 'qwen3').args as string[]).push('--disable-log-stats');
+  return objects;
+}
+
+/** Runs `lab ...` in-process, capturing what it writes. */
+async function lab(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    out += String(chunk);
+    return true;
+  });
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+    err += String(chunk);
+    return true;
+  });
+  const code = await runLab(argv);
+  vi.restoreAllMocks();
+  return { code, out, err };
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('lab check', () => {
+  it('exits 0 on a correct folder and prints the summary', async () => {
+    const dir = await manifestFolder(goodTestbed());
+    const { code, err } = await lab('check', dir);
+    expect(code).toBe(0);
+    expect(err).toContain('lab check: 18 objects in 1 file, no violations; 1 note');
+  });
+
+  it('exits 1 and prints one line per violation with lesson, object, field, why and file', async () => {
+    const dir = await manifestFolder(brokenTestbed());
+    const { code, out, err } = await lab('check', dir);
+    expect(code).toBe(1);
+    expect(out).toContain(
+      `lesson 3  StatefulSet vllm/qwen3  spec.template.spec.containers[0].args: --disable-log-stats removes all vllm:* metrics; the study cannot measure hit rates  (${join(dir, 'testbed.yaml')})`,
+    );
+    expect(err).toContain('lab check: 1 violation (lesson 3: 1) in 18 objects in 1 file');
+  });
+
+  it('prints JSON with --json', async () => {
+    const dir = await manifestFolder(brokenTestbed());
+    const { code, out } = await lab('check', dir, '--json');
+    expect(code).toBe(1);
+    const result = JSON.parse(out);
+    expect(result.violations).toEqual([
+      expect.objectContaining({
+        lesson: 3,
+        object: 'StatefulSet vllm/qwen3',
+        file: join(dir, 'testbed.yaml'),
+      }),
+    ]);
+  });
+
+  it('takes the KV cache size from --kv-cache-tokens', async () => {
+    const dir = await manifestFolder(goodTestbed());
+    const { code, out } = await lab('check', dir, '--kv-cache-tokens', '100000');
+    expect(code).toBe(1);
+    expect(out).toContain('lesson 8  Job vllm/bench-epp');
+  });
+
+  it('exits 2 when the folder does not exist or holds no manifests', async () => {
+    expect(await lab('check', '/no/such/folder')).toEqual(
+      expect.objectContaining({ code: 2, err: 'lab check: /no/such/folder: no such folder\n' }),
+    );
+    const empty = await mkdtemp(join(tmpdir(), 'lab-check-empty-'));
+    const { code, err } = await lab('check', empty);
+    expect(code).toBe(2);
+    expect(err).toContain(`no Kubernetes objects found in ${empty}`);
+  });
+
+  it('exits 2 on a file that does not parse, naming it', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lab-check-bad-'));
+    await writeFile(join(dir, 'bad.yaml'), 'kind: [\n');
+    const { code, err } = await lab('check', dir);
+    expect(code).toBe(2);
+    expect(err).toContain(`${join(dir, 'bad.yaml')}: not valid YAML`);
+  });
+
+  it('sets the process exit code when run as a command', async () => {
+    const dir = await manifestFolder(brokenTestbed());
+    const run = promisify(execFile);
+    const error = await run('npx', ['tsx', 'bin/lab.ts', 'check', dir]).catch((e: unknown) => e);
+    expect((error as { code: number }).code).toBe(1);
+    expect((error as { stdout: string }).stdout).toContain('lesson 3  StatefulSet vllm/qwen3');
+  });
+});
