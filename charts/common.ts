@@ -15,10 +15,10 @@ export function labLabels(): Record<string, string> {
 /** Label key naming the lab component of an object (model-servers, router, epp, envoy, benchmark). */
 export const COMPONENT_LABEL = 'app.kubernetes.io/component';
 
-/** Host folder shared by every replica and benchmark client as `HF_HOME` (models, datasets). */
-export const MODEL_CACHE_HOST_PATH = '/var/lib/lab/models';
-/** Host folder under which each benchmark client writes its saved JSON. */
-export const RESULTS_HOST_PATH = '/var/lib/lab/results';
+// The host folders live in lib/study/topology.ts: the bootstrap and the runner use them too.
+import { MODEL_CACHE_HOST_PATH, RESULTS_HOST_PATH } from '../lib/study/topology.ts';
+
+export { MODEL_CACHE_HOST_PATH, RESULTS_HOST_PATH };
 /** Where the shared cache is mounted inside pods; `HF_HOME` points here. */
 export const MODEL_CACHE_MOUNT = '/models';
 

@@ -7,6 +7,11 @@ import type { RunTarget } from './plan.ts';
  * with these names and the runner addresses them, so both read them from here.
  */
 
+/** Host folder shared by every replica and benchmark client as `HF_HOME` (models, datasets). */
+export const MODEL_CACHE_HOST_PATH = '/var/lib/lab/models';
+/** Host folder under which each benchmark client writes its saved JSON; synced to the results bucket. */
+export const RESULTS_HOST_PATH = '/var/lib/lab/results';
+
 /** vLLM's OpenAI-compatible port inside every replica. */
 export const VLLM_PORT = 8000;
 /** The manual lab's NodePort of the baseline Service. */
