@@ -1,0 +1,163 @@
+import type { LabConfig } from '../config/schema.ts';
+import type { Dataset, RunGroup } from './plan.ts';
+
+/**
+ * The result model of a study (lab-spec 4.3, 4.5): what the runner records per run and per study,
+ * and what the report reads. The study JSON (`study.json`) is the source of truth; reports are
+ * derived from it.
+ */
+
+/** Keys of the benchmark client's saved JSON that the study uses (lab-spec 3.8). */
+export const CLIENT_RESULT_KEYS = [
+  'completed',
+  'duration',
+  'total_input_tokens',
+  'total_output_tokens',
+  'request_throughput',
+  'output_throughput',
+  'total_token_throughput',
+  'mean_ttft_ms',
+  'median_ttft_ms',
+  'p99_ttft_ms',
+  'mean_tpot_ms',
+  'mean_itl_ms',
+  'p99_itl_ms',
+  'mean_e2el_ms',
+] as const;
+
+export type ClientResultKey = (typeof CLIENT_RESULT_KEYS)[number];
+export type ClientResult = Readonly<Record<ClientResultKey, number>>;
+
+/** How a benchmark Job ended, judged by `status.succeeded` / `status.failed` (lab-spec 4.4). */
+export type JobOutcome = 'succeeded' | 'failed' | 'timed-out';
+
+/** One benchmark client of a run. */
+export interface ClientRecord {
+  readonly benchmarkId: string;
+  readonly resultFile: string;
+  /** Prompts the client was asked to send. */
+  readonly prompts: number;
+  readonly job: JobOutcome;
+  /** The saved JSON's used keys; absent when the file is missing, empty or unreadable. */
+  readonly result?: ClientResult;
+}
+
+/** Per-replica evidence of a run: deltas of vLLM's counters between the snapshots around it. */
+export interface ReplicaRecord {
+  readonly replica: number;
+  readonly pod: string;
+  /** Delta of `vllm:request_success_total` (all finished reasons). */
+  readonly requests: number;
+  /** Delta of `vllm:prefix_cache_queries_total` (tokens). */
+  readonly queriedTokens: number;
+  /** Delta of `vllm:prefix_cache_hits_total` (tokens). */
+  readonly hitTokens: number;
+  /** hits / queries, or null when nothing was queried. */
+  readonly hitRate: number | null;
+  /** Number of `vllm:` series on /metrics after the run; 0 means metrics are missing. */
+  readonly vllmSeries: number;
+}
+
+/** The numbers the report compares, aggregated over a run's clients and replicas. */
+export interface RunSummary {
+  readonly completed: number;
+  /** Prompts asked minus completed, over all clients. */
+  readonly failed: number;
+  /** Sum over clients (they run at the same time). */
+  readonly totalTokenThroughput: number;
+  readonly outputThroughput: number;
+  /** Means weighted by each client's completed requests. */
+  readonly meanTtftMs: number;
+  readonly meanItlMs: number;
+  /** The highest client p99: exact for one client, an upper estimate for the ideal partition. */
+  readonly p99TtftMs: number;
+  /** Sum of replica hits / sum of replica queries, or null without queries. */
+  readonly hitRate: number | null;
+}
+
+export interface RunRecord {
+  readonly id: string;
+  readonly group: RunGroup;
+  readonly title: string;
+  readonly arm?: string;
+  readonly dataset: Dataset;
+  readonly startedAt: string;
+  readonly finishedAt: string;
+  /** How the prefix caches were reset before the run. */
+  readonly reset: 'endpoint' | 'pod-restart';
+  readonly clients: readonly ClientRecord[];
+  readonly replicas: readonly ReplicaRecord[];
+  /** Present when every client has a result. */
+  readonly summary?: RunSummary;
+  readonly upperBound?: number;
+  /** A run that fails any validity check is invalid and never enters a comparison. */
+  readonly valid: boolean;
+  readonly invalidReasons: readonly string[];
+}
+
+/** Recorded once per study (lab-spec 4.3). */
+export interface StudyMetadata {
+  readonly startedAt: string;
+  readonly finishedAt?: string;
+  readonly config: LabConfig;
+  /** Versions of everything that ran: images, K3s, router, GAIE, ... */
+  readonly versions: Readonly<Record<string, string>>;
+  readonly instanceType?: string;
+  readonly availabilityZone?: string;
+  /** GPU UUID per replica pod. */
+  readonly gpuUuids: Readonly<Record<string, string>>;
+  /** `nvidia-smi topo -m`, as saved by the bootstrap. */
+  readonly gpuTopology?: string;
+  /** "GPU KV cache size" read from a replica's log. */
+  readonly kvCacheTokens?: number;
+  readonly k3sVersion?: string;
+}
+
+export const STUDY_SCHEMA_VERSION = 1;
+
+export interface StudyRecord {
+  readonly schemaVersion: typeof STUDY_SCHEMA_VERSION;
+  readonly metadata: StudyMetadata;
+  readonly runs: readonly RunRecord[];
+}
+
+/** Aggregates a run's clients and replicas; undefined when a client has no result. */
+export function summarizeRun(
+  clients: readonly ClientRecord[],
+  replicas: readonly ReplicaRecord[],
+): RunSummary | undefined {
+  const results = clients.map((c) => c.result);
+  if (results.length === 0 || results.some((r) => r === undefined)) return undefined;
+  const done = results as ClientResult[];
+  const completed = sum(done.map((r) => r.completed));
+  const weighted = (key: ClientResultKey) =>
+    completed === 0 ? 0 : sum(done.map((r) => r[key] * r.completed)) / completed;
+  const queried = sum(replicas.map((r) => r.queriedTokens));
+  return {
+    completed,
+    failed: sum(clients.map((c, i) => c.prompts - done[i].completed)),
+    totalTokenThroughput: sum(done.map((r) => r.total_token_throughput)),
+    outputThroughput: sum(done.map((r) => r.output_throughput)),
+    meanTtftMs: weighted('mean_ttft_ms'),
+    meanItlMs: weighted('mean_itl_ms'),
+    p99TtftMs: Math.max(...done.map((r) => r.p99_ttft_ms)),
+    hitRate: queried === 0 ? null : sum(replicas.map((r) => r.hitTokens)) / queried,
+  };
+}
+
+/** Picks the used keys from a client's saved JSON; undefined when one is missing or not a number. */
+export function parseClientResult(json: unknown): ClientResult | undefined {
+  if (json === null || typeof json !== 'object') return undefined;
+  const record = json as Record<string, unknown>;
+  const picked: Partial<Record<ClientResultKey, number>> = {};
+  for (const key of CLIENT_RESULT_KEYS) {
+    const value = record[key];
+    if (typeof value !== 'number' || !Number.isFinite(value)) return undefined;
+    picked[key] = value;
+  }
+  return picked as ClientResult;
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((total, v) => total + v, 0);
+}
