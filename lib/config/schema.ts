@@ -102,6 +102,17 @@ const InstanceSchema = z
       .max(MAX_LIFETIME_HOURS, `must be more than 0 and at most ${MAX_LIFETIME_HOURS} hours`)
       .default(8)
       .describe('The instance shuts itself down (and terminates) after this many hours'),
+    readyTimeoutMinutes: z
+      .number()
+      .int()
+      .min(10)
+      .max(720)
+      .default(45)
+      .describe('How long cdk deploy waits for the bootstrap to report the testbed usable'),
+    fallbackTypes: z
+      .array(z.string().min(1))
+      .default([])
+      .describe('Instance types tried in order when the primary type has no capacity in any AZ (off by default)'),
     preferredAzs: z
       .array(
         z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d[a-z]$/, 'must be an Availability Zone name like us-west-2a'),

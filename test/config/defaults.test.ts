@@ -16,6 +16,8 @@ describe('LabConfig defaults', () => {
         '/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id',
       rootVolumeGiB: 200,
       maxLifetimeHours: 8,
+      readyTimeoutMinutes: 45,
+      fallbackTypes: [],
       preferredAzs: [],
     });
     expect(config.k3s.version).toBe('v1.36.4+k3s1');

@@ -1,0 +1,51 @@
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import { RemovalPolicy } from 'aws-cdk-lib';
+import { Construct } from 'constructs';
+
+export interface LabNetworkProps {
+  /**
+   * Availability Zones to give a subnet. The launch falls back across every AZ that offers the
+   * instance type, so by default the network spans all AZs of the region (an env-agnostic stack
+   * only knows two placeholder AZs).
+   * @default every AZ CDK knows for the stack's environment
+   */
+  readonly availabilityZones?: string[];
+}
+
+/**
+ * The lab's own VPC: one public subnet per Availability Zone, no NAT gateway (the host reaches the
+ * internet through its public IP), and a security group with no inbound rule: access is through
+ * SSM Session Manager only.
+ */
+export class LabNetwork extends Construct {
+  readonly vpc: ec2.Vpc;
+  /** One public subnet per AZ, in the VPC's AZ order. */
+  readonly subnets: ec2.ISubnet[];
+  readonly securityGroup: ec2.SecurityGroup;
+
+  constructor(scope: Construct, id: string, props: LabNetworkProps = {}) {
+    super(scope, id);
+    this.vpc = new ec2.Vpc(this, 'Vpc', {
+      ...(props.availabilityZones ? { availabilityZones: props.availabilityZones } : { maxAzs: 99 }),
+      natGateways: 0,
+      subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }],
+      restrictDefaultSecurityGroup: true,
+    });
+    this.vpc.addFlowLog('FlowLog', {
+      destination: ec2.FlowLogDestination.toCloudWatchLogs(
+        new logs.LogGroup(this, 'FlowLogs', {
+          retention: logs.RetentionDays.ONE_WEEK,
+          removalPolicy: RemovalPolicy.DESTROY,
+        }),
+      ),
+      trafficType: ec2.FlowLogTrafficType.REJECT,
+    });
+    this.subnets = this.vpc.publicSubnets;
+    this.securityGroup = new ec2.SecurityGroup(this, 'HostSecurityGroup', {
+      vpc: this.vpc,
+      description: 'LLM-gateway lab GPU host: no inbound rule (SSM only), all outbound',
+      allowAllOutbound: true,
+    });
+  }
+}
