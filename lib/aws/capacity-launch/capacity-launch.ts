@@ -1,0 +1,311 @@
+import { fileURLToPath } from 'node:url';
+import { ArnFormat, CustomResource, Duration, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import type * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as cr from 'aws-cdk-lib/custom-resources';
+import { Construct } from 'constructs';
+import type { StackTag } from './launch.ts';
+import { LaunchAttributes, LaunchProps, SubnetFields } from './props.ts';
+
+/** The tag key every launched instance and volume carries; termination is allowed only on it. */
+export const DEFAULT_STACK_TAG_KEY = 'llm-gateway-lab:stack';
+
+// The Provider framework's waiter cannot run longer than this.
+const MAX_TOTAL_TIMEOUT = Duration.hours(1);
+
+export interface CapacityLaunchProps {
+  /**
+   * The host's launch template. It must carry no network interfaces and no security groups: every
+   * attempt gives its own subnet, public IP and security group on a network interface, and EC2
+   * rejects a request that has those beside the template's. Its latest version is launched, so a
+   * new template version launches a new instance on the next deploy.
+   */
+  readonly launchTemplate: ec2.LaunchTemplate;
+  /** The lab's subnets, at most one per Availability Zone is used; the instance gets a public IP. */
+  readonly subnets: ec2.ISubnet[];
+  /** Put on the instance's network interface. */
+  readonly securityGroup: ec2.ISecurityGroup;
+  /** The EC2 instance type tried first, e.g. g6.12xlarge. */
+  readonly instanceType: string;
+  /**
+   * Types tried, in order, after every offered Availability Zone failed for the one before.
+   *
+   * @default - none: only `instanceType`
+   */
+  readonly fallbackInstanceTypes?: string[];
+  /**
+   * Availability Zones tried first, in this order; each must have one of `subnets`.
+   *
+   * @default - none: the offered AZs in name order
+   */
+  readonly preferredAzs?: string[];
+  /** vCPUs of `instanceType`, named in the quota message (48 for g6.12xlarge). */
+  readonly vcpusNeeded: number;
+  /** The role of the instance profile in the launch template: the launch function may pass only it. */
+  readonly instanceRole: iam.IRole;
+  /**
+   * The tag put on the instance and its volumes at launch; termination is allowed only on instances
+   * carrying it.
+   *
+   * @default - { key: 'llm-gateway-lab:stack', value: the stack name }
+   */
+  readonly stackTag?: StackTag;
+  /**
+   * How long the launch may take until the instance is running (at most 1 hour).
+   *
+   * @default Duration.minutes(30)
+   */
+  readonly totalTimeout?: Duration;
+  /**
+   * Time between two checks of the instance state.
+   *
+   * @default Duration.seconds(15)
+   */
+  readonly queryInterval?: Duration;
+  /**
+   * How long the launch functions' logs are kept.
+   *
+   * @default logs.RetentionDays.ONE_MONTH
+   */
+  readonly logRetention?: logs.RetentionDays;
+}
+
+function problem(prop: string, detail: string): Error {
+  return new Error(`CapacityLaunch: ${prop} ${detail}`);
+}
+
+/** Eager checks of the props whose values are known at synthesis; tokens are left to deploy time. */
+export function validateCapacityLaunchProps(props: CapacityLaunchProps): void {
+  if (props.subnets.length === 0) throw problem('subnets', 'must list at least one subnet, got []');
+  if (!props.instanceType.trim())
+    throw problem('instanceType', `must name an instance type, got "${props.instanceType}"`);
+  const types = [props.instanceType, ...(props.fallbackInstanceTypes ?? [])];
+  const repeated = types.find((t, i) => types.indexOf(t) !== i);
+  if (repeated !== undefined) {
+    throw problem('fallbackInstanceTypes', `must not repeat a type already tried, got "${repeated}" twice`);
+  }
+  if (!Number.isInteger(props.vcpusNeeded) || props.vcpusNeeded < 1) {
+    throw problem('vcpusNeeded', `must be a whole number of at least 1, got ${props.vcpusNeeded}`);
+  }
+  const subnetAzs = props.subnets.map((s) => s.availabilityZone);
+  if (!subnetAzs.some((az) => Token.isUnresolved(az))) {
+    for (const az of props.preferredAzs ?? []) {
+      if (!subnetAzs.includes(az)) {
+        throw problem(
+          'preferredAzs',
+          `names "${az}", which has no subnet; the subnets are in ${[...new Set(subnetAzs)].sort().join(', ')}`,
+        );
+      }
+    }
+  }
+  const total = props.totalTimeout?.toSeconds();
+  if (total !== undefined && (total < 60 || total > MAX_TOTAL_TIMEOUT.toSeconds())) {
+    throw problem('totalTimeout', `must be from 1 minute to 1 hour, got ${total} seconds`);
+  }
+  const interval = props.queryInterval?.toSeconds();
+  if (interval !== undefined && (interval < 1 || interval >= (total ?? 1800))) {
+    throw problem(
+      'queryInterval',
+      `must be at least 1 second and less than totalTimeout, got ${interval} seconds`,
+    );
+  }
+  const key = props.stackTag?.key;
+  if (key !== undefined && (key === '' || key.toLowerCase().startsWith('aws:'))) {
+    throw problem('stackTag', `key must be non-empty and not start with "aws:", got "${key}"`);
+  }
+}
+
+/** Why the resolved launch template data cannot be combined with the per-attempt network interface. */
+export function launchTemplateProblems(data: Record<string, unknown> | undefined): string[] {
+  const present = (name: string) => {
+    const value = data?.[name];
+    return value !== undefined && !(Array.isArray(value) && value.length === 0);
+  };
+  return ['networkInterfaces', 'securityGroupIds', 'securityGroups']
+    .filter(present)
+    .map(
+      (name) => `the launch template sets ${name}; CapacityLaunch gives the network interface per attempt`,
+    );
+}
+
+/**
+ * Launches the lab's GPU host with Availability Zone fallback: a custom resource whose handler tries
+ * every AZ that offers the type, then the fallback types, and reports each attempt (lab-spec 2.1).
+ */
+export class CapacityLaunch extends Construct {
+  /** The launched instance's id. */
+  readonly instanceId: string;
+  /** The Availability Zone the instance runs in. */
+  readonly availabilityZone: string;
+  /** The instance type that was launched (the primary or a fallback). */
+  readonly instanceType: string;
+  /** One line per attempt, newest kept when shortened. */
+  readonly attemptLog: string;
+  /** The function that launches, keeps or terminates the instance. */
+  readonly onEventFunction: nodejs.NodejsFunction;
+  /** The function that waits for `running` or `terminated`. */
+  readonly isCompleteFunction: nodejs.NodejsFunction;
+
+  constructor(scope: Construct, id: string, props: CapacityLaunchProps) {
+    super(scope, id);
+    validateCapacityLaunchProps(props);
+    const stack = Stack.of(this);
+    const stackTag = props.stackTag ?? { key: DEFAULT_STACK_TAG_KEY, value: stack.stackName };
+    const template = props.launchTemplate;
+    const templateId = template.launchTemplateId as string;
+    const retention = props.logRetention ?? logs.RetentionDays.ONE_MONTH;
+
+    this.node.addValidation({
+      validate: () => {
+        const cfn = template.node.defaultChild as ec2.CfnLaunchTemplate;
+        return launchTemplateProblems(stack.resolve(cfn.launchTemplateData));
+      },
+    });
+
+    this.onEventFunction = this.handlerFunction('OnEvent', 'onEvent', Duration.minutes(10), retention);
+    this.isCompleteFunction = this.handlerFunction(
+      'IsComplete',
+      'isComplete',
+      Duration.minutes(1),
+      retention,
+    );
+
+    const arn = (resource: string, resourceName: string, account?: string) =>
+      stack.formatArn({
+        service: 'ec2',
+        resource,
+        resourceName,
+        account,
+        arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
+      });
+    const templateArn = arn('launch-template', templateId);
+    const instanceArns = arn('instance', '*');
+
+    this.onEventFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'RunInstancesFromTheLabTemplateOnly',
+        actions: ['ec2:RunInstances'],
+        resources: [instanceArns],
+        conditions: {
+          ArnLike: { 'ec2:LaunchTemplate': templateArn },
+          StringEquals: { [`aws:RequestTag/${stackTag.key}`]: stackTag.value },
+        },
+      }),
+    );
+    this.onEventFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'RunInstancesUsesTheLabNetworkAndTemplate',
+        actions: ['ec2:RunInstances'],
+        // Interfaces and volumes are created by the launch, so their ids are not known beforehand;
+        // the image comes from the template (a public AMI: no account in its ARN).
+        resources: [
+          templateArn,
+          ...props.subnets.map((s) => arn('subnet', s.subnetId)),
+          arn('security-group', props.securityGroup.securityGroupId),
+          arn('network-interface', '*'),
+          arn('volume', '*'),
+          arn('image', '*', ''),
+        ],
+      }),
+    );
+    this.onEventFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'TagOnlyWhileLaunching',
+        actions: ['ec2:CreateTags'],
+        resources: [instanceArns, arn('volume', '*')],
+        conditions: { StringEquals: { 'ec2:CreateAction': 'RunInstances' } },
+      }),
+    );
+    this.onEventFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'PassOnlyTheInstanceRole',
+        actions: ['iam:PassRole'],
+        resources: [props.instanceRole.roleArn],
+        conditions: { StringEquals: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
+      }),
+    );
+    this.onEventFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'TerminateOnlyTheStacksInstances',
+        actions: ['ec2:TerminateInstances'],
+        resources: [instanceArns],
+        conditions: { StringEquals: { [`aws:ResourceTag/${stackTag.key}`]: stackTag.value } },
+      }),
+    );
+    // DescribeInstances and DescribeInstanceTypeOfferings do not support resource-level permissions.
+    this.onEventFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'ReadInstancesAndOfferings',
+        actions: ['ec2:DescribeInstances', 'ec2:DescribeInstanceTypeOfferings'],
+        resources: ['*'],
+      }),
+    );
+    this.isCompleteFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'ReadInstances',
+        actions: ['ec2:DescribeInstances'],
+        resources: ['*'],
+      }),
+    );
+
+    const provider = new cr.Provider(this, 'Provider', {
+      onEventHandler: this.onEventFunction,
+      isCompleteHandler: this.isCompleteFunction,
+      totalTimeout: props.totalTimeout ?? Duration.minutes(30),
+      queryInterval: props.queryInterval ?? Duration.seconds(15),
+      logGroup: new logs.LogGroup(this, 'ProviderLogs', { retention, removalPolicy: RemovalPolicy.DESTROY }),
+    });
+
+    const resource = new CustomResource(this, 'Resource', {
+      serviceToken: provider.serviceToken,
+      resourceType: 'Custom::CapacityLaunch',
+      properties: {
+        [LaunchProps.launchTemplateId]: templateId,
+        [LaunchProps.launchTemplateVersion]: template.latestVersionNumber,
+        [LaunchProps.subnets]: props.subnets.map((s) => ({
+          [SubnetFields.subnetId]: s.subnetId,
+          [SubnetFields.availabilityZone]: s.availabilityZone,
+        })),
+        [LaunchProps.securityGroupId]: props.securityGroup.securityGroupId,
+        [LaunchProps.instanceTypes]: [props.instanceType, ...(props.fallbackInstanceTypes ?? [])],
+        [LaunchProps.preferredAzs]: props.preferredAzs ?? [],
+        [LaunchProps.vcpusNeeded]: props.vcpusNeeded,
+        [LaunchProps.stackTagKey]: stackTag.key,
+        [LaunchProps.stackTagValue]: stackTag.value,
+      },
+    });
+    // The role (and its policies) outlive the instance: on delete the instance goes first.
+    resource.node.addDependency(props.instanceRole);
+
+    this.instanceId = resource.getAttString(LaunchAttributes.instanceId);
+    this.availabilityZone = resource.getAttString(LaunchAttributes.availabilityZone);
+    this.instanceType = resource.getAttString(LaunchAttributes.instanceType);
+    this.attemptLog = resource.getAttString(LaunchAttributes.attemptLog);
+  }
+
+  private handlerFunction(
+    id: string,
+    handler: string,
+    timeout: Duration,
+    retention: logs.RetentionDays,
+  ): nodejs.NodejsFunction {
+    return new nodejs.NodejsFunction(this, id, {
+      entry: fileURLToPath(new URL('./handler.ts', import.meta.url)),
+      handler,
+      runtime: lambda.Runtime.NODEJS_22_X,
+      timeout,
+      memorySize: 256,
+      logGroup: new logs.LogGroup(this, `${id}Logs`, { retention, removalPolicy: RemovalPolicy.DESTROY }),
+      // Local esbuild, no Docker; the Node 22 runtime provides the AWS SDK v3.
+      bundling: {
+        forceDockerBundling: false,
+        format: nodejs.OutputFormat.ESM,
+        minify: true,
+        sourceMap: false,
+      },
+    });
+  }
+}

@@ -1,0 +1,402 @@
+import { randomUUID } from 'node:crypto';
+import {
+  DescribeInstanceTypeOfferingsCommand,
+  type EC2Client,
+  RunInstancesCommand,
+  type RunInstancesCommandInput,
+} from '@aws-sdk/client-ec2';
+
+/** One of the lab's public subnets: the launch picks an Availability Zone by picking its subnet. */
+export interface LabSubnet {
+  readonly subnetId: string;
+  readonly availabilityZone: string;
+}
+
+/** A tag every launched instance and volume carries, so that IAM can scope termination to them. */
+export interface StackTag {
+  readonly key: string;
+  readonly value: string;
+}
+
+/** What the launch needs: the same inputs on every attempt except the subnet and the type. */
+export interface LaunchRequest {
+  readonly launchTemplateId: string;
+  readonly launchTemplateVersion: string;
+  readonly subnets: readonly LabSubnet[];
+  readonly securityGroupId: string;
+  /** The primary type first, then the fallback types in the order they are tried. */
+  readonly instanceTypes: readonly string[];
+  /** Availability Zones tried first, in this order. */
+  readonly preferredAzs: readonly string[];
+  /** vCPUs of the primary type, for the quota message. */
+  readonly vcpusNeeded: number;
+  readonly stackTag: StackTag;
+}
+
+/** The outcome of one RunInstances attempt (after any transient retries in the same AZ). */
+export interface LaunchAttempt {
+  readonly az: string;
+  readonly instanceType: string;
+  /** The EC2 error code; absent when the attempt launched the instance. */
+  readonly code?: string;
+  readonly message?: string;
+}
+
+export interface LaunchResult {
+  readonly instanceId: string;
+  readonly availabilityZone: string;
+  readonly instanceType: string;
+  readonly attempts: readonly LaunchAttempt[];
+  /** One line per attempt and per retry, as logged. */
+  readonly log: readonly string[];
+}
+
+/** Bounded backoff for transient errors: `maxRetries` retries, `baseDelayMs` doubled each time. */
+export interface RetryPolicy {
+  readonly maxRetries: number;
+  readonly baseDelayMs: number;
+}
+
+export interface LaunchDeps {
+  /** Build it with `maxAttempts: 1`: the SDK would otherwise retry capacity errors in the same AZ. */
+  readonly ec2: EC2Client;
+  readonly sleep?: (ms: number) => Promise<void>;
+  readonly log?: (line: string) => void;
+  readonly newClientToken?: () => string;
+  readonly retry?: RetryPolicy;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { maxRetries: 3, baseDelayMs: 1000 };
+
+/** What to do after a failed attempt. */
+export type FailureClass = 'next-az' | 'stop' | 'transient';
+
+// The capacity of this AZ (or this subnet) is the problem: another AZ may well have room.
+const NEXT_AZ_CODES = new Set([
+  'InsufficientInstanceCapacity',
+  'Unsupported',
+  'InsufficientHostCapacity',
+  'InsufficientReservedInstanceCapacity',
+  'InsufficientFreeAddressesInSubnet',
+]);
+
+// The same request fails in every AZ: trying on only delays the message the person needs.
+const STOP_CODES = new Set([
+  'VcpuLimitExceeded',
+  'InstanceLimitExceeded',
+  'UnauthorizedOperation',
+  'AuthFailure',
+  'OptInRequired',
+  'PendingVerification',
+  'Blocked',
+]);
+
+const TRANSIENT_CODES = new Set([
+  'Throttling',
+  'ThrottlingException',
+  'RequestLimitExceeded',
+  'ServiceUnavailable',
+  'Unavailable',
+  'InternalError',
+  'InternalFailure',
+  'TimeoutError',
+]);
+
+const QUOTA_CODES = new Set(['VcpuLimitExceeded', 'InstanceLimitExceeded']);
+
+interface ErrorFacts {
+  readonly code: string;
+  readonly message: string;
+  readonly httpStatusCode?: number;
+}
+
+/** SDK v3 EC2 errors are all `EC2ServiceException`; the EC2 error code is in `name`. */
+export function errorFacts(err: unknown): ErrorFacts {
+  if (err instanceof Error) {
+    const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    return { code: err.name, message: err.message, httpStatusCode: status };
+  }
+  return { code: 'UnknownError', message: String(err) };
+}
+
+export function classifyLaunchError(err: unknown): FailureClass {
+  const { code, httpStatusCode } = errorFacts(err);
+  if (NEXT_AZ_CODES.has(code)) return 'next-az';
+  if (STOP_CODES.has(code) || code.startsWith('Invalid')) return 'stop';
+  if (TRANSIENT_CODES.has(code) || httpStatusCode === 503) return 'transient';
+  // An error nobody expected says nothing about the other AZs: record it and move on.
+  return 'next-az';
+}
+
+interface Quota {
+  readonly name: string;
+  readonly code?: string;
+}
+
+/** The On-Demand vCPU quota an instance type counts against, by its family letters. */
+export function onDemandQuotaFor(instanceType: string): Quota {
+  const family = instanceType.split('.')[0] ?? '';
+  if (/^(g|vt)\d/.test(family)) return { name: 'Running On-Demand G and VT instances', code: 'L-DB2E81BA' };
+  if (/^p\d/.test(family)) return { name: 'Running On-Demand P instances', code: 'L-417A185B' };
+  if (/^inf\d/.test(family)) return { name: 'Running On-Demand Inf instances' };
+  if (/^trn\d/.test(family)) return { name: 'Running On-Demand Trn instances' };
+  if (/^dl\d/.test(family)) return { name: 'Running On-Demand DL instances' };
+  if (/^f\d/.test(family)) return { name: 'Running On-Demand F instances' };
+  if (/^x\d/.test(family)) return { name: 'Running On-Demand X instances' };
+  if (/^u/.test(family)) return { name: 'Running On-Demand High Memory instances' };
+  return {
+    name: 'Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances',
+    code: 'L-1216C47A',
+  };
+}
+
+/** The actionable message for an error that stops the launch in every AZ. */
+export function stopMessage(attempt: Required<LaunchAttempt>, vcpus: number | undefined): string {
+  const { code, instanceType, az, message } = attempt;
+  const said = `EC2 said (${code} in ${az}): ${message}`;
+  if (QUOTA_CODES.has(code)) {
+    const quota = onDemandQuotaFor(instanceType);
+    const needed = vcpus === undefined ? `as many vCPUs as one ${instanceType} has` : `${vcpus} vCPUs`;
+    const where =
+      quota.code === undefined ? 'Service Quotas > Amazon EC2' : `Service Quotas, quota code ${quota.code}`;
+    return (
+      `Launch stopped: the account's "${quota.name}" quota in this region does not leave ${needed} ` +
+      `free for ${instanceType} (instances of that class already running count against it). ` +
+      `Request an increase to at least ${needed} (${where}) or stop other instances of the class, ` +
+      `then deploy again. ${said}`
+    );
+  }
+  if (code === 'UnauthorizedOperation' || code === 'AuthFailure') {
+    return (
+      `Launch stopped: the launch function's role may not run ${instanceType} with these inputs ` +
+      '(decode the message with `aws sts decode-authorization-message --encoded-message <...>`). ' +
+      said
+    );
+  }
+  return (
+    `Launch stopped: EC2 rejected the request for ${instanceType}, and would in every Availability Zone. ` +
+    'Check the launch template (it must carry no network interfaces and no security groups: ' +
+    `the launch gives both per attempt), the subnets and the instance type. ${said}`
+  );
+}
+
+const CELL_LIMIT = 160;
+
+function cell(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').replaceAll('|', '/').trim();
+  return flat.length > CELL_LIMIT ? `${flat.slice(0, CELL_LIMIT - 1)}…` : flat;
+}
+
+/** Every attempt and why it failed, in the shape SkyPilot users know as "Reasons for provision failures". */
+export function failureTable(attempts: readonly LaunchAttempt[]): string {
+  const rows = attempts.map(
+    (a) => `| ${a.az} | ${a.instanceType} | ${a.code ?? '-'} | ${cell(a.message ?? '')} |`,
+  );
+  return ['| AZ | instance type | error code | message |', '|---|---|---|---|', ...rows].join('\n');
+}
+
+/**
+ * The AZs to try for one type: offered AZs that have a lab subnet, preferred ones first in their
+ * order, the others by name so that every run tries them in the same order.
+ */
+export function orderCandidateAzs(
+  offered: ReadonlySet<string>,
+  subnets: readonly LabSubnet[],
+  preferred: readonly string[],
+): string[] {
+  const usable = new Set(subnets.map((s) => s.availabilityZone).filter((az) => offered.has(az)));
+  const first = preferred.filter((az, i) => usable.has(az) && preferred.indexOf(az) === i);
+  const rest = [...usable].filter((az) => !first.includes(az)).sort();
+  return [...first, ...rest];
+}
+
+/** The RunInstances input of one attempt. */
+export function runInstancesInput(
+  request: LaunchRequest,
+  instanceType: string,
+  subnetId: string,
+  clientToken: string,
+): RunInstancesCommandInput {
+  const tags = [{ Key: request.stackTag.key, Value: request.stackTag.value }];
+  return {
+    MinCount: 1,
+    MaxCount: 1,
+    InstanceType: instanceType as RunInstancesCommandInput['InstanceType'],
+    LaunchTemplate: { LaunchTemplateId: request.launchTemplateId, Version: request.launchTemplateVersion },
+    // The subnet is chosen per attempt, and a public IP in a chosen subnet can only be asked for on a
+    // network interface. Groups go on that interface too: EC2 rejects instance-level security
+    // groups beside a network interface, so the template carries neither.
+    NetworkInterfaces: [
+      {
+        DeviceIndex: 0,
+        SubnetId: subnetId,
+        AssociatePublicIpAddress: true,
+        DeleteOnTermination: true,
+        Groups: [request.securityGroupId],
+      },
+    ],
+    ClientToken: clientToken,
+    TagSpecifications: [
+      { ResourceType: 'instance', Tags: tags },
+      { ResourceType: 'volume', Tags: tags },
+    ],
+  };
+}
+
+/** Raised when no instance could be launched; the message is what CloudFormation shows. */
+export class CapacityLaunchError extends Error {
+  override readonly name = 'CapacityLaunchError';
+  readonly attempts: readonly LaunchAttempt[];
+  readonly log: readonly string[];
+
+  constructor(message: string, attempts: readonly LaunchAttempt[], log: readonly string[]) {
+    super(message);
+    this.attempts = attempts;
+    this.log = log;
+  }
+}
+
+const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+interface Runtime {
+  readonly ec2: EC2Client;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly say: (line: string) => void;
+  readonly newClientToken: () => string;
+  readonly retry: RetryPolicy;
+}
+
+/** Calls `call` again after transient errors, with bounded doubling delays; rethrows the rest. */
+async function withTransientRetry<T>(rt: Runtime, what: string, call: () => Promise<T>): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await call();
+    } catch (err) {
+      if (classifyLaunchError(err) !== 'transient' || retry >= rt.retry.maxRetries) throw err;
+      const delay = rt.retry.baseDelayMs * 2 ** retry;
+      rt.say(
+        `${what}: ${errorFacts(err).code}, retrying in ${delay / 1000}s (retry ${retry + 1} of ${rt.retry.maxRetries})`,
+      );
+      await rt.sleep(delay);
+    }
+  }
+}
+
+/** The AZs of the region that offer the type, over every page of the answer. */
+async function offeredAzs(rt: Runtime, instanceType: string): Promise<Set<string>> {
+  const azs = new Set<string>();
+  let nextToken: string | undefined;
+  do {
+    const token = nextToken;
+    const page = await withTransientRetry(rt, `${instanceType}: DescribeInstanceTypeOfferings`, () =>
+      rt.ec2.send(
+        new DescribeInstanceTypeOfferingsCommand({
+          LocationType: 'availability-zone',
+          Filters: [{ Name: 'instance-type', Values: [instanceType] }],
+          NextToken: token,
+        }),
+      ),
+    );
+    for (const offering of page.InstanceTypeOfferings ?? []) {
+      if (offering.Location) azs.add(offering.Location);
+    }
+    nextToken = page.NextToken;
+  } while (nextToken);
+  return azs;
+}
+
+type AttemptOutcome = { readonly instanceId: string } | { readonly error: unknown };
+
+async function attemptInAz(
+  rt: Runtime,
+  request: LaunchRequest,
+  instanceType: string,
+  subnet: LabSubnet,
+): Promise<AttemptOutcome> {
+  // One token per AZ attempt: a retry after a throttle or timeout must not launch a second instance,
+  // while the next AZ is a new request.
+  const input = runInstancesInput(request, instanceType, subnet.subnetId, rt.newClientToken());
+  try {
+    const output = await withTransientRetry(rt, `${instanceType} in ${subnet.availabilityZone}`, () =>
+      rt.ec2.send(new RunInstancesCommand(input)),
+    );
+    const instanceId = output.Instances?.[0]?.InstanceId;
+    if (!instanceId) throw new Error('RunInstances answered without an instance id');
+    return { instanceId };
+  } catch (error) {
+    return { error };
+  }
+}
+
+function whatComesNext(azs: readonly string[], index: number, types: readonly string[], typeIndex: number) {
+  const nextAz = azs[index + 1];
+  if (nextAz !== undefined) return `trying ${nextAz}`;
+  const nextType = types[typeIndex + 1];
+  return nextType === undefined ? 'no Availability Zone left' : `trying ${nextType}`;
+}
+
+/**
+ * Launches one instance, trying each offered AZ that has a lab subnet and then each fallback type,
+ * until one attempt succeeds or an error says no other AZ would do better.
+ */
+export async function launchWithFallback(request: LaunchRequest, deps: LaunchDeps): Promise<LaunchResult> {
+  const log: string[] = [];
+  const rt: Runtime = {
+    ec2: deps.ec2,
+    sleep: deps.sleep ?? defaultSleep,
+    newClientToken: deps.newClientToken ?? randomUUID,
+    retry: deps.retry ?? DEFAULT_RETRY,
+    say: (line) => {
+      log.push(line);
+      deps.log?.(line);
+    },
+  };
+  const attempts: LaunchAttempt[] = [];
+  const types = request.instanceTypes;
+  const subnetAzs = [...new Set(request.subnets.map((s) => s.availabilityZone))].sort();
+
+  for (const [typeIndex, instanceType] of types.entries()) {
+    const offered = await offeredAzs(rt, instanceType);
+    const azs = orderCandidateAzs(offered, request.subnets, request.preferredAzs);
+    const notOffered = subnetAzs.filter((az) => !offered.has(az));
+    if (notOffered.length > 0) rt.say(`${instanceType}: not offered in ${notOffered.join(', ')}, skipped`);
+    if (azs.length === 0) {
+      rt.say(`${instanceType}: no Availability Zone with a lab subnet offers it`);
+      continue;
+    }
+    for (const [index, az] of azs.entries()) {
+      const subnet = request.subnets.find((s) => s.availabilityZone === az) as LabSubnet;
+      const outcome = await attemptInAz(rt, request, instanceType, subnet);
+      if ('instanceId' in outcome) {
+        attempts.push({ az, instanceType });
+        rt.say(`${instanceType}: launched ${outcome.instanceId} in ${az}`);
+        return { instanceId: outcome.instanceId, availabilityZone: az, instanceType, attempts, log };
+      }
+      const { code, message } = errorFacts(outcome.error);
+      const attempt = { az, instanceType, code, message };
+      attempts.push(attempt);
+      if (classifyLaunchError(outcome.error) === 'stop') {
+        rt.say(`${instanceType}: ${code} in ${az}, stopping: no other Availability Zone would do better`);
+        const vcpus = typeIndex === 0 ? request.vcpusNeeded : undefined;
+        throw new CapacityLaunchError(
+          `${stopMessage(attempt, vcpus)}\nAttempts:\n${failureTable(attempts)}`,
+          attempts,
+          log,
+        );
+      }
+      rt.say(`${instanceType}: ${code} in ${az}, ${whatComesNext(azs, index, types, typeIndex)}`);
+    }
+  }
+
+  const tried = types.join(', ');
+  const header =
+    attempts.length === 0
+      ? `No instance launched: no Availability Zone with a lab subnet (${subnetAzs.join(', ')}) offers ${tried}.`
+      : `No instance launched: every offered Availability Zone failed for ${tried}. ` +
+        'Reasons for provision failures:';
+  throw new CapacityLaunchError(
+    attempts.length === 0 ? header : `${header}\n${failureTable(attempts)}`,
+    attempts,
+    log,
+  );
+}

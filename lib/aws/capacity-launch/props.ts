@@ -1,0 +1,41 @@
+/**
+ * Property names of the CapacityLaunch custom resource, shared by the construct that writes them
+ * and the handler that reads them. CloudFormation hands every scalar to the handler as a string.
+ */
+export const LaunchProps = {
+  launchTemplateId: 'LaunchTemplateId',
+  launchTemplateVersion: 'LaunchTemplateVersion',
+  /** `[{ SubnetId, AvailabilityZone }]`, one per lab subnet. */
+  subnets: 'Subnets',
+  securityGroupId: 'SecurityGroupId',
+  /** The primary type first, then the fallback types. */
+  instanceTypes: 'InstanceTypes',
+  preferredAzs: 'PreferredAzs',
+  vcpusNeeded: 'VcpusNeeded',
+  stackTagKey: 'StackTagKey',
+  stackTagValue: 'StackTagValue',
+} as const;
+
+/** The properties whose change launches a new instance on Update (the others only shape messages). */
+export const LAUNCH_INPUTS = [
+  LaunchProps.launchTemplateId,
+  LaunchProps.launchTemplateVersion,
+  LaunchProps.subnets,
+  LaunchProps.securityGroupId,
+  LaunchProps.instanceTypes,
+  LaunchProps.preferredAzs,
+] as const;
+
+/** Attribute names of the resource (`Fn::GetAtt`). */
+export const LaunchAttributes = {
+  instanceId: 'InstanceId',
+  availabilityZone: 'AvailabilityZone',
+  instanceType: 'InstanceType',
+  attemptLog: 'AttemptLog',
+} as const;
+
+/** Subnet entries inside the `Subnets` property. */
+export const SubnetFields = {
+  subnetId: 'SubnetId',
+  availabilityZone: 'AvailabilityZone',
+} as const;
