@@ -1,0 +1,329 @@
+import { counterDeltas, type VllmSnapshot } from './metrics.ts';
+import type { StudyRun } from './plan.ts';
+import {
+  CLIENT_RESULT_KEYS,
+  type ClientRecord,
+  type ClientResult,
+  type JobOutcome,
+  parseClientResult,
+  type ReplicaRecord,
+  type RunRecord,
+} from './results.ts';
+import { workingSetTokens } from './workload.ts';
+
+/**
+ * The validity checks of lab-spec 4.4. Each check is a pure function that returns the reasons a
+ * run is invalid (empty when it passes); a run with any reason is marked invalid and never enters
+ * a comparison. The runner gathers the evidence, these functions judge it.
+ */
+
+// ---- The client's result file ---------------------------------------------------------------
+
+/** A client's saved JSON as read from the results folder: its text, or undefined when missing. */
+export interface ResultFileReading {
+  readonly benchmarkId: string;
+  readonly resultFile: string;
+  readonly text: string | undefined;
+}
+
+/** The used keys of a result file, or the reason it cannot be used. */
+export function readResultFile(
+  reading: ResultFileReading,
+): { readonly result: ClientResult } | { readonly problem: string } {
+  const where = `client ${reading.benchmarkId}: result file ${reading.resultFile}`;
+  if (reading.text === undefined) return { problem: `${where} is missing` };
+  if (reading.text.trim() === '') return { problem: `${where} is empty` };
+  let json: unknown;
+  try {
+    json = JSON.parse(reading.text);
+  } catch (error) {
+    return { problem: `${where} is not valid JSON (${(error as Error).message})` };
+  }
+  const result = parseClientResult(json);
+  if (!result) {
+    const record = (json ?? {}) as Record<string, unknown>;
+    const bad = CLIENT_RESULT_KEYS.filter((key) => typeof record[key] !== 'number');
+    return { problem: `${where} lacks numeric ${bad.join(', ')}` };
+  }
+  return { result };
+}
+
+/** Lab-spec 4.4: every client's result file exists, is non-empty and parses. */
+export function resultFileReasons(readings: readonly ResultFileReading[]): string[] {
+  return readings.flatMap((reading) => {
+    const read = readResultFile(reading);
+    return 'problem' in read ? [read.problem] : [];
+  });
+}
+
+/** Lab-spec 4.4: `completed` equals the prompt count, per client. */
+export function completedReasons(clients: readonly ClientRecord[]): string[] {
+  return clients.flatMap((client) =>
+    client.result && client.result.completed !== client.prompts
+      ? [
+          `client ${client.benchmarkId}: completed ${client.result.completed} of ${client.prompts} prompts (${client.prompts - client.result.completed} failed)`,
+        ]
+      : [],
+  );
+}
+
+// ---- The Job ---------------------------------------------------------------------------------
+
+/** The counts of a Job's status that say whether it finished. */
+export interface JobCounts {
+  readonly succeeded?: number;
+  readonly failed?: number;
+  readonly active?: number;
+}
+
+/**
+ * How a Job ended, judged by `status.succeeded` / `status.failed` (lab-spec 4.4, lesson 7), or
+ * undefined while it runs. Never by `conditions[0]`: on current Job APIs the first condition is
+ * not the one you expect. With `backoffLimit: 0` one failed pod is final.
+ */
+export function jobOutcome(status: JobCounts | undefined): 'succeeded' | 'failed' | undefined {
+  if ((status?.succeeded ?? 0) > 0) return 'succeeded';
+  if ((status?.failed ?? 0) > 0) return 'failed';
+  return undefined;
+}
+
+/** Lab-spec 4.4: every client's Job succeeded. */
+export function jobReasons(clients: readonly Pick<ClientRecord, 'benchmarkId' | 'job'>[]): string[] {
+  const why: Record<Exclude<JobOutcome, 'succeeded'>, string> = {
+    failed: 'failed (status.failed > 0)',
+    'timed-out': 'did not finish before the timeout (neither status.succeeded nor status.failed)',
+  };
+  return clients.flatMap((client) =>
+    client.job === 'succeeded' ? [] : [`client ${client.benchmarkId}: Job ${why[client.job]}`],
+  );
+}
+
+// ---- Cache reset ------------------------------------------------------------------------------
+
+/** How one replica's prefix cache was reset before a run. */
+export interface ReplicaReset {
+  readonly replica: number;
+  readonly pod: string;
+  /** `endpoint`: POST /reset_prefix_cache; `pod-restart`: the pod was deleted and came back. */
+  readonly method: 'endpoint' | 'pod-restart';
+  /** HTTP status of POST /reset_prefix_cache (the first attempt, also when it led to a restart). */
+  readonly status?: number;
+  /** Why the reset could not be made (network error, restart timeout, ...). */
+  readonly error?: string;
+}
+
+/**
+ * Lab-spec 4.4, lesson 9: caches were reset before the run. An endpoint reset counts when it
+ * answered 200; a pod restart counts when the fresh replica's queries counter is 0 in the
+ * snapshot before the run (nothing was looked up between the reset and the run).
+ */
+export function cacheResetReasons(
+  resets: readonly ReplicaReset[],
+  before: ReadonlyMap<number, VllmSnapshot | undefined>,
+): string[] {
+  return resets.flatMap((reset) => {
+    const who = `replica ${reset.pod}`;
+    if (reset.error) return [`${who}: prefix cache not reset: ${reset.error}`];
+    if (reset.method === 'endpoint') {
+      return reset.status === 200
+        ? []
+        : [`${who}: POST /reset_prefix_cache answered ${reset.status ?? 'nothing'}, not 200`];
+    }
+    const queries = before.get(reset.replica)?.prefixCacheQueries;
+    if (queries === 0) return [];
+    return [
+      `${who}: restarted to reset its cache, but its prefix-cache queries counter was ${queries ?? 'absent'} before the run, not 0`,
+    ];
+  });
+}
+
+// ---- Metrics ----------------------------------------------------------------------------------
+
+/** One replica's /metrics around a run: a snapshot, or the error of the scrape. */
+export interface ReplicaScrapes {
+  readonly replica: number;
+  readonly pod: string;
+  readonly before?: VllmSnapshot;
+  readonly beforeError?: string;
+  readonly after?: VllmSnapshot;
+  readonly afterError?: string;
+}
+
+const COUNTERS = [
+  ['requestSuccess', 'vllm:request_success_total'],
+  ['prefixCacheQueries', 'vllm:prefix_cache_queries_total'],
+  ['prefixCacheHits', 'vllm:prefix_cache_hits_total'],
+] as const;
+
+/**
+ * Lab-spec 4.4: metrics exist on every replica before and after the run (`vllm:` series > 0,
+ * else `--disable-log-stats` is set or the scrape hit the wrong port), the study's counters are
+ * there, and none went backwards (a replica that restarted mid-run loses its counts).
+ */
+export function metricsReasons(scrapes: readonly ReplicaScrapes[]): string[] {
+  return scrapes.flatMap((s) => {
+    const who = `replica ${s.pod}`;
+    const found: string[] = [];
+    for (const [when, snapshot, error] of [
+      ['before', s.before, s.beforeError],
+      ['after', s.after, s.afterError],
+    ] as const) {
+      if (!snapshot) {
+        found.push(`${who}: /metrics could not be read ${when} the run (${error ?? 'no answer'})`);
+      } else if (snapshot.vllmSeries === 0) {
+        found.push(
+          `${who}: /metrics has no vllm: series ${when} the run (vLLM started with --disable-log-stats, or the scrape hit the wrong port)`,
+        );
+      } else {
+        const missing = COUNTERS.filter(([key]) => snapshot[key] === undefined).map(([, name]) => name);
+        if (missing.length > 0) found.push(`${who}: /metrics lacks ${missing.join(', ')} ${when} the run`);
+      }
+    }
+    if (found.length === 0 && s.before && s.after && !counterDeltas(s.before, s.after)) {
+      found.push(`${who}: a counter went backwards during the run (the replica restarted)`);
+    }
+    return found;
+  });
+}
+
+// ---- Requests per replica ---------------------------------------------------------------------
+
+/**
+ * Requests each replica must serve in a run aimed at replicas directly (bound and partition
+ * runs: every prompt of a client plus its warm-up on its replica, nothing elsewhere); undefined
+ * for a front-end run, where only the total is known.
+ */
+export function expectedRequestsPerReplica(run: StudyRun, replicas: number): number[] | undefined {
+  const expected = Array.from({ length: replicas }, () => 0);
+  for (const spec of run.benchmarks) {
+    if (spec.target.kind !== 'replica') return undefined;
+    expected[spec.target.replica] += spec.prompts + 1;
+  }
+  return expected;
+}
+
+/**
+ * Lab-spec 4.4: the replicas' request counts add up to `run.expectedRequests` (every prompt plus
+ * one warm-up per client); for a run aimed at replicas directly, each replica's count too.
+ */
+export function requestReasons(run: StudyRun, replicas: readonly ReplicaRecord[]): string[] {
+  const total = replicas.reduce((sum, r) => sum + r.requests, 0);
+  const found: string[] = [];
+  if (total !== run.expectedRequests) {
+    const split = replicas.map((r) => `${r.pod} ${r.requests}`).join(', ');
+    found.push(
+      `replicas served ${total} requests (${split}), expected ${run.expectedRequests} (prompts plus one warm-up per client)`,
+    );
+  }
+  const perReplica = expectedRequestsPerReplica(run, replicas.length);
+  if (perReplica) {
+    for (const r of replicas) {
+      const expected = perReplica[r.replica];
+      if (expected !== undefined && r.requests !== expected) {
+        found.push(
+          `replica ${r.pod} served ${r.requests} requests, expected ${expected} for this run's target`,
+        );
+      }
+    }
+  }
+  return found;
+}
+
+// ---- Distinct prefixes (across runs) ----------------------------------------------------------
+
+/** How far below the fewest-prefix bound run the most-prefix one must hit: 5 percentage points. */
+export const DISTINCT_PREFIX_MIN_GAP = 0.05;
+
+/** Every reason of the distinct-prefix check starts with this, so it can be re-evaluated. */
+export const IDENTICAL_PREFIXES_REASON =
+  'the dataset generator produced identical prefixes (known v0.11 prefix_repetition bug)';
+
+/**
+ * Lab-spec 4.4: the workload had distinct prefixes. Of the upper-bound sweep, the run with the
+ * most prefixes must hit clearly (at least `DISTINCT_PREFIX_MIN_GAP`) below the run with the
+ * fewest. The check applies when the two should differ: their theoretical bounds are at least
+ * that far apart, or the larger working set overflows the KV cache. When it fails, the client's
+ * generator is broken, and since every prefix run uses the same generator, every prefix run of
+ * the study is invalid. Returns the reason per run id that fails it.
+ */
+export function identicalPrefixReasons(
+  runs: readonly StudyRun[],
+  records: readonly RunRecord[],
+  kvCacheTokensPerReplica: number,
+): Map<string, string> {
+  const recorded = new Map(records.map((r) => [r.id, r]));
+  const bounds = runs
+    .flatMap((run) => {
+      const shape = run.group === 'bound' ? run.benchmarks[0]?.prefix : undefined;
+      return shape ? [{ run, record: recorded.get(run.id), shape }] : [];
+    })
+    .sort((a, b) => a.shape.prefixes - b.shape.prefixes);
+  const reasons = new Map<string, string>();
+  if (bounds.length < 2) return reasons;
+  const few = bounds[0];
+  const many = bounds[bounds.length - 1];
+  if (few.shape.prefixes === many.shape.prefixes) return reasons;
+  const manyRate = many.record?.summary?.hitRate;
+  const fewRate = few.record?.summary?.hitRate;
+  if (manyRate == null || fewRate == null) return reasons;
+  const boundGap = (few.run.upperBound ?? 0) - (many.run.upperBound ?? 0);
+  const overflows = workingSetTokens(many.shape) > kvCacheTokensPerReplica;
+  if (boundGap < DISTINCT_PREFIX_MIN_GAP && !overflows) return reasons;
+  if (manyRate <= fewRate - DISTINCT_PREFIX_MIN_GAP) return reasons;
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const reason =
+    `${IDENTICAL_PREFIXES_REASON}: ${many.run.id} hit ${pct(manyRate)}, not at least ` +
+    `${DISTINCT_PREFIX_MIN_GAP * 100} points below ${few.run.id} (${pct(fewRate)})`;
+  for (const record of records) {
+    if (record.dataset === 'prefix') reasons.set(record.id, reason);
+  }
+  return reasons;
+}
+
+/**
+ * Records with the study-wide distinct-prefix check applied afresh: a previous verdict of that
+ * check is dropped, the current one added, `valid` recomputed.
+ */
+export function withStudyChecks(
+  runs: readonly StudyRun[],
+  records: readonly RunRecord[],
+  kvCacheTokensPerReplica: number,
+): RunRecord[] {
+  const own = records.map((record) => ({
+    ...record,
+    invalidReasons: record.invalidReasons.filter((r) => !r.startsWith(IDENTICAL_PREFIXES_REASON)),
+  }));
+  const crossRun = identicalPrefixReasons(runs, own, kvCacheTokensPerReplica);
+  return own.map((record) => {
+    const extra = crossRun.get(record.id);
+    const invalidReasons = extra ? [...record.invalidReasons, extra] : record.invalidReasons;
+    return { ...record, invalidReasons, valid: invalidReasons.length === 0 };
+  });
+}
+
+// ---- One run ----------------------------------------------------------------------------------
+
+/** Everything the runner observed about one run. */
+export interface RunEvidence {
+  readonly run: StudyRun;
+  readonly readings: readonly ResultFileReading[];
+  readonly clients: readonly ClientRecord[];
+  readonly resets: readonly ReplicaReset[];
+  readonly scrapes: readonly ReplicaScrapes[];
+  readonly replicas: readonly ReplicaRecord[];
+}
+
+/** Every per-run check of lab-spec 4.4, in the order the spec lists them. */
+export function runReasons(evidence: RunEvidence): string[] {
+  const before = new Map(evidence.scrapes.map((s) => [s.replica, s.before]));
+  const metrics = metricsReasons(evidence.scrapes);
+  return [
+    ...resultFileReasons(evidence.readings),
+    ...completedReasons(evidence.clients),
+    ...jobReasons(evidence.clients),
+    ...cacheResetReasons(evidence.resets, before),
+    ...metrics,
+    // Request counts are only meaningful when every replica's counters were read.
+    ...(metrics.length === 0 ? requestReasons(evidence.run, evidence.replicas) : []),
+  ];
+}
