@@ -49,7 +49,8 @@ export interface EndpointPickerProps {
   /** Scheduler configuration, written to the config file the EPP reads at start. */
   readonly schedulerConfig: EndpointPickerConfig;
   /**
-   * Serve ext_proc with TLS. Must match the data plane: the standalone Envoy talks plaintext.
+   * Serve ext_proc with TLS (a self-signed certificate). Must match the data plane: the standalone
+   * Envoy talks plaintext; the Envoy AI Gateway's generated ext_proc cluster speaks TLS.
    * @default false
    */
   readonly secureServing?: boolean;
@@ -85,7 +86,7 @@ export function endpointPickerArgs(
 }
 
 /** Cluster-scoped objects must not carry the chart's namespace. */
-function clusterScoped<T extends ApiObject>(object: T): T {
+export function clusterScoped<T extends ApiObject>(object: T): T {
   object.addJsonPatch(JsonPatch.remove('/metadata/namespace'));
   return object;
 }
@@ -223,7 +224,8 @@ export class EndpointPicker extends Construct {
         name: 'grpc',
         port: EPP_GRPC_PORT,
         targetPort: port(EPP_GRPC_PORT),
-        appProtocol: 'kubernetes.io/h2c',
+        // h2c is cleartext HTTP/2: true only without secure serving (no standard value names h2 over TLS).
+        ...(props.secureServing ? {} : { appProtocol: 'kubernetes.io/h2c' }),
       },
       { name: 'grpc-health', port: EPP_HEALTH_PORT, targetPort: port(EPP_HEALTH_PORT) },
       { name: 'metrics', port: EPP_METRICS_PORT, targetPort: port(EPP_METRICS_PORT) },
@@ -267,6 +269,15 @@ export function endpointPickerProps(config: LabConfig, arm: Arm): EndpointPicker
           ...config.gaie.weights,
           prefixCache: config.gaie.prefixHeavyWeight,
         }),
+      };
+    case 'ai-gateway':
+      // Its own EPP and pool over the standard replicas: a pool names exactly one EPP Service, and
+      // the AI Gateway's generated ext_proc cluster speaks TLS to it (lab-spec 3.6).
+      return {
+        ...common,
+        image: config.gaie.eppImage,
+        schedulerConfig: gaieSchedulerConfig(config.gaie.weights),
+        secureServing: true,
       };
     case 'llmd-precise':
       return {

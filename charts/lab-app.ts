@@ -2,6 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { App, type AppProps, type Chart, Yaml, YamlOutputType } from 'cdk8s';
 import type { LabConfig } from '../lib/config/schema.ts';
+import { AI_GATEWAY_CONFIG_CHART } from '../lib/prereqs/prerequisites.ts';
+import { AiGatewayChart, AiGatewayConfigChart, aiGatewayEnabled } from './ai-gateway.ts';
 import { KubeProxyBaselineChart } from './baseline.ts';
 import { labLabels } from './common.ts';
 import { EndpointPickersChart } from './endpoint-picker.ts';
@@ -12,12 +14,6 @@ import { RoutersChart } from './routers.ts';
 import { StandaloneEnvoysChart } from './standalone-envoy.ts';
 
 export { labLabels } from './common.ts';
-
-/** Optional arms whose charts this version does not build; synth refuses rather than omit them. */
-const UNBUILT_ARMS: Readonly<Record<string, string>> = {
-  'ai-gateway':
-    'the Envoy AI Gateway arm (lab-spec 3.6) has no charts in this version; remove "ai-gateway" from study.optionalArms',
-};
 
 /**
  * The lab's cdk8s app. Each chart is written to `<chart id>.yaml`; the ids carry their apply
@@ -49,10 +45,6 @@ export class LabApp extends App {
  * each depending on what must exist before it.
  */
 export function buildLabApp(config: LabConfig, props: AppProps = {}): LabApp {
-  for (const arm of config.study.optionalArms) {
-    const reason = UNBUILT_ARMS[arm];
-    if (reason) throw new Error(`cannot synthesize the cluster manifests: ${reason}`);
-  }
   const app = new LabApp({
     yamlOutputType: YamlOutputType.FILE_PER_CHART,
     outputFileExtension: '.yaml',
@@ -73,5 +65,12 @@ export function buildLabApp(config: LabConfig, props: AppProps = {}): LabApp {
   epps.addDependency(routers);
   const envoys = new StandaloneEnvoysChart(app, '60-envoy', { ...inLab, config });
   envoys.addDependency(epps);
+  if (aiGatewayEnabled(config)) {
+    // Envoy Gateway's configuration first: it needs the restart that prerequisites.json lists after it.
+    const gatewayConfig = new AiGatewayConfigChart(app, AI_GATEWAY_CONFIG_CHART, { labels, config });
+    gatewayConfig.addDependency(envoys);
+    const aiGateway = new AiGatewayChart(app, '71-ai-gateway', { ...inLab, config });
+    aiGateway.addDependency(gatewayConfig);
+  }
   return app;
 }

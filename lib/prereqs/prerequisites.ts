@@ -33,8 +33,62 @@ export interface HelmPrerequisite extends PrerequisiteBase {
 
 export type Prerequisite = ManifestPrerequisite | HelmPrerequisite;
 
+/**
+ * A step to run right after one of the lab's own files is applied: a Deployment of a prerequisite
+ * that reads what that file wrote only at start. Run it as
+ * `kubectl -n <namespace> rollout restart deployment/<deployment>`, then wait for the rollout.
+ */
+export interface RolloutRestartStep {
+  readonly kind: 'rollout-restart';
+  /** Stable id, e.g. `restart-envoy-gateway`. */
+  readonly id: string;
+  readonly title: string;
+  readonly reason: string;
+  /** The synthesized file (chart id, without `.yaml`) after whose apply the step runs. */
+  readonly after: string;
+  readonly namespace: string;
+  readonly deployment: string;
+}
+
+export type AfterApplyStep = RolloutRestartStep;
+
 export interface PrerequisiteList {
+  /** Third-party installs, in order, before the lab's files. */
   readonly prerequisites: readonly Prerequisite[];
+  /**
+   * Steps between the lab's files, each after the file it names (added after `prerequisites`;
+   * empty when the configuration needs none, so readers of the older list are unaffected).
+   */
+  readonly afterApply: readonly AfterApplyStep[];
+}
+
+/** Chart (file) that writes Envoy Gateway's configuration for the AI Gateway arm. */
+export const AI_GATEWAY_CONFIG_CHART = '70-ai-gateway-config';
+
+/**
+ * Envoy Gateway reads `envoy-gateway-config` only at start, and its release install writes that
+ * ConfigMap too: the lab's version must be applied after the install, then the controller restarted
+ * (lab-spec 3.6 point 4).
+ */
+export function envoyGatewayRestartStep(): RolloutRestartStep {
+  return {
+    kind: 'rollout-restart',
+    id: 'restart-envoy-gateway',
+    title: 'Restart Envoy Gateway',
+    reason: 'it reads envoy-gateway-config (InferencePool backends, the AI Gateway extension) only at start',
+    after: AI_GATEWAY_CONFIG_CHART,
+    namespace: 'envoy-gateway-system',
+    deployment: 'envoy-gateway',
+  };
+}
+
+/** Commands that run one after-apply step and wait for it. */
+export function afterApplyCommands(step: AfterApplyStep): string[] {
+  const target = `deployment/${step.deployment}`;
+  return [
+    `kubectl -n ${step.namespace} rollout restart ${target}`,
+    `kubectl -n ${step.namespace} rollout status ${target} --timeout=5m`,
+  ];
 }
 
 /** GAIE's release asset with its CRDs (InferencePool v1 and v1alpha2, InferenceObjective). */
@@ -45,6 +99,10 @@ export function gaieCrdsUrl(version: string): string {
   return `https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/${version}/manifests.yaml`;
 }
 
+/**
+ * Envoy Gateway's release install (Gateway API CRDs, its own CRDs, the controller in
+ * envoy-gateway-system), applied server-side as its install guide for v1.8 does.
+ */
 export function envoyGatewayInstallUrl(version: string): string {
   return `https://github.com/envoyproxy/gateway/releases/download/${version}/install.yaml`;
 }
@@ -89,7 +147,8 @@ export function prerequisites(config: LabConfig): PrerequisiteList {
       ),
     );
   }
-  return { prerequisites: list };
+  const afterApply = config.study.optionalArms.includes('ai-gateway') ? [envoyGatewayRestartStep()] : [];
+  return { prerequisites: list, afterApply };
 }
 
 const AI_GATEWAY_NAMESPACE = 'envoy-ai-gateway-system';
@@ -112,9 +171,12 @@ function aiGatewayChart(
     chart: `oci://docker.io/envoyproxy/${chart}`,
     version,
     namespace: AI_GATEWAY_NAMESPACE,
-    // Its releases ship Helm chart archives, not manifests; the OCI chart names are from
-    // third-party install notes and were not pulled.
-    unconfirmed: 'chart location and name not pulled to confirm',
+    // Its releases ship Helm charts, not manifests. Release names, OCI chart names, the `v` in the
+    // version and the namespace are those of the project's installation guide for v1.1
+    // (site/versioned_docs/version-1.1/getting-started/installation.md: `aieg-crd` from
+    // ai-gateway-crds-helm first, then `aieg` from ai-gateway-helm). Still UNCONFIRMED: the charts
+    // were not pulled from docker.io here, so the bootstrap's preflight must check they resolve.
+    unconfirmed: 'the chart was not pulled to confirm it is published at this OCI location',
   };
 }
 

@@ -58,20 +58,20 @@ describe('the lab app', () => {
     expect(lab.objects.filter((o) => o.kind === 'Job')).toEqual([]);
   });
 
-  test('refuses the ai-gateway arm instead of silently omitting it', () => {
-    const config = parseLabConfig({ study: { optionalArms: ['ai-gateway'] } });
-    expect(() => buildLabApp(config)).toThrow(
-      /AI Gateway arm \(lab-spec 3\.6\) has no charts.*remove "ai-gateway" from study\.optionalArms/,
-    );
-  });
-
-  test('with every buildable optional arm, everything still validates', () => {
-    const full = synthLab({ study: { optionalArms: ['epp-prefix3', 'llmd-precise'] } });
+  test('with every optional arm, everything still validates', () => {
+    const full = synthLab({ study: { optionalArms: ['epp-prefix3', 'ai-gateway', 'llmd-precise'] } });
     for (const object of full.objects) validateManifest(object);
     const deployments = full.objects.filter((o) => o.kind === 'Deployment').map((o) => o.metadata.name);
     expect(deployments).toEqual(
-      expect.arrayContaining(['qwen3-epp', 'qwen3-epp-prefix3', 'qwen3-llmd-precise', 'envoy-epp-prefix3']),
+      expect.arrayContaining([
+        'qwen3-epp',
+        'qwen3-epp-prefix3',
+        'qwen3-ai-gateway',
+        'qwen3-llmd-precise',
+        'envoy-epp-prefix3',
+      ]),
     );
+    expect(Object.keys(full.charts).slice(-2)).toEqual(['70-ai-gateway-config', '71-ai-gateway']);
     expect(full.objects.filter((o) => o.kind === 'StatefulSet').map((o) => o.metadata.name)).toEqual([
       'qwen3',
       'qwen3-kv',

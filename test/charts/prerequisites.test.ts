@@ -1,16 +1,17 @@
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
-import { installCommand, prerequisites } from '../../lib/prereqs/prerequisites.ts';
+import { afterApplyCommands, installCommand, prerequisites } from '../../lib/prereqs/prerequisites.ts';
 
 const GAIE_CRDS =
   'https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.0.1/manifests.yaml';
 
 describe('prerequisites', () => {
   test('the default lab needs only the GAIE CRDs of its pinned release', () => {
-    const list = prerequisites(parseLabConfig({})).prerequisites;
+    const { prerequisites: list, afterApply } = prerequisites(parseLabConfig({}));
     expect(list.map((p) => p.id)).toEqual(['gaie-crds']);
     expect(installCommand(list[0])).toBe(`kubectl apply --server-side -f ${GAIE_CRDS}`);
+    expect(afterApply).toEqual([]);
   });
 
   test('the URL follows gaie.version', () => {
@@ -24,10 +25,31 @@ describe('prerequisites', () => {
     expect(installCommand(list[1])).toBe(
       'kubectl apply --server-side -f https://github.com/envoyproxy/gateway/releases/download/v1.8.1/install.yaml',
     );
-    expect(installCommand(list[3])).toMatch(
-      /^helm upgrade --install aieg \S+ai-gateway-helm --version v1\.1\.0 /,
+    // As the AI Gateway's installation guide for v1.1 names them: CRD chart first, then the controller.
+    expect(installCommand(list[2])).toBe(
+      'helm upgrade --install aieg-crd oci://docker.io/envoyproxy/ai-gateway-crds-helm --version v1.1.0 --namespace envoy-ai-gateway-system --create-namespace',
+    );
+    expect(installCommand(list[3])).toBe(
+      'helm upgrade --install aieg oci://docker.io/envoyproxy/ai-gateway-helm --version v1.1.0 --namespace envoy-ai-gateway-system --create-namespace',
     );
     expect(list[3].unconfirmed).toBeTruthy();
+  });
+
+  test('the ai-gateway arm restarts Envoy Gateway after the lab writes its configuration', () => {
+    const { afterApply } = prerequisites(parseLabConfig({ study: { optionalArms: ['ai-gateway'] } }));
+    expect(afterApply).toEqual([
+      expect.objectContaining({
+        kind: 'rollout-restart',
+        id: 'restart-envoy-gateway',
+        after: '70-ai-gateway-config',
+        namespace: 'envoy-gateway-system',
+        deployment: 'envoy-gateway',
+      }),
+    ]);
+    expect(afterApplyCommands(afterApply[0])).toEqual([
+      'kubectl -n envoy-gateway-system rollout restart deployment/envoy-gateway',
+      'kubectl -n envoy-gateway-system rollout status deployment/envoy-gateway --timeout=5m',
+    ]);
   });
 });
 

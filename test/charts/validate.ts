@@ -1,4 +1,4 @@
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import { DaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
@@ -11,10 +11,12 @@ import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { AI_GATEWAY_RESOURCE_SCHEMAS, envoyGatewayConfigSchema } from '../../charts/ai-gateway/schemas.ts';
 
 /**
  * Schema validation for the tests: Kubernetes kinds through the kubernetes-models validators
- * (schemas of Kubernetes v1.33), GAIE kinds through our own JSON schemas of the v1.0.1 API.
+ * (schemas of Kubernetes v1.33), GAIE kinds through our own JSON schemas of the v1.0.1 API, the
+ * Gateway API and Envoy Gateway kinds of the AI Gateway arm through charts/ai-gateway/schemas.ts.
  */
 
 // biome-ignore lint/suspicious/noExplicitAny: the models take any manifest-shaped object
@@ -150,6 +152,17 @@ export const endpointPickerConfigSchema = {
 } as const;
 
 const validateInferencePool = ajv.compile(inferencePoolSchema);
+const customResourceValidators: Record<string, ValidateFunction> = Object.fromEntries(
+  Object.entries(AI_GATEWAY_RESOURCE_SCHEMAS).map(([key, schema]) => [key, ajv.compile(schema)]),
+);
+const validateEnvoyGatewayConfigSchema = ajv.compile(envoyGatewayConfigSchema);
+
+/** Throws with the schema errors when an EnvoyGateway configuration document is invalid. */
+export function validateEnvoyGatewayConfig(config: unknown): void {
+  if (!validateEnvoyGatewayConfigSchema(config)) {
+    throw new Error(`EnvoyGateway: ${ajv.errorsText(validateEnvoyGatewayConfigSchema.errors)}`);
+  }
+}
 const validateEndpointPickerConfigSchema = ajv.compile(endpointPickerConfigSchema);
 
 /** Throws with the schema errors when an EndpointPickerConfig is invalid. */
@@ -174,7 +187,12 @@ export function validateEndpointPickerConfig(config: unknown): void {
 export interface Manifest {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary manifest fields
   [key: string]: any;
 }
@@ -186,6 +204,11 @@ export function validateManifest(object: Manifest): void {
   if (key === 'inference.networking.k8s.io/v1/InferencePool') {
     if (!validateInferencePool(object))
       throw new Error(`${where}: ${ajv.errorsText(validateInferencePool.errors)}`);
+    return;
+  }
+  const custom = customResourceValidators[key];
+  if (custom) {
+    if (!custom(object)) throw new Error(`${where}: ${ajv.errorsText(custom.errors)}`);
     return;
   }
   const model = MODELS[key];
