@@ -1,0 +1,87 @@
+import {
+  BOOTSTRAP_LOG,
+  JSON_STRING_FUNCTION,
+  MANIFESTS_DIR,
+  SIGNAL_UNIQUE_ID,
+  SIGNALLED_MARKER,
+  WORK_DIR,
+} from './shell.ts';
+
+/**
+ * What the user-data launcher needs. At synth time these are CDK tokens (`${Token[...]}`), so the
+ * launcher only places them, never inspects them.
+ */
+export interface LauncherInputs {
+  /** Region of the stack, for the AWS CLI. */
+  readonly region: string;
+  /** `s3://bucket/key` of the rendered bootstrap script (a file asset). */
+  readonly bootstrapS3Uri: string;
+  /**
+   * `s3://bucket/key.zip` of the manifests folder (a directory asset is a zip), or an `s3://` prefix
+   * holding the folder's files.
+   */
+  readonly manifestsS3Uri: string;
+  /** The WaitConditionHandle's presigned URL. */
+  readonly waitHandleUrl: string;
+  /** Results bucket name; results go under `<stackName>/`. */
+  readonly resultsBucket: string;
+  readonly stackName: string;
+}
+
+/** The size EC2 allows for user data (before base64). */
+export const USER_DATA_LIMIT_BYTES = 16 * 1024;
+
+/**
+ * The EC2 user data: a small bash launcher that downloads the bootstrap script and the manifests
+ * from S3 and runs the bootstrap with its inputs as environment variables. The bulk lives in the
+ * bootstrap (an S3 asset) because user data is limited to 16 KB.
+ *
+ * Each input is placed in a single-quoted bash assignment. CloudFormation's values here (region,
+ * S3 URIs, a presigned HTTPS URL, a bucket and a stack name) never contain a single quote; a
+ * concrete value that does is refused. Tokens pass unchanged.
+ */
+export function renderLauncher(inputs: LauncherInputs): string {
+  for (const [name, value] of Object.entries(inputs)) {
+    if (value.includes("'"))
+      throw new Error(`renderLauncher: ${name} must not contain a single quote: ${value}`);
+  }
+  return `#!/bin/bash
+# Lab launcher (user data): fetch the bootstrap and the manifests from S3 and run the bootstrap,
+# which signals the WaitCondition. A failure before any signal is signalled here, so the stack
+# rolls back at once. WAIT_HANDLE_URL is presigned (how a WaitCondition is signalled): never log it.
+set -euo pipefail
+exec >>${BOOTSTRAP_LOG} 2>&1
+export LAB_REGION='${inputs.region}'
+export LAB_RESULTS_BUCKET='${inputs.resultsBucket}'
+export LAB_STACK_NAME='${inputs.stackName}'
+export WAIT_HANDLE_URL='${inputs.waitHandleUrl}'
+export AWS_DEFAULT_REGION=$LAB_REGION LAB_MANIFESTS_DIR=${MANIFESTS_DIR}
+bootstrap_uri='${inputs.bootstrapS3Uri}'
+manifests_uri='${inputs.manifestsS3Uri}'
+step=start
+${JSON_STRING_FUNCTION}
+on_exit() {
+  local rc=$? reason
+  set +e
+  if [ "$rc" -eq 0 ] || [ -e ${SIGNALLED_MARKER} ]; then exit "$rc"; fi
+  echo "launcher: $step failed (exit $rc)"
+  reason=$(tail -n 20 ${BOOTSTRAP_LOG} | tail -c 1400 | json_string)
+  printf '{"Status":"FAILURE","Reason":%s,"UniqueId":"${SIGNAL_UNIQUE_ID}","Data":"launcher: %s"}' "$reason" "$step" >launcher-signal.json
+  curl -sS --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' \\
+    --data-binary @launcher-signal.json "$WAIT_HANDLE_URL" >/dev/null || echo "launcher: no signal sent"
+  exit "$rc"
+}
+trap on_exit EXIT
+mkdir -p ${MANIFESTS_DIR}
+cd ${WORK_DIR}
+step="download the bootstrap script"
+aws s3 cp --only-show-errors "$bootstrap_uri" bootstrap.sh
+step="download the manifests"
+case "$manifests_uri" in
+*.zip) aws s3 cp --only-show-errors "$manifests_uri" manifests.zip; python3 -m zipfile -e manifests.zip ${MANIFESTS_DIR} ;;
+*) aws s3 cp --only-show-errors --recursive "$manifests_uri" ${MANIFESTS_DIR} ;;
+esac
+step="run the bootstrap"
+bash bootstrap.sh
+`;
+}

@@ -1,0 +1,145 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: the strings are CDK token placeholders, which look like template placeholders on purpose
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { renderLauncher, USER_DATA_LIMIT_BYTES } from '../../../lib/aws/bootstrap/launcher.ts';
+import { makeSandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+
+/** What CDK tokens look like in a string at synth time. */
+const tokens = {
+  region: '${Token[AWS.Region.10]}',
+  bootstrapS3Uri: '${Token[TOKEN.231]}',
+  manifestsS3Uri: '${Token[TOKEN.232]}',
+  waitHandleUrl: '${Token[TOKEN.233]}',
+  resultsBucket: '${Token[TOKEN.234]}',
+  stackName: '${Token[AWS.StackName.7]}',
+};
+
+/** Values of the shape CloudFormation resolves them to; the presigned URL is about 1 KB. */
+const WAIT_URL = `https://cloudformation-waitcondition-us-west-2.s3-us-west-2.amazonaws.com/arn%3Aaws%3Acloudformation%3Aus-west-2%3A123456789012%3Astack/LlmGatewayLab/abc/Ready?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20250101T000000Z&X-Amz-SignedHeaders=host&X-Amz-Expires=86399&X-Amz-Credential=AKIAEXAMPLE%2F20250101%2Fus-west-2%2Fs3%2Faws4_request&X-Amz-Signature=${'f'.repeat(700)}`;
+const concrete = {
+  region: 'us-west-2',
+  bootstrapS3Uri: 's3://cdk-hnb659fds-assets-123456789012-us-west-2/0a1b2c.sh',
+  manifestsS3Uri: 's3://cdk-hnb659fds-assets-123456789012-us-west-2/3d4e5f.zip',
+  waitHandleUrl: WAIT_URL,
+  resultsBucket: 'llmgatewaylab-results1234-abcdef',
+  stackName: 'LlmGatewayLab',
+};
+
+describe('renderLauncher', () => {
+  test('is a small strict bash script that logs to the bootstrap log', () => {
+    const script = renderLauncher(tokens);
+    expect(script.startsWith('#!/bin/bash\n')).toBe(true);
+    expect(script).toContain('set -euo pipefail');
+    expect(script).toContain('exec >>/var/log/lab-bootstrap.log 2>&1');
+    expect(Buffer.byteLength(script)).toBeLessThan(2048);
+    expect(Buffer.byteLength(renderLauncher(concrete))).toBeLessThan(USER_DATA_LIMIT_BYTES);
+  });
+
+  test('places CDK tokens verbatim in single-quoted assignments', () => {
+    const script = renderLauncher(tokens);
+    expect(script).toContain("export LAB_REGION='${Token[AWS.Region.10]}'");
+    expect(script).toContain("export WAIT_HANDLE_URL='${Token[TOKEN.233]}'");
+    expect(script).toContain("bootstrap_uri='${Token[TOKEN.231]}'");
+    expect(script).toContain("manifests_uri='${Token[TOKEN.232]}'");
+    expect(script).toContain("export LAB_RESULTS_BUCKET='${Token[TOKEN.234]}'");
+    expect(script).toContain("export LAB_STACK_NAME='${Token[AWS.StackName.7]}'");
+  });
+
+  test('refuses a value that would end its quotes', () => {
+    expect(() => renderLauncher({ ...concrete, stackName: "it's" })).toThrow(
+      /stackName must not contain a single quote/,
+    );
+  });
+
+  test('expands the wait handle URL only as the argument of the signal PUT', () => {
+    const expansions = renderLauncher(tokens)
+      .split('\n')
+      .filter((line) => line.includes('$WAIT_HANDLE_URL'));
+    expect(expansions).toEqual([
+      '    --data-binary @launcher-signal.json "$WAIT_HANDLE_URL" >/dev/null || echo "launcher: no signal sent"',
+    ]);
+  });
+
+  test.skipIf(!shellcheckAvailable && !process.env.CI)('passes shellcheck with resolved values', () => {
+    expect(shellcheck(renderLauncher(concrete))).toBe('');
+  });
+});
+
+describe('the launcher, run in a sandbox', () => {
+  function launch(env: Record<string, string>, bootstrap = 'exit 0\n') {
+    const box = makeSandbox();
+    const stub = join(box.root, 'bootstrap-stub.sh');
+    writeFileSync(stub, bootstrap);
+    const result = box.run(renderLauncher(concrete), { FAKE_BOOTSTRAP: stub, ...env });
+    return { box, result };
+  }
+
+  test('signals FAILURE to the wait handle when the S3 download fails, and logs no URL', () => {
+    const { box, result } = launch({ FAKE_AWS_FAIL: '1' });
+    expect(result.status).not.toBe(0);
+    const signals = box.signals();
+    expect(signals).toHaveLength(1);
+    const [signal] = signals;
+    expect(signal.url).toBe(WAIT_URL);
+    expect(signal.body).toMatchObject({
+      Status: 'FAILURE',
+      UniqueId: 'bootstrap',
+      Data: 'launcher: download the bootstrap script',
+    });
+    expect(signal.body.Reason).toContain('AccessDenied');
+    expect(signal.body.Reason).toContain('launcher: download the bootstrap script failed (exit 1)');
+    expect(box.calls().some((c) => c.startsWith('curl ') && c.includes('-X PUT'))).toBe(true);
+    expect(box.log()).not.toContain('X-Amz-Signature');
+    expect(box.log()).not.toContain('cloudformation-waitcondition');
+  });
+
+  test('unpacks the manifests archive and runs the bootstrap with its environment', () => {
+    const bootstrap = `env | grep -E '^(LAB_|WAIT_HANDLE_URL|AWS_DEFAULT_REGION)' | sort >"$SANDBOX/env.txt"
+ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
+`;
+    const { box, result } = launch({}, bootstrap);
+    expect(result.status).toBe(0);
+    expect(box.signals()).toEqual([]);
+    const env = readFileSync(join(box.root, 'env.txt'), 'utf8');
+    expect(env).toContain('AWS_DEFAULT_REGION=us-west-2');
+    expect(env).toContain('LAB_REGION=us-west-2');
+    expect(env).toContain('LAB_RESULTS_BUCKET=llmgatewaylab-results1234-abcdef');
+    expect(env).toContain('LAB_STACK_NAME=LlmGatewayLab');
+    expect(env).toContain(`LAB_MANIFESTS_DIR=${box.path('/opt/lab/manifests')}`);
+    expect(env).toContain(`WAIT_HANDLE_URL=${WAIT_URL}`);
+    expect(readFileSync(join(box.root, 'manifests.txt'), 'utf8')).toMatch(/00-namespace\.yaml[\s\S]*jobs/);
+    expect(box.calls().filter((c) => c.startsWith('aws '))).toEqual([
+      `aws s3 cp --only-show-errors ${concrete.bootstrapS3Uri} bootstrap.sh`,
+      `aws s3 cp --only-show-errors ${concrete.manifestsS3Uri} manifests.zip`,
+    ]);
+  });
+
+  test('copies a manifests prefix recursively', () => {
+    const box = makeSandbox();
+    const stub = join(box.root, 'bootstrap-stub.sh');
+    writeFileSync(stub, 'exit 0\n');
+    const prefix = 's3://bucket/manifests/';
+    const result = box.run(renderLauncher({ ...concrete, manifestsS3Uri: prefix }), { FAKE_BOOTSTRAP: stub });
+    expect(result.status).toBe(0);
+    expect(box.calls()).toContain(
+      `aws s3 cp --only-show-errors --recursive ${prefix} ${box.path('/opt/lab/manifests')}`,
+    );
+  });
+
+  test('signals FAILURE when the bootstrap dies without signalling', () => {
+    const { box, result } = launch({}, 'echo "bootstrap: something broke"\nexit 3\n');
+    expect(result.status).toBe(3);
+    const [signal] = box.signals();
+    expect(signal.body).toMatchObject({ Status: 'FAILURE', Data: 'launcher: run the bootstrap' });
+    expect(signal.body.Reason).toContain('bootstrap: something broke');
+  });
+
+  test('leaves the signal to the bootstrap once it has sent one', () => {
+    // The stub runs unrelocated: it names the sandbox's marker itself.
+    const { box, result } = launch({}, 'touch "$SANDBOX/host/opt/lab/signalled"\nexit 1\n');
+    expect(result.status).toBe(1);
+    expect(existsSync(box.path('/opt/lab/signalled'))).toBe(true);
+    expect(box.signals()).toEqual([]);
+  });
+});
