@@ -1,0 +1,7 @@
+/**
+ * Tag keys the lab puts on what it launches, shared by the stack and the commands that look for
+ * the lab's resources outside CloudFormation (`lab teardown` finds orphan instances by them).
+ */
+
+/** On every instance the lab launches; the value is the stack's name. */
+export const STACK_TAG_KEY = 'llm-gateway-lab:stack';
