@@ -35,6 +35,13 @@ export const K3S_EXEC = '--write-kubeconfig-mode 644 --disable traefik';
 export const SHAREGPT_URL =
   'https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json';
 
+/**
+ * Helm release installed (checksum-verified) only when prerequisites.json lists a Helm chart, which
+ * the ai-gateway arm does. UNCONFIRMED here: the release exists on get.helm.sh (not fetched).
+ */
+export const HELM_VERSION = 'v3.19.0';
+export const HELM_PATH = '/usr/local/bin/helm';
+
 /** Uploads RESULTS_HOST_PATH to the results bucket; written by step 1, run by the timer and at shutdown. */
 export const RESULTS_SYNC_SCRIPT = '/usr/local/sbin/lab-sync-results';
 
@@ -142,8 +149,12 @@ readonly MODEL_CACHE_MOUNT=${q(MODEL_CACHE_MOUNT)}
 readonly RESULTS_DIR=${q(RESULTS_HOST_PATH)}
 readonly SHAREGPT_FILE=${q(sharegpt)}
 readonly SHAREGPT_URL=${q(SHAREGPT_URL)}
+readonly HELM=${q(HELM_PATH)}
+readonly HELM_VERSION=${q(HELM_VERSION)}
 
 export KUBECONFIG=/etc/rancher/k3s/k3s.yaml
+# cloud-init may start the script without HOME; helm and the AWS CLI keep state under it.
+export HOME="\${HOME:-/root}"
 # Byte order for globs, so NN-*.yaml apply in the order synth numbered them.
 export LC_ALL=C
 # K3s puts kubectl in /usr/local/bin; appended, so the PATH given to the script wins.
@@ -346,39 +357,77 @@ apt_is_idle() {
 function preflight(): BootstrapStep {
   return step(
     'preflight',
-    'preflight: tools, manifests folder, prerequisite downloads',
+    'preflight: tools, manifests folder, prerequisites resolve',
     `
 preflight() {
-  local tool kind id source n=0 charts=("$LAB_MANIFESTS_DIR"/[0-9]*.yaml)
-  for tool in curl python3 timeout; do
+  local tool kind id source release chart version namespace n=0 charts=("$LAB_MANIFESTS_DIR"/[0-9]*.yaml)
+  for tool in curl python3 timeout sha256sum; do
     command -v "$tool" >/dev/null || die "'$tool' is not on the PATH (expected on the AMI of $AMI_PARAMETER)"
   done
   [ -f "$LAB_MANIFESTS_DIR/prerequisites.json" ] ||
     die "$LAB_MANIFESTS_DIR/prerequisites.json is missing: the manifests asset is not a synthesized lab folder"
   ((\${#charts[@]} > 0)) || die "no chart files (NN-*.yaml) in $LAB_MANIFESTS_DIR"
   log "charts to apply, in order: \${charts[*]##*/}"
-  # The prerequisites come from the folder, so the URLs exist in one place (lib/prereqs).
-  python3 - "$LAB_MANIFESTS_DIR/prerequisites.json" >"$WORK_DIR/prerequisites.tsv" <<'PY' ||
-import json, sys
-for p in json.load(open(sys.argv[1]))["prerequisites"]:
-    source = p["url"] if p["kind"] == "manifest" else p["chart"] + " " + p["version"]
-    print(p["kind"], p["id"], source, sep="\\t")
-PY
-    die "cannot read $LAB_MANIFESTS_DIR/prerequisites.json"
+  read_prerequisites
   rm -rf "$WORK_DIR/prerequisites"
   mkdir -p "$WORK_DIR/prerequisites"
-  # Downloaded now, before K3s and the image pulls: a release URL that does not resolve fails in
-  # the first minutes, not after half an hour.
-  while IFS=$'\\t' read -r kind id source; do
+  # Now, before K3s and the image pulls: a release URL or chart that does not resolve fails in the
+  # first minutes, not after half an hour.
+  while IFS=$'\\t' read -r -u 3 kind id source release chart version namespace; do
     n=$((n + 1))
-    if [ "$kind" != manifest ]; then
-      die "prerequisite $id is a $kind install ($source), which this bootstrap does not run; only manifest prerequisites are supported (the ai-gateway arm has no charts in this version)"
+    if [ "$kind" = manifest ]; then
+      log "downloading prerequisite $id from $source"
+      curl -fsSL --retry 5 --max-time 300 -o "$WORK_DIR/prerequisites/$id.yaml" "$source" ||
+        die "cannot download prerequisite $id from $source"
+    else
+      ensure_helm
+      "$HELM" show chart "$chart" --version "$version" >/dev/null ||
+        die "prerequisite $id: Helm chart $chart version $version does not resolve"
+      log "prerequisite $id: Helm chart $chart $version resolves (release $release in $namespace)"
     fi
-    log "downloading prerequisite $id from $source"
-    curl -fsSL --retry 5 --max-time 300 -o "$WORK_DIR/prerequisites/$(printf '%02d' "$n")-$id.yaml" "$source" ||
-      die "cannot download prerequisite $id from $source"
-  done <"$WORK_DIR/prerequisites.tsv"
-  log "$n prerequisite(s) downloaded"
+  done 3<"$WORK_DIR/prerequisites.tsv"
+  while IFS=$'\\t' read -r -u 3 kind id source namespace chart; do
+    [ -f "$LAB_MANIFESTS_DIR/$source.yaml" ] ||
+      die "after-apply step $id ($kind $namespace/$chart) follows $source.yaml, which is not in $LAB_MANIFESTS_DIR"
+  done 3<"$WORK_DIR/after-apply.tsv"
+  log "$n prerequisite(s) resolve"
+}
+
+# prerequisites.json -> prerequisites.tsv (kind id url release chart version namespace) and
+# after-apply.tsv (kind id after namespace deployment); the URLs live in one place, lib/prereqs.
+read_prerequisites() {
+  python3 - "$LAB_MANIFESTS_DIR/prerequisites.json" "$WORK_DIR" <<'PY' ||
+import json, sys
+doc = json.load(open(sys.argv[1]))
+fields = ("kind", "id", "url", "release", "chart", "version", "namespace")
+with open(sys.argv[2] + "/prerequisites.tsv", "w") as out:
+    for p in doc["prerequisites"]:
+        if p["kind"] not in ("manifest", "helm"):
+            sys.exit("unknown prerequisite kind " + p["kind"] + " (" + p["id"] + ")")
+        print(*(p.get(f, "-") for f in fields), sep="\\t", file=out)
+with open(sys.argv[2] + "/after-apply.tsv", "w") as out:
+    for s in doc.get("afterApply", []):
+        if s["kind"] != "rollout-restart":
+            sys.exit("unknown after-apply kind " + s["kind"] + " (" + s["id"] + ")")
+        print(s["kind"], s["id"], s["after"], s["namespace"], s["deployment"], sep="\\t", file=out)
+PY
+    die "cannot use $LAB_MANIFESTS_DIR/prerequisites.json (see the line above)"
+}
+
+# Helm, pinned and checked against its published SHA-256; only for Helm prerequisites.
+ensure_helm() {
+  if [ -x "$HELM" ]; then return 0; fi
+  local arch tarball
+  arch=$(dpkg --print-architecture)
+  tarball="helm-$HELM_VERSION-linux-$arch.tar.gz"
+  if ! curl -fsSL --retry 5 -o "$WORK_DIR/$tarball" "https://get.helm.sh/$tarball" ||
+    ! curl -fsSL --retry 5 -o "$WORK_DIR/$tarball.sha256sum" "https://get.helm.sh/$tarball.sha256sum"; then
+    die "cannot download Helm $HELM_VERSION from https://get.helm.sh/$tarball"
+  fi
+  (cd "$WORK_DIR" && sha256sum -c "$tarball.sha256sum") || die "$tarball does not match its published checksum"
+  tar -xzf "$WORK_DIR/$tarball" -C "$WORK_DIR" "linux-$arch/helm"
+  install -m 755 "$WORK_DIR/linux-$arch/helm" "$HELM"
+  "$HELM" version --short
 }`,
   );
 }
@@ -532,27 +581,52 @@ download_model() {
 function applyPrerequisites(): BootstrapStep {
   return step(
     'apply_prerequisites',
-    'apply the prerequisites (prerequisites.json) and wait for their CRDs',
+    'apply the prerequisites of prerequisites.json in order, waiting for their CRDs and Deployments',
     `
 apply_prerequisites() {
-  local file
-  # Server-side: CRD bundles exceed the annotation size limit of client-side apply.
-  for file in "$WORK_DIR"/prerequisites/*.yaml; do
-    log "applying prerequisite \${file##*/}"
-    kubectl apply --server-side --field-manager=lab-bootstrap -f "$file"
-  done
-  wait_until 300 crds_established || die "CustomResourceDefinitions not Established within 5 minutes"
-  log "CRDs established"
+  local kind id source release chart version namespace
+  while IFS=$'\\t' read -r -u 3 kind id source release chart version namespace; do
+    if [ "$kind" = manifest ]; then
+      log "applying prerequisite $id ($source)"
+      # Server-side: CRD bundles exceed the annotation size limit of client-side apply.
+      kubectl apply --server-side --field-manager=lab-bootstrap -f "$WORK_DIR/prerequisites/$id.yaml"
+      wait_for_crds
+      wait_for_deployments_in "$WORK_DIR/prerequisites/$id.yaml"
+    else
+      log "installing prerequisite $id: Helm chart $chart $version as $release in $namespace"
+      "$HELM" upgrade --install "$release" "$chart" --version "$version" --namespace "$namespace" \\
+        --create-namespace --wait --timeout 10m || die "Helm install of $id ($chart $version) failed"
+      wait_for_crds
+    fi
+  done 3<"$WORK_DIR/prerequisites.tsv"
 }
 
-crds_established() { kubectl wait --for=condition=Established crd --all --timeout=30s >/dev/null 2>&1; }`,
+wait_for_crds() {
+  wait_until 300 crds_established || die "CustomResourceDefinitions not Established within 5 minutes"
+}
+
+crds_established() { kubectl wait --for=condition=Established crd --all --timeout=30s >/dev/null 2>&1; }
+
+# A controller a later step relies on (Envoy Gateway before the AI Gateway charts) must be up.
+wait_for_deployments_in() {
+  local namespace name
+  kubectl get -f "$1" -o json | python3 -c 'import json, sys
+doc = json.load(sys.stdin)
+for o in doc.get("items", [doc]):
+    if o["kind"] == "Deployment":
+        print(o["metadata"]["namespace"], o["metadata"]["name"])' >"$WORK_DIR/deployments.txt"
+  while read -r -u 3 namespace name; do
+    kubectl -n "$namespace" rollout status "deployment/$name" --timeout=300s ||
+      die "Deployment $namespace/$name of $1 not available within 5 minutes"
+  done 3<"$WORK_DIR/deployments.txt"
+}`,
   );
 }
 
 function applyCharts(): BootstrapStep {
   return step(
     'apply_charts',
-    'apply the lab charts (NN-*.yaml) in file-name order, not jobs/',
+    'apply the lab charts (NN-*.yaml) in file-name order, not jobs/, with their after-apply steps',
     `
 apply_charts() {
   local file
@@ -560,7 +634,22 @@ apply_charts() {
   for file in "$LAB_MANIFESTS_DIR"/[0-9]*.yaml; do
     log "applying \${file##*/}"
     kubectl apply --server-side --field-manager=lab-bootstrap -f "$file"
+    run_after_apply "$(basename "$file" .yaml)"
   done
+}
+
+# The afterApply steps of prerequisites.json that follow this file (a restart of a controller
+# that reads what the file wrote only at start).
+run_after_apply() {
+  local kind id after namespace deployment
+  while IFS=$'\\t' read -r -u 3 kind id after namespace deployment; do
+    if [ "$after" = "$1" ]; then
+      log "after $1: $id ($kind deployment/$deployment in $namespace)"
+      kubectl -n "$namespace" rollout restart "deployment/$deployment"
+      kubectl -n "$namespace" rollout status "deployment/$deployment" --timeout=300s ||
+        die "$id: deployment/$deployment in $namespace did not roll out within 5 minutes"
+    fi
+  done 3<"$WORK_DIR/after-apply.tsv"
 }`,
   );
 }

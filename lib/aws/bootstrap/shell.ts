@@ -42,7 +42,7 @@ export function shellQuote(value: string): string {
 export const JSON_STRING_FUNCTION = `json_string() {
   local text
   text=$(LC_ALL=C tr -cd '\\11\\12\\40-\\176' | sed -e 's/\\\\/\\\\\\\\/g' -e 's/"/\\\\"/g' -e 's/\\t/\\\\t/g' |
-    awk '{ printf "%s\\\\n", $0 }')
+    awk 'NR > 1 { printf "\\\\n" } { printf "%s", $0 }')
   printf '"%s"' "$text"
 }`;
 

@@ -33,6 +33,7 @@ const HOST_PATHS = [
   '/var/lib/lab',
   '/usr/local/sbin/lab-sync-results',
   '/etc/systemd/system',
+  '/usr/local/bin/helm',
 ];
 
 export interface Signal {
@@ -85,6 +86,8 @@ fi`),
   k3s: FAKE(`if [ "$1" = --version ]; then echo "k3s version fake"; fi; exit 0`),
   kubectl: FAKE(`
 case "$*" in
+"get -f "*envoy-gateway*) echo '{"kind":"List","items":[{"kind":"Deployment","metadata":{"namespace":"envoy-gateway-system","name":"envoy-gateway"}}]}' ;;
+"get -f "*) echo '{"kind":"List","items":[]}' ;;
 *"get nodes"*) printf '%s' "$FAKE_ALLOCATABLE" ;;
 *podIP*) printf '10.42.0.9' ;;
 *" exec "*)
@@ -127,12 +130,16 @@ export function makeSandbox(): Sandbox {
     chmodSync(join(bin, name), 0o755);
   }
   const path = (hostPath: string) => join(root, 'host', hostPath);
-  for (const dir of ['/var/log', '/etc/systemd/system', '/usr/local/sbin', '/opt/lab']) {
+  for (const dir of ['/var/log', '/etc/systemd/system', '/usr/local/sbin', '/usr/local/bin', '/opt/lab']) {
     mkdirSync(path(dir), { recursive: true });
   }
   return {
     root,
     path,
+    fake(hostPath, body) {
+      writeFileSync(path(hostPath), FAKE(body));
+      chmodSync(path(hostPath), 0o755);
+    },
     relocate: (script) => HOST_PATHS.reduce((text, p) => text.replaceAll(p, path(p)), script),
     run(script, env = {}) {
       const file = join(root, `script-${readdirSync(root).length}.sh`);
