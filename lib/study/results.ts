@@ -111,6 +111,8 @@ export interface StudyMetadata {
   /** "GPU KV cache size" read from a replica's log. */
   readonly kvCacheTokens?: number;
   readonly k3sVersion?: string;
+  /** What could not be recorded, and why (a missing bootstrap file, a log line not found, ...). */
+  readonly notes?: readonly string[];
 }
 
 export const STUDY_SCHEMA_VERSION = 1;

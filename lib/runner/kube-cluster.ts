@@ -1,0 +1,245 @@
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import type { JobCounts } from '../study/validity.ts';
+import type { Cluster, DeploymentState, JobObject, PodState } from './ports.ts';
+
+/**
+ * The Kubernetes API for the runner, with Node's https and the pod's ServiceAccount: no client
+ * library, so the runner bundles small. Every call is scoped to the lab namespace, which the
+ * runner's Role covers.
+ */
+
+export interface KubeResponse {
+  readonly status: number;
+  readonly body: string;
+}
+
+/** One HTTP exchange with the API server; the path starts with `/api` or `/apis`. */
+export type KubeTransport = (
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  path: string,
+  body?: string,
+  contentType?: string,
+) => Promise<KubeResponse>;
+
+/** Where Kubernetes mounts a pod's ServiceAccount token, CA and namespace. */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+export interface InClusterOptions {
+  /** @default SERVICE_ACCOUNT_DIR */
+  readonly serviceAccountDir?: string;
+  /** @default process.env.KUBERNETES_SERVICE_HOST */
+  readonly host?: string;
+  /** @default process.env.KUBERNETES_SERVICE_PORT, else 443 */
+  readonly port?: number;
+  /** @default 60 seconds */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Transport to the API server from inside a pod: the CA bundle and bearer token of the pod's
+ * ServiceAccount. The token is re-read for every call, because the kubelet rotates it.
+ */
+export function inClusterTransport(options: InClusterOptions = {}): KubeTransport {
+  const dir = options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
+  const host = options.host ?? process.env.KUBERNETES_SERVICE_HOST;
+  const port = options.port ?? Number(process.env.KUBERNETES_SERVICE_PORT ?? 443);
+  if (!host) {
+    throw new Error('KUBERNETES_SERVICE_HOST is not set: the runner must run in a pod of the cluster');
+  }
+  const ca = readFileSync(join(dir, 'ca.crt'));
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  return (method, path, body, contentType) =>
+    new Promise((resolve, reject) => {
+      const token = readFileSync(join(dir, 'token'), 'utf8').trim();
+      const headers: Record<string, string> = {
+        Authorization: `Bearer ${token}`,
+        Accept: 'application/json',
+      };
+      if (body !== undefined) {
+        headers['Content-Type'] = contentType ?? 'application/json';
+        headers['Content-Length'] = String(Buffer.byteLength(body));
+      }
+      const req = request({ host, port, path, method, ca, headers, timeout: timeoutMs }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+        );
+        res.on('error', reject);
+      });
+      req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within ${timeoutMs} ms`)));
+      req.on('error', reject);
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+}
+
+/** An API answer that is not a success; `status` is the HTTP status. */
+export class KubeApiError extends Error {
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly status: number,
+    body: string,
+  ) {
+    super(`${method} ${path}: HTTP ${status}${statusMessage(body)}`);
+    this.name = 'KubeApiError';
+  }
+}
+
+function statusMessage(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { kind?: string; message?: string };
+    if (parsed.kind === 'Status' && parsed.message) return `: ${parsed.message}`;
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  return body ? `: ${body.slice(0, 200)}` : '';
+}
+
+interface JobJson {
+  status?: { succeeded?: number; failed?: number; active?: number };
+}
+
+interface PodJson {
+  metadata: { name: string; uid: string };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+interface DeploymentJson {
+  metadata: { generation?: number };
+  spec: { replicas?: number };
+  status?: {
+    observedGeneration?: number;
+    replicas?: number;
+    updatedReplicas?: number;
+    availableReplicas?: number;
+  };
+}
+
+export class KubeCluster implements Cluster {
+  constructor(
+    private readonly transport: KubeTransport,
+    private readonly namespace: string,
+  ) {}
+
+  async createJob(job: JobObject): Promise<void> {
+    if (job.metadata.namespace !== this.namespace) {
+      throw new Error(
+        `job/${job.metadata.name} is for namespace ${job.metadata.namespace}, not ${this.namespace}`,
+      );
+    }
+    await this.call('POST', this.jobs(), JSON.stringify(job));
+  }
+
+  async getJob(name: string): Promise<JobCounts | undefined> {
+    const job = await this.getOptional<JobJson>(`${this.jobs()}/${encodeURIComponent(name)}`);
+    if (!job) return undefined;
+    const { succeeded, failed, active } = job.status ?? {};
+    return { succeeded: succeeded ?? 0, failed: failed ?? 0, active: active ?? 0 };
+  }
+
+  async deleteJob(name: string): Promise<void> {
+    // Foreground: the Job disappears only after its pods, so a re-created Job never overlaps them.
+    const body = JSON.stringify({ kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Foreground' });
+    await this.deleteOptional(`${this.jobs()}/${encodeURIComponent(name)}`, body);
+  }
+
+  async listPods(labelSelector: string): Promise<PodState[]> {
+    const list = JSON.parse(
+      await this.call('GET', `${this.pods()}?labelSelector=${encodeURIComponent(labelSelector)}`),
+    ) as { items: PodJson[] };
+    return list.items.map((pod) => ({
+      name: pod.metadata.name,
+      uid: pod.metadata.uid,
+      ready: (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+    }));
+  }
+
+  async deletePod(name: string): Promise<void> {
+    await this.deleteOptional(`${this.pods()}/${encodeURIComponent(name)}`);
+  }
+
+  async podLog(name: string, container?: string): Promise<string> {
+    const query = container ? `?container=${encodeURIComponent(container)}` : '';
+    return this.call('GET', `${this.pods()}/${encodeURIComponent(name)}/log${query}`);
+  }
+
+  async restartDeployment(name: string, at: Date): Promise<void> {
+    const patch = {
+      spec: {
+        template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': at.toISOString() } } },
+      },
+    };
+    await this.call(
+      'PATCH',
+      `${this.deployments()}/${encodeURIComponent(name)}`,
+      JSON.stringify(patch),
+      'application/strategic-merge-patch+json',
+    );
+  }
+
+  async getDeployment(name: string): Promise<DeploymentState | undefined> {
+    const d = await this.getOptional<DeploymentJson>(`${this.deployments()}/${encodeURIComponent(name)}`);
+    if (!d) return undefined;
+    return {
+      generation: d.metadata.generation ?? 0,
+      observedGeneration: d.status?.observedGeneration ?? 0,
+      desired: d.spec.replicas ?? 1,
+      total: d.status?.replicas ?? 0,
+      updated: d.status?.updatedReplicas ?? 0,
+      available: d.status?.availableReplicas ?? 0,
+    };
+  }
+
+  async serverVersion(): Promise<string> {
+    const version = JSON.parse(await this.call('GET', '/version')) as { gitVersion?: string };
+    if (!version.gitVersion) throw new Error('GET /version has no gitVersion');
+    return version.gitVersion;
+  }
+
+  private jobs(): string {
+    return `/apis/batch/v1/namespaces/${this.namespace}/jobs`;
+  }
+
+  private pods(): string {
+    return `/api/v1/namespaces/${this.namespace}/pods`;
+  }
+
+  private deployments(): string {
+    return `/apis/apps/v1/namespaces/${this.namespace}/deployments`;
+  }
+
+  private async call(
+    method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+    path: string,
+    body?: string,
+    contentType?: string,
+  ): Promise<string> {
+    const response = await this.transport(method, path, body, contentType);
+    if (response.status < 200 || response.status >= 300) {
+      throw new KubeApiError(method, path, response.status, response.body);
+    }
+    return response.body;
+  }
+
+  private async getOptional<T>(path: string): Promise<T | undefined> {
+    try {
+      return JSON.parse(await this.call('GET', path)) as T;
+    } catch (error) {
+      if (error instanceof KubeApiError && error.status === 404) return undefined;
+      throw error;
+    }
+  }
+
+  private async deleteOptional(path: string, body?: string): Promise<void> {
+    try {
+      await this.call('DELETE', path, body);
+    } catch (error) {
+      if (error instanceof KubeApiError && error.status === 404) return;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,58 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { LabConfig } from '../config/schema.ts';
+import type { StudyPlan } from '../study/plan.ts';
+import { FileResultStore } from './file-store.ts';
+import { HttpReplicas } from './http-replicas.ts';
+import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
+import { type JobObject, systemClock } from './ports.ts';
+import { runStudy } from './run-study.ts';
+import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
+
+/**
+ * The runner's entry in its pod: the real Kubernetes client (ServiceAccount token and CA), the
+ * replicas over HTTP, the results host folder. Bundled into the runner ConfigMap at synth.
+ * Exit code 0 when every run of the plan has a record (valid or not), 1 when the study stopped.
+ */
+
+function readJson<T>(path: string): T {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as T;
+  } catch (error) {
+    throw new Error(`cannot read ${path}: ${(error as Error).message}`);
+  }
+}
+
+async function main(): Promise<void> {
+  const dir = process.env.LAB_RUNNER_DIR ?? RUNNER_DIR;
+  const results = process.env.LAB_RESULTS_DIR ?? RUNNER_RESULTS_MOUNT;
+  const config = readJson<LabConfig>(join(dir, RUNNER_FILES.config));
+  const plan = readJson<StudyPlan>(join(dir, RUNNER_FILES.plan));
+  const jobs = readJson<Record<string, JobObject>>(join(dir, RUNNER_FILES.jobs));
+  const missing = plan.runs.flatMap((run) => run.benchmarks).filter((spec) => !jobs[spec.id]);
+  if (missing.length > 0) {
+    throw new Error(`${RUNNER_FILES.jobs} has no Job for ${missing.map((spec) => spec.id).join(', ')}`);
+  }
+  const study = await runStudy(
+    {
+      cluster: new KubeCluster(inClusterTransport(), config.namespace),
+      replicas: new HttpReplicas(),
+      store: new FileResultStore(results),
+      clock: systemClock,
+      jobManifest: (spec) => jobs[spec.id],
+      log: (line) => console.log(line),
+    },
+    config,
+    plan,
+  );
+  const invalid = study.runs.filter((run) => !run.valid).length;
+  console.log(`results in ${results}: ${study.runs.length} runs, ${invalid} invalid`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(`lab study runner: ${(error as Error).message}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,107 @@
+import type { BenchmarkSpec } from '../study/plan.ts';
+import type { RunRecord, StudyRecord } from '../study/results.ts';
+import type { JobCounts } from '../study/validity.ts';
+import type { StudyStatus } from './status.ts';
+
+/**
+ * The narrow interfaces behind which the runner does all its I/O. The real implementations
+ * (`kube-cluster.ts`, `http-replicas.ts`, `file-store.ts`) are wired in `main.ts`; the rehearsal
+ * test swaps in a fake cluster and loopback replicas.
+ */
+
+/** A Job manifest as plain JSON, exactly what `benchmarkJob(config, spec)` returns. */
+export interface JobObject {
+  readonly apiVersion: 'batch/v1';
+  readonly kind: 'Job';
+  readonly metadata: {
+    readonly name: string;
+    readonly namespace: string;
+    readonly labels: Readonly<Record<string, string>>;
+  };
+  readonly spec: Readonly<Record<string, unknown>>;
+}
+
+/** A pod as the runner needs to see it. */
+export interface PodState {
+  readonly name: string;
+  readonly uid: string;
+  /** The pod's `Ready` condition is True. */
+  readonly ready: boolean;
+}
+
+/** The fields of a Deployment that tell whether a rollout finished (as `kubectl rollout status`). */
+export interface DeploymentState {
+  readonly generation: number;
+  readonly observedGeneration: number;
+  /** spec.replicas */
+  readonly desired: number;
+  /** status.replicas: pods of every revision. */
+  readonly total: number;
+  readonly updated: number;
+  readonly available: number;
+}
+
+/** The Kubernetes API, scoped to the lab namespace. Not-found on delete is success. */
+export interface Cluster {
+  createJob(job: JobObject): Promise<void>;
+  /** A Job's counts, or undefined when it does not exist. */
+  getJob(name: string): Promise<JobCounts | undefined>;
+  /** Deletes a Job and its pods (foreground propagation); returns before they are gone. */
+  deleteJob(name: string): Promise<void>;
+  listPods(labelSelector: string): Promise<PodState[]>;
+  deletePod(name: string): Promise<void>;
+  podLog(name: string, container?: string): Promise<string>;
+  /** Sets the pod template annotation `kubectl.kubernetes.io/restartedAt`, as `kubectl rollout restart`. */
+  restartDeployment(name: string, at: Date): Promise<void>;
+  getDeployment(name: string): Promise<DeploymentState | undefined>;
+  /** The API server's `gitVersion` (e.g. `v1.33.4+k3s1`). */
+  serverVersion(): Promise<string>;
+}
+
+/** The vLLM replicas' HTTP side, by base URL (`http://qwen3-0.qwen3-headless...:8000`). */
+export interface Replicas {
+  /** POST /reset_prefix_cache; the HTTP status (404 without dev mode). */
+  resetPrefixCache(baseUrl: string): Promise<number>;
+  /** GET /metrics; the text, or an error naming the HTTP status. */
+  metrics(baseUrl: string): Promise<string>;
+  /** GET /v1/models; the HTTP status (200 once the engine serves). */
+  models(baseUrl: string): Promise<number>;
+}
+
+/** The results host folder (see `layout.ts`). Writes are atomic. */
+export interface ResultStore {
+  /** A client's saved JSON, or undefined when the file does not exist. */
+  readClientResult(benchmarkId: string, resultFile: string): Promise<string | undefined>;
+  /** Removes a previous attempt's result file, so a failed client cannot pass for a finished one. */
+  removeClientResult(benchmarkId: string, resultFile: string): Promise<void>;
+  writeClientLog(benchmarkId: string, log: string): Promise<void>;
+  readStudy(): Promise<StudyRecord | undefined>;
+  writeStudy(study: StudyRecord): Promise<void>;
+  writeRun(record: RunRecord): Promise<void>;
+  writeStatus(status: StudyStatus): Promise<void>;
+  appendLog(line: string): Promise<void>;
+  /** A file the host's bootstrap left in the results folder (`gpu-uuids.json`, ...). */
+  readHostFile(name: string): Promise<string | undefined>;
+}
+
+/** Time, injected so tests run instantly. */
+export interface Clock {
+  now(): Date;
+  sleep(ms: number): Promise<void>;
+}
+
+export interface RunnerDeps {
+  readonly cluster: Cluster;
+  readonly replicas: Replicas;
+  readonly store: ResultStore;
+  readonly clock: Clock;
+  /** The benchmark Job of a client: `benchmarkJob(config, spec)` of charts/benchmark-job.ts. */
+  readonly jobManifest: (spec: BenchmarkSpec) => JobObject;
+  /** Progress lines (stdout in the cluster). */
+  readonly log: (line: string) => void;
+}
+
+export const systemClock: Clock = {
+  now: () => new Date(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};

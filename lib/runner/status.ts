@@ -1,0 +1,84 @@
+/**
+ * `status.json`: where the study stands, rewritten on every step of the runner. The laptop's
+ * `lab status` reads it; `study.json` stays the source of truth for results.
+ */
+
+export type StudyState = 'starting' | 'running' | 'finished' | 'failed';
+
+export interface CurrentRun {
+  /** 1-based position in the plan. */
+  readonly index: number;
+  readonly id: string;
+  /** `resetting prefix caches`, `restarting front end`, `waiting for job`, ... */
+  readonly phase: string;
+  readonly startedAt: string;
+  readonly elapsedSeconds: number;
+}
+
+export interface StudyStatus {
+  readonly state: StudyState;
+  /** When this runner process started (a resumed study has a later one than study.json). */
+  readonly startedAt: string;
+  readonly updatedAt: string;
+  readonly totalRuns: number;
+  /** Runs with a record, valid or not. */
+  readonly recordedRuns: number;
+  readonly validRuns: number;
+  readonly invalidRuns: number;
+  /** Present while a run is in progress. */
+  readonly current?: CurrentRun;
+  /** Seconds until the study is done, from the mean duration of recorded runs; absent before one. */
+  readonly etaSeconds?: number;
+  /** The last progress line. */
+  readonly message: string;
+  /** Why the runner stopped, when state is `failed`. */
+  readonly error?: string;
+}
+
+/** `2m10s`, `45s`, `1h02m03s`. */
+export function formatElapsed(ms: number): string {
+  const total = Math.max(0, Math.round(ms / 1000));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  const pad = (n: number) => String(n).padStart(2, '0');
+  if (h > 0) return `${h}h${pad(m)}m${pad(s)}s`;
+  if (m > 0) return `${m}m${pad(s)}s`;
+  return `${s}s`;
+}
+
+/** `41m`, `1h05m`, `<1m`. */
+export function formatEta(ms: number): string {
+  const minutes = Math.round(ms / 60_000);
+  if (minutes < 1) return '<1m';
+  const h = Math.floor(minutes / 60);
+  const m = minutes % 60;
+  return h > 0 ? `${h}h${String(m).padStart(2, '0')}m` : `${m}m`;
+}
+
+/**
+ * Time left in the study: the current run's expected rest plus one mean duration per run still
+ * to do after it. Undefined until a run has finished.
+ */
+export function studyEtaMs(
+  finishedDurationsMs: readonly number[],
+  currentElapsedMs: number,
+  runsAfterCurrent: number,
+): number | undefined {
+  if (finishedDurationsMs.length === 0) return undefined;
+  const mean = finishedDurationsMs.reduce((a, b) => a + b, 0) / finishedDurationsMs.length;
+  return Math.max(0, mean - currentElapsedMs) + mean * runsAfterCurrent;
+}
+
+/** `run 7/25 arm-router-cache-aware-prefix: waiting for job (elapsed 2m10s, study ETA 41m)` */
+export function progressLine(
+  index: number,
+  total: number,
+  runId: string,
+  phase: string,
+  elapsedMs: number,
+  etaMs: number | undefined,
+): string {
+  const eta = etaMs === undefined ? 'unknown' : formatEta(etaMs);
+  return `run ${index}/${total} ${runId}: ${phase} (elapsed ${formatElapsed(elapsedMs)}, study ETA ${eta})`;
+}

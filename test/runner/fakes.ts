@@ -1,0 +1,306 @@
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { BENCHMARK_LABEL } from '../../charts/benchmark-job.ts';
+import type { LabConfig } from '../../lib/config/schema.ts';
+import type { Clock, Cluster, DeploymentState, JobObject, PodState } from '../../lib/runner/ports.ts';
+import type { BenchmarkSpec, StudyPlan } from '../../lib/study/plan.ts';
+import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
+import type { JobCounts } from '../../lib/study/validity.ts';
+import { lookedUpTokens } from '../../lib/study/workload.ts';
+
+/** A clock whose sleep only moves time forward: a study of hours runs in milliseconds. */
+export class FakeClock implements Clock {
+  constructor(public ms = Date.parse('2025-10-14T09:00:00.000Z')) {}
+  now(): Date {
+    return new Date(this.ms);
+  }
+  async sleep(ms: number): Promise<void> {
+    this.ms += ms;
+  }
+}
+
+/**
+ * A vLLM replica as the runner sees it: a real HTTP server on loopback with vLLM's counters,
+ * POST /reset_prefix_cache (404 without dev mode), GET /metrics and GET /v1/models.
+ */
+export class FakeReplica {
+  requests = 0;
+  queries = 0;
+  hits = 0;
+  uid = randomUUID();
+  /** VLLM_SERVER_DEV_MODE=1: the reset route exists. */
+  devMode = true;
+  /** The next this-many scrapes show no vllm: series (as with --disable-log-stats). */
+  blankScrapes = 0;
+  resets = 0;
+  private server: Server | undefined;
+  url = '';
+
+  constructor(readonly pod: string) {}
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => {
+      if (req.method === 'POST' && req.url === '/reset_prefix_cache') {
+        if (!this.devMode) {
+          res.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}');
+          return;
+        }
+        this.resets++;
+        res.writeHead(200).end();
+      } else if (req.method === 'GET' && req.url === '/metrics') {
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(this.metricsText());
+      } else if (req.method === 'GET' && req.url === '/v1/models') {
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end('{"object":"list","data":[{"id":"qwen3"}]}');
+      } else {
+        res.writeHead(404).end();
+      }
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+  }
+
+  /** A new process: counters start at 0. */
+  restart(): void {
+    this.requests = 0;
+    this.queries = 0;
+    this.hits = 0;
+    this.uid = randomUUID();
+  }
+
+  private metricsText(): string {
+    const process = '# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 2.1e+09\n';
+    if (this.blankScrapes > 0) {
+      this.blankScrapes--;
+      return process;
+    }
+    const labels = 'engine="0",model_name="qwen3"';
+    return [
+      process,
+      '# TYPE vllm:num_requests_running gauge',
+      `vllm:num_requests_running{${labels}} 0.0`,
+      `vllm:num_requests_waiting{${labels}} 0.0`,
+      `vllm:kv_cache_usage_perc{${labels}} 0.12`,
+      '# TYPE vllm:prefix_cache_queries_total counter',
+      `vllm:prefix_cache_queries_total{${labels}} ${this.queries}.0`,
+      `vllm:prefix_cache_hits_total{${labels}} ${this.hits}.0`,
+      `vllm:request_success_total{engine="0",finished_reason="stop",model_name="qwen3"} 0.0`,
+      `vllm:request_success_total{engine="0",finished_reason="length",model_name="qwen3"} ${this.requests}.0`,
+      `vllm:request_success_total{engine="0",finished_reason="abort",model_name="qwen3"} 0.0`,
+      '',
+    ].join('\n');
+  }
+}
+
+/** What the fake cluster does to one client's Job. */
+export interface ClientBehaviour {
+  /** Requests completed (default: every prompt). The replicas serve these plus the warm-up. */
+  readonly completed?: number;
+  /** The Job fails after this many seconds, having served nothing. */
+  readonly failAfterSeconds?: number;
+  /** The Job never finishes. */
+  readonly hangs?: boolean;
+  /** The client writes no result file. */
+  readonly noResultFile?: boolean;
+  /** The replicas show no vllm: series in the scrape after the run. */
+  readonly metricsVanish?: boolean;
+}
+
+export interface FakeClusterOptions {
+  readonly config: LabConfig;
+  readonly plan: StudyPlan;
+  readonly replicas: readonly FakeReplica[];
+  readonly resultsDir: string;
+  readonly clock: FakeClock;
+  /** Hit rate the replicas serve for a client's requests. */
+  readonly hitRate: (spec: BenchmarkSpec) => number;
+  /** How long a Job runs. @default 120 */
+  readonly jobSeconds?: number;
+  readonly behaviour?: Readonly<Record<string, ClientBehaviour>>;
+  /** Throws from createJob for this run id: an interrupted runner. */
+  readonly throwAtRun?: string;
+}
+
+interface FakeJob {
+  readonly manifest: JobObject;
+  readonly createdAt: number;
+  readonly doneAt: number;
+  readonly outcome: 'succeeded' | 'failed' | 'never';
+}
+
+/**
+ * An in-process cluster: creating a benchmark Job makes the fake replicas "serve" its prompts
+ * (their counters move by the run's target: one replica, or split over the replicas behind a
+ * front end), writes the client's result file where the real Job would, and the Job reports
+ * status.succeeded (or status.failed) when its time is up.
+ */
+export class FakeCluster implements Cluster {
+  readonly created: JobObject[] = [];
+  readonly deletedPods: string[] = [];
+  readonly restarted: string[] = [];
+  private readonly jobs = new Map<string, FakeJob>();
+  private readonly specs = new Map<string, BenchmarkSpec>();
+  private readonly runOf = new Map<string, string>();
+  private readonly deployments = new Map<string, { generation: number; observedAt: number }>();
+  private readonly podReadyAt = new Map<string, number>();
+
+  constructor(private readonly o: FakeClusterOptions) {
+    for (const run of o.plan.runs) {
+      for (const spec of run.benchmarks) {
+        this.specs.set(spec.id, spec);
+        this.runOf.set(spec.id, run.id);
+      }
+    }
+  }
+
+  async createJob(job: JobObject): Promise<void> {
+    const id = job.metadata.labels[BENCHMARK_LABEL];
+    const spec = this.specs.get(id);
+    if (!spec) throw new Error(`fake cluster: no benchmark ${id}`);
+    if (this.o.throwAtRun && this.runOf.get(id) === this.o.throwAtRun) {
+      throw new Error(`fake cluster: interrupted at ${this.o.throwAtRun}`);
+    }
+    if (this.jobs.has(job.metadata.name))
+      throw new Error(`fake cluster: job ${job.metadata.name} already exists`);
+    this.created.push(job);
+    const now = this.o.clock.ms;
+    const b = this.o.behaviour?.[id] ?? {};
+    if (b.failAfterSeconds !== undefined) {
+      this.jobs.set(job.metadata.name, {
+        manifest: job,
+        createdAt: now,
+        doneAt: now + b.failAfterSeconds * 1000,
+        outcome: 'failed',
+      });
+      return;
+    }
+    const completed = b.completed ?? spec.prompts;
+    this.serve(spec, completed + 1);
+    if (b.metricsVanish) for (const r of this.o.replicas) r.blankScrapes = 1;
+    if (!b.noResultFile) this.writeResult(spec, completed);
+    this.jobs.set(job.metadata.name, {
+      manifest: job,
+      createdAt: now,
+      doneAt: now + (this.o.jobSeconds ?? 120) * 1000,
+      outcome: b.hangs ? 'never' : 'succeeded',
+    });
+  }
+
+  async getJob(name: string): Promise<JobCounts | undefined> {
+    const job = this.jobs.get(name);
+    if (!job) return undefined;
+    if (job.outcome === 'never' || this.o.clock.ms < job.doneAt) return { active: 1 };
+    return job.outcome === 'succeeded' ? { succeeded: 1 } : { failed: 1 };
+  }
+
+  async deleteJob(name: string): Promise<void> {
+    this.jobs.delete(name);
+  }
+
+  async listPods(labelSelector: string): Promise<PodState[]> {
+    const [key, value] = labelSelector.split('=');
+    if (key === 'app' && value === this.o.config.model.servedName) {
+      return this.o.replicas.map((r) => ({
+        name: r.pod,
+        uid: r.uid,
+        ready: this.o.clock.ms >= (this.podReadyAt.get(r.pod) ?? 0),
+      }));
+    }
+    if (key === 'job-name' && this.jobs.has(value))
+      return [{ name: `${value}-x7k2p`, uid: value, ready: false }];
+    return [];
+  }
+
+  async deletePod(name: string): Promise<void> {
+    const replica = this.o.replicas.find((r) => r.pod === name);
+    if (!replica) throw new Error(`fake cluster: no pod ${name}`);
+    this.deletedPods.push(name);
+    replica.restart();
+    // The new pod loads its model for a while.
+    this.podReadyAt.set(name, this.o.clock.ms + 90_000);
+  }
+
+  async podLog(name: string, container?: string): Promise<string> {
+    if (this.o.replicas.some((r) => r.pod === name)) {
+      if (container !== 'vllm') throw new Error(`fake cluster: ${name} has no container ${container}`);
+      return [
+        'INFO 10-14 09:00:01 [api_server.py:1896] vLLM API server version 0.11.0',
+        '(EngineCore_DP0 pid=212) INFO 10-14 09:00:41 [kv_cache_utils.py:1087] GPU KV cache size: 163,472 tokens',
+        'INFO:     Application startup complete.',
+      ].join('\n');
+    }
+    return `============ Serving Benchmark Result ============\n(log of ${name})\n`;
+  }
+
+  async restartDeployment(name: string, at: Date): Promise<void> {
+    if (!/^(vllm-router-|qwen3-epp)/.test(name)) throw new Error(`fake cluster: no deployment ${name}`);
+    const d = this.deployments.get(name) ?? { generation: 1, observedAt: 0 };
+    this.restarted.push(name);
+    // The new pod is ready 20 s after the restart.
+    this.deployments.set(name, { generation: d.generation + 1, observedAt: at.getTime() + 20_000 });
+  }
+
+  async getDeployment(name: string): Promise<DeploymentState | undefined> {
+    const d = this.deployments.get(name) ?? { generation: 1, observedAt: 0 };
+    const rolled = this.o.clock.ms >= d.observedAt;
+    return {
+      generation: d.generation,
+      observedGeneration: rolled ? d.generation : d.generation - 1,
+      desired: 1,
+      total: rolled ? 1 : 2,
+      updated: rolled ? 1 : 0,
+      available: 1,
+    };
+  }
+
+  async serverVersion(): Promise<string> {
+    return 'v1.33.4+k3s1';
+  }
+
+  /** Requests of a client land on its replica, or round-robin over the replicas of a front end. */
+  private serve(spec: BenchmarkSpec, requests: number): void {
+    const replicas = this.o.replicas;
+    const share =
+      spec.target.kind === 'replica'
+        ? replicas.map((_, i) => (i === (spec.target as { replica: number }).replica ? requests : 0))
+        : replicas.map(
+            (_, i) => Math.floor(requests / replicas.length) + (i < requests % replicas.length ? 1 : 0),
+          );
+    const perRequest = spec.prefix
+      ? lookedUpTokens({ ...spec.prefix, chatTemplateTokens: this.o.config.workload.chatTemplateTokens })
+      : 300;
+    const rate = this.o.hitRate(spec);
+    share.forEach((n, i) => {
+      const queries = n * perRequest;
+      replicas[i].requests += n;
+      replicas[i].queries += queries;
+      replicas[i].hits += Math.round(queries * rate);
+    });
+  }
+
+  private writeResult(spec: BenchmarkSpec, completed: number): void {
+    const values = Object.fromEntries(CLIENT_RESULT_KEYS.map((key, i) => [key, 10 + i]));
+    const result = {
+      backend: 'openai-chat',
+      num_prompts: spec.prompts,
+      ...values,
+      completed,
+      total_token_throughput: 12_929,
+      output_throughput: 640,
+      mean_ttft_ms: 215.7,
+      p99_ttft_ms: 812.5,
+      mean_itl_ms: 42.82,
+    };
+    const dir = join(this.o.resultsDir, spec.id);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, spec.resultFile), JSON.stringify(result));
+  }
+}
