@@ -5,6 +5,7 @@ import { registerCheckCommand } from './check-command.ts';
 import { registerConfigCommand } from './config-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
 import { registerPrereqsCommand } from './prereqs-command.ts';
+import { registerReportCommand } from './report-command.ts';
 
 /** The `lab` command line. Each subcommand lives in its own module and registers itself here. */
 export function labProgram(): Command {
@@ -20,6 +21,7 @@ export function labProgram(): Command {
   registerCheckCommand(program);
   registerPlanCommand(program);
   registerPrereqsCommand(program);
+  registerReportCommand(program);
   return program;
 }
 

@@ -1,0 +1,178 @@
+import * as vega from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+import { ms, percent, tokensPerSecond } from './format.ts';
+import type { ArmRow, ReportTables } from './tables.ts';
+
+/**
+ * The report's three charts (lab-spec 4.5): Vega-Lite specs built from the tables by pure
+ * functions, rendered to SVG in Node. Only valid prefix-workload arm runs become bars; the ideal
+ * partition (and for the hit rate, the formula's single-replica bound) are reference lines.
+ */
+
+export interface BarDatum {
+  readonly arm: string;
+  readonly value: number;
+}
+
+export interface ReferenceDatum {
+  /** Legend text, with the value: `Ideal partition (measured): 78.0%`. */
+  readonly label: string;
+  readonly value: number;
+}
+
+/** Everything a bar chart shows, before it becomes a spec. */
+export interface BarChartData {
+  readonly id: 'hit-rate' | 'p99-ttft' | 'throughput';
+  readonly title: string;
+  readonly valueTitle: string;
+  /** d3-format of the value axis. */
+  readonly format: string;
+  /** d3-format of the value printed beside each bar. */
+  readonly labelFormat: string;
+  readonly bars: readonly BarDatum[];
+  readonly references: readonly ReferenceDatum[];
+}
+
+const BAR_COLOR = '#4c78a8';
+const REFERENCE_COLORS = ['#e45756', '#54a24b'];
+const ROW_HEIGHT = 26;
+/**
+ * Without a canvas, Vega estimates text width generously (0.8 x font size per character), so the arm
+ * axis gets room for the longest title ("vllm-router cache-aware-tuned over /v1/completions") by
+ * that estimate rather than cutting it short.
+ */
+const LABEL_LIMIT = 480;
+
+function barsOf(tables: ReportTables, value: (row: ArmRow) => number | null): BarDatum[] {
+  return tables.prefixArms.flatMap((row) => {
+    const v = value(row);
+    return v === null || !Number.isFinite(v) ? [] : [{ arm: row.armTitle, value: v }];
+  });
+}
+
+function idealReference(
+  tables: ReportTables,
+  value: (row: ArmRow) => number | null,
+  text: (v: number) => string,
+): ReferenceDatum[] {
+  const v = tables.partition ? value(tables.partition) : null;
+  return v === null || !Number.isFinite(v)
+    ? []
+    : [{ label: `Ideal partition (measured): ${text(v)}`, value: v }];
+}
+
+export function hitRateChartData(tables: ReportTables): BarChartData {
+  const hit = (row: ArmRow) => row.hitRate;
+  return {
+    id: 'hit-rate',
+    title: 'Prefix-cache hit rate per arm',
+    valueTitle: 'Hit rate (hits / queried tokens, all replicas)',
+    format: '.0%',
+    labelFormat: '.1%',
+    bars: barsOf(tables, hit),
+    references: [
+      ...idealReference(tables, hit, percent),
+      {
+        label: `Single-replica bound (formula): ${percent(tables.workloadBound)}`,
+        value: tables.workloadBound,
+      },
+    ],
+  };
+}
+
+export function p99TtftChartData(tables: ReportTables): BarChartData {
+  const p99 = (row: ArmRow) => row.p99TtftMs;
+  return {
+    id: 'p99-ttft',
+    title: 'p99 time to first token per arm',
+    valueTitle: 'p99 TTFT (ms)',
+    format: ',.0f',
+    labelFormat: ',.1f',
+    bars: barsOf(tables, p99),
+    references: idealReference(tables, p99, ms),
+  };
+}
+
+export function throughputChartData(tables: ReportTables): BarChartData {
+  const tps = (row: ArmRow) => row.totalTokensPerSecond;
+  return {
+    id: 'throughput',
+    title: 'Throughput per arm',
+    valueTitle: 'Total tokens per second',
+    format: ',.0f',
+    labelFormat: ',.0f',
+    bars: barsOf(tables, tps),
+    references: idealReference(tables, tps, (v) => `${tokensPerSecond(v)} tok/s`),
+  };
+}
+
+/** The three charts of the report, in reading order. */
+export function reportCharts(tables: ReportTables): BarChartData[] {
+  return [hitRateChartData(tables), p99TtftChartData(tables), throughputChartData(tables)];
+}
+
+type LayerOf<T> = T extends { layer: readonly (infer L)[] } ? L : never;
+type Layer = LayerOf<TopLevelSpec>;
+
+/** Horizontal bars per arm (study order), reference values as labelled dashed vertical rules. */
+export function barChartSpec(chart: BarChartData): TopLevelSpec {
+  const arms = chart.bars.map((b) => b.arm);
+  const max = Math.max(0, ...chart.bars.map((b) => b.value), ...chart.references.map((r) => r.value));
+  const x = {
+    field: 'value',
+    type: 'quantitative' as const,
+    title: chart.valueTitle,
+    axis: { format: chart.format, tickCount: 8 },
+    scale: { domain: [0, max * 1.08 || 1] },
+  };
+  const y = {
+    field: 'arm',
+    type: 'nominal' as const,
+    title: 'Arm',
+    sort: arms,
+    axis: { labelLimit: LABEL_LIMIT },
+  };
+  const bars = { values: chart.bars.map((b) => ({ ...b })) };
+  const layers: Layer[] = [
+    { data: bars, mark: { type: 'bar', color: BAR_COLOR }, encoding: { y, x } },
+    {
+      data: bars,
+      mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 },
+      encoding: { y, x, text: { field: 'value', type: 'quantitative', format: chart.labelFormat } },
+    },
+  ];
+  if (chart.references.length > 0) {
+    layers.push({
+      data: { values: chart.references.map((r) => ({ ...r })) },
+      mark: { type: 'rule', strokeWidth: 2, strokeDash: [6, 3] },
+      encoding: {
+        x,
+        color: {
+          field: 'label',
+          type: 'nominal',
+          title: 'Reference',
+          scale: { domain: chart.references.map((r) => r.label), range: REFERENCE_COLORS },
+          legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400 },
+        },
+      },
+    });
+  }
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: chart.title, anchor: 'start', fontSize: 14 },
+    width: 520,
+    height: Math.max(ROW_HEIGHT * 2, ROW_HEIGHT * arms.length),
+    config: { font: 'Helvetica, Arial, sans-serif', view: { stroke: null } },
+    layer: layers,
+  };
+}
+
+/** Compiles a Vega-Lite spec and renders it to an SVG string without a browser or canvas. */
+export async function renderChartSvg(spec: TopLevelSpec): Promise<string> {
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
+  try {
+    return await view.toSVG();
+  } finally {
+    view.finalize();
+  }
+}

@@ -1,0 +1,255 @@
+import type { ArmRow, BoundRow, InvalidRun, ReportTables, Shortfall } from './tables.ts';
+
+/**
+ * The report's tables as text cells, shared by the Markdown and HTML renderers. Numbers get one
+ * decimal (percentages, milliseconds, points), throughput is whole tokens per second with
+ * thousands separators, a missing value is an em dash.
+ */
+
+export const MISSING = '—';
+
+export type Align = 'left' | 'right';
+
+export interface TextTable {
+  readonly headers: readonly string[];
+  readonly align: readonly Align[];
+  readonly rows: readonly (readonly string[])[];
+}
+
+export interface ReportSection {
+  /** Stable anchor: `arms`, `bounds`, `sharegpt`, `sweep`, `left-on-the-table`, `invalid`, `metadata`. */
+  readonly id: string;
+  readonly title: string;
+  readonly intro: string;
+  readonly table?: TextTable;
+  /** Lines after the table: runs left out as invalid, or why the table is empty. */
+  readonly notes: readonly string[];
+}
+
+export const percent = (fraction: number | null | undefined): string =>
+  fraction === null || fraction === undefined || !Number.isFinite(fraction)
+    ? MISSING
+    : `${(fraction * 100).toFixed(1)}%`;
+
+export const ms = (value: number): string => (Number.isFinite(value) ? `${value.toFixed(1)} ms` : MISSING);
+
+export const tokensPerSecond = (value: number): string =>
+  Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : MISSING;
+
+export const count = (value: number | undefined): string =>
+  value === undefined ? MISSING : value.toLocaleString('en-US');
+
+/** `+36.0 points`, `-12.5%`: signed, one decimal. */
+export function signed(value: number, unit: Shortfall['unit']): string {
+  if (!Number.isFinite(value)) return MISSING;
+  const text = value.toFixed(1);
+  const sign = value > 0 && text !== '0.0' ? '+' : '';
+  const shown = text === '-0.0' ? '0.0' : text;
+  return unit === 'points' ? `${sign}${shown} points` : `${sign}${shown}%`;
+}
+
+/** `512 / 513`: requests per replica in replica order. */
+export const split = (values: readonly number[]): string =>
+  values.length === 0 ? MISSING : values.map((v) => count(v)).join(' / ');
+
+/** `42.1% / 41.9%`: hit rate per replica in replica order. */
+export const replicaRates = (values: readonly (number | null)[]): string =>
+  values.length === 0 ? MISSING : values.map((v) => percent(v)).join(' / ');
+
+function shortfallValue(row: Shortfall, value: number): string {
+  switch (row.metric) {
+    case 'hitRate':
+      return percent(value);
+    case 'totalTokensPerSecond':
+      return tokensPerSecond(value);
+    default:
+      return ms(value);
+  }
+}
+
+/** Whether the ideal partition is better or worse than the best arm on this metric. */
+export function verdict(row: Shortfall): string {
+  if (!Number.isFinite(row.difference) || row.difference.toFixed(1).replace('-', '') === '0.0') return 'same';
+  return row.difference > 0 === row.higherIsBetter ? 'better' : 'worse';
+}
+
+const ARM_HEADERS = [
+  'Arm',
+  'Requests per replica',
+  'Hit rate per replica',
+  'Hit rate',
+  'Total tok/s',
+  'Mean TTFT',
+  'p99 TTFT',
+  'ITL',
+];
+const ARM_ALIGN: Align[] = ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'];
+
+function armCells(row: ArmRow, first: string): string[] {
+  return [
+    first,
+    split(row.requests),
+    replicaRates(row.replicaHitRates),
+    percent(row.hitRate),
+    tokensPerSecond(row.totalTokensPerSecond),
+    ms(row.meanTtftMs),
+    ms(row.p99TtftMs),
+    ms(row.meanItlMs),
+  ];
+}
+
+function boundCells(row: BoundRow): string[] {
+  return [
+    count(row.prefixes),
+    count(row.workingSetTokens),
+    percent(row.hitRate),
+    percent(row.bound),
+    tokensPerSecond(row.totalTokensPerSecond),
+    ms(row.meanTtftMs),
+    ms(row.meanItlMs),
+  ];
+}
+
+function invalidCells(run: InvalidRun): string[] {
+  return [run.runId, 'invalid', run.title, run.reasons.join('; ')];
+}
+
+function omittedNotes(ids: readonly string[]): string[] {
+  return ids.length === 0 ? [] : [`Left out as invalid (see Invalid runs): ${ids.join(', ')}.`];
+}
+
+function emptyNote(rows: readonly unknown[], what: string): string[] {
+  return rows.length === 0 ? [`No valid ${what}.`] : [];
+}
+
+/** Every table of the report, in reading order. */
+export function reportSections(tables: ReportTables): ReportSection[] {
+  const armRows = tables.prefixArms.map((row) => armCells(row, row.armTitle));
+  if (tables.partition) armRows.push(armCells(tables.partition, 'Ideal partition (reference)'));
+  const lot = tables.leftOnTable;
+  return [
+    {
+      id: 'arms',
+      title: 'Arms: prefix workload',
+      intro:
+        'Each front end with the prefix workload. Requests and hit rates per replica are deltas of the ' +
+        "replicas' vLLM counters; throughput and latencies come from the benchmark client. The ideal " +
+        'partition is the reference the arms are judged against.',
+      table: { headers: ARM_HEADERS, align: ARM_ALIGN, rows: armRows },
+      notes: [
+        ...emptyNote(tables.prefixArms, 'prefix-workload arm runs'),
+        ...omittedNotes([...tables.omitted.prefixArms, ...tables.omitted.partition]),
+      ],
+    },
+    {
+      id: 'left-on-the-table',
+      title: 'Left on the table',
+      intro:
+        'The best arm (highest hit rate among valid prefix-workload arm runs) against the ideal partition. ' +
+        'Hit rate differs in percentage points; the others as (ideal - best arm) / best arm.',
+      ...(lot.available
+        ? {
+            table: {
+              headers: [
+                'Metric',
+                `Best arm: ${lot.bestArm.armTitle}`,
+                'Ideal partition',
+                'Difference',
+                'Ideal is',
+              ],
+              align: ['left', 'right', 'right', 'right', 'left'] as Align[],
+              rows: lot.rows.map((row) => [
+                row.label,
+                shortfallValue(row, row.bestArm),
+                shortfallValue(row, row.ideal),
+                signed(row.difference, row.unit),
+                verdict(row),
+              ]),
+            },
+            notes: [],
+          }
+        : { notes: [`Not available: ${lot.reason}.`] }),
+    },
+    {
+      id: 'bounds',
+      title: 'Upper-bound sweep: one replica directly',
+      intro:
+        'One replica without a front end, for several prefix counts. The bound is the formula ' +
+        '(r - 1)/r x P / L beside the measured hit rate: the first request of each prefix misses, every ' +
+        'repeat hits, suffix and chat-template tokens never hit.',
+      table: {
+        headers: [
+          'Prefixes',
+          'Working set (tokens)',
+          'Measured hit rate',
+          'Bound',
+          'Total tok/s',
+          'Mean TTFT',
+          'ITL',
+        ],
+        align: ['right', 'right', 'right', 'right', 'right', 'right', 'right'],
+        rows: tables.bounds.map(boundCells),
+      },
+      notes: [...emptyNote(tables.bounds, 'upper-bound runs'), ...omittedNotes(tables.omitted.bounds)],
+    },
+    {
+      id: 'sharegpt',
+      title: 'ShareGPT control',
+      intro:
+        'Each front end with ShareGPT conversations, which share little prefix: routing for the cache ' +
+        'should neither help nor hurt much here.',
+      table: {
+        headers: ARM_HEADERS,
+        align: ARM_ALIGN,
+        rows: tables.sharegpt.map((r) => armCells(r, r.armTitle)),
+      },
+      notes: [
+        ...emptyNote(tables.sharegpt, 'ShareGPT control runs'),
+        ...omittedNotes(tables.omitted.sharegpt),
+      ],
+    },
+    {
+      id: 'sweep',
+      title: 'Concurrency sweep',
+      intro: "The swept arms at lower concurrency, beside their main run at the study's concurrency.",
+      table: {
+        headers: ['Arm', 'Concurrency', ...ARM_HEADERS.slice(1)],
+        align: ['left', 'right', ...ARM_ALIGN.slice(1)],
+        rows: tables.sweep.map((row) => {
+          const [, ...rest] = armCells(row, row.armTitle);
+          return [row.armTitle, count(row.concurrency), ...rest];
+        }),
+      },
+      notes: [...emptyNote(tables.sweep, 'concurrency sweep runs'), ...omittedNotes(tables.omitted.sweep)],
+    },
+    {
+      id: 'invalid',
+      title: 'Invalid runs',
+      intro:
+        'Runs that failed a validity check (lab-spec 4.4). They appear only here, with every reason, and ' +
+        'never in a comparison, the best arm or a chart.',
+      ...(tables.invalid.length > 0
+        ? {
+            table: {
+              headers: ['Run', 'Status', 'Title', 'Invalid because'],
+              align: ['left', 'left', 'left', 'left'] as Align[],
+              rows: tables.invalid.map(invalidCells),
+            },
+            notes: [],
+          }
+        : { notes: ['Every run passed every validity check.'] }),
+    },
+    {
+      id: 'metadata',
+      title: 'Study',
+      intro:
+        'Recorded once per study; the study JSON beside this report holds everything, including the configuration.',
+      table: {
+        headers: ['Recorded', 'Value'],
+        align: ['left', 'left'],
+        rows: tables.metadata.map((entry) => [entry.label, entry.value]),
+      },
+      notes: [],
+    },
+  ];
+}

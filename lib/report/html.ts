@@ -1,0 +1,109 @@
+import { barChartSpec, renderChartSvg, reportCharts } from './charts.ts';
+import { type ReportSection, reportSections, type TextTable } from './format.ts';
+import type { ReportHeading } from './markdown.ts';
+import type { ReportTables } from './tables.ts';
+
+/**
+ * `report.html`: the same tables as the Markdown report plus three charts, in one self-contained
+ * file (inline CSS and SVG, no script, nothing fetched).
+ */
+
+const STYLE = `
+body { font-family: Helvetica, Arial, sans-serif; color: #222; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; line-height: 1.4; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
+h2 { font-size: 1.2rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
+p.intro { color: #555; max-width: 60rem; }
+p.note { color: #8a4b00; }
+table { border-collapse: collapse; font-size: 0.88rem; margin: 0.6rem 0; }
+th, td { border: 1px solid #d6d6d6; padding: 0.25rem 0.55rem; vertical-align: top; }
+th { background: #f3f5f8; text-align: left; }
+td.right { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr:nth-child(even) td { background: #fafafa; }
+section#invalid td:nth-child(2) { color: #b00020; font-weight: bold; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
+figure.chart { margin: 0; padding: 0.6rem; border: 1px solid #e3e3e3; border-radius: 4px; background: #fff; }
+figure.chart svg { max-width: 100%; height: auto; display: block; }
+`;
+
+export function escapeHtml(text: string): string {
+  return text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
+}
+
+export function htmlTable(table: TextTable): string {
+  const head = table.headers.map((h) => `<th>${escapeHtml(h)}</th>`).join('');
+  const body = table.rows
+    .map(
+      (row) =>
+        `<tr>${row.map((c, i) => `<td class="${table.align[i] ?? 'left'}">${escapeHtml(c)}</td>`).join('')}</tr>`,
+    )
+    .join('\n');
+  return `<table>\n<thead><tr>${head}</tr></thead>\n<tbody>\n${body}\n</tbody>\n</table>`;
+}
+
+function section(s: ReportSection): string {
+  const parts = [
+    `<section id="${s.id}">`,
+    `<h2>${escapeHtml(s.title)}</h2>`,
+    `<p class="intro">${escapeHtml(s.intro)}</p>`,
+  ];
+  if (s.table && s.table.rows.length > 0) parts.push(htmlTable(s.table));
+  for (const note of s.notes) parts.push(`<p class="note">${escapeHtml(note)}</p>`);
+  parts.push('</section>');
+  return parts.join('\n');
+}
+
+async function chartsSection(tables: ReportTables): Promise<string> {
+  const figures: string[] = [];
+  for (const chart of reportCharts(tables)) {
+    if (chart.bars.length === 0) {
+      figures.push(
+        `<figure class="chart" id="chart-${chart.id}"><figcaption>${escapeHtml(chart.title)}</figcaption>` +
+          '<p class="note">No valid prefix-workload arm run to chart.</p></figure>',
+      );
+      continue;
+    }
+    const svg = await renderChartSvg(barChartSpec(chart));
+    figures.push(
+      `<figure class="chart" id="chart-${chart.id}" data-bars="${chart.bars.length}">\n${svg}\n</figure>`,
+    );
+  }
+  return [
+    '<section id="charts">',
+    '<h2>Charts</h2>',
+    '<p class="intro">Valid prefix-workload arm runs only. Dashed lines are references: the measured ideal ' +
+      "partition and, for the hit rate, the formula's single-replica bound of the workload.</p>",
+    `<div class="charts">\n${figures.join('\n')}\n</div>`,
+    '</section>',
+  ].join('\n');
+}
+
+export async function htmlReport(tables: ReportTables, heading: ReportHeading): Promise<string> {
+  const sections = reportSections(tables);
+  const charts = await chartsSection(tables);
+  const body: string[] = [];
+  for (const s of sections) {
+    body.push(section(s));
+    // The charts follow the comparison they illustrate.
+    if (s.id === 'left-on-the-table') body.push(charts);
+  }
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>LLM-gateway study report</title>
+<style>${STYLE}</style>
+</head>
+<body>
+<h1>LLM-gateway study report</h1>
+<p class="intro">Generated from <code>${escapeHtml(heading.source)}</code>, which stays the source of truth. Only valid runs enter the tables, comparisons and charts; invalid runs are listed with their reasons under Invalid runs.</p>
+${body.join('\n')}
+</body>
+</html>
+`;
+}

@@ -1,0 +1,36 @@
+import { type ReportSection, reportSections, type TextTable } from './format.ts';
+import type { ReportTables } from './tables.ts';
+
+/** `report.md`: the tables of lab-spec 4.5 as GitHub-flavoured Markdown. Pure. */
+
+export interface ReportHeading {
+  /** Where the study JSON was read from, shown under the title. */
+  readonly source: string;
+}
+
+/** A cell's text made safe inside a Markdown table row. */
+function cell(text: string): string {
+  return text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+}
+
+export function markdownTable(table: TextTable): string {
+  const row = (cells: readonly string[]) => `| ${cells.map(cell).join(' | ')} |`;
+  const rule = `|${table.align.map((a) => (a === 'right' ? '---:' : ':---')).join('|')}|`;
+  return [row(table.headers), rule, ...table.rows.map(row)].join('\n');
+}
+
+function section(s: ReportSection): string {
+  const parts = [`## ${s.title}`, s.intro];
+  if (s.table && s.table.rows.length > 0) parts.push(markdownTable(s.table));
+  parts.push(...s.notes);
+  return parts.join('\n\n');
+}
+
+export function markdownReport(tables: ReportTables, heading: ReportHeading): string {
+  const intro = [
+    '# LLM-gateway study report',
+    `Generated from \`${heading.source}\`, which stays the source of truth. Only valid runs enter the ` +
+      'tables, comparisons and charts; invalid runs are listed with their reasons under Invalid runs.',
+  ];
+  return `${[...intro, ...reportSections(tables).map(section)].join('\n\n')}\n`;
+}

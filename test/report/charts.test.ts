@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import {
+  barChartSpec,
+  hitRateChartData,
+  p99TtftChartData,
+  renderChartSvg,
+  reportCharts,
+  throughputChartData,
+} from '../../lib/report/charts.ts';
+import { htmlReport } from '../../lib/report/html.ts';
+import { reportTables } from '../../lib/report/tables.ts';
+import { fixtureStudy } from './fixture.ts';
+
+const tables = reportTables(fixtureStudy());
+const VALID_ARMS = [
+  'Kubernetes Service (kube-proxy)',
+  'vllm-router round-robin',
+  'vllm-router cache-aware',
+  'vllm-router cache-aware-tuned',
+  'vllm-router round-robin over /v1/completions',
+  'vllm-router cache-aware over /v1/completions',
+  'Envoy + GAIE Endpoint Picker',
+];
+
+describe('chart data', () => {
+  it('hit rate: one bar per valid prefix arm, the ideal partition and the formula bound as references', () => {
+    const chart = hitRateChartData(tables);
+    expect(chart.bars.map((b) => b.arm)).toEqual(VALID_ARMS);
+    expect(chart.bars[0].value).toBeCloseTo(0.42, 3);
+    expect(chart.references.map((r) => r.label)).toEqual([
+      'Ideal partition (measured): 78.0%',
+      'Single-replica bound (formula): 82.0%',
+    ]);
+    expect(chart.references[1].value).toBeCloseTo((7 / 8) * (2048 / 2186), 12);
+  });
+
+  it('p99 TTFT and throughput: the same bars, the ideal partition as reference', () => {
+    const p99 = p99TtftChartData(tables);
+    expect(p99.bars.map((b) => [b.arm, b.value])).toContainEqual(['Envoy + GAIE Endpoint Picker', 478.6]);
+    expect(p99.references).toEqual([{ label: 'Ideal partition (measured): 418.9 ms', value: 418.9 }]);
+    const tps = throughputChartData(tables);
+    expect(tps.bars.map((b) => b.value)).toEqual([13_105, 13_020, 16_240, 17_610, 13_210, 16_930, 18_020]);
+    expect(tps.references).toEqual([{ label: 'Ideal partition (measured): 21,900 tok/s', value: 21_900 }]);
+  });
+
+  it('drops the ideal reference when the partition run is invalid', () => {
+    const study = fixtureStudy();
+    const t = reportTables({
+      ...study,
+      runs: study.runs.map((r) => (r.id === 'partition' ? { ...r, valid: false, invalidReasons: ['x'] } : r)),
+    });
+    expect(hitRateChartData(t).references.map((r) => r.label)).toEqual([
+      'Single-replica bound (formula): 82.0%',
+    ]);
+    expect(p99TtftChartData(t).references).toEqual([]);
+    const spec = barChartSpec(p99TtftChartData(t));
+    expect('layer' in spec && spec.layer.map((l) => 'mark' in l && l.mark)).toEqual([
+      { type: 'bar', color: '#4c78a8' },
+      { type: 'text', align: 'left', dx: 4, fontSize: 11 },
+    ]);
+  });
+});
+
+describe('chart spec', () => {
+  it('layers bars, value labels and reference rules over the chart data', () => {
+    const spec = barChartSpec(hitRateChartData(tables));
+    if (!('layer' in spec)) throw new Error('expected a layered spec');
+    const marks = spec.layer.map((l) =>
+      'mark' in l ? (typeof l.mark === 'string' ? l.mark : l.mark.type) : '',
+    );
+    expect(marks).toEqual(['bar', 'text', 'rule']);
+    const [bars, , rules] = spec.layer;
+    expect(bars.data).toEqual({ values: hitRateChartData(tables).bars });
+    expect(rules.data).toEqual({ values: hitRateChartData(tables).references });
+    expect(JSON.stringify(bars)).toContain('"title":"Hit rate (hits / queried tokens, all replicas)"');
+    expect(JSON.stringify(bars)).toContain(`"sort":${JSON.stringify(VALID_ARMS)}`);
+  });
+});
+
+describe('rendered SVG', () => {
+  it('has one bar mark per valid arm, the reference rules and the axis titles', async () => {
+    const svg = await renderChartSvg(barChartSpec(hitRateChartData(tables)));
+    const barGroup = svg.match(/<g class="mark-rect role-mark[^"]*"[^>]*>(.*?)<\/g>/s);
+    expect(barGroup?.[1].match(/<path/g)).toHaveLength(VALID_ARMS.length);
+    const ruleGroup = svg.match(/<g class="mark-rule role-mark[^"]*"[^>]*>(.*?)<\/g>/s);
+    expect(ruleGroup?.[1].match(/<line/g)).toHaveLength(2);
+    expect(svg).toContain('>Arm</text>');
+    expect(svg).toContain('>Hit rate (hits / queried tokens, all replicas)</text>');
+    expect(svg).toContain('>Single-replica bound (formula): 82.0%</text>');
+  });
+
+  it('the HTML report holds three inline SVG charts and nothing fetched', async () => {
+    const html = await htmlReport(tables, { source: '/results/study.json' });
+    expect(html.match(/<svg /g)).toHaveLength(reportCharts(tables).length);
+    expect(html).not.toMatch(/<script|<link|src=|@import|url\(/i);
+    for (const id of ['hit-rate', 'p99-ttft', 'throughput']) {
+      expect(html).toContain(`<figure class="chart" id="chart-${id}" data-bars="7">`);
+    }
+  });
+});

@@ -1,0 +1,73 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runLabCli } from '../cli/run-lab.ts';
+import { fixtureStudy } from './fixture.ts';
+
+async function resultsDir(study: unknown = fixtureStudy()): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'lab-report-cli-'));
+  await writeFile(
+    join(dir, 'study.json'),
+    typeof study === 'string' ? study : JSON.stringify(study, null, 2),
+  );
+  return dir;
+}
+
+describe('lab report', () => {
+  it('writes report.md and report.html beside study.json, prints their paths and leaves study.json as it was', async () => {
+    const dir = await resultsDir();
+    const before = await readFile(join(dir, 'study.json'), 'utf8');
+    const run = runLabCli(['report', dir]);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain(`wrote ${join(dir, 'report.md')}`);
+    expect(run.stdout).toContain(`wrote ${join(dir, 'report.html')}`);
+    const md = await readFile(join(dir, 'report.md'), 'utf8');
+    expect(md).toContain('| Hit rate | 73.7% | 78.0% | +4.3 points | better |');
+    const html = await readFile(join(dir, 'report.html'), 'utf8');
+    expect(html.match(/<svg /g)).toHaveLength(3);
+    expect(await readFile(join(dir, 'study.json'), 'utf8')).toBe(before);
+  });
+
+  it('writes into --out, creating it, and nothing into the results folder', async () => {
+    const dir = await resultsDir();
+    const out = join(dir, 'reports', 'today');
+    const run = runLabCli(['report', dir, '--out', out]);
+    expect(run.code).toBe(0);
+    expect(existsSync(join(out, 'report.md'))).toBe(true);
+    expect(existsSync(join(out, 'report.html'))).toBe(true);
+    expect(existsSync(join(dir, 'report.md'))).toBe(false);
+  });
+
+  it('fails clearly when study.json is missing', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lab-report-empty-'));
+    const run = runLabCli(['report', dir]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(
+      `lab report: ${join(dir, 'study.json')} not found: a results folder holds the study.json the runner writes\n`,
+    );
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('names the file and the first problems when it is not a study JSON', async () => {
+    const study = fixtureStudy();
+    const broken = {
+      ...study,
+      schemaVersion: 2,
+      runs: study.runs.map((r, i) =>
+        i === 3 ? { ...r, valid: 'yes', summary: { ...r.summary, hitRate: 4.2 } } : r,
+      ),
+    };
+    const dir = await resultsDir(broken);
+    const run = runLabCli(['report', dir]);
+    expect(run.code).toBe(1);
+    const file = join(dir, 'study.json');
+    expect(run.stderr).toContain(`lab report: ${file} is not a study JSON (schema version 1): 3 problem(s)`);
+    expect(run.stderr).toContain('  - schemaVersion: ');
+    expect(run.stderr).toContain('  - runs[3].summary.hitRate: must be a fraction between 0 and 1');
+    expect(run.stderr).toContain('  - runs[3].valid: ');
+    expect(existsSync(join(dir, 'report.md'))).toBe(false);
+  });
+});

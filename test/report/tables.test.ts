@@ -1,0 +1,300 @@
+import { describe, expect, it } from 'vitest';
+import { defaultLabConfig } from '../../lib/config/load.ts';
+import { percent, reportSections, signed, split, verdict } from '../../lib/report/format.ts';
+import { markdownReport, markdownTable } from '../../lib/report/markdown.ts';
+import { bestArm, leftOnTable, reportTables } from '../../lib/report/tables.ts';
+import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
+import { upperBound } from '../../lib/study/workload.ts';
+import { fixtureStudy, INCOMPLETE_REASONS, MISSING_RESULT_REASON } from './fixture.ts';
+
+const study = fixtureStudy();
+const tables = reportTables(study);
+const sections = reportSections(tables);
+const section = (id: string) => {
+  const found = sections.find((s) => s.id === id);
+  if (!found) throw new Error(`no section ${id}`);
+  return found;
+};
+const rowOf = (id: string, first: string) => section(id).table?.rows.find((row) => row[0] === first);
+const run = (id: string): RunRecord => {
+  const found = study.runs.find((r) => r.id === id);
+  if (!found?.summary) throw new Error(`fixture run ${id} has no summary`);
+  return found;
+};
+const withRuns = (runs: RunRecord[]): StudyRecord => ({ ...study, runs });
+
+describe('per-arm table (prefix workload)', () => {
+  it('lists the valid arms in study order with the ideal partition as reference, invalid ones left out', () => {
+    expect(tables.prefixArms.map((r) => r.arm)).toEqual([
+      'kube-proxy',
+      'router-round-robin',
+      'router-cache-aware',
+      'router-cache-aware-tuned',
+      'router-round-robin-completions',
+      'router-cache-aware-completions',
+      'epp',
+    ]);
+    expect(
+      section('arms')
+        .table?.rows.map((r) => r[0])
+        .at(-1),
+    ).toBe('Ideal partition (reference)');
+    expect(section('arms').notes).toEqual([
+      'Left out as invalid (see Invalid runs): arm-router-cache-aware-tuned-completions-prefix.',
+    ]);
+  });
+
+  it('shows request split, hit rate per replica, throughput and latencies to one decimal', () => {
+    expect(rowOf('arms', 'Kubernetes Service (kube-proxy)')).toEqual([
+      'Kubernetes Service (kube-proxy)',
+      '512 / 513',
+      '42.1% / 41.9%',
+      '42.0%',
+      '13,105',
+      '214.3 ms',
+      '611.4 ms',
+      '41.9 ms',
+    ]);
+    // Two concurrent clients: throughput adds up, mean TTFT is weighted, p99 is the worst client's.
+    expect(rowOf('arms', 'Ideal partition (reference)')).toEqual([
+      'Ideal partition (reference)',
+      '513 / 513',
+      '78.1% / 77.9%',
+      '78.0%',
+      '21,900',
+      '150.4 ms',
+      '418.9 ms',
+      '28.1 ms',
+    ]);
+    expect(tables.partition?.concurrency).toBe(32);
+  });
+});
+
+describe('invalid runs', () => {
+  it('are listed with every reason and marked invalid', () => {
+    expect(tables.invalid.map((r) => [r.runId, r.reasons])).toEqual([
+      ['arm-router-cache-aware-tuned-completions-prefix', INCOMPLETE_REASONS],
+      ['arm-epp-sharegpt', [MISSING_RESULT_REASON]],
+    ]);
+    expect(section('invalid').table?.rows[0]).toEqual([
+      'arm-router-cache-aware-tuned-completions-prefix',
+      'invalid',
+      'vllm-router cache-aware-tuned over /v1/completions: prefix workload, concurrency 32',
+      `${INCOMPLETE_REASONS[0]}; ${INCOMPLETE_REASONS[1]}`,
+    ]);
+    expect(section('sharegpt').notes).toEqual(['Left out as invalid (see Invalid runs): arm-epp-sharegpt.']);
+    expect(tables.sharegpt.map((r) => r.arm)).not.toContain('epp');
+  });
+
+  it('never become the best arm, even with the highest hit rate', () => {
+    const incomplete = run('arm-router-cache-aware-tuned-completions-prefix');
+    expect(incomplete.summary?.hitRate).toBeGreaterThan(run('arm-epp-prefix').summary?.hitRate ?? 1);
+    expect(bestArm(tables.prefixArms)?.arm).toBe('epp');
+    expect(tables.leftOnTable.available && tables.leftOnTable.bestArm.arm).toBe('epp');
+    // Were it valid, it would win: the exclusion is what keeps it out.
+    const revalidated = withRuns(
+      study.runs.map((r) => (r.id === incomplete.id ? { ...r, valid: true, invalidReasons: [] } : r)),
+    );
+    expect(bestArm(reportTables(revalidated).prefixArms)?.arm).toBe('router-cache-aware-tuned-completions');
+  });
+
+  it('a valid record of the same run after an invalid attempt (resumed study) enters the tables', () => {
+    const epp = run('arm-epp-prefix');
+    const attempt: RunRecord = { ...epp, valid: false, invalidReasons: ['caches were not reset'] };
+    const t = reportTables(withRuns([attempt, ...study.runs]));
+    expect(t.invalid.map((r) => r.runId)).toContain('arm-epp-prefix');
+    expect(t.prefixArms.map((r) => r.arm)).toContain('epp');
+    expect(t.omitted.prefixArms).toEqual(['arm-router-cache-aware-tuned-completions-prefix']);
+  });
+
+  it('a run marked valid without a summary goes to the invalid table, and an unexplained invalid run says so', () => {
+    const { summary: _dropped, ...noSummary } = run('arm-kube-proxy-prefix');
+    const silent: RunRecord = { ...run('arm-router-round-robin-prefix'), valid: false, invalidReasons: [] };
+    const t = reportTables(
+      withRuns(study.runs.map((r) => (r.id === noSummary.id ? noSummary : r.id === silent.id ? silent : r))),
+    );
+    expect(t.prefixArms.map((r) => r.arm)).not.toContain('kube-proxy');
+    expect(t.invalid.find((r) => r.runId === 'arm-kube-proxy-prefix')?.reasons[0]).toMatch(/no summary/);
+    expect(t.invalid.find((r) => r.runId === 'arm-router-round-robin-prefix')?.reasons).toEqual([
+      'marked invalid without a recorded reason',
+    ]);
+  });
+});
+
+describe('upper-bound sweep', () => {
+  it('shows the formula bound beside each measured hit rate', () => {
+    const config = defaultLabConfig();
+    expect(tables.bounds.map((r) => [r.prefixes, r.workingSetTokens])).toEqual([
+      [128, 262_144],
+      [64, 131_072],
+      [16, 32_768],
+      [8, 16_384],
+    ]);
+    for (const row of tables.bounds) {
+      expect(row.bound).toBeCloseTo(upperBound({ ...config.workload, prefixes: row.prefixes ?? 0 }), 12);
+    }
+    expect(section('bounds').table?.rows.map((r) => [r[0], r[2], r[3]])).toEqual([
+      ['128', '44.4%', '82.0%'],
+      ['64', '77.6%', '87.8%'],
+      ['16', '90.9%', '92.2%'],
+      ['8', '92.3%', '93.0%'],
+    ]);
+    expect(section('bounds').table?.rows[0]).toEqual([
+      '128',
+      '262,144',
+      '44.4%',
+      '82.0%',
+      '12,929',
+      '215.7 ms',
+      '42.8 ms',
+    ]);
+    expect(tables.workloadBound).toBeCloseTo((7 / 8) * (2048 / 2186), 12);
+  });
+});
+
+describe('concurrency sweep', () => {
+  it('puts each swept arm at 4, 8 and the study concurrency', () => {
+    expect(tables.sweep.map((r) => [r.arm, r.concurrency])).toEqual([
+      ['kube-proxy', 4],
+      ['kube-proxy', 8],
+      ['kube-proxy', 32],
+      ['router-cache-aware', 4],
+      ['router-cache-aware', 8],
+      ['router-cache-aware', 32],
+    ]);
+    expect(rowOf('sweep', 'vllm-router cache-aware')?.slice(0, 5)).toEqual([
+      'vllm-router cache-aware',
+      '4',
+      '505 / 520',
+      '70.2% / 69.0%',
+      '69.6%',
+    ]);
+  });
+});
+
+describe('left on the table', () => {
+  it('compares the best valid arm with the ideal partition in points and percent', () => {
+    const lot = tables.leftOnTable;
+    if (!lot.available) throw new Error(lot.reason);
+    const best = run('arm-epp-prefix').summary;
+    const ideal = run('partition').summary;
+    if (!best || !ideal || best.hitRate === null || ideal.hitRate === null) throw new Error('fixture');
+    const byMetric = Object.fromEntries(lot.rows.map((r) => [r.metric, r]));
+    expect(byMetric.hitRate.difference).toBeCloseTo((ideal.hitRate - best.hitRate) * 100, 10);
+    expect(byMetric.totalTokensPerSecond.difference).toBeCloseTo(
+      ((ideal.totalTokenThroughput - best.totalTokenThroughput) / best.totalTokenThroughput) * 100,
+      10,
+    );
+    expect(byMetric.meanTtftMs.difference).toBeCloseTo(
+      ((ideal.meanTtftMs - best.meanTtftMs) / best.meanTtftMs) * 100,
+      10,
+    );
+    expect(byMetric.p99TtftMs.difference).toBeCloseTo(((418.9 - 478.6) / 478.6) * 100, 10);
+    expect(byMetric.meanItlMs.difference).toBeCloseTo(
+      ((ideal.meanItlMs - best.meanItlMs) / best.meanItlMs) * 100,
+      10,
+    );
+    expect(section('left-on-the-table').table?.headers[1]).toBe('Best arm: Envoy + GAIE Endpoint Picker');
+    expect(section('left-on-the-table').table?.rows).toEqual([
+      ['Hit rate', '73.7%', '78.0%', '+4.3 points', 'better'],
+      ['Total tok/s', '18,020', '21,900', '+21.5%', 'better'],
+      ['Mean TTFT', '168.9 ms', '150.4 ms', '-11.0%', 'better'],
+      ['p99 TTFT', '478.6 ms', '418.9 ms', '-12.5%', 'better'],
+      ['ITL', '31.6 ms', '28.1 ms', '-11.1%', 'better'],
+    ]);
+  });
+
+  it('is not available without a valid ideal partition or a valid arm, and says why', () => {
+    const noPartition = reportTables(
+      withRuns(
+        study.runs.map((r) => (r.group === 'partition' ? { ...r, valid: false, invalidReasons: ['x'] } : r)),
+      ),
+    );
+    expect(noPartition.leftOnTable).toEqual({
+      available: false,
+      reason: 'the ideal-partition run is missing or invalid',
+    });
+    expect(noPartition.partition).toBeUndefined();
+    expect(reportSections(noPartition).find((s) => s.id === 'left-on-the-table')?.notes).toEqual([
+      'Not available: the ideal-partition run is missing or invalid.',
+    ]);
+    expect(leftOnTable([], tables.partition)).toEqual({
+      available: false,
+      reason: 'no valid prefix-workload arm run with a hit rate',
+    });
+  });
+
+  it('says when the ideal partition is worse', () => {
+    expect(
+      verdict({
+        metric: 'p99TtftMs',
+        label: 'p99 TTFT',
+        bestArm: 400,
+        ideal: 420,
+        difference: 5,
+        unit: 'percent',
+        higherIsBetter: false,
+      }),
+    ).toBe('worse');
+  });
+});
+
+describe('formatting', () => {
+  it('uses one decimal, signs differences and marks missing values', () => {
+    expect(percent(0.4444)).toBe('44.4%');
+    expect(percent(null)).toBe('—');
+    expect(signed(4.26, 'points')).toBe('+4.3 points');
+    expect(signed(-12.47, 'percent')).toBe('-12.5%');
+    expect(signed(-0.01, 'percent')).toBe('0.0%');
+    expect(split([512, 513])).toBe('512 / 513');
+  });
+});
+
+describe('metadata', () => {
+  it('records versions, instance and AZ, GPU UUIDs, KV cache, K3s and times', () => {
+    const entries = Object.fromEntries(tables.metadata.map((e) => [e.label, e.value]));
+    expect(entries).toMatchObject({
+      Started: '2025-11-03T09:10:41Z',
+      Finished: '2025-11-03T10:55:02Z',
+      Instance: 'g6.12xlarge in us-east-1b',
+      'KV cache per replica': '163,472 tokens',
+      K3s: 'v1.33.5+k3s1',
+      'GPU of qwen3-0': 'GPU-3f1c2a9e-7b44-4d0e-9a51-0c6e2d8b1f17',
+      'GPU of qwen3-1': 'GPU-a82d5e10-4c3b-47f2-b6d9-91e0f4c7a325',
+      'vllm-router': '0.1.15',
+    });
+  });
+});
+
+describe('markdown report', () => {
+  const md = markdownReport(tables, { source: '/results/study.json' });
+
+  it('has every section as a table, and invalid runs only in their own table', () => {
+    for (const title of [
+      '## Arms: prefix workload',
+      '## Left on the table',
+      '## Upper-bound sweep: one replica directly',
+      '## ShareGPT control',
+      '## Concurrency sweep',
+      '## Invalid runs',
+      '## Study',
+    ]) {
+      expect(md).toContain(title);
+    }
+    expect(md).toContain(
+      '| Kubernetes Service (kube-proxy) | 512 / 513 | 42.1% / 41.9% | 42.0% | 13,105 | 214.3 ms | 611.4 ms | 41.9 ms |',
+    );
+    expect(md).toContain('| 128 | 262,144 | 44.4% | 82.0% | 12,929 | 215.7 ms | 42.8 ms |');
+    expect(md).toContain('| Hit rate | 73.7% | 78.0% | +4.3 points | better |');
+    const tuned = md.split('\n').filter((line) => line.includes('cache-aware-tuned over /v1/completions'));
+    // The invalid prefix run appears once, in the invalid table; its valid ShareGPT control once, as a row.
+    expect(tuned).toHaveLength(2);
+    expect(tuned.filter((line) => line.includes('| invalid |'))).toHaveLength(1);
+  });
+
+  it('escapes pipes inside cells', () => {
+    expect(markdownTable({ headers: ['a'], align: ['left'], rows: [['x | y']] })).toBe(
+      '| a |\n|:---|\n| x \\| y |',
+    );
+  });
+});
