@@ -48,6 +48,8 @@ export interface Sandbox {
   relocate(script: string): string;
   /** Host path as seen inside the sandbox. */
   path(hostPath: string): string;
+  /** Puts a fake command at a host path (e.g. an already installed helm). */
+  fake(hostPath: string, body: string): void;
   run(
     script: string,
     env?: Record<string, string>,
