@@ -9,8 +9,11 @@
  * runs/<run-id>.json               RunRecord of one run (the same object as in study.json)
  * <benchmark-id>/<benchmark-id>.json   the client's saved JSON (written by its Job)
  * <benchmark-id>/<benchmark-id>.log    the client pod's log (saved by the runner)
- * gpu-uuids.json, gpu-topology.txt, host.json   left by the host's bootstrap, read if present
+ * host/gpu-uuids.json             left by the host's bootstrap: { "<replica pod>": "GPU-<uuid>" }
+ * host/nvidia-smi-topo.txt         left by the host's bootstrap: `nvidia-smi topo -m`
+ * host/host.json                   optional: { instanceType, availabilityZone, k3sVersion }
  * ```
+ * The runner reads the `host/` files if present; it has no GPU and cannot run nvidia-smi itself.
  */
 
 export const STUDY_FILE = 'study.json';
@@ -18,12 +21,12 @@ export const STATUS_FILE = 'status.json';
 export const RUNNER_LOG_FILE = 'runner.log';
 export const RUNS_DIR = 'runs';
 
-/** Bootstrap files: `{ "<name>": "GPU-<uuid>", ... }` from `nvidia-smi --query-gpu=index,uuid`. */
-export const GPU_UUIDS_FILE = 'gpu-uuids.json';
-/** `nvidia-smi topo -m` as text. */
-export const GPU_TOPOLOGY_FILE = 'gpu-topology.txt';
-/** `{ "instanceType": "g6.12xlarge", "availabilityZone": "us-west-2b", "k3sVersion": "v1.33.4+k3s1" }` */
-export const HOST_FILE = 'host.json';
+/** `{ "qwen3-0": "GPU-<uuid>", ... }`: the bootstrap runs `nvidia-smi -L` in each replica pod. */
+export const GPU_UUIDS_FILE = 'host/gpu-uuids.json';
+/** `nvidia-smi topo -m` as text, saved by the bootstrap. */
+export const GPU_TOPOLOGY_FILE = 'host/nvidia-smi-topo.txt';
+/** Optional: `{ "instanceType": "g6.12xlarge", "availabilityZone": "us-west-2b", "k3sVersion": "v1.33.4+k3s1" }` */
+export const HOST_FILE = 'host/host.json';
 
 /** Path of a run record, relative to the results folder. */
 export function runRecordPath(runId: string): string {

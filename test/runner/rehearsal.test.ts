@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -113,12 +113,13 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
 
   beforeAll(async () => {
     r = rehearsal();
+    mkdirSync(join(r.dir, 'host'));
     writeFileSync(
-      join(r.dir, 'gpu-uuids.json'),
+      join(r.dir, 'host', 'gpu-uuids.json'),
       JSON.stringify({ 'qwen3-0': 'GPU-1a2b', 'qwen3-1': 'GPU-3c4d' }),
     );
     writeFileSync(
-      join(r.dir, 'host.json'),
+      join(r.dir, 'host', 'host.json'),
       JSON.stringify({ instanceType: 'g6.12xlarge', availabilityZone: 'us-west-2b' }),
     );
     study = await r.run();
@@ -219,7 +220,7 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(m.k3sVersion).toBe('v1.33.4+k3s1');
     expect(m.instanceType).toBe('g6.12xlarge');
     expect(m.availabilityZone).toBe('us-west-2b');
-    expect(m.notes).toEqual(['gpu-topology.txt not found: nvidia-smi topo -m not recorded']);
+    expect(m.notes).toEqual(['host/nvidia-smi-topo.txt not found: nvidia-smi topo -m not recorded']);
     expect(m.startedAt).toBe('2025-10-14T09:00:00.000Z');
     expect(Date.parse(m.finishedAt ?? '')).toBeGreaterThan(Date.parse(m.startedAt));
   });

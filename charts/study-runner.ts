@@ -1,0 +1,128 @@
+import { Chart, type ChartProps } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-34';
+import type { Construct } from 'constructs';
+import type { LabConfig } from '../lib/config/schema.ts';
+import { runnerBundle } from '../lib/runner/bundle.ts';
+import { RUNNER_NODE_IMAGE } from '../lib/runner/run-study.ts';
+import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
+import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
+import { benchmarkJob } from './benchmark-job.ts';
+import { COMPONENT_LABEL, envVars, quantity, RESULTS_HOST_PATH, rootContainerSecurity } from './common.ts';
+
+/** Name of the runner's Job, ServiceAccount, Role, RoleBinding and ConfigMap. */
+export const STUDY_RUNNER_NAME = 'lab-study-runner';
+
+/** Kubernetes refuses a ConfigMap larger than 1 MiB (etcd's object limit). */
+export const CONFIGMAP_LIMIT_BYTES = 1024 * 1024;
+
+export interface StudyRunnerChartProps extends ChartProps {
+  readonly config: LabConfig;
+  /**
+   * The runs to execute.
+   * @default studyPlan(config)
+   */
+  readonly plan?: StudyPlan;
+}
+
+/** The ConfigMap data of the runner: its bundle, the configuration, the plan, and every client Job. */
+export function runnerConfigMapData(config: LabConfig, plan: StudyPlan): Record<string, string> {
+  const jobs = Object.fromEntries(
+    plan.runs.flatMap((run) => run.benchmarks).map((spec) => [spec.id, benchmarkJob(config, spec)]),
+  );
+  return {
+    [RUNNER_FILES.bundle]: runnerBundle(),
+    [RUNNER_FILES.config]: JSON.stringify(config),
+    [RUNNER_FILES.plan]: JSON.stringify(plan),
+    [RUNNER_FILES.jobs]: JSON.stringify(jobs),
+  };
+}
+
+/** Bytes of a ConfigMap's data as stored (UTF-8 of keys and values). */
+export function configMapDataBytes(data: Readonly<Record<string, string>>): number {
+  return Object.entries(data).reduce(
+    (sum, [key, value]) => sum + Buffer.byteLength(key) + Buffer.byteLength(value),
+    0,
+  );
+}
+
+/**
+ * The in-cluster study runner (lib/runner): a Job on a pinned public Node image that runs the
+ * bundled runner from a ConfigMap, with a ServiceAccount whose Role reaches only the lab
+ * namespace, and the results host folder mounted. Applied last: it starts the study as soon as
+ * it exists, and waits for the replicas itself. The client Jobs travel in the ConfigMap, built
+ * by the same `benchmarkJob` as `dist/jobs/`, so the manifests stay self-contained.
+ */
+export class StudyRunnerChart extends Chart {
+  constructor(scope: Construct, id: string, props: StudyRunnerChartProps) {
+    super(scope, id, props);
+    const { config } = props;
+    const plan = props.plan ?? studyPlan(config);
+    const labels = { [COMPONENT_LABEL]: 'study-runner' };
+    const name = STUDY_RUNNER_NAME;
+
+    const data = runnerConfigMapData(config, plan);
+    const bytes = configMapDataBytes(data);
+    if (bytes >= CONFIGMAP_LIMIT_BYTES) {
+      throw new Error(
+        `StudyRunner: the runner ConfigMap holds ${bytes} bytes, over Kubernetes' limit of ${CONFIGMAP_LIMIT_BYTES}; shrink the plan or the bundle`,
+      );
+    }
+    new k8s.KubeConfigMap(this, 'files', { metadata: { name, labels }, data });
+
+    new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name, labels } });
+    new k8s.KubeRole(this, 'role', {
+      metadata: { name, labels },
+      rules: [
+        { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
+        { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+        // Restarting a front end patches its pod template (kubectl.kubernetes.io/restartedAt).
+        { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
+        { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
+      ],
+    });
+    new k8s.KubeRoleBinding(this, 'role-binding', {
+      metadata: { name, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'ServiceAccount', name, namespace: config.namespace }],
+    });
+
+    new k8s.KubeJob(this, 'job', {
+      metadata: { name, labels },
+      spec: {
+        // A retried runner would resume anyway; a failure should be seen, not repeated silently.
+        backoffLimit: 0,
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: name,
+            automountServiceAccountToken: true,
+            restartPolicy: 'Never',
+            containers: [
+              {
+                name: 'runner',
+                image: RUNNER_NODE_IMAGE,
+                command: ['node', `${RUNNER_DIR}/${RUNNER_FILES.bundle}`],
+                env: envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
+                resources: {
+                  requests: { cpu: quantity('100m'), memory: quantity('128Mi') },
+                  limits: { memory: quantity('512Mi') },
+                },
+                // Root: the results host folder belongs to root, like the benchmark clients' output.
+                securityContext: rootContainerSecurity(),
+                volumeMounts: [
+                  { name: 'runner', mountPath: RUNNER_DIR, readOnly: true },
+                  { name: 'results', mountPath: RUNNER_RESULTS_MOUNT },
+                ],
+              },
+            ],
+            volumes: [
+              { name: 'runner', configMap: { name } },
+              { name: 'results', hostPath: { path: RESULTS_HOST_PATH, type: 'DirectoryOrCreate' } },
+            ],
+          },
+        },
+      },
+    });
+  }
+}

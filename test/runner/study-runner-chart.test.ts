@@ -1,0 +1,137 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Testing } from 'cdk8s';
+import { describe, expect, it } from 'vitest';
+import { benchmarkJob } from '../../charts/benchmark-job.ts';
+import {
+  CONFIGMAP_LIMIT_BYTES,
+  configMapDataBytes,
+  STUDY_RUNNER_NAME,
+  StudyRunnerChart,
+} from '../../charts/study-runner.ts';
+import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
+import { imageTagProblem } from '../../lib/config/schema.ts';
+import { RUNNER_NODE_IMAGE } from '../../lib/runner/run-study.ts';
+import { studyPlan } from '../../lib/study/plan.ts';
+import { type Manifest, validateManifest } from '../charts/validate.ts';
+
+const config = defaultLabConfig();
+
+function synthRunner(overrides: unknown = {}): Manifest[] {
+  const cfg = parseLabConfig(overrides);
+  const chart = new StudyRunnerChart(Testing.app(), '90-runner', {
+    namespace: cfg.namespace,
+    labels: { 'app.kubernetes.io/part-of': 'llm-gateway-lab' },
+    config: cfg,
+  });
+  return Testing.synth(chart) as Manifest[];
+}
+
+const objects = synthRunner();
+const of = (kind: string) => {
+  const found = objects.filter((o) => o.kind === kind);
+  expect(found, kind).toHaveLength(1);
+  return found[0];
+};
+
+describe('the StudyRunner chart', () => {
+  it('has a ServiceAccount, Role, RoleBinding, ConfigMap and Job, all valid, in the lab namespace', () => {
+    expect(objects.map((o) => o.kind).sort()).toEqual([
+      'ConfigMap',
+      'Job',
+      'Role',
+      'RoleBinding',
+      'ServiceAccount',
+    ]);
+    for (const object of objects) {
+      validateManifest(object);
+      expect(object.metadata.name).toBe(STUDY_RUNNER_NAME);
+      expect(object.metadata.namespace).toBe('vllm');
+      expect(object.metadata.labels?.['app.kubernetes.io/part-of']).toBe('llm-gateway-lab');
+    }
+  });
+
+  it('grants only what the runner does, in the lab namespace', () => {
+    expect(of('Role').rules).toEqual([
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
+      { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+      { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
+      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
+    ]);
+    expect(of('RoleBinding')).toMatchObject({
+      roleRef: { kind: 'Role', name: STUDY_RUNNER_NAME },
+      subjects: [{ kind: 'ServiceAccount', name: STUDY_RUNNER_NAME, namespace: 'vllm' }],
+    });
+    expect(objects.some((o) => o.kind.startsWith('Cluster'))).toBe(false);
+  });
+
+  it('runs the bundle once on a pinned Node image with the results folder mounted', () => {
+    const job = of('Job');
+    expect(job.spec.backoffLimit).toBe(0);
+    const pod = job.spec.template.spec;
+    expect(pod.restartPolicy).toBe('Never');
+    expect(pod.serviceAccountName).toBe(STUDY_RUNNER_NAME);
+    expect(pod.runtimeClassName).toBeUndefined();
+    const [container] = pod.containers;
+    expect(container.image).toBe(RUNNER_NODE_IMAGE);
+    expect(imageTagProblem(RUNNER_NODE_IMAGE)).toBeUndefined();
+    expect(container.command).toEqual(['node', '/opt/lab-runner/runner.mjs']);
+    expect(container.resources.limits).not.toHaveProperty('nvidia.com/gpu');
+    expect(container.volumeMounts).toEqual([
+      { name: 'runner', mountPath: '/opt/lab-runner', readOnly: true },
+      { name: 'results', mountPath: '/results' },
+    ]);
+    expect(pod.volumes).toEqual([
+      { name: 'runner', configMap: { name: STUDY_RUNNER_NAME } },
+      { name: 'results', hostPath: { path: '/var/lib/lab/results', type: 'DirectoryOrCreate' } },
+    ]);
+  });
+
+  it('carries the bundle, config, plan and the client Jobs of benchmarkJob, under the 1 MiB limit', () => {
+    const data = of('ConfigMap').data as Record<string, string>;
+    expect(Object.keys(data).sort()).toEqual(['config.json', 'jobs.json', 'plan.json', 'runner.mjs']);
+    const bytes = configMapDataBytes(data);
+    expect(bytes).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
+    // The whole object as the API server stores it, too.
+    expect(Buffer.byteLength(JSON.stringify(of('ConfigMap')))).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
+    expect(JSON.parse(data['config.json'])).toEqual(config);
+    const plan = studyPlan(config);
+    expect(JSON.parse(data['plan.json'])).toEqual(JSON.parse(JSON.stringify(plan)));
+    const jobs = JSON.parse(data['jobs.json']);
+    expect(jobs['partition-r1']).toEqual(benchmarkJob(config, plan.runs[4].benchmarks[1]));
+    expect(Object.keys(jobs)).toHaveLength(plan.runs.flatMap((run) => run.benchmarks).length);
+    // The bundle does not drag in cdk8s, zod or the AWS SDK.
+    expect(data['runner.mjs']).not.toMatch(/cdk8s|from "zod"|@aws-sdk/);
+    expect(Buffer.byteLength(data['runner.mjs'])).toBeLessThan(200 * 1024);
+  });
+
+  it('the bundle runs in Node and stops with a clear message outside a cluster', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lab-runner-'));
+    const data = of('ConfigMap').data as Record<string, string>;
+    for (const [file, text] of Object.entries(data)) writeFileSync(join(dir, file), text);
+    let stderr = '';
+    let status = 0;
+    try {
+      execFileSync(process.execPath, [join(dir, 'runner.mjs')], {
+        env: { PATH: process.env.PATH ?? '', LAB_RUNNER_DIR: dir, LAB_RESULTS_DIR: join(dir, 'results') },
+        stdio: 'pipe',
+      });
+    } catch (error) {
+      const e = error as { status: number; stderr: Buffer };
+      status = e.status;
+      stderr = e.stderr.toString();
+    }
+    expect(status).toBe(1);
+    expect(stderr).toMatch(/KUBERNETES_SERVICE_HOST is not set: the runner must run in a pod of the cluster/);
+  });
+
+  it('with every optional arm the ConfigMap still fits', () => {
+    const all = synthRunner({ study: { optionalArms: ['epp-prefix3', 'llmd-precise'] } });
+    const data = all.find((o) => o.kind === 'ConfigMap')?.data as Record<string, string>;
+    expect(Object.keys(JSON.parse(data['jobs.json']))).toContain('arm-llmd-precise-prefix');
+    expect(configMapDataBytes(data)).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
+  });
+});
