@@ -5,6 +5,7 @@ import { registerCheckCommand } from './check-command.ts';
 import { registerConfigCommand } from './config-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
 import { registerPrereqsCommand } from './prereqs-command.ts';
+import { registerTeardownCommand } from './teardown-command.ts';
 import { registerReportCommand } from './report-command.ts';
 
 /** The `lab` command line. Each subcommand lives in its own module and registers itself here. */
@@ -21,6 +22,7 @@ export function labProgram(): Command {
   registerCheckCommand(program);
   registerPlanCommand(program);
   registerPrereqsCommand(program);
+  registerTeardownCommand(program);
   registerReportCommand(program);
   return program;
 }
