@@ -5,8 +5,8 @@ import { registerCheckCommand } from './check-command.ts';
 import { registerConfigCommand } from './config-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
 import { registerPrereqsCommand } from './prereqs-command.ts';
-import { registerTeardownCommand } from './teardown-command.ts';
 import { registerReportCommand } from './report-command.ts';
+import { registerTeardownCommand } from './teardown-command.ts';
 
 /** The `lab` command line. Each subcommand lives in its own module and registers itself here. */
 export function labProgram(): Command {
@@ -22,8 +22,8 @@ export function labProgram(): Command {
   registerCheckCommand(program);
   registerPlanCommand(program);
   registerPrereqsCommand(program);
-  registerTeardownCommand(program);
   registerReportCommand(program);
+  registerTeardownCommand(program);
   return program;
 }
 
