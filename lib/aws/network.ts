@@ -1,6 +1,6 @@
+import { RemovalPolicy } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as logs from 'aws-cdk-lib/aws-logs';
-import { RemovalPolicy } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 
 export interface LabNetworkProps {

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { ArnFormat, CustomResource, Duration, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import { ArnFormat, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -7,11 +7,13 @@ import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
+import { acknowledgeHandler, acknowledgeProviderFramework } from '../acknowledgements.ts';
+import { STACK_TAG_KEY } from '../tags.ts';
 import type { StackTag } from './launch.ts';
 import { LaunchAttributes, LaunchProps, SubnetFields } from './props.ts';
 
 /** The tag key every launched instance and volume carries; termination is allowed only on it. */
-export const DEFAULT_STACK_TAG_KEY = 'llm-gateway-lab:stack';
+export const DEFAULT_STACK_TAG_KEY = STACK_TAG_KEY;
 
 // The Provider framework's waiter cannot run longer than this.
 const MAX_TOTAL_TIMEOUT = Duration.hours(1);
@@ -257,6 +259,42 @@ export class CapacityLaunch extends Construct {
       totalTimeout: props.totalTimeout ?? Duration.minutes(30),
       queryInterval: props.queryInterval ?? Duration.seconds(15),
       logGroup: new logs.LogGroup(this, 'ProviderLogs', { retention, removalPolicy: RemovalPolicy.DESTROY }),
+    });
+
+    acknowledgeHandler(this.onEventFunction);
+    acknowledgeHandler(this.isCompleteFunction);
+    acknowledgeProviderFramework(provider, [this.onEventFunction, this.isCompleteFunction]);
+    const wildcard = (resource: string, account = '<AWS::AccountId>') =>
+      `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:${account}:${resource}/*]`;
+    Validations.of(this.onEventFunction).acknowledge(
+      {
+        id: wildcard('instance'),
+        reason:
+          'The instance id is not known before RunInstances; launching requires this template and the stack tag, terminating requires the stack tag',
+      },
+      {
+        id: wildcard('network-interface'),
+        reason:
+          'RunInstances creates the interface, so its id cannot be known; it is created only with the lab template in the lab subnets',
+      },
+      {
+        id: wildcard('volume'),
+        reason:
+          'RunInstances creates the root volume, so its id cannot be known; tagging is allowed only during RunInstances',
+      },
+      {
+        id: wildcard('image', ''),
+        reason: 'The AMI is a public DLAMI resolved from SSM at deploy time; the template fixes which one',
+      },
+      {
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason:
+          'DescribeInstances and DescribeInstanceTypeOfferings do not support resource-level permissions',
+      },
+    );
+    Validations.of(this.isCompleteFunction).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'DescribeInstances does not support resource-level permissions',
     });
 
     const resource = new CustomResource(this, 'Resource', {

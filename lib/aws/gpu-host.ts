@@ -1,0 +1,125 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type CfnElement, Stack, Validations } from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import * as s3assets from 'aws-cdk-lib/aws-s3-assets';
+import { Construct } from 'constructs';
+import { synthesizeCluster } from '../../charts/synthesize.ts';
+import type { LabConfig } from '../config/schema.ts';
+import { renderBootstrap, renderLauncher } from './bootstrap/index.ts';
+
+export interface GpuHostProps {
+  readonly config: LabConfig;
+  /** Where the host syncs study results; the role may write only under the stack's prefix. */
+  readonly resultsBucket: s3.IBucket;
+  /** Presigned URL the bootstrap signals SUCCESS or FAILURE to. */
+  readonly waitHandleUrl: string;
+}
+
+/**
+ * Everything that defines the GPU host except its launch: the instance role, the bootstrap and
+ * the synthesized manifests as S3 assets, and the launch template whose user data is a small
+ * launcher (user data is limited to 16 KB; the bootstrap itself is far larger).
+ */
+export class GpuHost extends Construct {
+  readonly role: iam.Role;
+  readonly launchTemplate: ec2.LaunchTemplate;
+  /** Managed policies the stack itself attaches to the role (the allow-list of the role cleanup). */
+  readonly managedPolicies: readonly iam.IManagedPolicy[];
+
+  constructor(scope: Construct, id: string, props: GpuHostProps) {
+    super(scope, id);
+    const { config } = props;
+    const stack = Stack.of(this);
+
+    this.managedPolicies = [iam.ManagedPolicy.fromAwsManagedPolicyName('AmazonSSMManagedInstanceCore')];
+    this.role = new iam.Role(this, 'InstanceRole', {
+      assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com'),
+      description: 'LLM-gateway lab GPU host: SSM Session Manager, its own assets, its results prefix',
+      managedPolicies: [...this.managedPolicies],
+    });
+
+    // The manifests are synthesized here, in-process, from the same config: never a stale dist/.
+    const manifestsDir = mkdtempSync(join(tmpdir(), 'lab-manifests-'));
+    synthesizeCluster(config, manifestsDir);
+    const manifests = new s3assets.Asset(this, 'Manifests', { path: manifestsDir });
+    const bootstrapDir = mkdtempSync(join(tmpdir(), 'lab-bootstrap-'));
+    writeFileSync(join(bootstrapDir, 'bootstrap.sh'), renderBootstrap(config), { mode: 0o755 });
+    const bootstrap = new s3assets.Asset(this, 'Bootstrap', { path: join(bootstrapDir, 'bootstrap.sh') });
+    // Exactly the two asset objects, not the whole staging bucket.
+    this.role.addToPolicy(
+      new iam.PolicyStatement({
+        actions: ['s3:GetObject'],
+        resources: [manifests, bootstrap].map((asset) => asset.bucket.arnForObjects(asset.s3ObjectKey)),
+      }),
+    );
+    // `aws s3 sync` of the results folder: list and write under the stack's prefix, nothing else.
+    const resultsPrefix = `${stack.stackName}/`;
+    this.role.addToPolicy(
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [props.resultsBucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': [`${resultsPrefix}*`] } },
+      }),
+    );
+    this.role.addToPolicy(
+      new iam.PolicyStatement({
+        actions: ['s3:PutObject'],
+        resources: [props.resultsBucket.arnForObjects(`${resultsPrefix}*`)],
+      }),
+    );
+    Validations.of(this.role).acknowledge(
+      {
+        id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]',
+        reason:
+          'Session Manager is the only way in (no SSH, no inbound rule); this AWS-maintained policy is the minimum SSM documents for it',
+      },
+      {
+        id: `AwsSolutions-IAM5[Resource::<${stack.getLogicalId(props.resultsBucket.node.defaultChild as CfnElement)}.Arn>/${resultsPrefix}*]`,
+        reason:
+          "Result files are named at run time; writes are confined to the stack's own prefix of its own bucket",
+      },
+    );
+
+    const userData = ec2.UserData.custom(
+      renderLauncher({
+        region: stack.region,
+        bootstrapS3Uri: bootstrap.s3ObjectUrl,
+        manifestsS3Uri: manifests.s3ObjectUrl,
+        waitHandleUrl: props.waitHandleUrl,
+        resultsBucket: props.resultsBucket.bucketName,
+        stackName: stack.stackName,
+      }),
+    );
+
+    this.launchTemplate = new ec2.LaunchTemplate(this, 'LaunchTemplate', {
+      machineImage: ec2.MachineImage.fromSsmParameter(config.instance.amiParameter, {
+        os: ec2.OperatingSystemType.LINUX,
+      }),
+      instanceType: new ec2.InstanceType(config.instance.type),
+      role: this.role,
+      userData,
+      requireImdsv2: true,
+      // One hop: pods (one network namespace further) cannot reach the metadata service and so
+      // never see the instance role's credentials.
+      httpPutResponseHopLimit: 1,
+      instanceInitiatedShutdownBehavior: ec2.InstanceInitiatedShutdownBehavior.TERMINATE,
+      blockDevices: [
+        {
+          deviceName: '/dev/sda1',
+          volume: ec2.BlockDeviceVolume.ebs(config.instance.rootVolumeGiB, {
+            volumeType: ec2.EbsDeviceVolumeType.GP3,
+            encrypted: true,
+            deleteOnTermination: true,
+          }),
+        },
+      ],
+      // No security group and no network interface here: each launch attempt gives its AZ's
+      // subnet, the public IP and the security group on the request's network interface, and
+      // RunInstances rejects a template network interface beside a request subnet (lab-spec 2.1).
+    });
+  }
+}

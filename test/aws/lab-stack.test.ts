@@ -1,0 +1,200 @@
+import { App, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { LabStack } from '../../lib/aws/lab-stack.ts';
+import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
+import type { LabConfig } from '../../lib/config/schema.ts';
+
+const ACCOUNT = '123456789012';
+const REGION = 'us-west-2';
+const AZS = ['us-west-2a', 'us-west-2b', 'us-west-2c', 'us-west-2d'];
+
+function build(config: LabConfig = defaultLabConfig(), env?: { account: string; region: string }) {
+  const app = new App({
+    context: env ? { [`availability-zones:account=${env.account}:region=${env.region}`]: AZS } : {},
+  });
+  const stack = new LabStack(app, config.stackName, { config, ...(env ? { env } : {}) });
+  return { app, stack };
+}
+
+function synth(config: LabConfig = defaultLabConfig(), env?: { account: string; region: string }) {
+  const { app, stack } = build(config, env);
+  return { app, stack, template: Template.fromStack(stack) };
+}
+
+describe('LabStack', () => {
+  let template: Template;
+  beforeAll(() => {
+    ({ template } = synth());
+  });
+
+  it('synthesizes offline without an environment, on two placeholder AZs', () => {
+    template.resourceCountIs('AWS::EC2::Subnet', 2);
+    template.resourceCountIs('AWS::EC2::NatGateway', 0);
+  });
+
+  it('spans every AZ of a concrete region, from context', () => {
+    const { template: concrete } = synth(defaultLabConfig(), { account: ACCOUNT, region: REGION });
+    concrete.resourceCountIs('AWS::EC2::Subnet', AZS.length);
+    for (const az of AZS) {
+      concrete.hasResourceProperties('AWS::EC2::Subnet', { AvailabilityZone: az, MapPublicIpOnLaunch: true });
+    }
+  });
+
+  it('has no inbound rule anywhere', () => {
+    template.resourceCountIs('AWS::EC2::SecurityGroupIngress', 0);
+    for (const sg of Object.values(template.findResources('AWS::EC2::SecurityGroup'))) {
+      expect(sg.Properties.SecurityGroupIngress ?? []).toEqual([]);
+    }
+  });
+
+  it('requires IMDSv2 with one hop, an encrypted gp3 root volume, and terminate on shutdown', () => {
+    template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
+      LaunchTemplateData: Match.objectLike({
+        MetadataOptions: { HttpTokens: 'required', HttpPutResponseHopLimit: 1 },
+        InstanceInitiatedShutdownBehavior: 'terminate',
+        BlockDeviceMappings: [
+          {
+            DeviceName: '/dev/sda1',
+            Ebs: { VolumeSize: 200, VolumeType: 'gp3', Encrypted: true, DeleteOnTermination: true },
+          },
+        ],
+        ImageId: { Ref: Match.stringLikeRegexp('SsmParameterValue.*deeplearning.*') },
+      }),
+    });
+  });
+
+  it('keeps network interfaces and security groups out of the launch template (lab-spec 2.1 point 7)', () => {
+    const [lt] = Object.values(template.findResources('AWS::EC2::LaunchTemplate'));
+    expect(lt.Properties.LaunchTemplateData.NetworkInterfaces).toBeUndefined();
+    expect(lt.Properties.LaunchTemplateData.SecurityGroupIds).toBeUndefined();
+  });
+
+  it('reads the AMI from the public DLAMI parameter', () => {
+    const parameters = template.toJSON().Parameters as Record<string, { Default?: string; Type: string }>;
+    expect(Object.values(parameters)).toContainEqual(
+      expect.objectContaining({
+        Type: 'AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>',
+        Default: '/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id',
+      }),
+    );
+  });
+
+  it('keeps the results bucket, encrypted, private and TLS-only', () => {
+    template.hasResource('AWS::S3::Bucket', {
+      DeletionPolicy: 'Retain',
+      Properties: Match.objectLike({
+        BucketEncryption: {
+          ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+        },
+        PublicAccessBlockConfiguration: {
+          BlockPublicAcls: true,
+          BlockPublicPolicy: true,
+          IgnorePublicAcls: true,
+          RestrictPublicBuckets: true,
+        },
+      }),
+    });
+  });
+
+  it('waits for the bootstrap signal after the launch, with the configured timeout', () => {
+    const conditions = template.findResources('AWS::CloudFormation::WaitCondition');
+    const [[, condition]] = Object.entries(conditions);
+    expect(condition.Properties).toEqual({
+      Handle: { Ref: expect.stringMatching(/^ReadyHandle/) },
+      Count: 1,
+      Timeout: '2700',
+    });
+    const launchIds = Object.keys(template.findResources('AWS::CloudFormation::CustomResource')).concat(
+      Object.keys(template.toJSON().Resources).filter(
+        (id) =>
+          id.startsWith('CapacityLaunch') && template.toJSON().Resources[id].Type.startsWith('Custom::'),
+      ),
+    );
+    expect(launchIds.some((id) => (condition.DependsOn as string[]).includes(id))).toBe(true);
+    const { template: slow } = synth(parseLabConfig({ instance: { readyTimeoutMinutes: 90 } }));
+    slow.hasResourceProperties('AWS::CloudFormation::WaitCondition', { Timeout: '5400' });
+  });
+
+  it('launches only after the role, instance profile and launch template exist', () => {
+    const resources = template.toJSON().Resources as Record<
+      string,
+      { Type: string; Properties?: unknown; DependsOn?: string[] }
+    >;
+    const [launchId, launch] = Object.entries(resources).find(
+      ([id, r]) =>
+        id.startsWith('CapacityLaunch') &&
+        (r.Type === 'AWS::CloudFormation::CustomResource' || r.Type.startsWith('Custom::')),
+    ) ?? [undefined, undefined];
+    expect(launchId).toBeDefined();
+    const text = JSON.stringify(launch?.Properties);
+    const ltId = Object.keys(resources).find((id) => resources[id].Type === 'AWS::EC2::LaunchTemplate');
+    expect(text).toContain(ltId);
+    // The template references the instance profile, which references the role.
+    const lt = JSON.stringify(resources[ltId as string].Properties);
+    const profileId = Object.keys(resources).find((id) => resources[id].Type === 'AWS::IAM::InstanceProfile');
+    expect(lt).toContain(profileId);
+  });
+
+  it("scopes the instance role to SSM, its own assets and the stack's results prefix", () => {
+    template.hasResourceProperties('AWS::IAM::Role', {
+      AssumeRolePolicyDocument: Match.objectLike({
+        Statement: [Match.objectLike({ Principal: { Service: 'ec2.amazonaws.com' } })],
+      }),
+      ManagedPolicyArns: [
+        {
+          'Fn::Join': [
+            '',
+            ['arn:', { Ref: 'AWS::Partition' }, ':iam::aws:policy/AmazonSSMManagedInstanceCore'],
+          ],
+        },
+      ],
+    });
+    const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
+      JSON.stringify(p.Properties.Roles).includes('HostInstanceRole'),
+    );
+    const statements = policies.flatMap((p) => p.Properties.PolicyDocument.Statement);
+    const text = JSON.stringify(statements);
+    expect(text).toContain('/LlmGatewayLab/*');
+    for (const statement of statements) {
+      expect(statement.Resource).not.toBe('*');
+      expect(statement.Action).not.toContain('s3:*');
+    }
+  });
+
+  it('tells the user how to connect, what it costs and when it stops', () => {
+    const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(Object.keys(outputs)).toEqual(
+      expect.arrayContaining([
+        'InstanceId',
+        'AvailabilityZone',
+        'LaunchAttempts',
+        'ConnectCommand',
+        'PortForwardCommand',
+        'ResultsBucketName',
+        'EstimatedCostPerHour',
+        'MaxLifetime',
+        'ReadyReport',
+      ]),
+    );
+    expect(outputs.EstimatedCostPerHour.Value).toBe('4.60 USD/hour on demand (g6.12xlarge, instance only)');
+    expect(outputs.MaxLifetime.Value).toContain('8 h after boot');
+    expect(JSON.stringify(outputs.PortForwardCommand.Value)).toContain('portNumber=30800');
+  });
+
+  it('passes the AwsSolutions checks; every acknowledged finding carries its reason in the code', () => {
+    const { app } = build();
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    // cdk-nag v3 reports through CDK's policy validation: synth throws on any unacknowledged finding.
+    expect(() => app.synth()).not.toThrow();
+  });
+
+  it('would fail the AwsSolutions checks on a real finding', () => {
+    const { app, stack } = build();
+    new s3.Bucket(stack, 'Unencrypted', { enforceSSL: false });
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    expect(() => app.synth()).toThrow(/AwsSolutions-S1|AwsSolutions-S10/);
+  });
+});
