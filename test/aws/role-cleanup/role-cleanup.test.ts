@@ -1,6 +1,7 @@
-import { App, CfnResource, Stack } from 'aws-cdk-lib';
+import { App, CfnResource, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RoleCleanup } from '../../../lib/aws/role-cleanup/role-cleanup.ts';
 
@@ -53,7 +54,7 @@ function testStack() {
     type: 'AWS::CloudFormation::WaitConditionHandle',
   });
   cleanup.mustRunAfterDeletionOf(capacityLaunch);
-  return { stack, instanceRole, helperRole, cleanup };
+  return { app, stack, instanceRole, helperRole, cleanup };
 }
 
 describe('RoleCleanup construct', () => {
@@ -171,6 +172,19 @@ describe('RoleCleanup construct', () => {
     }[];
     expect(logGroups).toHaveLength(2);
     for (const logGroup of logGroups) expect(logGroup.DeletionPolicy).toBe('Delete');
+  });
+
+  it('has no unacknowledged AwsSolutions finding of its own (the stand-in roles of the test stack do)', () => {
+    const { app } = testStack();
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    let report = '';
+    try {
+      app.synth();
+    } catch (error) {
+      report = String((error as Error).message);
+    }
+    expect(report).toContain('RoleCleanupTest/InstanceRole/Resource');
+    expect(report).not.toContain('RoleCleanupTest/RoleCleanup/');
   });
 
   describe('validation', () => {
