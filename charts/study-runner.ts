@@ -3,7 +3,6 @@ import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { runnerBundle } from '../lib/runner/bundle.ts';
-import { RUNNER_NODE_IMAGE } from '../lib/runner/run-study.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
 import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
 import { benchmarkJob } from './benchmark-job.ts';
@@ -101,7 +100,7 @@ export class StudyRunnerChart extends Chart {
             containers: [
               {
                 name: 'runner',
-                image: RUNNER_NODE_IMAGE,
+                image: config.runner.image,
                 command: ['node', `${RUNNER_DIR}/${RUNNER_FILES.bundle}`],
                 env: envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
                 resources: {

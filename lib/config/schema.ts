@@ -112,7 +112,9 @@ const InstanceSchema = z
     fallbackTypes: z
       .array(z.string().min(1))
       .default([])
-      .describe('Instance types tried in order when the primary type has no capacity in any AZ (off by default)'),
+      .describe(
+        'Instance types tried in order when the primary type has no capacity in any AZ (off by default)',
+      ),
     preferredAzs: z
       .array(
         z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d[a-z]$/, 'must be an Availability Zone name like us-west-2a'),
@@ -320,6 +322,22 @@ const WorkloadSchema = z
   })
   .prefault({});
 
+const RunnerSchema = z
+  .strictObject({
+    image: pinnedImage('Public Node.js image the in-cluster study runner runs on').default(
+      'node:22.20.0-bookworm-slim',
+    ),
+    autoStart: z
+      .boolean()
+      .default(true)
+      .describe('Start the study as soon as the testbed is ready (else start it with lab run)'),
+    terminateWhenDone: z
+      .boolean()
+      .default(false)
+      .describe('Upload the results and terminate the instance when the study has finished'),
+  })
+  .prefault({});
+
 const StudySchema = z
   .strictObject({
     boundSweepPrefixes: z
@@ -365,6 +383,7 @@ export const LabConfigSchema = z
     benchmark: BenchmarkSchema,
     workload: WorkloadSchema,
     study: StudySchema,
+    runner: RunnerSchema,
   })
   // Cross-field rules run even when a field failed its own schema, so every problem shows at once.
   .superRefine(crossCheck, { when: () => true });

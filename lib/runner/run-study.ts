@@ -26,9 +26,6 @@ import { GPU_TOPOLOGY_FILE, GPU_UUIDS_FILE, HOST_FILE } from './layout.ts';
 import type { DeploymentState, RunnerDeps } from './ports.ts';
 import { formatElapsed, progressLine, type StudyState, type StudyStatus, studyEtaMs } from './status.ts';
 
-/** The Node image the runner Job runs on (see charts/study-runner.ts). */
-export const RUNNER_NODE_IMAGE = 'node:22.20.0-bookworm-slim';
-
 export interface RunnerOptions {
   /**
    * How long a run's Jobs may take before they are deleted and recorded as timed out.
@@ -549,7 +546,7 @@ class StudyRunner {
       envoy: c.envoy.image,
       devicePlugin: c.devicePlugin.image,
       k3sConfigured: c.k3s.version,
-      runner: RUNNER_NODE_IMAGE,
+      runner: c.runner.image,
     };
     const optional = new Set<string>(c.study.optionalArms);
     if (optional.has('ai-gateway')) {

@@ -108,6 +108,14 @@ describe('LabConfig defaults', () => {
     });
   });
 
+  it('starts the study when the testbed is ready and leaves the instance running after it', () => {
+    expect(config.runner).toEqual({
+      image: 'node:22.20.0-bookworm-slim',
+      autoStart: true,
+      terminateWhenDone: false,
+    });
+  });
+
   it('plans the default study of lab-spec 4.2 with every optional arm off', () => {
     expect(config.study).toEqual({
       boundSweepPrefixes: [128, 64, 16, 8],

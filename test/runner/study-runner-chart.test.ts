@@ -13,7 +13,6 @@ import {
 } from '../../charts/study-runner.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { imageTagProblem } from '../../lib/config/schema.ts';
-import { RUNNER_NODE_IMAGE } from '../../lib/runner/run-study.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
 import { type Manifest, validateManifest } from '../charts/validate.ts';
 
@@ -76,8 +75,8 @@ describe('the StudyRunner chart', () => {
     expect(pod.serviceAccountName).toBe(STUDY_RUNNER_NAME);
     expect(pod.runtimeClassName).toBeUndefined();
     const [container] = pod.containers;
-    expect(container.image).toBe(RUNNER_NODE_IMAGE);
-    expect(imageTagProblem(RUNNER_NODE_IMAGE)).toBeUndefined();
+    expect(container.image).toBe(config.runner.image);
+    expect(imageTagProblem(config.runner.image)).toBeUndefined();
     expect(container.command).toEqual(['node', '/opt/lab-runner/runner.mjs']);
     expect(container.resources.limits).not.toHaveProperty('nvidia.com/gpu');
     expect(container.volumeMounts).toEqual([
