@@ -15,6 +15,7 @@ import { KUBE_PROXY_NODE_PORT } from '../study/topology.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import { GpuHost } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
+import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
 
 export interface LabStackProps extends StackProps {
   /** The lab configuration both synthesizers share. */
@@ -70,6 +71,11 @@ export class LabStack extends Stack {
       instanceRole: this.host.role,
     });
 
+    // Systems Manager may attach policies to the instance role after deploy; strip them before the
+    // role is deleted, and only once the instance is gone (lab-spec 2.4).
+    const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: [this.host.role] });
+    roleCleanup.mustRunAfterDeletionOf(this.launch);
+
     const ready = new CfnWaitCondition(this, 'Ready', {
       handle: readyHandle.ref,
       count: 1,
@@ -104,7 +110,11 @@ export class LabStack extends Stack {
       `aws ssm start-session --region ${this.region} --target ${instanceId} --document-name AWS-StartPortForwardingSession --parameters portNumber=${KUBE_PROXY_NODE_PORT},localPortNumber=8000`,
       'The kube-proxy front end on localhost:8000; for other front ends run kubectl port-forward in a session',
     );
-    output('ResultsBucketName', this.resultsBucket.bucketName, 'Study results; retained on cdk destroy');
+    output(
+      'ResultsBucketName',
+      this.resultsBucket.bucketName,
+      'Study results; retained on cdk destroy (versioned: see "Destroying the lab" in the README to delete it)',
+    );
     output(
       'ResultsLocation',
       `s3://${this.resultsBucket.bucketName}/${this.stackName}/`,

@@ -138,6 +138,23 @@ describe('LabStack', () => {
     expect(lt).toContain(profileId);
   });
 
+  it('strips foreign role policies after the instance is gone and before the role is deleted', () => {
+    const resources = template.toJSON().Resources as Record<string, { Type: string; DependsOn?: string[] }>;
+    const idOf = (type: string) => {
+      const ids = Object.keys(resources).filter((id) => resources[id].Type === type);
+      expect(ids, type).toHaveLength(1);
+      return ids[0];
+    };
+    const cleanup = idOf('Custom::RoleCleanup');
+    const launch = idOf('Custom::CapacityLaunch');
+    const role = Object.keys(resources).find(
+      (id) => id.startsWith('HostInstanceRole') && resources[id].Type === 'AWS::IAM::Role',
+    );
+    // Deletion runs against DependsOn: launch (terminate) first, then the cleanup, then the role.
+    expect(resources[launch].DependsOn).toContain(cleanup);
+    expect(resources[cleanup].DependsOn).toContain(role);
+  });
+
   it("scopes the instance role to SSM, its own assets and the stack's results prefix", () => {
     template.hasResourceProperties('AWS::IAM::Role', {
       AssumeRolePolicyDocument: Match.objectLike({
