@@ -1,5 +1,6 @@
 import { MODEL_CACHE_MOUNT, NVIDIA_RUNTIME_CLASS } from '../../../charts/common.ts';
 import type { LabConfig } from '../../config/schema.ts';
+import { HOST_FILE, STATUS_FILE } from '../../runner/layout.ts';
 import { MODEL_CACHE_HOST_PATH, RESULTS_HOST_PATH, replicaSetName, VLLM_PORT } from '../../study/topology.ts';
 import {
   BOOTSTRAP_ENVIRONMENT,
@@ -44,6 +45,23 @@ export const HELM_PATH = '/usr/local/bin/helm';
 
 /** Uploads RESULTS_HOST_PATH to the results bucket; written by step 1, run by the timer and at shutdown. */
 export const RESULTS_SYNC_SCRIPT = '/usr/local/sbin/lab-sync-results';
+
+/**
+ * With `runner.terminateWhenDone`: run every minute by a systemd timer; once status.json says the
+ * study finished or failed, it uploads the results and shuts the host down (which terminates it).
+ */
+export const TERMINATE_WHEN_DONE_SCRIPT = '/usr/local/sbin/lab-terminate-when-done';
+/** The systemd timer (and service) that runs TERMINATE_WHEN_DONE_SCRIPT. */
+export const TERMINATE_WHEN_DONE_UNIT = 'lab-terminate-when-done';
+
+/** Created by the last step once SUCCESS reached the WaitCondition: the testbed is ready. */
+export const READY_MARKER = `${WORK_DIR}/ready`;
+
+/** K3s writes it with mode 644 (K3S_EXEC): every kubectl on the host, and `lab run`, use it. */
+export const KUBECONFIG_PATH = '/etc/rancher/k3s/k3s.yaml';
+
+/** The instance metadata service (IMDSv2: every read needs a session token). */
+export const IMDS_URL = 'http://169.254.169.254/latest';
 
 /** The script the launcher runs as `bash bootstrap.sh`, with BOOTSTRAP_ENVIRONMENT set. */
 export function renderBootstrap(config: LabConfig): string {
@@ -128,6 +146,10 @@ readonly LOG_FILE=${q(BOOTSTRAP_LOG)}
 readonly WORK_DIR=${q(WORK_DIR)}
 readonly SIGNALLED_MARKER=${q(SIGNALLED_MARKER)}
 readonly SYNC_SCRIPT=${q(RESULTS_SYNC_SCRIPT)}
+readonly READY_MARKER=${q(READY_MARKER)}
+readonly TERMINATE_WHEN_DONE=${config.runner.terminateWhenDone ? 1 : 0}
+readonly DONE_SCRIPT=${q(TERMINATE_WHEN_DONE_SCRIPT)}
+readonly IMDS=${q(IMDS_URL)}
 readonly TOTAL_STEPS=${totalSteps}
 readonly LIFETIME_MINUTES=${lifetimeMinutes(config)}
 readonly INSTANCE_TYPE=${q(config.instance.type)}
@@ -151,8 +173,9 @@ readonly SHAREGPT_FILE=${q(sharegpt)}
 readonly SHAREGPT_URL=${q(SHAREGPT_URL)}
 readonly HELM=${q(HELM_PATH)}
 readonly HELM_VERSION=${q(HELM_VERSION)}
+readonly HOST_FILE=${q(`${RESULTS_HOST_PATH}/${HOST_FILE}`)}
 
-export KUBECONFIG=/etc/rancher/k3s/k3s.yaml
+export KUBECONFIG=${q(KUBECONFIG_PATH)}
 # cloud-init may start the script without HOME; helm and the AWS CLI keep state under it.
 export HOME="\${HOME:-/root}"
 # Byte order for globs, so NN-*.yaml apply in the order synth numbered them.
@@ -256,11 +279,44 @@ function step(name: string, title: string, body: string): BootstrapStep {
   return { name, title, body: `# step: ${title}\n${body.trim()}\n` };
 }
 
+/**
+ * The script TERMINATE_WHEN_DONE_SCRIPT holds: quiet until `<results>/status.json` says the study
+ * finished or failed, then it uploads the results and shuts the host down. The launch template's
+ * instance-initiated shutdown behaviour is `terminate`, and the final-upload unit uploads once more.
+ */
+export function renderTerminateWhenDone(): string {
+  const q = shellQuote;
+  return `#!/bin/bash
+# Ends the lab host once its study is over (runner.terminateWhenDone). Written by the lab bootstrap,
+# run every minute by ${TERMINATE_WHEN_DONE_UNIT}.timer.
+set -euo pipefail
+readonly STATUS_FILE=${q(`${RESULTS_HOST_PATH}/${STATUS_FILE}`)}
+readonly SYNC_SCRIPT=${q(RESULTS_SYNC_SCRIPT)}
+readonly LOG_FILE=${q(BOOTSTRAP_LOG)}
+
+[ -f "$STATUS_FILE" ] || exit 0
+# The runner renames status.json into place, so a read never sees half a file.
+state=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("state", ""))' "$STATUS_FILE") ||
+  exit 0
+case "$state" in
+finished | failed) ;;
+*) exit 0 ;;
+esac
+printf '%s %s\\n' "$(date -u +%FT%TZ)" "the study is $state (runner.terminateWhenDone): uploading the results, then terminating" |
+  tee -a "$LOG_FILE"
+timeout 600 "$SYNC_SCRIPT" || echo "results upload failed; the shutdown hook uploads once more" | tee -a "$LOG_FILE"
+shutdown -h now "lab study $state (runner.terminateWhenDone): results uploaded, terminating"
+`;
+}
+
 function armCostGuard(config: LabConfig): BootstrapStep {
   const minutes = lifetimeMinutes(config);
+  const whenDone = config.runner.terminateWhenDone
+    ? '; terminate when the study is done (runner.terminateWhenDone)'
+    : '';
   return step(
     'arm_cost_guard',
-    `arm the cost guard: shut down in ${minutes} min (instance.maxLifetimeHours ${config.instance.maxLifetimeHours}), results to S3`,
+    `arm the cost guard: shut down in ${minutes} min (instance.maxLifetimeHours ${config.instance.maxLifetimeHours}), results to S3${whenDone}`,
     `
 arm_cost_guard() {
   # First, so that nothing later can leave the GPU host running: the launch template makes an
@@ -271,6 +327,38 @@ arm_cost_guard() {
   printf '%s\\n' "$deadline" >"$WORK_DIR/deadline"
   log "the instance shuts down and terminates at $deadline (to extend: shutdown -c; shutdown -h +<minutes>)"
   install_results_upload
+  if ((TERMINATE_WHEN_DONE)); then install_terminate_when_done; fi
+}
+
+# runner.terminateWhenDone: a timer checks status.json every minute; a finished or failed study
+# uploads the results and shuts the host down.
+install_terminate_when_done() {
+  cat >"$DONE_SCRIPT" <<'SCRIPT'
+${renderTerminateWhenDone().trimEnd()}
+SCRIPT
+  chmod 755 "$DONE_SCRIPT"
+  cat >/etc/systemd/system/${TERMINATE_WHEN_DONE_UNIT}.service <<'UNIT'
+[Unit]
+Description=Upload the lab results and terminate the host once the study is over
+
+[Service]
+Type=oneshot
+ExecStart=${TERMINATE_WHEN_DONE_SCRIPT}
+UNIT
+  cat >/etc/systemd/system/${TERMINATE_WHEN_DONE_UNIT}.timer <<'UNIT'
+[Unit]
+Description=Check every minute whether the lab study is over (runner.terminateWhenDone)
+
+[Timer]
+OnActiveSec=1min
+OnUnitActiveSec=1min
+
+[Install]
+WantedBy=timers.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now ${TERMINATE_WHEN_DONE_UNIT}.timer
+  log "runner.terminateWhenDone: the host uploads the results and terminates once status.json says finished or failed"
 }
 
 # Results reach S3 every 5 minutes and once more when the host stops (the lifetime shutdown too).
@@ -493,7 +581,30 @@ install_k3s() {
   wait_until 120 runtime_class_exists ||
     die "RuntimeClass $RUNTIME_CLASS missing 2 minutes after K3s started: K3s did not detect nvidia-container-runtime (grep nvidia /var/lib/rancher/k3s/agent/etc/containerd/config.toml)"
   kubectl get runtimeclass
+  record_host
 }
+
+# host/host.json for the study metadata: instance type and AZ from the metadata service (IMDSv2,
+# with a session token), and the K3s version. Best effort: the runner records what is there.
+record_host() {
+  local token='' instance_type='' zone='' k3s_version
+  if token=$(curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
+    instance_type=$(imds_get meta-data/instance-type "$token") || instance_type=''
+    zone=$(imds_get meta-data/placement/availability-zone "$token") || zone=''
+  fi
+  if [ -z "$instance_type" ] || [ -z "$zone" ]; then
+    log "the instance metadata service did not answer: $HOST_FILE lacks the instance type or zone"
+  fi
+  k3s_version=$(k3s --version | awk 'NR == 1 { print $3 }')
+  mkdir -p "$(dirname "$HOST_FILE")"
+  python3 -c 'import json, sys
+keys = ("instanceType", "availabilityZone", "k3sVersion")
+print(json.dumps({k: v for k, v in zip(keys, sys.argv[1:]) if v}, indent=2))' \\
+    "$instance_type" "$zone" "$k3s_version" >"$HOST_FILE"
+  log "host: \${instance_type:-unknown type} in \${zone:-unknown zone}, K3s \${k3s_version:-unknown}"
+}
+
+imds_get() { curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $2" "$IMDS/$1"; }
 
 node_is_ready() { kubectl wait --for=condition=Ready node --all --timeout=10s >/dev/null 2>&1; }
 
@@ -753,6 +864,8 @@ signal_success() {
   local data
   data=$(printf '%s; the instance shuts down at %s' "$GPU_SUMMARY" "$(<"$WORK_DIR/deadline")" | head -c 1800 | json_string)
   send_signal SUCCESS '"the lab is ready"' "$data" || die "could not deliver the SUCCESS signal"
+  # lab run starts the study only on a ready testbed.
+  touch "$READY_MARKER"
   log "lab ready"
   upload_results_now
 }`,

@@ -1,9 +1,16 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { synthesizeCluster } from '../../../charts/synthesize.ts';
-import { bootstrapSteps, renderBootstrap, sharegptHostPath } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import {
+  bootstrapSteps,
+  READY_MARKER,
+  renderBootstrap,
+  renderTerminateWhenDone,
+  sharegptHostPath,
+  TERMINATE_WHEN_DONE_SCRIPT,
+} from '../../../lib/aws/bootstrap/bootstrap.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
@@ -192,7 +199,28 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
       /^2 replicas ready on distinct GPUs: qwen3-0=GPU-qwen3-0 qwen3-1=GPU-qwen3-1; the instance shuts down at \d{4}-/,
     );
     expect(existsSync(box.path('/opt/lab/signalled'))).toBe(true);
+    expect(existsSync(box.path(READY_MARKER))).toBe(true);
     expect(box.log()).not.toContain('X-Amz-Signature');
+
+    // host.json for the study metadata, from IMDSv2 (the fake answers only with its token).
+    expect(JSON.parse(readFileSync(box.path('/var/lib/lab/results/host/host.json'), 'utf8'))).toEqual({
+      instanceType: 'g6.12xlarge',
+      availabilityZone: 'us-west-2b',
+      k3sVersion: 'v1.36.4+k3s1',
+    });
+    expect(box.log()).toContain('host: g6.12xlarge in us-west-2b, K3s v1.36.4+k3s1');
+    // runner.terminateWhenDone is off by default: nothing watches for the end of the study.
+    expect(calls.filter((c) => c.includes('lab-terminate-when-done'))).toEqual([]);
+    expect(existsSync(box.path(TERMINATE_WHEN_DONE_SCRIPT))).toBe(false);
+  });
+
+  test('without the metadata service host.json still records the K3s version, and the bootstrap goes on', () => {
+    const { box, result } = rehearse(defaults, { FAKE_NO_IMDS: '1' });
+    expect(result.status, box.log()).toBe(0);
+    expect(JSON.parse(readFileSync(box.path('/var/lib/lab/results/host/host.json'), 'utf8'))).toEqual({
+      k3sVersion: 'v1.36.4+k3s1',
+    });
+    expect(box.log()).toContain('the instance metadata service did not answer');
   });
 
   test('3 replicas with llm-d: both sets awaited, six distinct GPUs, K3s v1.35.2', () => {
@@ -289,5 +317,81 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     );
     expect(box.calls()).toEqual([]);
     expect(box.signals()).toEqual([]);
+  });
+});
+
+describe('runner.terminateWhenDone', () => {
+  const whenDone = parseLabConfig({ runner: { terminateWhenDone: true } });
+  const script = renderBootstrap(whenDone);
+
+  test.skipIf(!shellcheckAvailable && !process.env.CI)(
+    'the bootstrap and the watcher pass shellcheck',
+    () => {
+      expect(shellcheck(script)).toBe('');
+      expect(shellcheck(renderTerminateWhenDone())).toBe('');
+    },
+  );
+
+  test('step 1 says so; the default script installs no watcher', () => {
+    expect(runSteps(script)[0]).toBe(
+      '1 arm the cost guard: shut down in 480 min (instance.maxLifetimeHours 8), results to S3; terminate when the study is done (runner.terminateWhenDone)',
+    );
+    expect(script).toContain('readonly TERMINATE_WHEN_DONE=1');
+    expect(renderBootstrap(defaults)).toContain('readonly TERMINATE_WHEN_DONE=0');
+  });
+
+  test('the bootstrap installs the watcher script and its timer', () => {
+    const { box, result, calls } = rehearse(whenDone);
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
+    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toBe(
+      box.relocate(renderTerminateWhenDone()),
+    );
+    const timer = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.timer'), 'utf8');
+    expect(timer).toContain('OnUnitActiveSec=1min');
+    const service = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.service'), 'utf8');
+    expect(service).toContain(`ExecStart=${box.path(TERMINATE_WHEN_DONE_SCRIPT)}`);
+  });
+
+  /** Runs the watcher once with the given status.json (or none). */
+  function watch(status?: Record<string, unknown>) {
+    const box = makeSandbox();
+    if (status) {
+      mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
+      writeFileSync(box.path('/var/lib/lab/results/status.json'), JSON.stringify(status));
+    }
+    box.fake('/usr/local/sbin/lab-sync-results', 'exit 0');
+    const result = box.run(renderTerminateWhenDone());
+    return { box, result, calls: box.calls() };
+  }
+
+  test.each(['finished', 'failed'])('a %s study: results uploaded, then the host shuts down', (state) => {
+    const { result, calls, box } = watch({ state, totalRuns: 25 });
+    expect(result.status).toBe(0);
+    expect(calls).toEqual([
+      'lab-sync-results ',
+      `shutdown -h now lab study ${state} (runner.terminateWhenDone): results uploaded, terminating`,
+    ]);
+    expect(box.log()).toContain(`the study is ${state} (runner.terminateWhenDone): uploading the results`);
+  });
+
+  test.each([
+    ['no status.json yet', undefined],
+    ['a running study', { state: 'running' }],
+    ['a starting study', { state: 'starting' }],
+  ])('%s: nothing happens', (_, status) => {
+    const { result, calls } = watch(status);
+    expect(result.status).toBe(0);
+    expect(calls).toEqual([]);
+  });
+
+  test('a failed upload still shuts down (the shutdown hook uploads once more)', () => {
+    const box = makeSandbox();
+    mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
+    writeFileSync(box.path('/var/lib/lab/results/status.json'), '{"state":"finished"}');
+    box.fake('/usr/local/sbin/lab-sync-results', 'exit 1');
+    expect(box.run(renderTerminateWhenDone()).status).toBe(0);
+    expect(box.calls()[1]).toMatch(/^shutdown -h now /);
+    expect(box.log()).toContain('results upload failed');
   });
 });

@@ -32,6 +32,7 @@ const HOST_PATHS = [
   '/opt/lab',
   '/var/lib/lab',
   '/usr/local/sbin/lab-sync-results',
+  '/usr/local/sbin/lab-terminate-when-done',
   '/etc/systemd/system',
   '/usr/local/bin/helm',
 ];
@@ -85,7 +86,9 @@ if [ "$1" = -L ]; then
 else
   echo "GPU0 X PHB"
 fi`),
-  k3s: FAKE(`if [ "$1" = --version ]; then echo "k3s version fake"; fi; exit 0`),
+  k3s: FAKE(
+    `if [ "$1" = --version ]; then echo "k3s version v1.36.4+k3s1 (0123abcd)"; echo "go version go1.24"; fi; exit 0`,
+  ),
   kubectl: FAKE(`
 case "$*" in
 "get -f "*envoy-gateway*) echo '{"kind":"List","items":[{"kind":"Deployment","metadata":{"namespace":"envoy-gateway-system","name":"envoy-gateway"}}]}' ;;
@@ -99,12 +102,13 @@ case "$*" in
 esac
 exit 0`),
   curl: FAKE(`
-out='' body='' url=''
+out='' body='' url='' headers=''
 while [ $# -gt 0 ]; do
   case "$1" in
   -o) out=$2; shift ;;
   --data-binary) body=\${2#@}; shift ;;
-  -X | -H | --retry | --max-time) shift ;;
+  -H) headers+="$2;"; shift ;;
+  -X | --retry | --max-time) shift ;;
   -*) ;;
   *) url=$1 ;;
   esac
@@ -116,7 +120,20 @@ if [ -n "$body" ]; then
   printf '%s' "$url" >"$SANDBOX/signal-$n.url"
   exit 0
 fi
+# The metadata service as IMDSv2 answers: a token for a PUT with a TTL, data only with the token.
+imds_token='imds-token-for-the-test'
 case "$url" in
+http://169.254.169.254/latest/api/token)
+  if [ -n "\${FAKE_NO_IMDS:-}" ]; then exit 7; fi
+  [[ "$headers" == *"X-aws-ec2-metadata-token-ttl-seconds: "* ]] || exit 22
+  printf '%s' "$imds_token" ;;
+http://169.254.169.254/latest/meta-data/*)
+  [[ "$headers" == *"X-aws-ec2-metadata-token: $imds_token;"* ]] || exit 22
+  case "$url" in
+  */instance-type) printf 'g6.12xlarge' ;;
+  */placement/availability-zone) printf 'us-west-2b' ;;
+  *) exit 22 ;;
+  esac ;;
 https://get.k3s.io) printf '#!/bin/sh\\necho "k3s-install $INSTALL_K3S_VERSION|$INSTALL_K3S_EXEC" >>"$SANDBOX/calls.log"\\n' >"$out" ;;
 */v1/models) echo '{"object":"list","data":[{"id":"'"$FAKE_SERVED"'"}]}' ;;
 *) if [ -n "$out" ]; then echo "# from $url" >"$out"; fi ;;
