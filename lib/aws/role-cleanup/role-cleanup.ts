@@ -1,20 +1,12 @@
 import { fileURLToPath } from 'node:url';
-import {
-  type CfnElement,
-  CustomResource,
-  Duration,
-  type IResolveContext,
-  Lazy,
-  RemovalPolicy,
-  Stack,
-  Validations,
-} from 'aws-cdk-lib';
+import { CustomResource, Duration, type IResolveContext, Lazy, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct, type IConstruct } from 'constructs';
+import { acknowledgeHandler, acknowledgeProviderFramework } from '../acknowledgements.ts';
 import {
   INLINE_POLICY_NAMES,
   MANAGED_POLICY_ARNS,
@@ -116,16 +108,17 @@ export class RoleCleanup extends Construct {
         resources: roles.map((role) => role.roleArn),
       }),
     );
-    const provider = (this.provider = new cr.Provider(this, 'Provider', {
+    this.provider = new cr.Provider(this, 'Provider', {
       onEventHandler: this.handler,
       logGroup: new logs.LogGroup(this, 'ProviderLogs', {
         retention: logs.RetentionDays.ONE_MONTH,
         removalPolicy: RemovalPolicy.DESTROY,
       }),
-    }));
-    this.acknowledgeNagFindings();
+    });
+    acknowledgeHandler(this.handler);
+    acknowledgeProviderFramework(this.provider, [this.handler]);
     this.resource = new CustomResource(this, 'Resource', {
-      serviceToken: provider.serviceToken,
+      serviceToken: this.provider.serviceToken,
       resourceType: ROLE_CLEANUP_RESOURCE_TYPE,
       properties: {
         // Uncached: resolved at synthesis, after aspects, so late additions to the roles count too.
@@ -139,30 +132,6 @@ export class RoleCleanup extends Construct {
   }
 
   /** The AwsSolutions findings on this construct's own functions, each with its reason. */
-  private acknowledgeNagFindings(): void {
-    const basicExecution =
-      'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]';
-    Validations.of(this.handler).acknowledge(
-      {
-        id: basicExecution,
-        reason:
-          'Grants only CloudWatch Logs writes; the IAM permissions are one statement scoped to the roles',
-      },
-      { id: 'AwsSolutions-L1', reason: 'nodejs22.x is the runtime this project targets and tests' },
-    );
-    const handlerArn = `<${Stack.of(this).getLogicalId(this.handler.node.defaultChild as CfnElement)}.Arn>`;
-    Validations.of(this.provider).acknowledge(
-      { id: basicExecution, reason: 'The framework function only writes its own logs' },
-      {
-        id: 'AwsSolutions-L1',
-        reason: 'The Provider framework pins the runtime of its own function; it moves with aws-cdk-lib',
-      },
-      {
-        id: `AwsSolutions-IAM5[Resource::${handlerArn}:*]`,
-        reason: 'The framework invokes exactly this function; ":*" covers its versions and aliases',
-      },
-    );
-  }
 
   /**
    * Makes this cleanup run only after `constructs` are deleted, by making each of them depend on
