@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { loadLabConfig } from '../config/load.ts';
-import { installCommand, prerequisites } from '../prereqs/prerequisites.ts';
+import { afterApplyCommands, installCommand, prerequisites } from '../prereqs/prerequisites.ts';
 
 /** `lab prereqs`: the commands that install the third-party prerequisites, in order. */
 export function registerPrereqsCommand(program: Command): void {
@@ -22,6 +22,11 @@ export function registerPrereqsCommand(program: Command): void {
         ...(prerequisite.unconfirmed ? [`# UNCONFIRMED: ${prerequisite.unconfirmed}`] : []),
         installCommand(prerequisite),
       ]);
-      process.stdout.write(`${lines.join('\n')}\n`);
+      // Steps that belong between the lab's own files, e.g. Envoy Gateway's restart (lab-spec 3.6).
+      const between = list.afterApply.flatMap((step) => [
+        `# ${step.title}, right after applying ${step.after}.yaml: ${step.reason}`,
+        ...afterApplyCommands(step),
+      ]);
+      process.stdout.write(`${[...lines, ...between].join('\n')}\n`);
     });
 }

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
@@ -65,6 +68,22 @@ describe('lab prereqs', () => {
     expect(await runLab(['prereqs'])).toBe(0);
     const lines = out.join('').trim().split('\n');
     expect(lines.filter((l) => !l.startsWith('#'))).toEqual([`kubectl apply --server-side -f ${GAIE_CRDS}`]);
+  });
+
+  test('prints the steps that go between the lab files, after the file they follow', async () => {
+    const out: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      out.push(String(chunk));
+      return true;
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'lab-prereqs-'));
+    const file = join(dir, 'lab.yaml');
+    writeFileSync(file, 'study:\n  optionalArms: [ai-gateway]\n');
+    expect(await runLab(['--config', file, 'prereqs'])).toBe(0);
+    const text = out.join('');
+    expect(text).toContain('# Restart Envoy Gateway, right after applying 70-ai-gateway-config.yaml:');
+    expect(text).toContain('kubectl -n envoy-gateway-system rollout restart deployment/envoy-gateway');
+    expect(text.indexOf('rollout restart')).toBeGreaterThan(text.indexOf('kubectl apply --server-side'));
   });
 
   test('--json prints the list synth writes', async () => {
