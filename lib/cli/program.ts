@@ -6,6 +6,7 @@ import { registerConfigCommand } from './config-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
 import { registerPrereqsCommand } from './prereqs-command.ts';
 import { registerReportCommand } from './report-command.ts';
+import { registerStudyCommands } from './study-commands.ts';
 import { registerTeardownCommand } from './teardown-command.ts';
 
 /** The `lab` command line. Each subcommand lives in its own module and registers itself here. */
@@ -24,6 +25,7 @@ export function labProgram(): Command {
   registerPrereqsCommand(program);
   registerReportCommand(program);
   registerTeardownCommand(program);
+  registerStudyCommands(program);
   return program;
 }
 
