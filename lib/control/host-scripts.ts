@@ -76,13 +76,14 @@ function jobSettings(job: RunnerJob): string[] {
 /**
  * Bash function `runner_job_state`: prints absent, active, succeeded or failed from the Job's
  * conditions (Complete / Failed, and the *Target conditions newer Kubernetes sets first).
- * A Job without a final condition is active: its pod runs or waits to be scheduled.
+ * A Job without a final condition is active: its pod runs or waits to be scheduled. A kubectl
+ * that fails returns 1 explicitly: errexit does not apply inside `$(...) || ...`.
  */
 export function jobStateFunction(): string[] {
   return [
     'runner_job_state() {',
     '  local found conditions',
-    `  found=$(kubectl -n "$NAMESPACE" get job "$JOB" --ignore-not-found -o 'jsonpath={.metadata.name} {.status.conditions[?(@.status=="True")].type}')`,
+    `  found=$(kubectl -n "$NAMESPACE" get job "$JOB" --ignore-not-found -o 'jsonpath={.metadata.name} {.status.conditions[?(@.status=="True")].type}') || return 1`,
     '  if [ -z "$found" ]; then',
     '    echo absent',
     '    return 0',
