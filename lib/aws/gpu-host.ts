@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type CfnElement, Stack, Validations } from 'aws-cdk-lib';
+import { type CfnElement, CfnWaitConditionHandle, Stack, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
@@ -15,8 +16,6 @@ export interface GpuHostProps {
   readonly config: LabConfig;
   /** Where the host syncs study results; the role may write only under the stack's prefix. */
   readonly resultsBucket: s3.IBucket;
-  /** Presigned URL the bootstrap signals SUCCESS or FAILURE to. */
-  readonly waitHandleUrl: string;
 }
 
 /**
@@ -29,6 +28,13 @@ export class GpuHost extends Construct {
   readonly launchTemplate: ec2.LaunchTemplate;
   /** Managed policies the stack itself attaches to the role (the allow-list of the role cleanup). */
   readonly managedPolicies: readonly iam.IManagedPolicy[];
+  /**
+   * Short hash of what the host boots with (bootstrap and manifests). A new generation launches a
+   * new instance, so whatever waits for its signal must be new as well.
+   */
+  readonly generation: string;
+  /** The handle this generation's bootstrap signals SUCCESS or FAILURE to (a presigned URL). */
+  readonly readyHandle: CfnWaitConditionHandle;
 
   constructor(scope: Construct, id: string, props: GpuHostProps) {
     super(scope, id);
@@ -84,12 +90,19 @@ export class GpuHost extends Construct {
       },
     );
 
+    this.generation = createHash('sha256')
+      .update(`${bootstrap.assetHash}/${manifests.assetHash}`)
+      .digest('hex')
+      .slice(0, 8);
+    // A completed wait condition never waits again, so each generation gets its own handle.
+    this.readyHandle = new CfnWaitConditionHandle(this, `ReadyHandle${this.generation}`);
+
     const userData = ec2.UserData.custom(
       renderLauncher({
         region: stack.region,
         bootstrapS3Uri: bootstrap.s3ObjectUrl,
         manifestsS3Uri: manifests.s3ObjectUrl,
-        waitHandleUrl: props.waitHandleUrl,
+        waitHandleUrl: this.readyHandle.ref,
         resultsBucket: props.resultsBucket.bucketName,
         stackName: stack.stackName,
       }),

@@ -1,7 +1,6 @@
 import {
   CfnOutput,
   CfnWaitCondition,
-  CfnWaitConditionHandle,
   RemovalPolicy,
   Stack,
   type StackProps,
@@ -52,13 +51,7 @@ export class LabStack extends Stack {
     });
     this.network = new LabNetwork(this, 'Network');
 
-    // The bootstrap signals this handle; the condition below waits for it.
-    const readyHandle = new CfnWaitConditionHandle(this, 'ReadyHandle');
-    this.host = new GpuHost(this, 'Host', {
-      config,
-      resultsBucket: this.resultsBucket,
-      waitHandleUrl: readyHandle.ref,
-    });
+    this.host = new GpuHost(this, 'Host', { config, resultsBucket: this.resultsBucket });
 
     this.launch = new CapacityLaunch(this, 'CapacityLaunch', {
       launchTemplate: this.host.launchTemplate,
@@ -76,8 +69,10 @@ export class LabStack extends Stack {
     const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: [this.host.role] });
     roleCleanup.mustRunAfterDeletionOf(this.launch);
 
-    const ready = new CfnWaitCondition(this, 'Ready', {
-      handle: readyHandle.ref,
+    // Named by the host generation: a changed bootstrap or manifests set launches a new instance,
+    // and cdk deploy must wait for that one's signal, not reuse the old, completed condition.
+    const ready = new CfnWaitCondition(this, `Ready${this.host.generation}`, {
+      handle: this.host.readyHandle.ref,
       count: 1,
       timeout: String(config.instance.readyTimeoutMinutes * 60),
     });

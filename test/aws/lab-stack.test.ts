@@ -103,7 +103,7 @@ describe('LabStack', () => {
     const conditions = template.findResources('AWS::CloudFormation::WaitCondition');
     const [[, condition]] = Object.entries(conditions);
     expect(condition.Properties).toEqual({
-      Handle: { Ref: expect.stringMatching(/^ReadyHandle/) },
+      Handle: { Ref: expect.stringMatching(/^HostReadyHandle[0-9a-f]{8}/) },
       Count: 1,
       Timeout: '2700',
     });
@@ -116,6 +116,18 @@ describe('LabStack', () => {
     expect(launchIds.some((id) => (condition.DependsOn as string[]).includes(id))).toBe(true);
     const { template: slow } = synth(parseLabConfig({ instance: { readyTimeoutMinutes: 90 } }));
     slow.hasResourceProperties('AWS::CloudFormation::WaitCondition', { Timeout: '5400' });
+  });
+
+  it('waits anew when the host boots with something else: condition and handle follow the generation', () => {
+    const ids = (t: Template) =>
+      Object.keys(t.findResources('AWS::CloudFormation::WaitCondition')).concat(
+        Object.keys(t.findResources('AWS::CloudFormation::WaitConditionHandle')),
+      );
+    const same = ids(synth().template);
+    expect(ids(template)).toEqual(same);
+    const changed = ids(synth(parseLabConfig({ vllm: { gpuMemoryUtilization: 0.8 } })).template);
+    expect(changed).toHaveLength(2);
+    for (const id of changed) expect(same).not.toContain(id);
   });
 
   it('launches only after the role, instance profile and launch template exist', () => {
