@@ -6,21 +6,12 @@
  *
  * Run: npx tsx scripts/bench-plan.ts   (add --expose-gc via NODE_OPTIONS for steadier heap figures)
  */
+import { defaultLabConfig } from '../lib/config/load.ts';
+import { planInput } from '../lib/study/planner.ts';
 import { ROUTING_POLICIES, type SimulationInput, simulate } from '../lib/study/simulator.ts';
 
-const WORKLOAD: SimulationInput = {
-  replicas: 2,
-  kvCacheTokensPerReplica: 163_472,
-  blockSize: 16,
-  prefixes: 128,
-  prefixLen: 2048,
-  suffixLen: 128,
-  chatTemplateTokens: 10,
-  outputLen: 128,
-  prompts: 1024,
-  concurrency: 32,
-  seed: 42,
-};
+// The workload `lab plan` simulates for the default configuration.
+const WORKLOAD: SimulationInput = planInput(defaultLabConfig());
 
 const PROMPT_COUNTS = [1_000, 10_000, 100_000];
 
