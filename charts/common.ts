@@ -16,14 +16,15 @@ export function labLabels(): Record<string, string> {
 export const COMPONENT_LABEL = 'app.kubernetes.io/component';
 
 // The host folders live in lib/study/topology.ts: the bootstrap and the runner use them too.
-import { MODEL_CACHE_HOST_PATH, RESULTS_HOST_PATH } from '../lib/study/topology.ts';
+import {
+  MODEL_CACHE_HOST_PATH,
+  MODEL_CACHE_MOUNT,
+  NVIDIA_RUNTIME_CLASS,
+  RESULTS_HOST_PATH,
+} from '../lib/study/topology.ts';
 
-export { MODEL_CACHE_HOST_PATH, RESULTS_HOST_PATH };
-/** Where the shared cache is mounted inside pods; `HF_HOME` points here. */
-export const MODEL_CACHE_MOUNT = '/models';
+export { MODEL_CACHE_HOST_PATH, MODEL_CACHE_MOUNT, NVIDIA_RUNTIME_CLASS, RESULTS_HOST_PATH };
 
-/** The RuntimeClass K3s registers when it finds nvidia-container-runtime (lab-spec 2.2). */
-export const NVIDIA_RUNTIME_CLASS = 'nvidia';
 /** Extended resource the NVIDIA device plugin advertises. */
 export const GPU_RESOURCE = 'nvidia.com/gpu';
 

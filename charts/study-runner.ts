@@ -5,11 +5,9 @@ import type { LabConfig } from '../lib/config/schema.ts';
 import { runnerBundle } from '../lib/runner/bundle.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
 import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
+import { STUDY_RUNNER_NAME } from '../lib/study/topology.ts';
 import { benchmarkJob } from './benchmark-job.ts';
 import { COMPONENT_LABEL, envVars, quantity, RESULTS_HOST_PATH, rootContainerSecurity } from './common.ts';
-
-/** Name of the runner's Job, ServiceAccount, Role, RoleBinding and ConfigMap. */
-export const STUDY_RUNNER_NAME = 'lab-study-runner';
 
 /** Kubernetes refuses a ConfigMap larger than 1 MiB (etcd's object limit). */
 export const CONFIGMAP_LIMIT_BYTES = 1024 * 1024;

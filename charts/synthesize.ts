@@ -3,14 +3,10 @@ import { join } from 'node:path';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { prerequisites } from '../lib/prereqs/prerequisites.ts';
 import { studyPlan } from '../lib/study/plan.ts';
+import { RUNNER_ON_DEMAND_DIR, STUDY_RUNNER_CHART } from '../lib/study/topology.ts';
 import { buildBenchmarkJobsApp } from './benchmark-job.ts';
 import { buildLabApp, LabApp, labLabels } from './lab-app.ts';
 import { StudyRunnerChart } from './study-runner.ts';
-
-/** Chart id (and file name) of the in-cluster study runner: after everything it drives. */
-export const STUDY_RUNNER_CHART = '90-runner';
-/** Folder for the runner when it must not start on apply (`runner.autoStart: false`). */
-export const RUNNER_ON_DEMAND_DIR = 'runner';
 
 /**
  * Writes the whole cluster side into `outdir`: the charts in apply order, the study's Jobs in

@@ -1,10 +1,13 @@
-import { STUDY_RUNNER_NAME } from '../../charts/study-runner.ts';
-import { RUNNER_ON_DEMAND_DIR, STUDY_RUNNER_CHART } from '../../charts/synthesize.ts';
 import { KUBECONFIG_PATH, READY_MARKER, RESULTS_SYNC_SCRIPT } from '../aws/bootstrap/bootstrap.ts';
 import { BOOTSTRAP_LOG, MANIFESTS_DIR, shellQuote } from '../aws/bootstrap/shell.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { STATUS_FILE } from '../runner/layout.ts';
-import { RESULTS_HOST_PATH } from '../study/topology.ts';
+import {
+  RESULTS_HOST_PATH,
+  RUNNER_ON_DEMAND_DIR,
+  STUDY_RUNNER_CHART,
+  STUDY_RUNNER_NAME,
+} from '../study/topology.ts';
 
 /**
  * The bash scripts `lab run`, `lab status` and `lab results` send to the GPU host through SSM Run

@@ -9,8 +9,19 @@ import type { RunTarget } from './plan.ts';
 
 /** Host folder shared by every replica and benchmark client as `HF_HOME` (models, datasets). */
 export const MODEL_CACHE_HOST_PATH = '/var/lib/lab/models';
+/** Where the shared cache is mounted inside pods; `HF_HOME` points here. */
+export const MODEL_CACHE_MOUNT = '/models';
+/** The RuntimeClass K3s registers when it finds nvidia-container-runtime (lab-spec 2.2). */
+export const NVIDIA_RUNTIME_CLASS = 'nvidia';
 /** Host folder under which each benchmark client writes its saved JSON; synced to the results bucket. */
 export const RESULTS_HOST_PATH = '/var/lib/lab/results';
+
+/** ServiceAccount, Role, ConfigMap and Job of the in-cluster study runner. */
+export const STUDY_RUNNER_NAME = 'lab-study-runner';
+/** Chart id (and manifest file name) of the study runner: after everything it drives. */
+export const STUDY_RUNNER_CHART = '90-runner';
+/** Manifests folder for the runner when it must not start on apply (`runner.autoStart: false`). */
+export const RUNNER_ON_DEMAND_DIR = 'runner';
 
 /** vLLM's OpenAI-compatible port inside every replica. */
 export const VLLM_PORT = 8000;

@@ -1,7 +1,6 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { STUDY_RUNNER_NAME } from '../../charts/study-runner.ts';
 import { synthesizeCluster } from '../../charts/synthesize.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import {
@@ -14,6 +13,7 @@ import {
   runnerJob,
   scriptText,
 } from '../../lib/control/host-scripts.ts';
+import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
 import { makeSandbox, shellcheck, shellcheckAvailable } from '../aws/bootstrap/sandbox.ts';
 
 const job = runnerJob(parseLabConfig({}));

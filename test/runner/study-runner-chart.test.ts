@@ -5,15 +5,11 @@ import { join } from 'node:path';
 import { Testing } from 'cdk8s';
 import { describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
-import {
-  CONFIGMAP_LIMIT_BYTES,
-  configMapDataBytes,
-  STUDY_RUNNER_NAME,
-  StudyRunnerChart,
-} from '../../charts/study-runner.ts';
+import { CONFIGMAP_LIMIT_BYTES, configMapDataBytes, StudyRunnerChart } from '../../charts/study-runner.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { imageTagProblem } from '../../lib/config/schema.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
+import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
 import { type Manifest, validateManifest } from '../charts/validate.ts';
 
 const config = defaultLabConfig();

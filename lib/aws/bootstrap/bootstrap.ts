@@ -1,7 +1,13 @@
-import { MODEL_CACHE_MOUNT, NVIDIA_RUNTIME_CLASS } from '../../../charts/common.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { HOST_FILE, STATUS_FILE } from '../../runner/layout.ts';
-import { MODEL_CACHE_HOST_PATH, RESULTS_HOST_PATH, replicaSetName, VLLM_PORT } from '../../study/topology.ts';
+import {
+  MODEL_CACHE_HOST_PATH,
+  MODEL_CACHE_MOUNT,
+  NVIDIA_RUNTIME_CLASS,
+  RESULTS_HOST_PATH,
+  replicaSetName,
+  VLLM_PORT,
+} from '../../study/topology.ts';
 import {
   BOOTSTRAP_ENVIRONMENT,
   BOOTSTRAP_LOG,
