@@ -49,7 +49,8 @@ export function aiGatewayNames(config: LabConfig) {
   return {
     /** Cluster-wide, so prefixed with the lab namespace like the EPPs' ClusterRoles. */
     gatewayClass: `${config.namespace}-${AI_GATEWAY_ARM}`,
-    envoyProxy: AI_GATEWAY_ARM,
+    // Lives in envoy-gateway-system, shared by every lab on the cluster: prefixed like the GatewayClass.
+    envoyProxy: `${config.namespace}-${AI_GATEWAY_ARM}`,
     gateway: AI_GATEWAY_ARM,
     httpRoute: AI_GATEWAY_ARM,
     inferencePoolReader: `${config.namespace}-envoy-gateway-inferencepools`,
@@ -152,8 +153,10 @@ export class AiGatewayChart extends Chart {
 
     const epp = new EndpointPicker(this, 'epp', endpointPickerProps(config, arm));
 
+    // In the controller's namespace, where Envoy Gateway resolves a GatewayClass's parameters and
+    // where its own documentation places them.
     new EnvoyProxy(this, 'envoy-proxy', {
-      metadata: { name: names.envoyProxy, labels },
+      metadata: { name: names.envoyProxy, namespace: ENVOY_GATEWAY_NAMESPACE, labels },
       spec: {
         provider: {
           type: 'Kubernetes',
@@ -186,7 +189,7 @@ export class AiGatewayChart extends Chart {
             group: ENVOY_GATEWAY_GROUP,
             kind: 'EnvoyProxy',
             name: names.envoyProxy,
-            namespace: config.namespace,
+            namespace: ENVOY_GATEWAY_NAMESPACE,
           },
         },
       }),

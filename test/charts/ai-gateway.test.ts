@@ -66,7 +66,11 @@ describe('the Envoy AI Gateway arm', () => {
     ] as const) {
       for (const object of lab.charts[chart]) {
         const label = `${object.kind} ${object.metadata.name}`;
-        expect(object.metadata.namespace, label).toBe(CLUSTER_SCOPED.has(object.kind) ? undefined : expected);
+        // The EnvoyProxy sits with the controller, where Envoy Gateway resolves GatewayClass parameters.
+        const namespace = object.kind === 'EnvoyProxy' ? 'envoy-gateway-system' : expected;
+        expect(object.metadata.namespace, label).toBe(
+          CLUSTER_SCOPED.has(object.kind) ? undefined : namespace,
+        );
         expect(object.metadata.labels?.['app.kubernetes.io/part-of'], label).toBe('llm-gateway-lab');
       }
     }
@@ -143,15 +147,15 @@ describe('the Envoy AI Gateway arm', () => {
     expect(ref).toEqual({
       group: 'gateway.envoyproxy.io',
       kind: 'EnvoyProxy',
-      name: 'ai-gateway',
-      namespace: 'vllm',
+      name: 'vllm-ai-gateway',
+      namespace: 'envoy-gateway-system',
     });
     const proxy = find(objects, 'EnvoyProxy', ref.name);
     expect(proxy.metadata.namespace).toBe(ref.namespace);
   });
 
   test('the EnvoyProxy pins the Service the study addresses, cluster-internal, sized like the standalone Envoy', () => {
-    const proxy = find(objects, 'EnvoyProxy', 'ai-gateway');
+    const proxy = find(objects, 'EnvoyProxy', 'vllm-ai-gateway');
     expect(proxy.spec.provider.type).toBe('Kubernetes');
     expect(proxy.spec.provider.kubernetes.envoyService).toEqual({ name: 'ai-gateway', type: 'ClusterIP' });
     expect(proxy.spec.concurrency).toBe(8);
@@ -229,10 +233,13 @@ describe('the Envoy AI Gateway arm', () => {
       envoy: { logLevel: 'critical', concurrency: 4 },
     });
     const gatewayClass = find(other.objects, 'GatewayClass', 'lab2-ai-gateway');
-    expect(gatewayClass.spec.parametersRef.namespace).toBe('lab2');
+    expect(gatewayClass.spec.parametersRef).toMatchObject({
+      name: 'lab2-ai-gateway',
+      namespace: 'envoy-gateway-system',
+    });
     expect(find(other.objects, 'Gateway', 'ai-gateway').metadata.namespace).toBe('lab2');
     find(other.objects, 'ClusterRole', 'lab2-envoy-gateway-inferencepools');
-    const proxy = find(other.objects, 'EnvoyProxy', 'ai-gateway');
+    const proxy = find(other.objects, 'EnvoyProxy', 'lab2-ai-gateway');
     expect(proxy.spec.logging.level.default).toBe('error');
     expect(proxy.spec.concurrency).toBe(4);
     expect(args(other.objects, 'qwen3-ai-gateway')).toEqual(
@@ -277,7 +284,7 @@ describe('schemas of the AI Gateway kinds catch mistakes', () => {
     const { backendResources, ...rest } = document.extensionManager;
     const typo = { ...document, extensionManager: { ...rest, backendResource: backendResources } };
     expect(() => validateEnvoyGatewayConfig(typo)).toThrow(/additional properties/);
-    const proxy = find(objects, 'EnvoyProxy', 'ai-gateway');
+    const proxy = find(objects, 'EnvoyProxy', 'vllm-ai-gateway');
     const { envoyService, ...kubernetes } = proxy.spec.provider.kubernetes;
     const misspelled = {
       ...proxy,
@@ -286,7 +293,7 @@ describe('schemas of the AI Gateway kinds catch mistakes', () => {
         provider: { ...proxy.spec.provider, kubernetes: { ...kubernetes, envoyServices: envoyService } },
       },
     };
-    expect(() => validateManifest(misspelled)).toThrow(/EnvoyProxy vllm\/ai-gateway/);
+    expect(() => validateManifest(misspelled)).toThrow(/EnvoyProxy envoy-gateway-system\/vllm-ai-gateway/);
   });
 
   test('an HTTPRoute backendRef to a Service needs a port; a bad timeout is rejected', () => {
