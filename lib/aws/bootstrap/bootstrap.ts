@@ -433,16 +433,21 @@ function waitForAptLocks(): BootstrapStep {
 wait_for_apt_locks() {
   # unattended-upgrades holds the dpkg lock for minutes at first boot.
   wait_until 900 apt_is_idle ||
-    die "apt/dpkg still busy after 15 minutes: $(pgrep -a -x 'apt|apt-get|dpkg|unattended-upgr' || true)"
+    die "apt/dpkg still busy after 15 minutes: $(pgrep -a -f '/usr/bin/(apt|apt-get|dpkg|unattended-upgrade)( |$)' || true)"
   log "apt and dpkg are idle"
 }
 
+# The locks are what apt-get would wait on. Process names alone mislead: unattended-upgrades'
+# shutdown helper runs for the machine's whole life under the same 15-character name
+# ("unattended-upgr") as the upgrade worker, so processes are matched by their full path.
 apt_is_idle() {
-  if pgrep -x 'apt|apt-get|dpkg|unattended-upgr' >/dev/null; then return 1; fi
-  if command -v fuser >/dev/null &&
-    fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock >/dev/null 2>&1; then
-    return 1
+  if command -v fuser >/dev/null; then
+    if fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock >/dev/null 2>&1; then
+      return 1
+    fi
+    return 0
   fi
+  if pgrep -f '/usr/bin/(apt|apt-get|dpkg|unattended-upgrade)( |$)' >/dev/null; then return 1; fi
   return 0
 }`,
   );

@@ -129,6 +129,27 @@ function rehearse(config: LabConfig, fakes: Record<string, string> = {}, prepare
   return { box, result, calls, index, manifests };
 }
 
+describe('waiting for apt at first boot', () => {
+  // unattended-upgrade-shutdown --wait-for-signal runs all the time under the process name
+  // "unattended-upgr"; only the dpkg and apt locks say whether apt is busy.
+  const fakePgrep = (box: Sandbox) =>
+    writeFileSync(join(box.root, 'bin', 'pgrep'), '#!/bin/bash\necho "1234 unattended-upgr"\nexit 0\n');
+
+  test('is not fooled by the always-running unattended-upgrades helper', () => {
+    const { box, result } = rehearse(defaults, {}, fakePgrep);
+    expect(result.status, box.log()).toBe(0);
+    expect(box.log()).toContain('apt and dpkg are idle');
+  });
+
+  test('waits while a lock is held', () => {
+    const script = renderBootstrap(defaults).replace('then main "$@"; fi', 'then :; fi');
+    const box = makeSandbox();
+    writeFileSync(join(box.root, 'bin', 'fuser'), '#!/bin/bash\nexit 0\n');
+    const held = box.run(`${script}\napt_is_idle && echo idle || echo busy\n`);
+    expect(held.stdout.trim().split('\n').at(-1)).toBe('busy');
+  });
+});
+
 describe('the bootstrap, rehearsed with fake system commands', () => {
   test('default config: every step in order, then SUCCESS with the GPU of each replica', () => {
     const { box, result, calls, index, manifests } = rehearse(defaults);
