@@ -63,11 +63,17 @@ export interface RunSummary {
   readonly completed: number;
   /** Prompts asked minus completed, over all clients. */
   readonly failed: number;
-  /** Sum over clients (they run at the same time). */
+  /**
+   * Tokens per second over the whole run. One client: its own figures. Concurrent clients (the
+   * ideal partition): (sum of input + output tokens) / longest duration, and sum of output tokens /
+   * longest duration; adding the clients' own rates would overstate the reference, since each rate
+   * is over that client's shorter duration.
+   */
   readonly totalTokenThroughput: number;
   readonly outputThroughput: number;
-  /** Means weighted by each client's completed requests. */
+  /** Mean TTFT weighted by each client's completed requests. */
   readonly meanTtftMs: number;
+  /** Mean ITL weighted by each client's output tokens (it is a per-token mean). */
   readonly meanItlMs: number;
   /** The highest client p99: exact for one client, an upper estimate for the ideal partition. */
   readonly p99TtftMs: number;
@@ -132,18 +138,45 @@ export function summarizeRun(
   if (results.length === 0 || results.some((r) => r === undefined)) return undefined;
   const done = results as ClientResult[];
   const completed = sum(done.map((r) => r.completed));
-  const weighted = (key: ClientResultKey) =>
-    completed === 0 ? 0 : sum(done.map((r) => r[key] * r.completed)) / completed;
   const queried = sum(replicas.map((r) => r.queriedTokens));
+  const combined = done.length === 1 ? ownFigures(done[0]) : combine(done);
   return {
     completed,
     failed: sum(clients.map((c, i) => c.prompts - done[i].completed)),
-    totalTokenThroughput: sum(done.map((r) => r.total_token_throughput)),
-    outputThroughput: sum(done.map((r) => r.output_throughput)),
-    meanTtftMs: weighted('mean_ttft_ms'),
-    meanItlMs: weighted('mean_itl_ms'),
+    ...combined,
     p99TtftMs: Math.max(...done.map((r) => r.p99_ttft_ms)),
     hitRate: queried === 0 ? null : sum(replicas.map((r) => r.hitTokens)) / queried,
+  };
+}
+
+type CombinedFigures = Pick<
+  RunSummary,
+  'totalTokenThroughput' | 'outputThroughput' | 'meanTtftMs' | 'meanItlMs'
+>;
+
+function ownFigures(r: ClientResult): CombinedFigures {
+  return {
+    totalTokenThroughput: r.total_token_throughput,
+    outputThroughput: r.output_throughput,
+    meanTtftMs: r.mean_ttft_ms,
+    meanItlMs: r.mean_itl_ms,
+  };
+}
+
+/** Combines concurrent clients: tokens over the longest duration, means weighted per request / per token. */
+function combine(done: readonly ClientResult[]): CombinedFigures {
+  const duration = Math.max(...done.map((r) => r.duration));
+  const inputTokens = sum(done.map((r) => r.total_input_tokens));
+  const outputTokens = sum(done.map((r) => r.total_output_tokens));
+  const weighted = (key: ClientResultKey, weight: ClientResultKey) => {
+    const total = sum(done.map((r) => r[weight]));
+    return total === 0 ? 0 : sum(done.map((r) => r[key] * r[weight])) / total;
+  };
+  return {
+    totalTokenThroughput: duration > 0 ? (inputTokens + outputTokens) / duration : 0,
+    outputThroughput: duration > 0 ? outputTokens / duration : 0,
+    meanTtftMs: weighted('mean_ttft_ms', 'completed'),
+    meanItlMs: weighted('mean_itl_ms', 'total_output_tokens'),
   };
 }
 

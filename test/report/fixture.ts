@@ -161,7 +161,7 @@ export const INCOMPLETE_REASONS = [
 
 function clientResult(c: ClientNumbers, prompts: number): ClientResult {
   const completed = c.completed ?? prompts;
-  const duration = (completed * (2186 + 128)) / Math.max(c.tps, 1);
+  const duration = (completed * (2176 + 128)) / Math.max(c.tps, 1);
   return {
     completed,
     duration,

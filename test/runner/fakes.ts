@@ -288,13 +288,20 @@ export class FakeCluster implements Cluster {
 
   private writeResult(spec: BenchmarkSpec, completed: number): void {
     const values = Object.fromEntries(CLIENT_RESULT_KEYS.map((key, i) => [key, 10 + i]));
+    const inputTokens = completed * 2176;
+    const outputTokens = completed * 128;
+    const duration = (inputTokens + outputTokens) / 12_929;
     const result = {
       backend: 'openai-chat',
       num_prompts: spec.prompts,
       ...values,
       completed,
+      // Consistent with each other: tokens / duration is the client's own throughput.
+      duration,
+      total_input_tokens: inputTokens,
+      total_output_tokens: outputTokens,
       total_token_throughput: 12_929,
-      output_throughput: 640,
+      output_throughput: outputTokens / duration,
       mean_ttft_ms: 215.7,
       p99_ttft_ms: 812.5,
       mean_itl_ms: 42.82,

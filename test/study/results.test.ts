@@ -30,14 +30,17 @@ function replica(replicaIndex: number, queriedTokens: number, hitTokens: number)
 }
 
 describe('summarizeRun', () => {
-  it('adds throughput of concurrent clients, weights means by completed requests and keeps the worst p99', () => {
+  it('combines concurrent clients: tokens over the longest duration, TTFT per request, ITL per output token, worst p99', () => {
     const summary = summarizeRun(
       [
         client(
           clientResult({
             completed: 512,
-            total_token_throughput: 6000,
-            output_throughput: 400,
+            duration: 100,
+            total_input_tokens: 500_000,
+            total_output_tokens: 60_000,
+            total_token_throughput: 5600,
+            output_throughput: 600,
             mean_ttft_ms: 100,
             mean_itl_ms: 20,
             p99_ttft_ms: 300,
@@ -46,8 +49,11 @@ describe('summarizeRun', () => {
         client(
           clientResult({
             completed: 256,
-            total_token_throughput: 5000,
-            output_throughput: 300,
+            duration: 80,
+            total_input_tokens: 250_000,
+            total_output_tokens: 20_000,
+            total_token_throughput: 3375,
+            output_throughput: 250,
             mean_ttft_ms: 400,
             mean_itl_ms: 50,
             p99_ttft_ms: 900,
@@ -59,12 +65,38 @@ describe('summarizeRun', () => {
     expect(summary).toEqual({
       completed: 768,
       failed: 256,
-      totalTokenThroughput: 11_000,
-      outputThroughput: 700,
+      // (750,000 + 80,000) / 100 s, not 5600 + 3375 = 8975
+      totalTokenThroughput: 8300,
+      // 80,000 / 100 s, not 600 + 250 = 850
+      outputThroughput: 800,
       meanTtftMs: (512 * 100 + 256 * 400) / 768,
-      meanItlMs: (512 * 20 + 256 * 50) / 768,
+      meanItlMs: (60_000 * 20 + 20_000 * 50) / 80_000,
       p99TtftMs: 900,
       hitRate: 0.7,
+    });
+  });
+
+  it('keeps a single client exactly its own figures', () => {
+    const own = clientResult({
+      completed: 1024,
+      duration: 97.3,
+      total_input_tokens: 2_228_224,
+      total_output_tokens: 131_072,
+      total_token_throughput: 12_929,
+      output_throughput: 640,
+      mean_ttft_ms: 215.7,
+      mean_itl_ms: 42.82,
+      p99_ttft_ms: 812.5,
+    });
+    expect(summarizeRun([client(own, 1024)], [replica(0, 1000, 444)])).toEqual({
+      completed: 1024,
+      failed: 0,
+      totalTokenThroughput: 12_929,
+      outputThroughput: 640,
+      meanTtftMs: 215.7,
+      meanItlMs: 42.82,
+      p99TtftMs: 812.5,
+      hitRate: 0.444,
     });
   });
 
