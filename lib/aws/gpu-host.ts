@@ -90,8 +90,11 @@ export class GpuHost extends Construct {
       },
     );
 
+    // Everything that makes the capacity launch start a new instance, as far as synthesis knows it.
+    const { type, fallbackTypes, preferredAzs, rootVolumeGiB, amiParameter } = config.instance;
+    const launchInputs = JSON.stringify({ type, fallbackTypes, preferredAzs, rootVolumeGiB, amiParameter });
     this.generation = createHash('sha256')
-      .update(`${bootstrap.assetHash}/${manifests.assetHash}`)
+      .update(`${bootstrap.assetHash}/${manifests.assetHash}/${launchInputs}`)
       .digest('hex')
       .slice(0, 8);
     // A completed wait condition never waits again, so each generation gets its own handle.

@@ -44,6 +44,8 @@ export class LabStack extends Stack {
       versioned: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
+    // The TLS-only policy must stay with the retained bucket.
+    this.resultsBucket.policy?.applyRemovalPolicy(RemovalPolicy.RETAIN);
     Validations.of(this.resultsBucket).acknowledge({
       id: 'AwsSolutions-S1',
       reason:
@@ -62,12 +64,14 @@ export class LabStack extends Stack {
       preferredAzs: config.instance.preferredAzs,
       vcpusNeeded: config.instance.vcpus,
       instanceRole: this.host.role,
+      // Relaunch exactly when the wait condition below is new, so every new host is waited for.
+      generation: this.host.generation,
     });
 
     // Systems Manager may attach policies to the instance role after deploy; strip them before the
     // role is deleted, and only once the instance is gone (lab-spec 2.4).
     const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: [this.host.role] });
-    roleCleanup.mustRunAfterDeletionOf(this.launch);
+    roleCleanup.mustRunAfterDeletionOf(this.launch.resource);
 
     // Named by the host generation: a changed bootstrap or manifests set launches a new instance,
     // and cdk deploy must wait for that one's signal, not reuse the old, completed condition.

@@ -130,6 +130,22 @@ describe('LabStack', () => {
     for (const id of changed) expect(same).not.toContain(id);
   });
 
+  it('relaunches the host exactly when it gets a new wait condition', () => {
+    const resources = template.toJSON().Resources as Record<
+      string,
+      { Type: string; Properties: { Generation?: string } }
+    >;
+    const launch = Object.values(resources).find((r) => r.Type === 'Custom::CapacityLaunch');
+    const generation = launch?.Properties.Generation;
+    expect(generation).toMatch(/^[0-9a-f]{8}$/);
+    const [conditionId] = Object.keys(template.findResources('AWS::CloudFormation::WaitCondition'));
+    expect(conditionId).toMatch(new RegExp(`^Ready${generation}`));
+  });
+
+  it('keeps the TLS-only policy with the retained bucket', () => {
+    template.hasResource('AWS::S3::BucketPolicy', { DeletionPolicy: 'Retain' });
+  });
+
   it('launches only after the role, instance profile and launch template exist', () => {
     const resources = template.toJSON().Resources as Record<
       string,

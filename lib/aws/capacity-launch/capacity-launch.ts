@@ -73,6 +73,15 @@ export interface CapacityLaunchProps {
    * @default logs.RetentionDays.ONE_MONTH
    */
   readonly logRetention?: logs.RetentionDays;
+  /**
+   * Names what the instance boots with. A running instance is replaced only when this (or the
+   * network, types or AZ preference) changes, so a caller that waits for each new instance can
+   * key its wait on the same value; a new template version alone (e.g. a newer AMI behind an SSM
+   * parameter) then keeps the running host.
+   *
+   * @default - the launch template's latest version number
+   */
+  readonly generation?: string;
 }
 
 function problem(prop: string, detail: string): Error {
@@ -150,6 +159,8 @@ export class CapacityLaunch extends Construct {
   readonly onEventFunction: nodejs.NodejsFunction;
   /** The function that waits for `running` or `terminated`. */
   readonly isCompleteFunction: nodejs.NodejsFunction;
+  /** The custom resource itself: what deletion-order dependencies should name. */
+  readonly resource: CustomResource;
 
   constructor(scope: Construct, id: string, props: CapacityLaunchProps) {
     super(scope, id);
@@ -303,6 +314,7 @@ export class CapacityLaunch extends Construct {
       properties: {
         [LaunchProps.launchTemplateId]: templateId,
         [LaunchProps.launchTemplateVersion]: template.latestVersionNumber,
+        [LaunchProps.generation]: props.generation ?? template.latestVersionNumber,
         [LaunchProps.subnets]: props.subnets.map((s) => ({
           [SubnetFields.subnetId]: s.subnetId,
           [SubnetFields.availabilityZone]: s.availabilityZone,
@@ -317,6 +329,7 @@ export class CapacityLaunch extends Construct {
     });
     // The role (and its policies) outlive the instance: on delete the instance goes first.
     resource.node.addDependency(props.instanceRole);
+    this.resource = resource;
 
     this.instanceId = resource.getAttString(LaunchAttributes.instanceId);
     this.availabilityZone = resource.getAttString(LaunchAttributes.availabilityZone);

@@ -5,6 +5,8 @@
 export const LaunchProps = {
   launchTemplateId: 'LaunchTemplateId',
   launchTemplateVersion: 'LaunchTemplateVersion',
+  /** What a new instance is for; a change launches one. The template version by default. */
+  generation: 'Generation',
   /** `[{ SubnetId, AvailabilityZone }]`, one per lab subnet. */
   subnets: 'Subnets',
   securityGroupId: 'SecurityGroupId',
@@ -19,7 +21,7 @@ export const LaunchProps = {
 /** The properties whose change launches a new instance on Update (the others only shape messages). */
 export const LAUNCH_INPUTS = [
   LaunchProps.launchTemplateId,
-  LaunchProps.launchTemplateVersion,
+  LaunchProps.generation,
   LaunchProps.subnets,
   LaunchProps.securityGroupId,
   LaunchProps.instanceTypes,

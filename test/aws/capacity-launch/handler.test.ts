@@ -37,6 +37,7 @@ const PROPS = {
   ServiceToken: 'arn:aws:lambda:us-west-2:111122223333:function:framework',
   LaunchTemplateId: 'lt-0123456789abcdef0',
   LaunchTemplateVersion: '1',
+  Generation: '1',
   Subnets: [
     { SubnetId: 'subnet-a', AvailabilityZone: 'us-west-2a' },
     { SubnetId: 'subnet-b', AvailabilityZone: 'us-west-2b' },
@@ -128,7 +129,8 @@ describe('onEvent', () => {
       {
         RequestType: 'Update',
         PhysicalResourceId: OLD_ID,
-        ResourceProperties: { ...PROPS, VcpusNeeded: '96' },
+        // A new template version in the same generation (a newer AMI behind the SSM parameter).
+        ResourceProperties: { ...PROPS, VcpusNeeded: '96', LaunchTemplateVersion: '2' },
         OldResourceProperties: PROPS,
       },
       deps(),
@@ -147,7 +149,7 @@ describe('onEvent', () => {
   });
 
   it.each([
-    ['a new template version', { LaunchTemplateVersion: '2' }],
+    ['a new generation', { LaunchTemplateVersion: '2', Generation: '2' }],
     ['another subnet list', { Subnets: [{ SubnetId: 'subnet-c', AvailabilityZone: 'us-west-2c' }] }],
     ['another fallback list', { InstanceTypes: ['g6.12xlarge', 'g5.12xlarge'] }],
     ['another preference', { PreferredAzs: ['us-west-2b'] }],
