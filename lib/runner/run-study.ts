@@ -235,13 +235,15 @@ class StudyRunner {
     await this.phase('starting job');
     const jobs = run.benchmarks.map((spec) => ({ spec, job: this.deps.jobManifest(spec) }));
     for (const { spec, job } of jobs) {
-      await this.deleteJobAndWait(job.metadata.name);
+      await this.deletePreviousJob(job.metadata.name);
       await store.removeClientResult(spec.id, spec.resultFile);
     }
     for (const { job } of jobs) await cluster.createJob(job);
 
     await this.phase('waiting for job');
-    const outcomes = await this.waitForJobs(jobs.map(({ job }) => job.metadata.name));
+    const outcomes = await this.waitForJobs(
+      jobs.map(({ spec, job }) => ({ benchmarkId: spec.id, name: job.metadata.name })),
+    );
 
     await this.phase('reading results');
     const readings: ResultFileReading[] = [];
@@ -429,15 +431,25 @@ class StudyRunner {
   }
 
   /** Deletes a previous Job of the same name and waits until it and its pods are gone. */
+  private async deletePreviousJob(name: string): Promise<void> {
+    if (!(await this.deps.cluster.getJob(name))) return;
+    await this.say(`deleting the previous job/${name}`);
+    await this.deleteJobAndWait(name);
+  }
+
+  /**
+   * Deletes a Job (foreground propagation) and waits until it and its pods are gone, so none of
+   * its pods sends requests into a later run. Throws when they outlive the rollout timeout.
+   */
   private async deleteJobAndWait(name: string): Promise<void> {
     const { cluster, clock } = this.deps;
-    if (!(await cluster.getJob(name))) return;
-    await this.say(`deleting the previous job/${name}`);
     await cluster.deleteJob(name);
     const deadline = clock.now().getTime() + this.options.rolloutTimeoutMs;
-    while (await cluster.getJob(name)) {
+    while ((await cluster.getJob(name)) || (await cluster.listPods(`job-name=${name}`)).length > 0) {
       if (clock.now().getTime() >= deadline)
-        throw new Error(`job/${name} was not deleted within ${formatElapsed(this.options.rolloutTimeoutMs)}`);
+        throw new Error(
+          `job/${name} and its pods were not gone within ${formatElapsed(this.options.rolloutTimeoutMs)} of its deletion`,
+        );
       await clock.sleep(this.options.pollIntervalMs);
     }
   }
@@ -445,10 +457,14 @@ class StudyRunner {
   /**
    * Polls the Jobs until each has succeeded or failed (status counts, lab-spec 4.4); a failed
    * Job counts as finished at the first poll that sees it. Jobs still running at the timeout are
-   * deleted, so they stop loading the replicas, and recorded as timed out.
+   * recorded as timed out, their client log is saved, and they are deleted and waited for until
+   * they and their pods are gone, so they stop loading the replicas before anything else happens.
    */
-  private async waitForJobs(names: readonly string[]): Promise<Map<string, JobOutcome>> {
+  private async waitForJobs(
+    jobs: readonly { readonly benchmarkId: string; readonly name: string }[],
+  ): Promise<Map<string, JobOutcome>> {
     const { cluster, clock } = this.deps;
+    const names = jobs.map((j) => j.name);
     const outcomes = new Map<string, JobOutcome>();
     const deadline = clock.now().getTime() + this.options.jobTimeoutMs;
     for (;;) {
@@ -464,13 +480,15 @@ class StudyRunner {
       }
       if (outcomes.size === names.length) return outcomes;
       if (clock.now().getTime() >= deadline) {
-        for (const name of names) {
+        for (const { benchmarkId, name } of jobs) {
           if (outcomes.has(name)) continue;
           outcomes.set(name, 'timed-out');
           await this.say(
             `job/${name} did not finish within ${formatElapsed(this.options.jobTimeoutMs)}; deleting it`,
           );
-          await cluster.deleteJob(name);
+          // Its pods are gone once it is deleted: keep the log of the run it did not finish.
+          await this.saveClientLog(benchmarkId, name);
+          await this.deleteJobAndWait(name);
         }
         return outcomes;
       }

@@ -36,6 +36,8 @@ export class FakeReplica {
   /** The next this-many scrapes show no vllm: series (as with --disable-log-stats). */
   blankScrapes = 0;
   resets = 0;
+  /** Called on each successful cache reset (tests record the order of events with it). */
+  onReset: (() => void) | undefined;
   private server: Server | undefined;
   url = '';
 
@@ -49,6 +51,7 @@ export class FakeReplica {
           return;
         }
         this.resets++;
+        this.onReset?.();
         res.writeHead(200).end();
       } else if (req.method === 'GET' && req.url === '/metrics') {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(this.metricsText());
@@ -127,6 +130,11 @@ export interface FakeClusterOptions {
   readonly behaviour?: Readonly<Record<string, ClientBehaviour>>;
   /** Throws from createJob for this run id: an interrupted runner. */
   readonly throwAtRun?: string;
+  /**
+   * Seconds a deleted Job and its pods take to disappear (foreground propagation: the Job object
+   * stays until its pods are gone). @default 0
+   */
+  readonly jobDeleteSeconds?: number;
 }
 
 interface FakeJob {
@@ -134,6 +142,8 @@ interface FakeJob {
   readonly createdAt: number;
   readonly doneAt: number;
   readonly outcome: 'succeeded' | 'failed' | 'never';
+  /** Set by deleteJob: when the Job and its pods are gone. */
+  goneAt?: number;
 }
 
 /**
@@ -146,6 +156,8 @@ export class FakeCluster implements Cluster {
   readonly created: JobObject[] = [];
   readonly deletedPods: string[] = [];
   readonly restarted: string[] = [];
+  /** Job lifecycle in order: `create job/x`, `delete job/x`, `gone job/x` (when the runner sees it gone). */
+  readonly events: string[] = [];
   private readonly jobs = new Map<string, FakeJob>();
   private readonly specs = new Map<string, BenchmarkSpec>();
   private readonly runOf = new Map<string, string>();
@@ -171,6 +183,7 @@ export class FakeCluster implements Cluster {
     if (this.jobs.has(job.metadata.name))
       throw new Error(`fake cluster: job ${job.metadata.name} already exists`);
     this.created.push(job);
+    this.events.push(`create job/${job.metadata.name}`);
     const now = this.o.clock.ms;
     const b = this.o.behaviour?.[id] ?? {};
     if (b.failAfterSeconds !== undefined) {
@@ -195,14 +208,29 @@ export class FakeCluster implements Cluster {
   }
 
   async getJob(name: string): Promise<JobCounts | undefined> {
-    const job = this.jobs.get(name);
+    const job = this.liveJob(name);
     if (!job) return undefined;
+    if (job.goneAt !== undefined) return { active: job.outcome === 'never' ? 1 : 0 };
     if (job.outcome === 'never' || this.o.clock.ms < job.doneAt) return { active: 1 };
     return job.outcome === 'succeeded' ? { succeeded: 1 } : { failed: 1 };
   }
 
   async deleteJob(name: string): Promise<void> {
-    this.jobs.delete(name);
+    const job = this.liveJob(name);
+    if (!job || job.goneAt !== undefined) return;
+    this.events.push(`delete job/${name}`);
+    job.goneAt = this.o.clock.ms + (this.o.jobDeleteSeconds ?? 0) * 1000;
+  }
+
+  /** A Job that still exists; a deleted one whose time is up is removed here. */
+  private liveJob(name: string): FakeJob | undefined {
+    const job = this.jobs.get(name);
+    if (job?.goneAt !== undefined && this.o.clock.ms >= job.goneAt) {
+      this.jobs.delete(name);
+      this.events.push(`gone job/${name}`);
+      return undefined;
+    }
+    return job;
   }
 
   async listPods(labelSelector: string): Promise<PodState[]> {
@@ -214,7 +242,7 @@ export class FakeCluster implements Cluster {
         ready: this.o.clock.ms >= (this.podReadyAt.get(r.pod) ?? 0),
       }));
     }
-    if (key === 'job-name' && this.jobs.has(value))
+    if (key === 'job-name' && this.liveJob(value))
       return [{ name: `${value}-x7k2p`, uid: value, ready: false }];
     return [];
   }

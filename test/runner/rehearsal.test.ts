@@ -62,12 +62,14 @@ function rehearsal(
     behaviour?: Record<string, ClientBehaviour>;
     hitRate?: (spec: BenchmarkSpec) => number;
     throwAtRun?: string;
+    jobDeleteSeconds?: number;
     options?: RunnerOptions;
   } = {},
 ): Rehearsal {
   for (const r of replicas) {
     r.devMode = true;
     r.blankScrapes = 0;
+    r.onReset = undefined;
   }
   const dir = setup.dir ?? mkdtempSync(join(tmpdir(), 'lab-results-'));
   const clock = new FakeClock();
@@ -81,6 +83,7 @@ function rehearsal(
     hitRate: setup.hitRate ?? hitRate,
     behaviour: setup.behaviour,
     throwAtRun: setup.throwAtRun,
+    jobDeleteSeconds: setup.jobDeleteSeconds,
   });
   const lines: string[] = [];
   const run = () =>
@@ -403,6 +406,31 @@ describe('rehearsal: Jobs that fail or hang', () => {
     );
     expect(durationMs(run)).toBe(10 * 60_000);
     expect(await r.cluster.getJob('bench-bound-p128')).toBeUndefined();
+  });
+
+  it('waits until a timed-out Job and its pods are gone before the next run resets the caches', async () => {
+    const r = rehearsal({
+      plan: { runs: plan.runs.slice(0, 2) },
+      behaviour: { 'bound-p128': { hangs: true } },
+      options: { jobTimeoutMs: 10 * 60_000 },
+      jobDeleteSeconds: 30,
+    });
+    for (const replica of replicas) replica.onReset = () => r.cluster.events.push(`reset ${replica.pod}`);
+    const study = await r.run();
+    const events = r.cluster.events;
+    const deleted = events.indexOf('delete job/bench-bound-p128');
+    const gone = events.indexOf('gone job/bench-bound-p128');
+    const nextReset = events.findIndex((e, i) => i > deleted && e.startsWith('reset '));
+    expect(deleted, events.join('\n')).toBeGreaterThan(-1);
+    expect(gone, events.join('\n')).toBeGreaterThan(deleted);
+    expect(nextReset, events.join('\n')).toBeGreaterThan(gone);
+    expect(events.indexOf('create job/bench-bound-p64')).toBeGreaterThan(nextReset);
+    // The timed-out run lasted until its Job was gone: the timeout plus the 30 s deletion.
+    expect(durationMs(study.runs[0])).toBe(10 * 60_000 + 30_000);
+    // Its client log was saved before its pod went away.
+    expect(readFileSync(join(r.dir, 'bound-p128', 'bound-p128.log'), 'utf8')).toContain(
+      '(log of bench-bound-p128-x7k2p)',
+    );
   });
 });
 
