@@ -12,6 +12,9 @@ import { synthesizeCluster } from '../../charts/synthesize.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { renderBootstrap, renderLauncher } from './bootstrap/index.ts';
 
+/** CDK context key whose new value makes the next deploy launch a fresh host. */
+export const RELAUNCH_CONTEXT_KEY = 'relaunch';
+
 export interface GpuHostProps {
   readonly config: LabConfig;
   /** Where the host syncs study results; the role may write only under the stack's prefix. */
@@ -92,7 +95,17 @@ export class GpuHost extends Construct {
 
     // Everything that makes the capacity launch start a new instance, as far as synthesis knows it.
     const { type, fallbackTypes, preferredAzs, rootVolumeGiB, amiParameter } = config.instance;
-    const launchInputs = JSON.stringify({ type, fallbackTypes, preferredAzs, rootVolumeGiB, amiParameter });
+    // `cdk deploy -c relaunch=<any new value>` replaces a host that is gone (lifetime guard,
+    // terminateWhenDone): CloudFormation updates the launch only when its inputs change.
+    const relaunch = String(this.node.tryGetContext(RELAUNCH_CONTEXT_KEY) ?? '');
+    const launchInputs = JSON.stringify({
+      type,
+      fallbackTypes,
+      preferredAzs,
+      rootVolumeGiB,
+      amiParameter,
+      relaunch,
+    });
     this.generation = createHash('sha256')
       .update(`${bootstrap.assetHash}/${manifests.assetHash}/${launchInputs}`)
       .digest('hex')

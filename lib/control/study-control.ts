@@ -28,7 +28,7 @@ async function runningTestbed(ctx: ControlContext): Promise<Testbed> {
   if (state !== 'running') {
     throw controlError(
       'instance-not-running',
-      `Cannot start the study: ${notRunningReason(testbed.instanceId, state)}. Deploy a new testbed with npx cdk deploy; results already synced stay in s3://${testbed.bucket}/${testbed.prefix} (lab results --stack ${testbed.stackName}).`,
+      `Cannot start the study: ${notRunningReason(testbed.instanceId, state)}. Launch a new host with npx cdk deploy -c relaunch=$(date +%s); results already synced stay in s3://${testbed.bucket}/${testbed.prefix} (lab results --stack ${testbed.stackName}).`,
     );
   }
   return testbed;

@@ -142,6 +142,17 @@ describe('LabStack', () => {
     expect(conditionId).toMatch(new RegExp(`^Ready${generation}`));
   });
 
+  it('launches a fresh host when asked with -c relaunch=<new value>', () => {
+    const generationOf = (context: Record<string, string>) => {
+      const app = new App({ context });
+      const stack = new LabStack(app, 'LlmGatewayLab', { config: defaultLabConfig() });
+      const launch = Object.values(Template.fromStack(stack).findResources('Custom::CapacityLaunch'))[0];
+      return launch.Properties.Generation as string;
+    };
+    expect(generationOf({})).toBe(generationOf({}));
+    expect(generationOf({ relaunch: '1732900000' })).not.toBe(generationOf({}));
+  });
+
   it('keeps the TLS-only policy with the retained bucket', () => {
     template.hasResource('AWS::S3::BucketPolicy', { DeletionPolicy: 'Retain' });
   });

@@ -261,6 +261,7 @@ describe('lab run', () => {
     const run = await lab('run', '--stack', STACK);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(`Cannot start the study: instance ${INSTANCE} is terminated`);
+    expect(run.stderr).toContain('npx cdk deploy -c relaunch=$(date +%s)');
     expect(ssm).not.toHaveReceivedCommand(SendCommandCommand);
   });
 
