@@ -242,7 +242,10 @@ export const IDENTICAL_PREFIXES_REASON =
  * Lab-spec 4.4: the workload had distinct prefixes. Of the upper-bound sweep, the run with the
  * most prefixes must hit clearly (at least `DISTINCT_PREFIX_MIN_GAP`) below the run with the
  * fewest. The check applies when the two should differ: their theoretical bounds are at least
- * that far apart, or the larger working set overflows the KV cache. When it fails, the client's
+ * that far apart, or the larger working set overflows the KV cache. It judges only from bound
+ * runs that are otherwise valid: when either of the two has an invalid reason other than this
+ * check's own (a failed Job, a cache not reset, missing metrics, ...), its hit rate is no
+ * evidence about the generator and nothing is marked. When it fails, the client's
  * generator is broken, and since every prefix run uses the same generator, every prefix run of
  * the study is invalid. Returns the reason per run id that fails it.
  */
@@ -263,6 +266,7 @@ export function identicalPrefixReasons(
   const few = bounds[0];
   const many = bounds[bounds.length - 1];
   if (few.shape.prefixes === many.shape.prefixes) return reasons;
+  if (!otherwiseValid(few.record) || !otherwiseValid(many.record)) return reasons;
   const manyRate = many.record?.summary?.hitRate;
   const fewRate = few.record?.summary?.hitRate;
   if (manyRate == null || fewRate == null) return reasons;
@@ -278,6 +282,11 @@ export function identicalPrefixReasons(
     if (record.dataset === 'prefix') reasons.set(record.id, reason);
   }
   return reasons;
+}
+
+/** A record with no invalid reason other than the distinct-prefix check's own. */
+function otherwiseValid(record: RunRecord | undefined): boolean {
+  return record?.invalidReasons.every((r) => r.startsWith(IDENTICAL_PREFIXES_REASON)) ?? false;
 }
 
 /**

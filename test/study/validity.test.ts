@@ -304,6 +304,33 @@ describe('distinct prefixes (across runs)', () => {
     ).toBe(0);
   });
 
+  it('judges only from bound runs that are otherwise valid', () => {
+    const invalid = (r: RunRecord, reason: string): RunRecord => ({
+      ...r,
+      valid: false,
+      invalidReasons: [reason],
+    });
+    const broken = [record('bound-p128', 0.93), record('bound-p8', 0.923), record('arm-epp-prefix', 0.93)];
+    expect(identicalPrefixReasons(plan.runs, broken, KV).size).toBe(3);
+    // Either needed bound run invalid for another reason: nothing is marked on that basis.
+    for (const i of [0, 1]) {
+      const records = broken.map((r, j) =>
+        j === i ? invalid(r, 'client bound: Job did not finish before the timeout') : r,
+      );
+      expect(identicalPrefixReasons(plan.runs, records, KV).size, records[i].id).toBe(0);
+      expect(
+        withStudyChecks(plan.runs, records, KV).map((r) => r.invalidReasons.length),
+        records[i].id,
+      ).toEqual(records.map((r) => r.invalidReasons.length));
+    }
+    // The check's own earlier verdict does not count against a bound run.
+    const judgedBefore = broken.map((r) => invalid(r, `${IDENTICAL_PREFIXES_REASON}: earlier verdict`));
+    expect(identicalPrefixReasons(plan.runs, judgedBefore, KV).size).toBe(3);
+    // An invalid bound run in between (64 prefixes) is not needed.
+    const middle = invalid(record('bound-p64', 0.93), 'cache of qwen3-0 was not reset');
+    expect(identicalPrefixReasons(plan.runs, [...broken, middle], KV).size).toBe(4);
+  });
+
   it('does not apply when both ends of the sweep should hit alike (everything fits, bounds close)', () => {
     const small = studyPlan({ ...config, study: { ...config.study, boundSweepPrefixes: [16, 8] } });
     const records = [record('bound-p16', 0.909), record('bound-p8', 0.923)];
