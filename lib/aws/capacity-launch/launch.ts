@@ -119,9 +119,16 @@ export function errorFacts(err: unknown): ErrorFacts {
   return { code: 'UnknownError', message: String(err) };
 }
 
+/**
+ * A new instance profile takes seconds to reach EC2; until then RunInstances calls its ARN
+ * invalid. On a first deploy the profile is minutes old at most, so this is worth a retry.
+ */
+const PROFILE_NOT_YET_VISIBLE = /iamInstanceProfile|Instance Profile/i;
+
 export function classifyLaunchError(err: unknown): FailureClass {
-  const { code, httpStatusCode } = errorFacts(err);
+  const { code, message, httpStatusCode } = errorFacts(err);
   if (NEXT_AZ_CODES.has(code)) return 'next-az';
+  if (code === 'InvalidParameterValue' && PROFILE_NOT_YET_VISIBLE.test(message)) return 'transient';
   if (STOP_CODES.has(code) || code.startsWith('Invalid')) return 'stop';
   if (TRANSIENT_CODES.has(code) || httpStatusCode === 503) return 'transient';
   // An error nobody expected says nothing about the other AZs: record it and move on.

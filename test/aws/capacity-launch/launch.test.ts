@@ -376,6 +376,33 @@ describe('launchWithFallback', () => {
     ]);
   });
 
+  it('waits for a new instance profile to become visible instead of stopping', async () => {
+    ec2Mock
+      .on(RunInstancesCommand)
+      .rejectsOnce(
+        ec2Error(
+          'InvalidParameterValue',
+          'Value (arn:aws:iam::123456789012:instance-profile/lab-profile) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN',
+          400,
+          'client',
+        ),
+      )
+      .resolvesOnce(launched('i-0aaa'));
+
+    const result = await launchWithFallback(request(), deps());
+
+    expect(result.instanceId).toBe('i-0aaa');
+    expect(sleeps).toEqual([1000]);
+  });
+
+  it('still stops at once on another invalid parameter', async () => {
+    ec2Mock
+      .on(RunInstancesCommand)
+      .rejects(ec2Error('InvalidParameterValue', 'Invalid value for instanceType', 400, 'client'));
+    await expect(launchWithFallback(request(), deps())).rejects.toThrow(/InvalidParameterValue/);
+    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
+  });
+
   it('counts an AZ as failed when transient errors outlast the retries', async () => {
     ec2Mock
       .on(RunInstancesCommand)
