@@ -203,9 +203,13 @@ export async function checkComplete(event: ResourceEvent, deps: HandlerDeps): Pr
   if (state === undefined || state === 'pending') return { IsComplete: false };
   if (state === 'running') return { IsComplete: true };
   const reason = instance?.StateReason;
+  // EC2 can accept RunInstances and withdraw the capacity while the instance is pending.
+  const advice = reason?.Code?.startsWith('Server.Insufficient')
+    ? '. The capacity was withdrawn after the launch; deploy again to try the Availability Zones once more'
+    : '';
   throw new Error(
     `${instanceId} (${instance?.InstanceType} in ${instance?.Placement?.AvailabilityZone}) went to ` +
-      `${state} instead of running: ${reason?.Code ?? 'no code'}: ${reason?.Message ?? 'no reason given'}`,
+      `${state} instead of running: ${reason?.Code ?? 'no code'}: ${reason?.Message ?? 'no reason given'}${advice}`,
   );
 }
 

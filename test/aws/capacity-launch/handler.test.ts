@@ -284,6 +284,25 @@ describe('isComplete', () => {
     );
   });
 
+  it('says to deploy again when the capacity was withdrawn while the instance was pending', async () => {
+    ec2Mock.on(DescribeInstancesCommand).resolves(
+      described({
+        InstanceId: OLD_ID,
+        InstanceType: 'g6.12xlarge',
+        Placement: { AvailabilityZone: 'us-west-2a' },
+        State: { Name: 'terminated', Code: 48 },
+        StateReason: {
+          Code: 'Server.InsufficientInstanceCapacity',
+          Message: 'Server.InsufficientInstanceCapacity: Insufficient capacity.',
+        },
+      }),
+    );
+
+    await expect(checkComplete(create, deps())).rejects.toThrow(
+      /Insufficient capacity\.\. The capacity was withdrawn after the launch; deploy again/,
+    );
+  });
+
   it('fails when the instance is shutting down after an Update', async () => {
     ec2Mock
       .on(DescribeInstancesCommand)
