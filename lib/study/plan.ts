@@ -98,8 +98,14 @@ function prefixShape(config: LabConfig, prefixes: number): PrefixShape {
   return { prefixes, prefixLen, suffixLen, outputLen };
 }
 
-function boundFor(config: LabConfig, prefixes: number, prompts: number): number {
-  return upperBound({ ...config.workload, prefixes, prompts });
+/**
+ * The single-replica hit-rate bound (lab-spec 4.1). Requests look up prefix + suffix + chat
+ * template tokens over `/v1/chat/completions`; `/v1/completions` sends the prompt as is, with no
+ * chat template, so there L = prefix + suffix.
+ */
+function boundFor(config: LabConfig, prefixes: number, prompts: number, api: Api = 'chat'): number {
+  const chatTemplateTokens = api === 'completions' ? 0 : config.workload.chatTemplateTokens;
+  return upperBound({ ...config.workload, chatTemplateTokens, prefixes, prompts });
 }
 
 function boundRun(config: LabConfig, prefixes: number): StudyRun {
@@ -209,7 +215,7 @@ function frontEndRun(
       ...(arm.keepsPrefixIndex ? { restartFrontEndOf: arm.id } : {}),
     },
     expectedRequests: prompts + 1,
-    ...(dataset === 'prefix' ? { upperBound: boundFor(config, prefixes, prompts) } : {}),
+    ...(dataset === 'prefix' ? { upperBound: boundFor(config, prefixes, prompts, arm.api) } : {}),
   };
 }
 

@@ -78,6 +78,13 @@ describe('studyPlan (lab-spec 4.2)', () => {
       prompts: 1024,
       concurrency: 32,
     });
+    // Over /v1/completions no chat template is sent: L = 2,048 + 128.
+    expect(prefix.upperBound).toBeCloseTo((7 / 8) * (2048 / 2176), 12);
+    expect(findRun(plan, 'sweep-c4-router-cache-aware').upperBound).toBeCloseTo((7 / 8) * (2048 / 2186), 12);
+    expect(findRun(plan, 'arm-router-cache-aware-prefix').upperBound).toBeCloseTo(
+      (7 / 8) * (2048 / 2186),
+      12,
+    );
     const sharegpt = findRun(plan, 'arm-epp-sharegpt');
     expect(sharegpt.dataset).toBe('sharegpt');
     expect(sharegpt.benchmarks[0].prefix).toBeUndefined();
