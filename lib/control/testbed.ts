@@ -1,6 +1,6 @@
 import { DescribeStacksCommand, type Output } from '@aws-sdk/client-cloudformation';
 import { DescribeInstancesCommand } from '@aws-sdk/client-ec2';
-import { awsErrorName } from '../aws-cli/errors.ts';
+import { isInstanceGone } from '../aws/instances.ts';
 import { type ControlContext, controlError } from './context.ts';
 
 /** What the study commands need of a deployed lab stack (its outputs, lib/aws/lab-stack.ts). */
@@ -62,7 +62,7 @@ export async function instanceState(ctx: ControlContext, instanceId: string): Pr
     return instance?.State?.Name ?? 'gone';
   } catch (error) {
     // Terminated instances drop out of DescribeInstances after a while.
-    if (awsErrorName(error) === 'InvalidInstanceID.NotFound') return 'gone';
+    if (isInstanceGone(error)) return 'gone';
     throw ctx.errors.explainAwsError(error, 'ec2:DescribeInstances', ctx);
   }
 }

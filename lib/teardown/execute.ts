@@ -1,4 +1,5 @@
 import { DescribeInstancesCommand, TerminateInstancesCommand } from '@aws-sdk/client-ec2';
+import { isInstanceGone } from '../aws/instances.ts';
 import { type Removal, stripForeignPolicies } from '../aws/role-cleanup/cleanup.ts';
 import { awsCall, type CallContext, explainAwsError, TeardownError } from './errors.ts';
 import type { TeardownClients, TeardownPlan } from './plan.ts';
@@ -17,10 +18,6 @@ export interface ExecuteOptions {
   /** Time between checks; default 10 seconds. */
   readonly pollMs?: number;
   readonly sleep?: (ms: number) => Promise<void>;
-}
-
-function isInstanceNotFound(error: unknown): boolean {
-  return (error as { name?: unknown } | null)?.name === 'InvalidInstanceID.NotFound';
 }
 
 /**
@@ -62,7 +59,7 @@ export async function executeTeardown(
       terminated.push(orphan.instanceId);
       report(`terminating instance ${orphan.instanceId}`);
     } catch (error) {
-      if (!isInstanceNotFound(error)) {
+      if (!isInstanceGone(error)) {
         throw explainAwsError(
           error,
           'ec2:TerminateInstances',
@@ -93,7 +90,7 @@ async function waitUntilTerminated(
       clients.ec2.send(new DescribeInstancesCommand({ InstanceIds: [...instanceIds] })),
     ).catch((error: unknown) => {
       // Terminated instances drop out of DescribeInstances after a while; gone is terminated.
-      if (isInstanceNotFound((error as TeardownError).cause)) return { Reservations: [] };
+      if (isInstanceGone((error as TeardownError).cause)) return { Reservations: [] };
       throw error;
     });
     const pending = (response.Reservations ?? [])

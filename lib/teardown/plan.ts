@@ -7,6 +7,7 @@ import {
 } from '@aws-sdk/client-cloudformation';
 import { DescribeInstancesCommand, type EC2Client } from '@aws-sdk/client-ec2';
 import type { IAMClient } from '@aws-sdk/client-iam';
+import { INSTANCE_ID } from '../aws/instances.ts';
 import { findRolePolicies, type RolePolicies } from '../aws/role-cleanup/cleanup.ts';
 import { STACK_TAG_KEY } from '../aws/tags.ts';
 import { awsCall, type CallContext, explainAwsError, stackNotFound, TeardownError } from './errors.ts';
@@ -54,7 +55,6 @@ export interface TeardownPlan {
 
 /** States of an instance that still costs or can still run; terminated and shutting-down are gone. */
 const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'];
-const INSTANCE_ID = /^i-[0-9a-f]{8,17}$/;
 
 /** True when the plan strips nothing and terminates nothing. */
 export function planIsEmpty(plan: TeardownPlan): boolean {

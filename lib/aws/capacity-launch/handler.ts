@@ -4,6 +4,7 @@ import {
   type Instance,
   TerminateInstancesCommand,
 } from '@aws-sdk/client-ec2';
+import { INSTANCE_ID, isInstanceGone } from '../instances.ts';
 import { errorFacts, type LabSubnet, type LaunchRequest, launchWithFallback } from './launch.ts';
 import { LAUNCH_INPUTS, type LaunchAttributes, LaunchProps, SubnetFields } from './props.ts';
 
@@ -37,9 +38,6 @@ export interface HandlerDeps {
 
 // A CloudFormation response is at most 4 KB, attributes included.
 export const ATTEMPT_LOG_LIMIT = 1500;
-
-const INSTANCE_ID = /^i-[0-9a-f]{8,17}$/;
-const GONE_CODES = new Set(['InvalidInstanceID.NotFound', 'InvalidInstanceID.Malformed']);
 
 function text(props: Record<string, unknown>, name: string): string {
   const value = props[name];
@@ -114,7 +112,7 @@ async function describeInstance(ec2: EC2Client, instanceId: string): Promise<Ins
     const answer = await ec2.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
     return answer.Reservations?.[0]?.Instances?.[0];
   } catch (err) {
-    if (GONE_CODES.has(errorFacts(err).code)) return undefined;
+    if (isInstanceGone(err)) return undefined;
     throw err;
   }
 }
@@ -171,7 +169,7 @@ async function terminate(event: ResourceEvent, deps: HandlerDeps): Promise<OnEve
   try {
     await deps.ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
   } catch (err) {
-    if (!GONE_CODES.has(errorFacts(err).code)) throw err;
+    if (!isInstanceGone(err)) throw err;
     deps.log?.(`${instanceId}: ${errorFacts(err).code}, counted as terminated`);
   }
   return { PhysicalResourceId: instanceId };
