@@ -1,10 +1,11 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, test, vi } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { afterApplyCommands, installCommand, prerequisites } from '../../lib/prereqs/prerequisites.ts';
+import { captureOutput } from '../cli/capture.ts';
 
 const GAIE_CRDS =
   'https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.0.1/manifests.yaml';
@@ -57,42 +58,27 @@ describe('prerequisites', () => {
 });
 
 describe('lab prereqs', () => {
-  afterEach(() => vi.restoreAllMocks());
-
   test('prints the install commands in order', async () => {
-    const out: string[] = [];
-    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-      out.push(String(chunk));
-      return true;
-    });
-    expect(await runLab(['prereqs'])).toBe(0);
-    const lines = out.join('').trim().split('\n');
+    const { value: code, stdout } = await captureOutput(() => runLab(['prereqs']));
+    expect(code).toBe(0);
+    const lines = stdout.trim().split('\n');
     expect(lines.filter((l) => !l.startsWith('#'))).toEqual([`kubectl apply --server-side -f ${GAIE_CRDS}`]);
   });
 
   test('prints the steps that go between the lab files, after the file they follow', async () => {
-    const out: string[] = [];
-    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-      out.push(String(chunk));
-      return true;
-    });
     const dir = mkdtempSync(join(tmpdir(), 'lab-prereqs-'));
     const file = join(dir, 'lab.yaml');
     writeFileSync(file, 'study:\n  optionalArms: [ai-gateway]\n');
-    expect(await runLab(['--config', file, 'prereqs'])).toBe(0);
-    const text = out.join('');
+    const { value: code, stdout: text } = await captureOutput(() => runLab(['--config', file, 'prereqs']));
+    expect(code).toBe(0);
     expect(text).toContain('# Restart Envoy Gateway, right after applying 70-ai-gateway-config.yaml:');
     expect(text).toContain('kubectl -n envoy-gateway-system rollout restart deployment/envoy-gateway');
     expect(text.indexOf('rollout restart')).toBeGreaterThan(text.indexOf('kubectl apply --server-side'));
   });
 
   test('--json prints the list synth writes', async () => {
-    const out: string[] = [];
-    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-      out.push(String(chunk));
-      return true;
-    });
-    expect(await runLab(['prereqs', '--json'])).toBe(0);
-    expect(JSON.parse(out.join(''))).toEqual(prerequisites(parseLabConfig({})));
+    const { value: code, stdout } = await captureOutput(() => runLab(['prereqs', '--json']));
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual(prerequisites(parseLabConfig({})));
   });
 });

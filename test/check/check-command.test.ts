@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
 import type { KubeObject } from '../../lib/check/index.ts';
 import { runLab } from '../../lib/cli/program.ts';
+import { captureOutput } from '../cli/capture.ts';
 import { container, goodTestbed } from './fixtures.ts';
 
 async function manifestFolder(objects: KubeObject[]): Promise<string> {
@@ -23,18 +24,7 @@ function brokenTestbed(): KubeObject[] {
 
 /** Runs `lab ...` in-process, capturing what it writes. */
 async function lab(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    out += String(chunk);
-    return true;
-  });
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
-    err += String(chunk);
-    return true;
-  });
-  const code = await runLab(argv);
-  vi.restoreAllMocks();
+  const { value: code, stdout: out, stderr: err } = await captureOutput(() => runLab(argv));
   return { code, out, err };
 }
 

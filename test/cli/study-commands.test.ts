@@ -26,6 +26,7 @@ import {
 } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
+import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -119,33 +120,27 @@ interface Run {
 
 /** Runs `lab <args>` on a program with the study commands, waiting no real time between polls. */
 async function lab(...args: string[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
-    stderr += String(chunk);
-    return true;
-  });
   const program = new Command('lab').option('-c, --config <file>').exitOverride();
   registerStudyCommands(program, {
     createClients: (region) => sdkControlClients(region ?? 'us-west-2'),
     sleep: async () => {},
     now: () => NOW,
   });
-  try {
-    await program.parseAsync(args, { from: 'user' });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const code = (error as { exitCode?: number }).exitCode;
-    if (typeof code !== 'number') throw error;
-    return { code, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
+  const {
+    value: code,
+    stdout,
+    stderr,
+  } = await captureOutput(async () => {
+    try {
+      await program.parseAsync(args, { from: 'user' });
+      return 0;
+    } catch (error) {
+      const exitCode = (error as { exitCode?: number }).exitCode;
+      if (typeof exitCode !== 'number') throw error;
+      return exitCode;
+    }
+  });
+  return { code, stdout, stderr };
 }
 
 beforeEach(() => {

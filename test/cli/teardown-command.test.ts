@@ -24,6 +24,7 @@ import {
 } from '@aws-sdk/client-iam';
 import { mockClient } from 'aws-sdk-client-mock';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
+import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
@@ -93,23 +94,8 @@ interface Run {
 }
 
 async function teardown(...args: string[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
-    stderr += String(chunk);
-    return true;
-  });
-  try {
-    const code = await runLab(['teardown', ...args]);
-    return { code, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
+  const { value: code, stdout, stderr } = await captureOutput(() => runLab(['teardown', ...args]));
+  return { code, stdout, stderr };
 }
 
 /** The observed case: Quick Setup added one managed and one inline policy to the instance role. */
