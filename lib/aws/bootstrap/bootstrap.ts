@@ -16,6 +16,7 @@ import {
   SIGNAL_UNIQUE_ID,
   SIGNALLED_MARKER,
   shellQuote,
+  signalCommand,
   WORK_DIR,
 } from './shell.ts';
 
@@ -231,8 +232,7 @@ ${JSON_STRING_FUNCTION}
 send_signal() {
   local body="$WORK_DIR/signal.json"
   printf '{"Status":"%s","Reason":%s,"UniqueId":"${SIGNAL_UNIQUE_ID}","Data":%s}\\n' "$1" "$2" "$3" >"$body"
-  if curl -sS --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' \\
-    --data-binary "@$body" "$WAIT_HANDLE_URL" >/dev/null; then
+  if ${signalCommand('"$body"')} >/dev/null; then
     touch "$SIGNALLED_MARKER"
   else
     log "could not deliver the $1 signal to the WaitCondition"

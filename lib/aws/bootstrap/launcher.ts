@@ -4,6 +4,7 @@ import {
   MANIFESTS_DIR,
   SIGNAL_UNIQUE_ID,
   SIGNALLED_MARKER,
+  signalCommand,
   WORK_DIR,
 } from './shell.ts';
 
@@ -67,8 +68,7 @@ on_exit() {
   echo "launcher: $step failed (exit $rc)"
   reason=$(tail -n 20 ${BOOTSTRAP_LOG} | tail -c 1400 | json_string)
   printf '{"Status":"FAILURE","Reason":%s,"UniqueId":"${SIGNAL_UNIQUE_ID}","Data":"launcher: %s"}' "$reason" "$step" >launcher-signal.json
-  curl -sS --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' \\
-    --data-binary @launcher-signal.json "$WAIT_HANDLE_URL" >/dev/null || echo "launcher: no signal sent"
+  ${signalCommand('launcher-signal.json')} >/dev/null || echo "launcher: no signal sent"
   exit "$rc"
 }
 trap on_exit EXIT

@@ -57,3 +57,11 @@ export function fullyQualifiedImage(image: string): string {
   if (host.includes('.') || host.includes(':') || host === 'localhost') return image;
   return `docker.io/${image}`;
 }
+
+/**
+ * The PUT that signals the WaitCondition with the JSON in `bodyFile` (a shell word). An empty
+ * Content-Type is what the presigned URL was signed for; the URL itself is never echoed.
+ */
+export function signalCommand(bodyFile: string): string {
+  return `curl -sS --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' --data-binary @${bodyFile} "$WAIT_HANDLE_URL"`;
+}

@@ -57,7 +57,7 @@ describe('renderLauncher', () => {
       .split('\n')
       .filter((line) => line.includes('$WAIT_HANDLE_URL'));
     expect(expansions).toEqual([
-      '    --data-binary @launcher-signal.json "$WAIT_HANDLE_URL" >/dev/null || echo "launcher: no signal sent"',
+      `  curl -sS --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' --data-binary @launcher-signal.json "$WAIT_HANDLE_URL" >/dev/null || echo "launcher: no signal sent"`,
     ]);
   });
 
