@@ -44,6 +44,13 @@ export interface ModelServersProps {
   readonly gpuMemoryUtilization: number;
   readonly blockSize: number;
   /**
+   * `--max-num-batched-tokens`: explicit, because vLLM otherwise picks it from the GPU's memory
+   * and the planner must simulate what the servers run (lab-spec 3.1).
+   */
+  readonly maxNumBatchedTokens: number;
+  /** `--max-num-seqs`: explicit for the same reason. */
+  readonly maxNumSeqs: number;
+  /**
    * Publish KV-cache events to an llm-d EPP.
    * @default - no events (the standard replicas)
    */
@@ -77,6 +84,8 @@ export function vllmServerArgs(props: ModelServersProps): string[] {
     // Never --disable-log-stats: it removes every vllm:* metric, the study's evidence.
     '--enable-prefix-caching',
     `--block-size=${props.blockSize}`,
+    `--max-num-batched-tokens=${props.maxNumBatchedTokens}`,
+    `--max-num-seqs=${props.maxNumSeqs}`,
   ];
   if (props.kvEvents) {
     const kvEventsConfig = {
@@ -201,6 +210,8 @@ export function modelServersProps(config: LabConfig, servers: ServerSet): ModelS
     servedName: config.model.servedName,
     maxModelLen: config.vllm.maxModelLen,
     gpuMemoryUtilization: config.vllm.gpuMemoryUtilization,
+    maxNumBatchedTokens: config.vllm.maxNumBatchedTokens,
+    maxNumSeqs: config.vllm.maxNumSeqs,
   };
   if (servers === 'standard') return { ...common, blockSize: config.vllm.blockSize };
   const epp = eppName(config, 'llmd-precise');

@@ -77,6 +77,7 @@ const InstanceSchema = z
     type: z.string().min(1).default('g6.12xlarge').describe('EC2 instance type of the GPU host'),
     gpus: count('GPUs of the instance type (g6.12xlarge: 4x NVIDIA L4 24 GB)').default(4),
     vcpus: count('vCPUs of the instance type; the On-Demand G and VT quota must allow this many').default(48),
+    memoryGiB: count('Memory (GiB) of the instance type; the pods of the lab must fit in it').default(192),
     pricePerHourUsd: z
       .number()
       .positive()
@@ -161,6 +162,12 @@ const VllmSchema = z
       .default(0.85)
       .describe('--gpu-memory-utilization, fraction of GPU memory vLLM may use'),
     blockSize: blockSize('--block-size, tokens per KV cache block').default(16),
+    maxNumBatchedTokens: count(
+      '--max-num-batched-tokens: tokens per engine step (vLLM would pick it from the GPU memory; 2,048 is its L4 choice)',
+    ).default(2048),
+    maxNumSeqs: count(
+      '--max-num-seqs: requests per engine step (vLLM would pick it from the GPU memory; 256 is its L4 choice)',
+    ).default(256),
     kvCacheTokensPerReplica: count(
       'KV cache tokens per replica ("GPU KV cache size" in the vLLM log; 163,472 on an L4 at 0.85)',
     ).default(163_472),

@@ -28,6 +28,8 @@ describe('ModelServers and the baseline', () => {
       '--gpu-memory-utilization=0.85',
       '--enable-prefix-caching',
       '--block-size=16',
+      '--max-num-batched-tokens=2048',
+      '--max-num-seqs=256',
     ]);
     expect(vllm.args.join(' ')).not.toContain('disable-log-stats');
   });

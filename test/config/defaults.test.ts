@@ -11,6 +11,7 @@ describe('LabConfig defaults', () => {
       type: 'g6.12xlarge',
       gpus: 4,
       vcpus: 48,
+      memoryGiB: 192,
       pricePerHourUsd: 4.6,
       amiParameter:
         '/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id',
@@ -33,6 +34,8 @@ describe('LabConfig defaults', () => {
       maxModelLen: 8192,
       gpuMemoryUtilization: 0.85,
       blockSize: 16,
+      maxNumBatchedTokens: 2048,
+      maxNumSeqs: 256,
       kvCacheTokensPerReplica: 163_472,
     });
   });

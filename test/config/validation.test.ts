@@ -147,7 +147,7 @@ describe('LabConfig validation', () => {
 
   it('rejects unknown keys and suggests the setting that was meant', () => {
     expect(problems({ vllm: { blcokSize: 16 } })).toEqual([
-      'vllm.blcokSize: unknown setting (did you mean "blockSize"?); allowed here: image, replicas, maxModelLen, gpuMemoryUtilization, blockSize, kvCacheTokensPerReplica',
+      'vllm.blcokSize: unknown setting (did you mean "blockSize"?); allowed here: image, replicas, maxModelLen, gpuMemoryUtilization, blockSize, maxNumBatchedTokens, maxNumSeqs, kvCacheTokensPerReplica',
     ]);
     expect(problems({ workloads: {} })[0]).toMatch(
       /^workloads: unknown setting \(did you mean "workload"\?\)/,
