@@ -140,7 +140,7 @@ export class StandaloneEnvoysChart extends Chart {
         image: config.envoy.image,
         concurrency: config.envoy.concurrency,
         logLevel: config.envoy.logLevel,
-        eppHost: `${eppName(config, arm.id)}.${config.namespace}.svc.cluster.local`,
+        eppHost: `${eppName(config, arm.frontEndId)}.${config.namespace}.svc.cluster.local`,
         listenerPort: fe.port,
       });
     }

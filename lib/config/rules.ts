@@ -37,6 +37,18 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
     );
   }
 
+  // vLLM refuses to start otherwise (vllm/config/scheduler.py, SchedulerConfig._verify_args).
+  if (
+    isInt(vllm.maxNumBatchedTokens) &&
+    isInt(vllm.maxNumSeqs) &&
+    vllm.maxNumBatchedTokens < vllm.maxNumSeqs
+  ) {
+    fail(
+      ['vllm', 'maxNumBatchedTokens'],
+      `must be at least vllm.maxNumSeqs (${vllm.maxNumSeqs}): vLLM refuses to start with fewer batched tokens than sequences per step`,
+    );
+  }
+
   const { prefixLen, suffixLen, chatTemplateTokens, outputLen, prompts, prefixes, concurrency } = workload;
   const lengths = [prefixLen, suffixLen, outputLen];
   if (lengths.every(isInt) && Number.isInteger(chatTemplateTokens) && isInt(vllm.maxModelLen)) {
@@ -114,11 +126,11 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
     const enabled = studyArms(config).map((arm) => arm.id);
     study.concurrencySweep.arms.forEach((arm, i) => {
       if (enabled.includes(arm)) return;
-      const optional = allArms(config).some((known) => known.id === arm && known.optional);
+      const optional = allArms(config).find((known) => known.id === arm && known.optional);
       fail(
         ['study', 'concurrencySweep', 'arms', i],
         optional
-          ? `"${arm}" is an optional arm that is not in study.optionalArms; enable it there first`
+          ? `"${arm}" is an arm of the optional front end "${optional.frontEndId}", which is not in study.optionalArms; enable it there first`
           : `unknown arm; allowed: ${enabled.join(', ')}`,
       );
     });

@@ -145,6 +145,13 @@ describe('LabConfig validation', () => {
     expect(problems({ instance: { maxLifetimeHours: 0.5 } })).toEqual([]);
   });
 
+  it('rejects batch limits vLLM refuses to start with', () => {
+    expect(problems({ vllm: { maxNumBatchedTokens: 128, maxNumSeqs: 256 } })).toEqual([
+      'vllm.maxNumBatchedTokens = 128: must be at least vllm.maxNumSeqs (256): vLLM refuses to start with fewer batched tokens than sequences per step',
+    ]);
+    expect(problems({ vllm: { maxNumBatchedTokens: 256, maxNumSeqs: 256 } })).toEqual([]);
+  });
+
   it('rejects unknown keys and suggests the setting that was meant', () => {
     expect(problems({ vllm: { blcokSize: 16 } })).toEqual([
       'vllm.blcokSize: unknown setting (did you mean "blockSize"?); allowed here: image, replicas, maxModelLen, gpuMemoryUtilization, blockSize, maxNumBatchedTokens, maxNumSeqs, kvCacheTokensPerReplica',
@@ -185,10 +192,13 @@ describe('LabConfig validation', () => {
 
   it('rejects sweep arms that are unknown or not enabled', () => {
     expect(problems({ study: { concurrencySweep: { arms: ['router-fast'] } } })[0]).toBe(
-      'study.concurrencySweep.arms[0] = "router-fast": unknown arm; allowed: kube-proxy, router-round-robin, router-cache-aware, router-cache-aware-tuned, router-round-robin-completions, router-cache-aware-completions, router-cache-aware-tuned-completions, epp',
+      'study.concurrencySweep.arms[0] = "router-fast": unknown arm; allowed: kube-proxy, router-round-robin, router-cache-aware, router-cache-aware-tuned, router-round-robin-completions, router-cache-aware-completions, router-cache-aware-tuned-completions, epp, epp-completions',
     );
     expect(problems({ study: { concurrencySweep: { arms: ['llmd-precise'] } } })).toEqual([
-      'study.concurrencySweep.arms[0] = "llmd-precise": "llmd-precise" is an optional arm that is not in study.optionalArms; enable it there first',
+      'study.concurrencySweep.arms[0] = "llmd-precise": "llmd-precise" is an arm of the optional front end "llmd-precise", which is not in study.optionalArms; enable it there first',
+    ]);
+    expect(problems({ study: { concurrencySweep: { arms: ['ai-gateway-completions'] } } })).toEqual([
+      'study.concurrencySweep.arms[0] = "ai-gateway-completions": "ai-gateway-completions" is an arm of the optional front end "ai-gateway", which is not in study.optionalArms; enable it there first',
     ]);
     expect(
       problems({ study: { optionalArms: ['llmd-precise'], concurrencySweep: { arms: ['llmd-precise'] } } }),
