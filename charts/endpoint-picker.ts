@@ -6,8 +6,9 @@ import { stringify } from 'yaml';
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { Arm } from '../lib/study/arms.ts';
 import { studyFrontEnds } from '../lib/study/arms.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
 import { EPP_GRPC_PORT, eppName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, port, quantity } from './common.ts';
+import { COMPONENT_LABEL, containerResources, port } from './common.ts';
 import {
   type EndpointPickerConfig,
   gaieSchedulerConfig,
@@ -198,10 +199,7 @@ export class EndpointPicker extends Construct {
                 image: props.image,
                 args: endpointPickerArgs(props),
                 ports: containerPorts,
-                resources: {
-                  requests: { cpu: quantity('500m'), memory: quantity('512Mi') },
-                  limits: { memory: quantity('2Gi') },
-                },
+                resources: containerResources(REQUESTS.endpointPicker),
                 securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
                 readinessProbe: { grpc: healthProbe, periodSeconds: 2, failureThreshold: 3 },
                 livenessProbe: {

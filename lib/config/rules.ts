@@ -1,5 +1,12 @@
 import type { z } from 'zod';
 import { allArms, studyArms } from '../study/arms.ts';
+import {
+  formatCpu,
+  formatMemory,
+  largestLines,
+  type ResourceBudget,
+  resourceBudget,
+} from '../study/resources.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -18,7 +25,9 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
 
   const { instance, vllm, workload, study, router } = config;
 
+  let gpusFit = true;
   if (isInt(vllm.replicas) && isInt(instance.gpus) && vllm.replicas > instance.gpus) {
+    gpusFit = false;
     fail(
       ['vllm', 'replicas'],
       `each replica needs its own GPU and instance.gpus is ${instance.gpus} (${instance.type}); allowed: 1 to ${instance.gpus}`,
@@ -31,6 +40,7 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
     2 * vllm.replicas > instance.gpus
   ) {
     // llm-d's KV-events replicas are a second set beside the standard one (lab-spec 3.7).
+    gpusFit = false;
     fail(
       ['study', 'optionalArms'],
       `llmd-precise runs its own ${vllm.replicas} replica(s) beside the standard ${vllm.replicas}, needing ${2 * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Lower vllm.replicas to ${Math.floor(instance.gpus / 2)} or use a larger instance`,
@@ -137,6 +147,38 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
   }
   if (Array.isArray(study.optionalArms) && new Set(study.optionalArms).size !== study.optionalArms.length) {
     fail(['study', 'optionalArms'], 'lists an arm twice');
+  }
+
+  // Only once the replicas have their GPUs: a study that cannot place them is reported above.
+  if (gpusFit && armsKnown && [instance.vcpus, instance.memoryGiB, vllm.replicas].every(isInt)) {
+    const budget = budgetOf(config);
+    if (budget && !budget.fits) {
+      const cpu = budget.cpuMillis > budget.capacityCpuMillis;
+      const over = cpu
+        ? {
+            path: ['instance', 'vcpus'],
+            what: `${formatCpu(budget.cpuMillis)} CPUs`,
+            has: `${instance.vcpus} vCPUs`,
+          }
+        : {
+            path: ['instance', 'memoryGiB'],
+            what: formatMemory(budget.memoryMiB),
+            has: `${instance.memoryGiB} GiB`,
+          };
+      fail(
+        over.path,
+        `the pods that can run at once request ${over.what} but ${instance.type} has ${over.has} (${formatCpu(budget.cpuMillis)} CPUs and ${formatMemory(budget.memoryMiB)} in all, largest: ${largestLines(budget, cpu ? 'cpu' : 'memory')}). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance`,
+      );
+    }
+  }
+}
+
+/** The resource budget, or undefined when another invalid setting keeps the study from being planned. */
+function budgetOf(config: LabConfig): ResourceBudget | undefined {
+  try {
+    return resourceBudget(config);
+  } catch {
+    return undefined;
   }
 }
 

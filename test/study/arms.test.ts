@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { allArms, studyArms, studyFrontEnds } from '../../lib/study/arms.ts';
 import { PROMPT_VISIBILITY, promptBlindLabel } from '../../lib/study/prompt-visibility.ts';
-import { frontEnd, targetBaseUrl } from '../../lib/study/topology.ts';
+import { armById, frontEnd, targetBaseUrl } from '../../lib/study/topology.ts';
 
 const ALL_OPTIONAL = { study: { optionalArms: ['epp-prefix3', 'ai-gateway', 'llmd-precise'] } };
 
@@ -44,7 +44,9 @@ describe('arms and prompt visibility (lab-spec 3.3, 3.4, 3.7)', () => {
   });
 
   it('sends a completions arm through the front end of its chat arm', () => {
-    expect(frontEnd(config, arms.get('epp-completions')!)).toEqual(frontEnd(config, arms.get('epp')!));
+    expect(frontEnd(config, armById(config, 'epp-completions'))).toEqual(
+      frontEnd(config, armById(config, 'epp')),
+    );
     expect(targetBaseUrl(config, { kind: 'arm', arm: 'llmd-precise-completions' })).toBe(
       'http://envoy-llmd-precise.vllm.svc.cluster.local:8081',
     );
