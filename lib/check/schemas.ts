@@ -137,12 +137,14 @@ export const EndpointPickerConfigSchema = z
           ),
         }),
       )
-      .min(1, 'must define at least one scheduling profile'),
+      // Optional: without profiles GAIE v1.0.1 creates one named `default` with every filter,
+      // scorer and picker of the plugins (pkg/epp/config/loader/defaults.go setDefaultsPhaseTwo).
+      .optional(),
   })
   .superRefine((config, ctx) => {
     // A profile can only use plugins the config instantiates (by name, or by type when unnamed).
     const defined = new Set(config.plugins.map((plugin) => plugin.name ?? plugin.type));
-    config.schedulingProfiles.forEach((profile, p) => {
+    (config.schedulingProfiles ?? []).forEach((profile, p) => {
       profile.plugins.forEach((plugin, i) => {
         if (!defined.has(plugin.pluginRef)) {
           ctx.addIssue({
