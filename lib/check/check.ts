@@ -9,12 +9,16 @@ import { benchmarkRunsOnce, workloadCreatesCachePressure } from './rules/benchma
 import { envoyConfiguration, envoyContainer } from './rules/envoy.ts';
 import {
   eppConfigPresent,
+  eppFlagsParse,
   eppKvMetricOverridden,
+  eppPluginTypesRegistered,
   eppProbesOnHealthPort,
   eppRbac,
   eppSecureServingMatchesEnvoy,
+  unknownPluginRegistries,
 } from './rules/epp.ts';
 import { oneGpuPerReplica, runtimeClassOnGpuPods } from './rules/gpu.ts';
+import { llmdReplicasMatchIndexer, llmdTokenizerDirWritable } from './rules/llmd.ts';
 import {
   devModeForCacheReset,
   prefixCachingAndMetrics,
@@ -23,7 +27,7 @@ import {
 } from './rules/servers.ts';
 import { validateSchema } from './schemas.ts';
 import { findTestbed, type Testbed } from './testbed.ts';
-import type { Note, Violation } from './violation.ts';
+import { type Note, note, type Violation } from './violation.ts';
 
 export interface CheckOptions {
   /**
@@ -49,7 +53,11 @@ function lessonViolations(testbed: Testbed, kvCacheTokensPerReplica: number): Vi
     ...routersAddressReplicasByName(testbed),
     ...envoyAddressesByName(testbed),
     ...poolsSelectReplicas(testbed),
+    ...eppFlagsParse(testbed),
     ...eppConfigPresent(testbed),
+    ...eppPluginTypesRegistered(testbed),
+    ...llmdReplicasMatchIndexer(testbed),
+    ...llmdTokenizerDirWritable(testbed),
     ...eppSecureServingMatchesEnvoy(testbed),
     ...eppKvMetricOverridden(testbed),
     ...eppProbesOnHealthPort(testbed),
@@ -68,7 +76,16 @@ export function inspectManifests(objects: readonly KubeObject[], options: CheckO
   const schema = objects.map(validateSchema);
   const testbed = findTestbed(objects);
   const violations = [...schema.flatMap((result) => result.violations), ...lessonViolations(testbed, kv)];
-  const notes = [...schema.flatMap((result) => result.notes), ...replicasStayInternal(testbed).notes];
+  const notes = [
+    ...schema.flatMap((result) => result.notes),
+    ...replicasStayInternal(testbed).notes,
+    ...unknownPluginRegistries(testbed).map(({ ref, image }) =>
+      note(
+        ref.pod.object,
+        `plugin types not checked: no plugin registry known for ${image} (known: GAIE v1.0.x, llm-d inference scheduler v0.3.x)`,
+      ),
+    ),
+  ];
   if (testbed.servers.length === 0) {
     notes.push({
       object: '(manifests)',
