@@ -1,11 +1,19 @@
 import { defaultLabConfig } from '../config/load.ts';
 import type { KubeObject } from './manifest.ts';
+import { gibToBytes } from './quantity.ts';
 import {
   envoyAddressesByName,
   poolsSelectReplicas,
   routersAddressReplicasByName,
 } from './rules/addressing.ts';
+import {
+  aiGatewayEppServesTls,
+  aiGatewayReferencesResolve,
+  backendKindsListed,
+  extensionManagerComplete,
+} from './rules/ai-gateway.ts';
 import { benchmarkRunsOnce, workloadCreatesCachePressure } from './rules/benchmark.ts';
+import { type NodeCapacity, requestsFitNode } from './rules/budget.ts';
 import { envoyConfiguration, envoyContainer } from './rules/envoy.ts';
 import {
   eppConfigPresent,
@@ -35,6 +43,16 @@ export interface CheckOptions {
    * @default the lab configuration's `vllm.kvCacheTokensPerReplica` (163,472 on an L4 at 0.85)
    */
   readonly kvCacheTokensPerReplica?: number;
+  /**
+   * Allocatable CPU cores of the node, for the resource budget.
+   * @default the lab configuration's `instance.vcpus` (48 on a g6.12xlarge)
+   */
+  readonly nodeCpu?: number;
+  /**
+   * Allocatable memory of the node in GiB, for the resource budget.
+   * @default the lab configuration's `instance.memoryGiB` (192 on a g6.12xlarge)
+   */
+  readonly nodeMemoryGiB?: number;
 }
 
 export interface CheckReport {
@@ -43,7 +61,11 @@ export interface CheckReport {
 }
 
 /** The lesson rules of lab-spec section 5, in lesson order. */
-function lessonViolations(testbed: Testbed, kvCacheTokensPerReplica: number): Violation[] {
+function lessonViolations(
+  testbed: Testbed,
+  kvCacheTokensPerReplica: number,
+  capacity: NodeCapacity,
+): Violation[] {
   return [
     ...runtimeClassOnGpuPods(testbed),
     ...oneGpuPerReplica(testbed),
@@ -67,15 +89,28 @@ function lessonViolations(testbed: Testbed, kvCacheTokensPerReplica: number): Vi
     ...benchmarkRunsOnce(testbed),
     ...workloadCreatesCachePressure(testbed, { kvCacheTokensPerReplica }),
     ...devModeForCacheReset(testbed),
+    ...backendKindsListed(testbed),
+    ...extensionManagerComplete(testbed),
+    ...aiGatewayEppServesTls(testbed),
+    ...aiGatewayReferencesResolve(testbed),
+    ...requestsFitNode(testbed, capacity),
   ];
 }
 
 /** Schema validation and every lesson, with notes on what could not be judged. */
 export function inspectManifests(objects: readonly KubeObject[], options: CheckOptions = {}): CheckReport {
-  const kv = options.kvCacheTokensPerReplica ?? defaultLabConfig().vllm.kvCacheTokensPerReplica;
+  const defaults = defaultLabConfig();
+  const kv = options.kvCacheTokensPerReplica ?? defaults.vllm.kvCacheTokensPerReplica;
+  const capacity: NodeCapacity = {
+    cpu: options.nodeCpu ?? defaults.instance.vcpus,
+    memoryBytes: gibToBytes(options.nodeMemoryGiB ?? defaults.instance.memoryGiB),
+  };
   const schema = objects.map(validateSchema);
   const testbed = findTestbed(objects);
-  const violations = [...schema.flatMap((result) => result.violations), ...lessonViolations(testbed, kv)];
+  const violations = [
+    ...schema.flatMap((result) => result.violations),
+    ...lessonViolations(testbed, kv, capacity),
+  ];
   const notes = [
     ...schema.flatMap((result) => result.notes),
     ...replicasStayInternal(testbed).notes,
