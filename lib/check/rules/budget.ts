@@ -36,9 +36,13 @@ interface Requests {
   readonly memoryBytes: number;
 }
 
+/** A container's requests; Kubernetes defaults a missing request to the limit when one is set. */
 function containerRequests(container: unknown): Requests {
-  const requests = record(record(record(container).resources).requests);
-  return { cpu: parseQuantity(requests.cpu) ?? 0, memoryBytes: parseQuantity(requests.memory) ?? 0 };
+  const resources = record(record(container).resources);
+  const requests = record(resources.requests);
+  const limits = record(resources.limits);
+  const of = (name: string) => parseQuantity(requests[name] ?? limits[name]) ?? 0;
+  return { cpu: of('cpu'), memoryBytes: of('memory') };
 }
 
 /**
