@@ -8,7 +8,7 @@ import type { Arm } from '../lib/study/arms.ts';
 import { studyFrontEnds } from '../lib/study/arms.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { EPP_GRPC_PORT, eppName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, containerResources, port } from './common.ts';
+import { COMPONENT_LABEL, containerResources, MODEL_CACHE_MOUNT, modelCacheVolume, port } from './common.ts';
 import {
   type EndpointPickerConfig,
   gaieSchedulerConfig,
@@ -28,6 +28,76 @@ export const VLLM_KV_CACHE_METRIC = 'vllm:kv_cache_usage_perc';
 
 const CONFIG_DIR = '/config';
 const CONFIG_FILE = 'default-plugins.yaml';
+
+/** Writable emptyDir of llm-d's precise scorer: `indexerConfig.tokenizersPoolConfig.tokenizersCacheDir`. */
+export const TOKENIZERS_DIR = '/tokenizers';
+/** The llm-d scheduler image's user (its Dockerfile: `USER 65532:65532`); the seed is written as it. */
+export const EPP_IMAGE_USER = 65532;
+
+/**
+ * The files `tokenizers.FromPretrained` (daulet/tokenizers v1.22.1, used by llm-d-kv-cache-manager
+ * v0.3.2 CachedHFTokenizer.getTokenizer) looks for in `<cacheDir>/<model>/`: it downloads each one
+ * that is missing (only tokenizer.json is mandatory) and then loads tokenizer.json alone.
+ */
+export const TOKENIZER_FILES = [
+  'tokenizer.json',
+  'vocab.txt',
+  'merges.txt',
+  'special_tokens_map.json',
+  'added_tokens.json',
+] as const;
+
+/** Pre-seeding of llm-d's tokenizer folder from the shared model cache (lab-spec 3.7). */
+export interface TokenizerSeed {
+  /** An image the host already has, with a POSIX shell and cp (the vLLM image). */
+  readonly image: string;
+  /** Hugging Face id of the model whose snapshot is in the shared cache (`Qwen/Qwen3-0.6B-FP8`). */
+  readonly model: string;
+  /**
+   * The folder the scorer opens: the request's `model` field, i.e. the served name. The scorer
+   * tokenizes with `request.TargetModel` (llm-d-inference-scheduler v0.3.2 PrecisePrefixCacheScorer.Score)
+   * and `FromPretrained` reads `<cacheDir>/<model>/tokenizer.json`.
+   */
+  readonly servedName: string;
+}
+
+/** The model's folder in the HF_HOME layout of the shared cache: `/models/hub/models--Qwen--Qwen3-0.6B-FP8`. */
+export function hubModelDir(model: string, cacheRoot = MODEL_CACHE_MOUNT): string {
+  return `${cacheRoot}/hub/models--${model.split('/').join('--')}`;
+}
+
+/**
+ * The initContainer's script: copy the tokenizer files of the cached snapshot `refs/main` points
+ * at (what the bootstrap's snapshot_download fetched) into `<dir>/<served name>/`, or fail saying
+ * which file is missing. Paths are single-quoted: model ids never contain a quote.
+ */
+export function tokenizerSeedScript(
+  seed: TokenizerSeed,
+  paths: { readonly dir?: string; readonly cacheRoot?: string } = {},
+): string {
+  const dir = paths.dir ?? TOKENIZERS_DIR;
+  const repo = hubModelDir(seed.model, paths.cacheRoot);
+  const target = `${dir}/${seed.servedName}`;
+  return [
+    'set -eu',
+    `repo='${repo}'`,
+    `target='${target}'`,
+    'if [ ! -f "$repo/refs/main" ]; then',
+    `  echo "lab: $repo/refs/main not found: ${seed.model} is not in the shared model cache (the bootstrap pre-fetches it); cannot seed the tokenizer for ${seed.servedName}" >&2`,
+    '  exit 1',
+    'fi',
+    'snapshot="$repo/snapshots/$(cat "$repo/refs/main")"',
+    'if [ ! -f "$snapshot/tokenizer.json" ]; then',
+    `  echo "lab: $snapshot/tokenizer.json not found: the cached snapshot of ${seed.model} has no tokenizer.json; the llm-d scorer cannot tokenize ${seed.servedName} requests" >&2`,
+    '  exit 1',
+    'fi',
+    'mkdir -p "$target"',
+    `for f in ${TOKENIZER_FILES.join(' ')}; do`,
+    '  if [ -f "$snapshot/$f" ]; then cp -L "$snapshot/$f" "$target/$f"; fi',
+    'done',
+    'echo "lab: seeded $target from $snapshot"',
+  ].join('\n');
+}
 
 /** The InferencePool of an EPP-style front end: `qwen3-pool` for the core EPP, one per other front end. */
 export function inferencePoolName(config: LabConfig, frontEndId: string): string {
@@ -60,6 +130,12 @@ export interface EndpointPickerProps {
    * @default - no KV-events port
    */
   readonly kvEventsPort?: number;
+  /**
+   * Give the EPP a writable tokenizer folder at TOKENIZERS_DIR, seeded by an initContainer (llm-d's
+   * precise scorer; the scheduler config must name the same folder).
+   * @default - no tokenizer folder
+   */
+  readonly tokenizerSeed?: TokenizerSeed;
 }
 
 /** The EPP's command line (lab-spec 3.4); the image's entrypoint is `/epp`. */
@@ -176,6 +252,7 @@ export class EndpointPicker extends Construct {
     if (props.kvEventsPort !== undefined)
       containerPorts.push({ name: 'zmq', containerPort: props.kvEventsPort });
     const healthProbe = { port: EPP_HEALTH_PORT, service: EPP_HEALTH_SERVICE };
+    const seed = props.tokenizerSeed;
 
     new k8s.KubeDeployment(this, 'deployment', {
       metadata: { name: props.name, labels },
@@ -208,10 +285,17 @@ export class EndpointPicker extends Construct {
                   periodSeconds: 10,
                   failureThreshold: 3,
                 },
-                volumeMounts: [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }],
+                volumeMounts: [
+                  { name: 'config', mountPath: CONFIG_DIR, readOnly: true },
+                  ...(seed ? [{ name: 'tokenizers', mountPath: TOKENIZERS_DIR }] : []),
+                ],
               },
             ],
-            volumes: [{ name: 'config', configMap: { name: `${props.name}-config` } }],
+            ...(seed ? { initContainers: [tokenizerSeedContainer(seed)] } : {}),
+            volumes: [
+              { name: 'config', configMap: { name: `${props.name}-config` } },
+              ...(seed ? [{ name: 'tokenizers', emptyDir: {} }, modelCacheVolume()] : []),
+            ],
           },
         },
       },
@@ -236,6 +320,28 @@ export class EndpointPicker extends Construct {
       spec: { selector, ports: servicePorts },
     });
   }
+}
+
+/** The initContainer that fills the tokenizer folder before the EPP starts. */
+function tokenizerSeedContainer(seed: TokenizerSeed): k8s.Container {
+  return {
+    name: 'seed-tokenizer',
+    image: seed.image,
+    command: ['sh', '-c', tokenizerSeedScript(seed)],
+    resources: containerResources(REQUESTS.tokenizerSeed),
+    // As the EPP's user, so the scorer may still add the optional files it finds missing.
+    securityContext: {
+      runAsUser: EPP_IMAGE_USER,
+      runAsGroup: EPP_IMAGE_USER,
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+    },
+    volumeMounts: [
+      { name: 'model-cache', mountPath: MODEL_CACHE_MOUNT, readOnly: true },
+      { name: 'tokenizers', mountPath: TOKENIZERS_DIR },
+    ],
+  };
 }
 
 /** EPP-style front ends of the study that this chart deploys (core EPP, prefix x3, llm-d precise). */
@@ -284,9 +390,17 @@ export function endpointPickerProps(config: LabConfig, arm: Arm): EndpointPicker
         schedulerConfig: precisePrefixCacheConfig({
           blockSize: config.llmd.blockSize,
           hashSeed: config.llmd.hashSeed,
+          tokenizersCacheDir: TOKENIZERS_DIR,
           weights: config.llmd.weights,
         }),
         kvEventsPort: KV_EVENTS_PORT,
+        // The vLLM image: the host already has it for the replicas. No HF_TOKEN on the EPP: in
+        // llm-d-kv-cache-manager v0.3.2 NewCachedHFTokenizer a token replaces the cache-dir option.
+        tokenizerSeed: {
+          image: config.vllm.image,
+          model: config.model.name,
+          servedName: config.model.servedName,
+        },
       };
     default:
       throw new Error(`arm "${arm.id}" is not an Endpoint Picker arm`);

@@ -93,9 +93,10 @@ export function vllmServerArgs(props: ModelServersProps): string[] {
       enable_kv_cache_events: true,
       publisher: 'zmq',
       endpoint: props.kvEvents.endpoint,
-      // Kubernetes expands $(POD_IP) from the container env. The topic's model part is the
-      // Hugging Face id, as in llm-d's own examples (UNCONFIRMED against the served name).
-      topic: `kv@$(POD_IP)@${props.model}`,
+      // Kubernetes expands $(POD_IP) from the container env. The indexer keys blocks by the
+      // topic's model part (llm-d-kv-cache-manager v0.3.2 kvevents zmqSubscriber.runSubscriber
+      // splits `kv@<pod>@<model>`) and looks them up by the request's model, the served name.
+      topic: `kv@$(POD_IP)@${props.servedName}`,
     };
     args.push(
       '--prefix-caching-hash-algo=sha256_cbor',

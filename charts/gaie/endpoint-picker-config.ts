@@ -83,6 +83,11 @@ export interface PrecisePrefixCacheOptions {
   readonly blockSize: number;
   /** Hash seed; must equal the replicas' PYTHONHASHSEED. */
   readonly hashSeed: string;
+  /**
+   * Writable folder the scorer loads tokenizers from: `<dir>/<request model>/tokenizer.json`.
+   * Without it the cache dir is a path baked in at build time that the image (UID 65532) cannot create.
+   */
+  readonly tokenizersCacheDir: string;
   readonly weights: {
     readonly precisePrefixCache: number;
     readonly kvCacheUtilization: number;
@@ -100,9 +105,15 @@ export function precisePrefixCacheConfig(options: PrecisePrefixCacheOptions): En
       { type: 'single-profile-handler' },
       {
         type: 'precise-prefix-cache-scorer',
+        // llm-d-kv-cache-manager v0.3.2: kvcache.Config (json `tokenProcessorConfig`,
+        // `tokenizersPoolConfig`); tokenization.Config embeds HFTokenizerConfig, so
+        // `tokenizersCacheDir` sits directly in `tokenizersPoolConfig`. The scorer's factory
+        // (llm-d-inference-scheduler v0.3.2 PrecisePrefixCachePluginFactory) unmarshals these over
+        // the defaults, so unset fields (workersCount, ...) keep their default values.
         parameters: {
           indexerConfig: {
             tokenProcessorConfig: { blockSize: options.blockSize, hashSeed: options.hashSeed },
+            tokenizersPoolConfig: { tokenizersCacheDir: options.tokenizersCacheDir },
           },
         },
       },

@@ -1,20 +1,32 @@
 import { defaultLabConfig } from '../config/load.ts';
+import { gibToBytes } from '../study/quantity.ts';
 import type { KubeObject } from './manifest.ts';
 import {
   envoyAddressesByName,
   poolsSelectReplicas,
   routersAddressReplicasByName,
 } from './rules/addressing.ts';
+import {
+  aiGatewayEppServesTls,
+  aiGatewayReferencesResolve,
+  backendKindsListed,
+  extensionManagerComplete,
+} from './rules/ai-gateway.ts';
 import { benchmarkRunsOnce, workloadCreatesCachePressure } from './rules/benchmark.ts';
+import { type NodeCapacity, requestsFitNode } from './rules/budget.ts';
 import { envoyConfiguration, envoyContainer } from './rules/envoy.ts';
 import {
   eppConfigPresent,
+  eppFlagsParse,
   eppKvMetricOverridden,
+  eppPluginTypesRegistered,
   eppProbesOnHealthPort,
   eppRbac,
   eppSecureServingMatchesEnvoy,
+  unknownPluginRegistries,
 } from './rules/epp.ts';
 import { oneGpuPerReplica, runtimeClassOnGpuPods } from './rules/gpu.ts';
+import { llmdReplicasMatchIndexer, llmdTokenizerDirWritable } from './rules/llmd.ts';
 import {
   devModeForCacheReset,
   prefixCachingAndMetrics,
@@ -23,7 +35,7 @@ import {
 } from './rules/servers.ts';
 import { validateSchema } from './schemas.ts';
 import { findTestbed, type Testbed } from './testbed.ts';
-import type { Note, Violation } from './violation.ts';
+import { type Note, note, type Violation } from './violation.ts';
 
 export interface CheckOptions {
   /**
@@ -31,6 +43,16 @@ export interface CheckOptions {
    * @default the lab configuration's `vllm.kvCacheTokensPerReplica` (163,472 on an L4 at 0.85)
    */
   readonly kvCacheTokensPerReplica?: number;
+  /**
+   * Allocatable CPU cores of the node, for the resource budget.
+   * @default the lab configuration's `instance.vcpus` (48 on a g6.12xlarge)
+   */
+  readonly nodeCpu?: number;
+  /**
+   * Allocatable memory of the node in GiB, for the resource budget.
+   * @default the lab configuration's `instance.memoryGiB` (192 on a g6.12xlarge)
+   */
+  readonly nodeMemoryGiB?: number;
 }
 
 export interface CheckReport {
@@ -39,7 +61,11 @@ export interface CheckReport {
 }
 
 /** The lesson rules of lab-spec section 5, in lesson order. */
-function lessonViolations(testbed: Testbed, kvCacheTokensPerReplica: number): Violation[] {
+function lessonViolations(
+  testbed: Testbed,
+  kvCacheTokensPerReplica: number,
+  capacity: NodeCapacity,
+): Violation[] {
   return [
     ...runtimeClassOnGpuPods(testbed),
     ...oneGpuPerReplica(testbed),
@@ -49,7 +75,11 @@ function lessonViolations(testbed: Testbed, kvCacheTokensPerReplica: number): Vi
     ...routersAddressReplicasByName(testbed),
     ...envoyAddressesByName(testbed),
     ...poolsSelectReplicas(testbed),
+    ...eppFlagsParse(testbed),
     ...eppConfigPresent(testbed),
+    ...eppPluginTypesRegistered(testbed),
+    ...llmdReplicasMatchIndexer(testbed),
+    ...llmdTokenizerDirWritable(testbed),
     ...eppSecureServingMatchesEnvoy(testbed),
     ...eppKvMetricOverridden(testbed),
     ...eppProbesOnHealthPort(testbed),
@@ -59,16 +89,38 @@ function lessonViolations(testbed: Testbed, kvCacheTokensPerReplica: number): Vi
     ...benchmarkRunsOnce(testbed),
     ...workloadCreatesCachePressure(testbed, { kvCacheTokensPerReplica }),
     ...devModeForCacheReset(testbed),
+    ...backendKindsListed(testbed),
+    ...extensionManagerComplete(testbed),
+    ...aiGatewayEppServesTls(testbed),
+    ...aiGatewayReferencesResolve(testbed),
+    ...requestsFitNode(testbed, capacity),
   ];
 }
 
 /** Schema validation and every lesson, with notes on what could not be judged. */
 export function inspectManifests(objects: readonly KubeObject[], options: CheckOptions = {}): CheckReport {
-  const kv = options.kvCacheTokensPerReplica ?? defaultLabConfig().vllm.kvCacheTokensPerReplica;
+  const defaults = defaultLabConfig();
+  const kv = options.kvCacheTokensPerReplica ?? defaults.vllm.kvCacheTokensPerReplica;
+  const capacity: NodeCapacity = {
+    cpu: options.nodeCpu ?? defaults.instance.vcpus,
+    memoryBytes: gibToBytes(options.nodeMemoryGiB ?? defaults.instance.memoryGiB),
+  };
   const schema = objects.map(validateSchema);
   const testbed = findTestbed(objects);
-  const violations = [...schema.flatMap((result) => result.violations), ...lessonViolations(testbed, kv)];
-  const notes = [...schema.flatMap((result) => result.notes), ...replicasStayInternal(testbed).notes];
+  const violations = [
+    ...schema.flatMap((result) => result.violations),
+    ...lessonViolations(testbed, kv, capacity),
+  ];
+  const notes = [
+    ...schema.flatMap((result) => result.notes),
+    ...replicasStayInternal(testbed).notes,
+    ...unknownPluginRegistries(testbed).map(({ ref, image }) =>
+      note(
+        ref.pod.object,
+        `plugin types not checked: no plugin registry known for ${image} (known: GAIE v1.0.x, llm-d inference scheduler v0.3.x)`,
+      ),
+    ),
+  ];
   if (testbed.servers.length === 0) {
     notes.push({
       object: '(manifests)',

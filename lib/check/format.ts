@@ -1,12 +1,12 @@
 import type { CheckReport } from './check.ts';
-import type { Note, Violation } from './violation.ts';
+import { lessonLabel, type Note, type Violation } from './violation.ts';
 
 /** Text output of `lab check`: one line per finding, then a summary. */
 
 const LABEL_WIDTH = 10;
 
 function label(lesson: number): string {
-  return (lesson === 0 ? 'schema' : `lesson ${lesson}`).padEnd(LABEL_WIDTH);
+  return lessonLabel(lesson).padEnd(LABEL_WIDTH);
 }
 
 const where = (file: string | undefined) => (file ? `  (${file})` : '');
@@ -27,7 +27,7 @@ export function summarize(report: CheckReport, objects: number, files: number): 
   if (report.violations.length === 0) return `lab check: ${scanned}, no violations${notes}`;
   const counts = new Map<string, number>();
   for (const v of report.violations) {
-    const key = v.lesson === 0 ? 'schema' : `lesson ${v.lesson}`;
+    const key = lessonLabel(v.lesson);
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
   const byLesson = [...counts].map(([key, count]) => `${key}: ${count}`).join(', ');

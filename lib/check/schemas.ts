@@ -1,6 +1,8 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import * as kubernetesModels from 'kubernetes-models';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { AI_GATEWAY_RESOURCE_SCHEMAS, envoyGatewayConfigSchema } from '../../charts/ai-gateway/schemas.ts';
 import { fieldPath, isRecord, type KubeObject, record, text } from './manifest.ts';
 import { type Note, note, SCHEMA, type Violation, violation } from './violation.ts';
 
@@ -137,12 +139,14 @@ export const EndpointPickerConfigSchema = z
           ),
         }),
       )
-      .min(1, 'must define at least one scheduling profile'),
+      // Optional: without profiles GAIE v1.0.1 creates one named `default` with every filter,
+      // scorer and picker of the plugins (pkg/epp/config/loader/defaults.go setDefaultsPhaseTwo).
+      .optional(),
   })
   .superRefine((config, ctx) => {
     // A profile can only use plugins the config instantiates (by name, or by type when unnamed).
     const defined = new Set(config.plugins.map((plugin) => plugin.name ?? plugin.type));
-    config.schedulingProfiles.forEach((profile, p) => {
+    (config.schedulingProfiles ?? []).forEach((profile, p) => {
       profile.plugins.forEach((plugin, i) => {
         if (!defined.has(plugin.pluginRef)) {
           ctx.addIssue({
@@ -213,12 +217,78 @@ export function looksLikeEndpointPickerConfig(source: string): boolean {
   return /^kind:\s*["']?EndpointPickerConfig\b/m.test(source);
 }
 
+let ajvValidators: Map<string, ValidateFunction> | undefined;
+
+/**
+ * The AI Gateway arm's kinds (Gateway API v1.5.1, Envoy Gateway v1.8.1), by `apiVersion/kind`,
+ * and the EnvoyGateway document under `EnvoyGateway`; compiled once.
+ */
+function ajvValidator(key: string): ValidateFunction | undefined {
+  if (!ajvValidators) {
+    const ajv = new Ajv({ allErrors: true, strict: true });
+    ajvValidators = new Map(
+      Object.entries({ ...AI_GATEWAY_RESOURCE_SCHEMAS, EnvoyGateway: envoyGatewayConfigSchema }).map(
+        ([name, schema]) => [name, ajv.compile(schema)],
+      ),
+    );
+  }
+  return ajvValidators.get(key);
+}
+
+function ajvViolations(
+  object: KubeObject,
+  prefix: (string | number)[],
+  errors: readonly ErrorObject[],
+  why: string,
+): Violation[] {
+  return errors.map((error) => {
+    const extra = (error.params as { additionalProperty?: string }).additionalProperty;
+    const field = [prefix.length > 0 ? fieldPath(prefix) : '', pointerToField(error.instancePath)]
+      .filter(Boolean)
+      .join('.');
+    const path = extra ? [field, extra].filter(Boolean).join('.') : field;
+    const message = extra ? `unknown key "${extra}"` : (error.message ?? 'invalid');
+    return violation(object, path || '(object)', SCHEMA, `${message} (${why})`);
+  });
+}
+
+/** An EnvoyGateway document in a ConfigMap value, judged by its content. */
+export function looksLikeEnvoyGatewayConfig(source: string): boolean {
+  return /^kind:\s*["']?EnvoyGateway["']?\s*$/m.test(source);
+}
+
+function envoyGatewayConfigViolations(
+  object: KubeObject,
+  prefix: (string | number)[],
+  source: string,
+): Violation[] {
+  let document: unknown;
+  try {
+    document = parseYaml(source);
+  } catch (error) {
+    return [
+      violation(
+        object,
+        fieldPath(prefix),
+        SCHEMA,
+        `EnvoyGateway configuration is not valid YAML: ${(error as Error).message}`,
+      ),
+    ];
+  }
+  const validate = ajvValidator('EnvoyGateway');
+  if (!validate || validate(document)) return [];
+  return ajvViolations(object, prefix, validate.errors ?? [], 'Envoy Gateway v1.8.1 configuration');
+}
+
 function configMapViolations(object: KubeObject): Violation[] {
   return Object.entries(record(object.data)).flatMap(([key, value]) => {
     const source = text(value);
-    return source && looksLikeEndpointPickerConfig(source)
-      ? endpointPickerConfigViolations(object, ['data', key], source)
-      : [];
+    if (!source) return [];
+    if (looksLikeEndpointPickerConfig(source))
+      return endpointPickerConfigViolations(object, ['data', key], source);
+    if (looksLikeEnvoyGatewayConfig(source))
+      return envoyGatewayConfigViolations(object, ['data', key], source);
+    return [];
   });
 }
 
@@ -253,6 +323,17 @@ export function validateSchema(object: KubeObject): SchemaResult {
   }
   if (object.apiVersion === 'inference.networking.k8s.io/v1' && object.kind === 'InferencePool') {
     return { violations: [...violations, ...inferencePoolViolations(object)], notes: [] };
+  }
+  const validate = ajvValidator(`${object.apiVersion}/${object.kind}`);
+  if (validate) {
+    const valid = validate(object);
+    const why = `${object.apiVersion} ${object.kind} schema of the pinned release`;
+    return {
+      violations: valid
+        ? violations
+        : [...violations, ...ajvViolations(object, [], validate.errors ?? [], why)],
+      notes: [],
+    };
   }
   return {
     violations,

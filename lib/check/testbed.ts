@@ -1,4 +1,5 @@
-import { flagValues, programName, shellCommands, shellScript } from './command-line.ts';
+import { programName, shellCommands, shellScript } from './command-line.ts';
+import { mentionsGoFlag } from './go-flags.ts';
 import {
   type Json,
   type KubeObject,
@@ -148,8 +149,9 @@ export function runsRouter(words: readonly string[]): boolean {
   return programName(words[0]) === 'vllm-router';
 }
 
+/** An Endpoint Picker names its pool; Go accepts `-pool-name` as well as `--pool-name`. */
 export function runsEpp(words: readonly string[]): boolean {
-  return flagValues(words, '--pool-name') !== undefined;
+  return mentionsGoFlag(words, 'pool-name');
 }
 
 /** What a container is in the lab, judged by what it runs. */

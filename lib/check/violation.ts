@@ -2,6 +2,18 @@ import { fileOf, type KubeObject, objectRef } from './manifest.ts';
 
 /** `lesson` of a schema failure: the object would not even be accepted, or not decoded. */
 export const SCHEMA = 0;
+/** `lesson` of the AI Gateway arm's rules (lab-spec 3.6), which section 5 does not number. */
+export const AI_GATEWAY = 10;
+/** `lesson` of the resource budget: what runs at once fits the node. */
+export const BUDGET = 11;
+
+/** How output names a `lesson` value: `schema`, `lesson 5`, `ai-gateway`, `budget`. */
+export function lessonLabel(lesson: number): string {
+  if (lesson === SCHEMA) return 'schema';
+  if (lesson === AI_GATEWAY) return 'ai-gateway';
+  if (lesson === BUDGET) return 'budget';
+  return `lesson ${lesson}`;
+}
 
 /** One way in which a folder of manifests breaks a lesson of lab-spec section 5 (or a schema). */
 export interface Violation {
@@ -9,7 +21,10 @@ export interface Violation {
   readonly object: string;
   /** `spec.template.spec.containers[0].args` */
   readonly field: string;
-  /** 1-9: the lesson of lab-spec section 5; 0 (`SCHEMA`): the object fails its schema. */
+  /**
+   * 1-9: the lesson of lab-spec section 5; 0 (`SCHEMA`): the object fails its schema;
+   * 10 (`AI_GATEWAY`): the AI Gateway arm's wiring; 11 (`BUDGET`): the resource budget.
+   */
   readonly lesson: number;
   /** What is wrong and why it matters to the study. */
   readonly message: string;

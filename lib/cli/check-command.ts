@@ -8,6 +8,14 @@ export const CHECK_UNUSABLE = 2;
 interface CheckCommandOptions {
   readonly json?: boolean;
   readonly kvCacheTokens?: number;
+  readonly nodeCpu?: number;
+  readonly nodeMemoryGib?: number;
+}
+
+function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('must be a positive number');
+  return n;
 }
 
 function positiveInteger(value: string): number {
@@ -36,6 +44,16 @@ export function registerCheckCommand(program: Command): void {
       "KV cache tokens per replica for the workload lesson (default: the configuration's vllm.kvCacheTokensPerReplica)",
       positiveInteger,
     )
+    .option(
+      '--node-cpu <cores>',
+      "allocatable CPU of the node for the resource budget (default: the configuration's instance.vcpus)",
+      positiveNumber,
+    )
+    .option(
+      '--node-memory-gib <gib>',
+      "allocatable memory (GiB) of the node for the resource budget (default: the configuration's instance.memoryGiB)",
+      positiveNumber,
+    )
     .action(async (dir: string, options: CheckCommandOptions) => {
       // Loaded on use: the Kubernetes schemas take about a second to load, and other commands need not wait.
       const check = await import('../check/index.ts');
@@ -49,10 +67,16 @@ export function registerCheckCommand(program: Command): void {
           `lab check: no Kubernetes objects found in ${dir} (looked for *.yaml, *.yml and *.json)`,
         );
       }
-      const kvCacheTokensPerReplica =
-        options.kvCacheTokens ??
-        loadLabConfig({ file: program.opts().config }).config.vllm.kvCacheTokensPerReplica;
-      const report = check.inspectManifests(folder.objects, { kvCacheTokensPerReplica });
+      const needsConfig =
+        options.kvCacheTokens === undefined ||
+        options.nodeCpu === undefined ||
+        options.nodeMemoryGib === undefined;
+      const config = needsConfig ? loadLabConfig({ file: program.opts().config }).config : undefined;
+      const report = check.inspectManifests(folder.objects, {
+        kvCacheTokensPerReplica: options.kvCacheTokens ?? config?.vllm.kvCacheTokensPerReplica,
+        nodeCpu: options.nodeCpu ?? config?.instance.vcpus,
+        nodeMemoryGiB: options.nodeMemoryGib ?? config?.instance.memoryGiB,
+      });
       const notes = [
         ...report.notes,
         ...folder.skipped.map((skipped) => ({

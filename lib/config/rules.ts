@@ -1,9 +1,9 @@
 import type { z } from 'zod';
 import { allArms, studyArms } from '../study/arms.ts';
 import {
-  formatCpu,
-  formatMemory,
+  cpuText,
   largestLines,
+  memoryText,
   type ResourceBudget,
   resourceBudget,
 } from '../study/resources.ts';
@@ -157,17 +157,17 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
       const over = cpu
         ? {
             path: ['instance', 'vcpus'],
-            what: `${formatCpu(budget.cpuMillis)} CPUs`,
+            what: `${cpuText(budget.cpuMillis)} CPUs`,
             has: `${instance.vcpus} vCPUs`,
           }
         : {
             path: ['instance', 'memoryGiB'],
-            what: formatMemory(budget.memoryMiB),
+            what: memoryText(budget.memoryMiB),
             has: `${instance.memoryGiB} GiB`,
           };
       fail(
         over.path,
-        `the pods that can run at once request ${over.what} but ${instance.type} has ${over.has} (${formatCpu(budget.cpuMillis)} CPUs and ${formatMemory(budget.memoryMiB)} in all, largest: ${largestLines(budget, cpu ? 'cpu' : 'memory')}). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance`,
+        `the pods that can run at once request ${over.what} but ${instance.type} has ${over.has} (${cpuText(budget.cpuMillis)} CPUs and ${memoryText(budget.memoryMiB)} in all, largest: ${largestLines(budget, cpu ? 'cpu' : 'memory')}). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance`,
       );
     }
   }

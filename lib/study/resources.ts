@@ -1,6 +1,7 @@
 import type { LabConfig } from '../config/schema.ts';
 import { studyFrontEnds } from './arms.ts';
 import { studyPlan } from './plan.ts';
+import { formatCpu, formatMemory, parseQuantity } from './quantity.ts';
 
 /**
  * What each pod of the lab asks the scheduler for, and whether everything that can run at once
@@ -21,6 +22,8 @@ export const REQUESTS = {
   replica: { cpu: '4', memory: '32Gi', memoryLimit: '32Gi' },
   router: { cpu: '1', memory: '512Mi', memoryLimit: '2Gi' },
   endpointPicker: { cpu: '500m', memory: '512Mi', memoryLimit: '2Gi' },
+  /** llm-d's initContainer that copies the tokenizer files; less than the EPP, so it adds nothing. */
+  tokenizerSeed: { cpu: '100m', memory: '64Mi', memoryLimit: '256Mi' },
   /**
    * A standalone Envoy or the AI Gateway's Envoy. Only the front end under test carries load, so the
    * request leaves scheduling room for every arm's Envoy at once; the workers are set by
@@ -110,40 +113,31 @@ export function largestLines(budget: ResourceBudget, by: 'cpu' | 'memory', n = 3
     .slice(0, n)
     .map(
       (l) =>
-        `${l.count} x ${l.what} (${formatCpu(l.count * l.cpuMillis)} CPU, ${formatMemory(l.count * l.memoryMiB)})`,
+        `${l.count} x ${l.what} (${cpuText(l.count * l.cpuMillis)} CPU, ${memoryText(l.count * l.memoryMiB)})`,
     )
     .join(', ');
 }
 
-export function formatCpu(millis: number): string {
-  return Number.isInteger(millis / 1000) ? String(millis / 1000) : (millis / 1000).toFixed(2);
-}
-
-export function formatMemory(mib: number): string {
-  return mib % 1024 === 0 ? `${mib / 1024} GiB` : `${(mib / 1024).toFixed(1)} GiB`;
-}
-
-/** CPU of a Kubernetes quantity (`2`, `500m`, `0.5`) in millicores. */
+/** CPU of a Kubernetes quantity (`2`, `500m`) in whole millicores, so sums stay exact. */
 export function cpuMillis(quantity: string): number {
-  const m = /^(\d+(?:\.\d+)?)(m?)$/.exec(quantity);
-  if (!m) throw new Error(`not a CPU quantity: "${quantity}"`);
-  return m[2] === 'm' ? Number(m[1]) : Number(m[1]) * 1000;
+  const cores = parseQuantity(quantity);
+  if (cores === undefined) throw new Error(`not a CPU quantity: "${quantity}"`);
+  return Math.round(cores * 1000);
 }
 
-const MEMORY_UNITS: Readonly<Record<string, number>> = {
-  '': 1 / 2 ** 20,
-  Ki: 1 / 1024,
-  Mi: 1,
-  Gi: 1024,
-  Ti: 1024 ** 2,
-  k: 1000 / 2 ** 20,
-  M: 1e6 / 2 ** 20,
-  G: 1e9 / 2 ** 20,
-};
-
-/** Memory of a Kubernetes quantity (`512Mi`, `32Gi`, `1G`) in MiB. */
+/** Memory of a Kubernetes quantity (`512Mi`, `32Gi`) in MiB. */
 export function memoryMiB(quantity: string): number {
-  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G)?$/.exec(quantity);
-  if (!m) throw new Error(`not a memory quantity: "${quantity}"`);
-  return Number(m[1]) * MEMORY_UNITS[m[2] ?? ''];
+  const bytes = parseQuantity(quantity);
+  if (bytes === undefined) throw new Error(`not a memory quantity: "${quantity}"`);
+  return bytes / 2 ** 20;
+}
+
+/** `34.15` (CPUs) from millicores. */
+export function cpuText(millis: number): string {
+  return formatCpu(millis / 1000);
+}
+
+/** `161.69 GiB` from MiB. */
+export function memoryText(mib: number): string {
+  return formatMemory(mib * 2 ** 20);
 }

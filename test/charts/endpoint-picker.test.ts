@@ -1,5 +1,18 @@
+import { spawnSync } from 'node:child_process';
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { parse } from 'yaml';
+import { tokenizerSeedScript } from '../../charts/endpoint-picker.ts';
 import { container, find, synthLab } from './synth.ts';
 import { validateEndpointPickerConfig, validateManifest } from './validate.ts';
 
@@ -153,7 +166,12 @@ describe('optional EPP arms', () => {
     validateEndpointPickerConfig(config);
     expect(config.plugins).toContainEqual({
       type: 'precise-prefix-cache-scorer',
-      parameters: { indexerConfig: { tokenProcessorConfig: { blockSize: 64, hashSeed: '42' } } },
+      parameters: {
+        indexerConfig: {
+          tokenProcessorConfig: { blockSize: 64, hashSeed: '42' },
+          tokenizersPoolConfig: { tokenizersCacheDir: '/tokenizers' },
+        },
+      },
     });
     expect(config.schedulingProfiles[0].plugins).toEqual([
       { pluginRef: 'precise-prefix-cache-scorer', weight: 3 },
@@ -161,6 +179,63 @@ describe('optional EPP arms', () => {
       { pluginRef: 'queue-scorer', weight: 2 },
       { pluginRef: 'max-score-picker' },
     ]);
+  });
+
+  test('llmd-precise has a writable tokenizer folder, seeded from the model cache under the served name', () => {
+    const deployment = find(objects, 'Deployment', 'qwen3-llmd-precise');
+    const pod = deployment.spec.template.spec;
+    const epp = container(deployment);
+    expect(epp.volumeMounts).toContainEqual({ name: 'tokenizers', mountPath: '/tokenizers' });
+    expect(pod.volumes).toContainEqual({ name: 'tokenizers', emptyDir: {} });
+    expect((epp.env ?? []).map((e: { name: string }) => e.name)).not.toContain('HF_TOKEN');
+    const [init] = pod.initContainers;
+    expect(init.image).toBe('vllm/vllm-openai:v0.11.0');
+    expect(init.securityContext.runAsUser).toBe(65532);
+    expect(init.volumeMounts).toEqual([
+      { name: 'model-cache', mountPath: '/models', readOnly: true },
+      { name: 'tokenizers', mountPath: '/tokenizers' },
+    ]);
+    expect(init.command[2]).toContain("repo='/models/hub/models--Qwen--Qwen3-0.6B-FP8'");
+    expect(init.command[2]).toContain("target='/tokenizers/qwen3'");
+    // The GAIE EPPs have none of it.
+    expect(
+      find(objects, 'Deployment', 'qwen3-epp-prefix3').spec.template.spec.initContainers,
+    ).toBeUndefined();
+  });
+
+  test('the seed script copies the snapshot refs/main names, and fails clearly without it', () => {
+    const root = mkdtempSync(join(tmpdir(), 'seed-'));
+    const cache = join(root, 'models');
+    const out = join(root, 'tokenizers');
+    const seed = { image: 'x', model: 'Qwen/Qwen3-0.6B-FP8', servedName: 'qwen3' };
+    const script = tokenizerSeedScript(seed, { dir: out, cacheRoot: cache });
+    const run = () => spawnSync('sh', ['-c', script], { encoding: 'utf8' });
+
+    const missing = run();
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(
+      /refs\/main not found: Qwen\/Qwen3-0.6B-FP8 is not in the shared model cache/,
+    );
+
+    const repo = join(cache, 'hub', 'models--Qwen--Qwen3-0.6B-FP8');
+    mkdirSync(join(repo, 'refs'), { recursive: true });
+    mkdirSync(join(repo, 'snapshots', 'abc123'), { recursive: true });
+    mkdirSync(join(repo, 'blobs'), { recursive: true });
+    writeFileSync(join(repo, 'refs', 'main'), 'abc123');
+    const noTokenizer = run();
+    expect(noTokenizer.status).toBe(1);
+    expect(noTokenizer.stderr).toMatch(/abc123\/tokenizer.json not found/);
+
+    // HF snapshots hold symlinks into blobs/: the copy must be the content.
+    writeFileSync(join(repo, 'blobs', 'b1'), '{"model":{}}');
+    symlinkSync(join(repo, 'blobs', 'b1'), join(repo, 'snapshots', 'abc123', 'tokenizer.json'));
+    writeFileSync(join(repo, 'snapshots', 'abc123', 'merges.txt'), 'a b');
+    writeFileSync(join(repo, 'snapshots', 'abc123', 'config.json'), '{}');
+    const ok = run();
+    expect(ok.status).toBe(0);
+    expect(readFileSync(join(out, 'qwen3', 'tokenizer.json'), 'utf8')).toBe('{"model":{}}');
+    expect(lstatSync(join(out, 'qwen3', 'tokenizer.json')).isSymbolicLink()).toBe(false);
+    expect(readdirSync(join(out, 'qwen3')).sort()).toEqual(['merges.txt', 'tokenizer.json']);
   });
 
   test('the config schema rejects a fractional weight and an unknown field', () => {

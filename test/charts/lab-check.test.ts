@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
-import { checkManifests, type KubeObject } from '../../lib/check/index.ts';
+import { BUDGET, checkManifests, type KubeObject } from '../../lib/check/index.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
 import { synthLab } from './synth.ts';
 
@@ -18,10 +18,12 @@ describe('lab check on the synthesized testbed', () => {
     expect(checkManifests(synthesizedTestbed())).toEqual([]);
   });
 
-  test('with the optional EPP arms and llm-d replicas, still none', () => {
-    expect(
-      checkManifests(synthesizedTestbed({ study: { optionalArms: ['epp-prefix3', 'llmd-precise'] } })),
-    ).toEqual([]);
+  test('with every optional arm, no violation: the resource budget fits the g6.12xlarge too', () => {
+    const all = { study: { optionalArms: ['epp-prefix3', 'ai-gateway', 'llmd-precise'] } };
+    expect(checkManifests(synthesizedTestbed(all))).toEqual([]);
+    // The same manifests on a node of half the CPUs do not fit, and the budget rule says so.
+    const small = checkManifests(synthesizedTestbed(all), { nodeCpu: 24 });
+    expect(small.map((v) => v.lesson)).toEqual([BUDGET]);
   });
 
   test('the checker does see the synthesized objects: breaking one fails it', () => {

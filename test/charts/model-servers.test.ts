@@ -115,7 +115,8 @@ describe("llm-d's KV-events replicas", () => {
       enable_kv_cache_events: true,
       publisher: 'zmq',
       endpoint: 'tcp://qwen3-llmd-precise.vllm.svc.cluster.local:5557',
-      topic: 'kv@$(POD_IP)@Qwen/Qwen3-0.6B-FP8',
+      // The served name requests carry, so index keys match the scorer's look-ups (lab-spec 3.7).
+      topic: 'kv@$(POD_IP)@qwen3',
     });
     expect(vllm.env).toContainEqual({ name: 'PYTHONHASHSEED', value: '42' });
     expect(vllm.env).toContainEqual({

@@ -69,6 +69,17 @@ describe('lab check', () => {
     expect(out).toContain('lesson 8  Job vllm/bench-epp');
   });
 
+  it('sizes the node for the resource budget from --node-cpu and --node-memory-gib', async () => {
+    const dir = await manifestFolder(goodTestbed());
+    const small = await lab('check', dir, '--node-cpu', '1', '--node-memory-gib', '1');
+    expect(small.code).toBe(1);
+    expect(small.out).toMatch(
+      /^budget {4}\(everything that runs at once\) {2}resources\.requests\.memory: memory requests add up to [\d.]+ GiB, more than the node's 1 GiB \(--node-memory-gib\)/m,
+    );
+    // The default node (the configuration's instance: 48 vCPU, 192 GiB) holds the fixture.
+    expect((await lab('check', dir)).code).toBe(0);
+  });
+
   it('exits 2 when the folder does not exist or holds no manifests', async () => {
     expect(await lab('check', '/no/such/folder')).toEqual(
       expect.objectContaining({ code: 2, err: 'lab check: /no/such/folder: no such folder\n' }),

@@ -254,6 +254,9 @@ export function envoyConfig(): Json {
         request_header_mode: 'SEND',
         request_body_mode: 'FULL_DUPLEX_STREAMED',
         response_body_mode: 'FULL_DUPLEX_STREAMED',
+        // Envoy refuses FULL_DUPLEX_STREAMED with any other trailer mode.
+        request_trailer_mode: 'SEND',
+        response_trailer_mode: 'SEND',
       },
       message_timeout: '1000s',
       failure_mode_allow: false,
@@ -268,7 +271,7 @@ export function envoyConfig(): Json {
           {
             name: 'all',
             domains: ['*'],
-            routes: [{ match: { prefix: '/' }, route: { cluster: 'by-header' } }],
+            routes: [{ match: { prefix: '/' }, route: { cluster: 'by-header', timeout: '300s' } }],
           },
         ],
       },

@@ -149,10 +149,10 @@ describe('LabConfig validation', () => {
     const all = { optionalArms: ['epp-prefix3', 'ai-gateway', 'llmd-precise'] };
     expect(problems({ study: all })).toEqual([]);
     expect(problems({ instance: { vcpus: 32 }, study: all })).toEqual([
-      'instance.vcpus = 32: the pods that can run at once request 34.15 CPUs but g6.12xlarge has 32 vCPUs (34.15 CPUs and 161.7 GiB in all, largest: 4 x vLLM replica (16 CPU, 128 GiB), 4 x Envoy (8 CPU, 2 GiB), 2 x benchmark client (largest run) (4 CPU, 24 GiB)). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance',
+      'instance.vcpus = 32: the pods that can run at once request 34.15 CPUs but g6.12xlarge has 32 vCPUs (34.15 CPUs and 161.69 GiB in all, largest: 4 x vLLM replica (16 CPU, 128 GiB), 4 x Envoy (8 CPU, 2 GiB), 2 x benchmark client (largest run) (4 CPU, 24 GiB)). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance',
     ]);
     expect(problems({ benchmark: { memoryLimitGi: 40 }, study: all })[0]).toMatch(
-      /^instance\.memoryGiB = 192: the pods that can run at once request 217\.7 GiB but g6\.12xlarge has 192 GiB \(34\.15 CPUs and 217\.7 GiB in all, largest: 4 x vLLM replica \(16 CPU, 128 GiB\), 2 x benchmark client \(largest run\) \(4 CPU, 80 GiB\)/,
+      /^instance\.memoryGiB = 192: the pods that can run at once request 217\.69 GiB but g6\.12xlarge has 192 GiB \(34\.15 CPUs and 217\.69 GiB in all, largest: 4 x vLLM replica \(16 CPU, 128 GiB\), 2 x benchmark client \(largest run\) \(4 CPU, 80 GiB\)/,
     );
   });
 

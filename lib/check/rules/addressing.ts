@@ -1,5 +1,6 @@
-import { flagValue, flagValues } from '../command-line.ts';
+import { flagValues } from '../command-line.ts';
 import { clusters, endpointAddresses, envoyConfigs } from '../envoy-config.ts';
+import { eppFlags } from '../epp-config.ts';
 import {
   fieldPath,
   type KubeObject,
@@ -149,9 +150,10 @@ export function poolsSelectReplicas(testbed: Testbed): Violation[] {
         });
   const eppViolations = testbed.epps.flatMap((ref) => {
     const invocation = mainInvocation(ref);
-    const name = invocation ? flagValue(invocation.words, '--pool-name') : undefined;
+    const flags = eppFlags(ref);
+    const name = flags.values.get('pool-name');
     if (!invocation || !name) return [];
-    const namespace = flagValue(invocation.words, '--pool-namespace') ?? ref.pod.namespace;
+    const namespace = flags.values.get('pool-namespace') ?? ref.pod.namespace;
     const exists = pools.some((pool) => nameOf(pool) === name && sameNamespace(namespaceOf(pool), namespace));
     return exists
       ? []

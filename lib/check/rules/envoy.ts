@@ -8,16 +8,25 @@ import {
   envoyConfigs,
   extProcClusterName,
   extProcFilters,
+  findAll,
   usesHttp2,
 } from '../envoy-config.ts';
-import { fieldPath, isRecord, list, objectRef, record, text } from '../manifest.ts';
+import { fieldPath, isRecord, type Json, list, objectRef, record, text } from '../manifest.ts';
 import { findObject, type Testbed } from '../testbed.ts';
 import { SCHEMA, type Violation, violation } from '../violation.ts';
 
 /** Lesson 6: the standalone Envoy in front of the EPP (lab-spec 3.5). */
 
 export const BODY_MODE = 'FULL_DUPLEX_STREAMED';
-export const MESSAGE_TIMEOUT = '1000s';
+/** Response body modes that keep SSE streaming: the EPP's full duplex, or not sending the body at all. */
+export const RESPONSE_BODY_MODES = [BODY_MODE, 'NONE'];
+/**
+ * Floor of ext_proc's message_timeout: the study's longest streamed response (128 tokens at
+ * concurrency 32 finishes in seconds; 60s leaves room for a loaded node) when routes allow longer.
+ */
+export const MIN_MESSAGE_TIMEOUT_SECONDS = 60;
+/** Envoy's route timeout when a route sets none (RouteAction.timeout). */
+const ENVOY_DEFAULT_ROUTE_TIMEOUT_SECONDS = 15;
 export const DESTINATION_HEADER = 'x-gateway-destination-endpoint';
 /** Levels that keep logging off the request path; trace/debug/info cost CPU under load. */
 export const QUIET_LOG_LEVELS = ['warn', 'warning', 'error', 'critical', 'off'];
@@ -115,25 +124,56 @@ function checkEnvoyConfig({ configMap, key, config, parseError }: EnvoyConfig): 
       'has no envoy.filters.http.ext_proc filter: the EPP never sees a request and cannot pick endpoints',
     );
   }
+  const routeLimit = longestRouteTimeout(config);
   for (const filter of filters) {
     const typed = record(filter.node.typed_config);
     const modes = record(typed.processing_mode);
-    for (const mode of ['request_body_mode', 'response_body_mode'] as const) {
-      if (modes[mode] !== BODY_MODE) {
-        const why =
-          mode === 'request_body_mode'
-            ? 'the EPP must read the request body to pick by prefix'
-            : 'SSE responses must keep streaming through the filter';
+    const modeField = (mode: string) => [...filter.path, 'typed_config', 'processing_mode', mode];
+    if (modes.request_body_mode !== BODY_MODE) {
+      add(
+        modeField('request_body_mode'),
+        `is ${String(modes.request_body_mode ?? 'not set (NONE)')}, not ${BODY_MODE}: the EPP must read the request body to pick by prefix`,
+      );
+    }
+    // NONE (the default) is fine: the EPP picks on the request; BUFFERED/STREAMED would hold or
+    // chop an SSE response the EPP does not need to see.
+    const response = modes.response_body_mode ?? 'NONE';
+    if (!RESPONSE_BODY_MODES.includes(String(response))) {
+      add(
+        modeField('response_body_mode'),
+        `is ${String(response)}: use ${RESPONSE_BODY_MODES.join(' or ')}, so SSE responses keep streaming through the filter`,
+      );
+    }
+    // Envoy refuses to load these (ext_proc config.cc verifyProcessingModeConfig, Envoy v1.35).
+    for (const direction of ['request', 'response'] as const) {
+      if (modes[`${direction}_body_mode`] !== BODY_MODE) continue;
+      const trailer = modes[`${direction}_trailer_mode`];
+      if (trailer !== 'SEND') {
         add(
-          [...filter.path, 'typed_config', 'processing_mode', mode],
-          `is ${String(modes[mode] ?? 'not set')}, not ${BODY_MODE}: ${why}`,
+          modeField(`${direction}_trailer_mode`),
+          `is ${String(trailer ?? 'not set (DEFAULT)')} while ${direction}_body_mode is ${BODY_MODE}: Envoy rejects the configuration ("the ${direction}_trailer_mode has to be set to SEND") and does not start`,
         );
       }
     }
-    if (typed.message_timeout !== MESSAGE_TIMEOUT) {
+    const fullDuplex = modes.request_body_mode === BODY_MODE || modes.response_body_mode === BODY_MODE;
+    if (fullDuplex && typed.failure_mode_allow === true) {
+      add(
+        [...filter.path, 'typed_config', 'failure_mode_allow'],
+        `is true with ${BODY_MODE}: Envoy rejects the configuration ("the failure_mode_allow has to be left as false") and does not start`,
+      );
+    }
+    const timeout = durationSeconds(typed.message_timeout);
+    const needed = Math.max(routeLimit.seconds, MIN_MESSAGE_TIMEOUT_SECONDS);
+    if (timeout === undefined || timeout < needed) {
+      const actual =
+        typed.message_timeout === undefined
+          ? 'not set (200ms)'
+          : timeout === undefined
+            ? `${JSON.stringify(typed.message_timeout)}, not a duration`
+            : String(typed.message_timeout);
       add(
         [...filter.path, 'typed_config', 'message_timeout'],
-        `is ${String(typed.message_timeout ?? 'not set (200ms)')}, not ${MESSAGE_TIMEOUT}: a long streamed body times out the ext_proc exchange and the request fails`,
+        `is ${actual}: a streamed response may last as long as the route allows (${routeLimit.what}), and an ext_proc exchange that times out first fails the request; set at least ${needed}s`,
       );
     }
     const name = extProcClusterName(filter.node);
@@ -182,4 +222,41 @@ function checkEnvoyConfig({ configMap, key, config, parseError }: EnvoyConfig): 
     }
   }
   return found;
+}
+
+/** Seconds of a protobuf Duration as YAML writes it (`1000s`, `1.5s`, or `{seconds, nanos}`). */
+export function durationSeconds(value: unknown): number | undefined {
+  if (typeof value === 'string') {
+    const match = /^(\d+(?:\.\d+)?)s$/.exec(value.trim());
+    return match ? Number(match[1]) : undefined;
+  }
+  if (isRecord(value) && (typeof value.seconds === 'number' || typeof value.seconds === 'string')) {
+    return Number(value.seconds) + (typeof value.nanos === 'number' ? value.nanos / 1e9 : 0);
+  }
+  return undefined;
+}
+
+/**
+ * The longest time a route lets a response last: its `timeout` (Envoy's default 15s when unset);
+ * `0s` disables it, which the floor then stands for.
+ */
+function longestRouteTimeout(config: Json): { seconds: number; what: string } {
+  const routes = findAll(
+    config,
+    (node) => isRecord(node.route) && text(record(node.route).cluster) !== undefined,
+  );
+  let longest = { seconds: 0, what: 'no route found' };
+  for (const { node } of routes) {
+    const timeout = record(node.route).timeout;
+    const seconds = timeout === undefined ? ENVOY_DEFAULT_ROUTE_TIMEOUT_SECONDS : durationSeconds(timeout);
+    if (seconds === undefined) continue;
+    if (seconds === 0) return { seconds: 0, what: 'a route timeout of 0s, no limit' };
+    if (seconds > longest.seconds) {
+      longest = {
+        seconds,
+        what: `route timeout ${timeout === undefined ? '15s (Envoy default)' : String(timeout)}`,
+      };
+    }
+  }
+  return longest;
 }

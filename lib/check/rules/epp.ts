@@ -1,4 +1,3 @@
-import { flagIsOn, flagValue } from '../command-line.ts';
 import {
   clusterNamed,
   endpointAddresses,
@@ -7,6 +6,8 @@ import {
   extProcFilters,
   usesTls,
 } from '../envoy-config.ts';
+import { eppFlags, eppSchedulerConfig, pluginRegistry, pluginsOf } from '../epp-config.ts';
+import { goBool } from '../go-flags.ts';
 import {
   fieldPath,
   type Json,
@@ -46,9 +47,10 @@ export function eppConfigPresent(testbed: Testbed): Violation[] {
     const invocation = mainInvocation(ref);
     if (!invocation) return [];
     const object = ref.pod.object;
-    const file = flagValue(invocation.words, '--config-file');
+    const flags = eppFlags(ref);
+    const file = flags.values.get('config-file');
     if (file === undefined) {
-      if (flagValue(invocation.words, '--config-text') !== undefined) return [];
+      if (flags.values.get('config-text') !== undefined) return [];
       return [
         violation(
           object,
@@ -95,7 +97,7 @@ export function eppKvMetricOverridden(testbed: Testbed): Violation[] {
   return testbed.epps.flatMap((ref) => {
     const invocation = mainInvocation(ref);
     if (!invocation) return [];
-    const metric = flagValue(invocation.words, '--kv-cache-usage-percentage-metric');
+    const metric = eppFlags(ref).values.get('kv-cache-usage-percentage-metric');
     if (metric === KV_METRIC) return [];
     const actual =
       metric === undefined
@@ -112,12 +114,30 @@ export function eppKvMetricOverridden(testbed: Testbed): Violation[] {
   });
 }
 
-/** Lesson 5: readiness (and liveness, if any) are gRPC health checks on 9003. */
+/** The EPP's gRPC ports (GAIE v1.0.1 runserver defaults: ext_proc 9002, health 9003). */
+const DEFAULT_GRPC_PORT = 9002;
+
+/**
+ * The ports a probe may use: `--grpc-health-port` (default 9003), and the ext_proc port when
+ * `--health-checking` also registers the health service there (GAIE v1.0.1 runserver).
+ */
+function healthPorts(ref: ContainerRef): { ports: number[]; flag: string } {
+  const flags = eppFlags(ref);
+  const health = Number(flags.values.get('grpc-health-port') ?? EPP_HEALTH_PORT);
+  const grpc = Number(flags.values.get('grpc-port') ?? DEFAULT_GRPC_PORT);
+  const custom = flags.values.has('grpc-health-port') ? ` (--grpc-health-port ${health})` : '';
+  return goBool(flags, 'health-checking', false)
+    ? { ports: [health, grpc], flag: `${health}${custom} or ${grpc} (--health-checking)` }
+    : { ports: [health], flag: `${health}${custom}; on ${grpc} only with --health-checking=true` };
+}
+
+/** Lesson 5: readiness (and liveness, if any) are gRPC health checks on the EPP's health port. */
 export function eppProbesOnHealthPort(testbed: Testbed): Violation[] {
   return testbed.epps.flatMap((ref) =>
     (['readinessProbe', 'livenessProbe'] as const).flatMap((probe): Violation[] => {
       const value = ref.container[probe];
       const field = `${ref.path}.${probe}`;
+      const health = healthPorts(ref);
       if (value === undefined) {
         return probe === 'readinessProbe'
           ? [
@@ -125,7 +145,7 @@ export function eppProbesOnHealthPort(testbed: Testbed): Violation[] {
                 ref.pod.object,
                 field,
                 5,
-                `is not set: the EPP is ready only after its pool has synced; probe gRPC health on ${EPP_HEALTH_PORT}`,
+                `is not set: the EPP is ready only after its pool has synced; probe gRPC health on ${health.ports[0]}`,
               ),
             ]
           : [];
@@ -137,19 +157,19 @@ export function eppProbesOnHealthPort(testbed: Testbed): Violation[] {
             ref.pod.object,
             field,
             5,
-            `is not a gRPC probe: the EPP answers health over gRPC on ${EPP_HEALTH_PORT} (service inference-extension)`,
+            `is not a gRPC probe: the EPP answers health over gRPC on ${health.ports[0]} (service inference-extension)`,
           ),
         ];
       }
       const port = record(grpc).port;
-      return port === EPP_HEALTH_PORT
+      return typeof port === 'number' && health.ports.includes(port)
         ? []
         : [
             violation(
               ref.pod.object,
               `${field}.grpc.port`,
               5,
-              `is ${String(port)}: the EPP serves gRPC health on ${EPP_HEALTH_PORT} (on 9002 only with --health-checking=true)`,
+              `is ${String(port)}: the EPP serves gRPC health on ${health.flag}`,
             ),
           ];
     }),
@@ -185,7 +205,7 @@ export function eppSecureServingMatchesEnvoy(testbed: Testbed): Violation[] {
         return eppsBehind(testbed, target.service).flatMap((ref) => {
           const invocation = mainInvocation(ref);
           if (!invocation) return [];
-          const secure = flagIsOn(invocation.words, '--secure-serving') ?? true;
+          const secure = goBool(eppFlags(ref), 'secure-serving', true);
           if (secure === tls) return [];
           const envoySide = `cluster ${clusterName} in ${objectRef(configMap)} (${fieldPath(['data', key, ...cluster.path])})`;
           const message = secure
@@ -262,7 +282,6 @@ const REVIEW_GRANTS: Grant[] = [
  */
 export function eppRbac(testbed: Testbed): Violation[] {
   return testbed.epps.flatMap((ref) => {
-    const invocation = mainInvocation(ref);
     const object = ref.pod.object;
     const field = `${ref.pod.path}.serviceAccountName`;
     const account = text(ref.pod.spec.serviceAccountName) ?? 'default';
@@ -286,8 +305,7 @@ export function eppRbac(testbed: Testbed): Violation[] {
         ),
       );
     }
-    const poolGroup =
-      (invocation && flagValue(invocation.words, '--pool-group')) ?? 'inference.networking.k8s.io';
+    const poolGroup = eppFlags(ref).values.get('pool-group') ?? 'inference.networking.k8s.io';
     const watches: Grant[] = [
       { group: '', resource: 'pods', verbs: ['get', 'list', 'watch'] },
       { group: poolGroup, resource: 'inferencepools', verbs: ['get', 'list', 'watch'] },
@@ -310,4 +328,74 @@ export function eppRbac(testbed: Testbed): Violation[] {
     }
     return found;
   });
+}
+
+/**
+ * Lesson 5: Go parses the EPP's whole command line. A boolean flag followed by a separate value
+ * (`--secure-serving false`) turns the flag on and stops parsing at "false", so every later flag,
+ * `--config-file` included, is silently ignored (Go flag.FlagSet.parseOne).
+ */
+export function eppFlagsParse(testbed: Testbed): Violation[] {
+  return testbed.epps.flatMap((ref) => {
+    const invocation = mainInvocation(ref);
+    if (!invocation) return [];
+    const flags = eppFlags(ref);
+    const object = ref.pod.object;
+    if (flags.error) {
+      return [
+        violation(
+          object,
+          invocation.field,
+          5,
+          `Go's flag parser rejects it (${flags.error}): the EPP exits at start`,
+        ),
+      ];
+    }
+    const stop = flags.stoppedAt;
+    if (!stop) return [];
+    const previous = invocation.words[stop.index - 1] ?? '';
+    const boolFlag = previous.replace(/^--?/, '');
+    const why = ['true', 'false'].includes(stop.word.toLowerCase())
+      ? `"${previous} ${stop.word}" is read by Go as ${previous} (true) followed by the positional word "${stop.word}"; a boolean flag takes its value only as ${previous}=${stop.word}`
+      : `Go's flag parser stops at the positional word "${stop.word}"`;
+    const ignored = stop.ignored.filter((word) => word.startsWith('-'));
+    return [
+      violation(
+        object,
+        invocation.field,
+        5,
+        `${why}, so every later flag is ignored (${ignored.join(' ') || 'none'})${boolFlag === 'secure-serving' ? ' and secure serving stays on' : ''}; write ${previous}=${stop.word}`,
+      ),
+    ];
+  });
+}
+
+/**
+ * Lesson 5: every plugin type in the scheduler configuration is registered by the EPP image that
+ * reads it; otherwise the EPP exits with "plugin type '<type>' is not found in registry"
+ * (GAIE v1.0.1 pkg/epp/config/loader instantiatePlugins).
+ */
+export function eppPluginTypesRegistered(testbed: Testbed): Violation[] {
+  return testbed.epps.flatMap((ref) => {
+    const registry = pluginRegistry(ref.image);
+    const config = registry ? eppSchedulerConfig(testbed, ref) : undefined;
+    if (!registry || !config) return [];
+    return pluginsOf(config).flatMap(({ plugin, index }) => {
+      const type = text(plugin.type);
+      if (type === undefined || registry.types.has(type)) return [];
+      return [
+        violation(
+          config.object,
+          `${config.field}.plugins[${index}].type`,
+          5,
+          `"${type}" is not a plugin type ${ref.image} registers (${registry.component}: ${[...registry.types].join(', ')}): ${objectRef(ref.pod.object)} exits with "plugin type '${type}' is not found in registry"`,
+        ),
+      ];
+    });
+  });
+}
+
+/** EPP images whose plugin registry the checker does not know: their plugin types are not judged. */
+export function unknownPluginRegistries(testbed: Testbed): { ref: ContainerRef; image: string }[] {
+  return testbed.epps.filter((ref) => !pluginRegistry(ref.image)).map((ref) => ({ ref, image: ref.image }));
 }

@@ -1,0 +1,184 @@
+import { formatCpu, formatMemory, parseQuantity } from '../../study/quantity.ts';
+import { type Json, type KubeObject, labelsOf, list, nameOf, objectRef, record } from '../manifest.ts';
+import { ofKind, podTemplateOf, replicasOf, type Testbed } from '../testbed.ts';
+import { BUDGET, type Violation } from '../violation.ts';
+
+/**
+ * The resource budget: the CPU and memory requests of everything that can run at once must fit
+ * the node's allocatable, or the last pods to be created stay Pending and every run that needs
+ * them fails (the manual lab's AI Gateway Envoy, created last on a full node).
+ */
+
+export interface NodeCapacity {
+  /** Allocatable CPU cores. */
+  readonly cpu: number;
+  /** Allocatable memory in bytes. */
+  readonly memoryBytes: number;
+}
+
+/** One thing that holds requests while the study runs. */
+export interface Consumer {
+  /** `StatefulSet vllm/qwen3 x2` */
+  readonly what: string;
+  readonly cpu: number;
+  readonly memoryBytes: number;
+}
+
+/** Label of the benchmark Jobs (charts/benchmark-job.ts BENCHMARK_LABEL): the benchmark id. */
+const BENCHMARK_LABEL = 'lab.llm-gateway/benchmark';
+/** A label naming a Job's run, when the manifests carry one. */
+const RUN_LABEL = 'lab.llm-gateway/run';
+/** Envoy Gateway v1.8.1's proxy defaults (api/v1alpha1/shared_types.go): 1 replica, 100m CPU, 512Mi. */
+const ENVOY_GATEWAY_DEFAULT = { replicas: 1, cpu: '100m', memory: '512Mi' };
+
+interface Requests {
+  readonly cpu: number;
+  readonly memoryBytes: number;
+}
+
+/** A container's requests; Kubernetes defaults a missing request to the limit when one is set. */
+function containerRequests(container: unknown): Requests {
+  const resources = record(record(container).resources);
+  const requests = record(resources.requests);
+  const limits = record(resources.limits);
+  const of = (name: string) => parseQuantity(requests[name] ?? limits[name]) ?? 0;
+  return { cpu: of('cpu'), memoryBytes: of('memory') };
+}
+
+/**
+ * A pod's effective requests as the scheduler counts them: the sum of its containers, or its
+ * largest initContainer when that is more (init containers run one at a time, before the rest).
+ */
+export function podRequests(spec: Json): Requests {
+  const sum = list(spec.containers)
+    .map(containerRequests)
+    .reduce((a, b) => ({ cpu: a.cpu + b.cpu, memoryBytes: a.memoryBytes + b.memoryBytes }), {
+      cpu: 0,
+      memoryBytes: 0,
+    });
+  const init = list(spec.initContainers).map(containerRequests);
+  return {
+    cpu: Math.max(sum.cpu, ...init.map((r) => r.cpu)),
+    memoryBytes: Math.max(sum.memoryBytes, ...init.map((r) => r.memoryBytes)),
+  };
+}
+
+function times(object: KubeObject, count: number, requests: Requests): Consumer {
+  return {
+    what: `${objectRef(object)}${count === 1 ? '' : ` x${count}`}`,
+    cpu: requests.cpu * count,
+    memoryBytes: requests.memoryBytes * count,
+  };
+}
+
+function isBenchmarkJob(testbed: Testbed, job: KubeObject): boolean {
+  return testbed.benchClients.some((ref) => ref.pod.object === job);
+}
+
+/** The run a benchmark Job belongs to: a run label, else its benchmark id without the `-r<i>` of a partition client. */
+export function runOfJob(job: KubeObject): string {
+  const labels = labelsOf(job);
+  const benchmark = labels[BENCHMARK_LABEL] ?? nameOf(job).replace(/^bench-/, '');
+  return labels[RUN_LABEL] ?? benchmark.replace(/-r\d+$/, '');
+}
+
+/** Workloads that run all the time: Deployments, StatefulSets, ReplicaSets, DaemonSets (one node), Pods, other Jobs. */
+function standingConsumers(testbed: Testbed): Consumer[] {
+  return testbed.objects.flatMap((object): Consumer[] => {
+    const pod = podTemplateOf(object);
+    if (!pod || object.kind === 'CronJob') return [];
+    if (object.kind === 'Job' && isBenchmarkJob(testbed, object)) return [];
+    const requests = podRequests(pod.spec);
+    if (object.kind === 'DaemonSet' || object.kind === 'Pod') return [times(object, 1, requests)];
+    if (object.kind === 'Job') {
+      const parallelism = record(object.spec).parallelism;
+      return [times(object, typeof parallelism === 'number' ? parallelism : 1, requests)];
+    }
+    return [times(object, replicasOf(object), requests)];
+  });
+}
+
+/** The proxies Envoy Gateway creates for each EnvoyProxy (its envoy container), with v1.8.1's defaults. */
+function envoyGatewayProxies(testbed: Testbed): Consumer[] {
+  return ofKind(testbed, 'EnvoyProxy').map((proxy) => {
+    const deployment = record(record(record(record(proxy.spec).provider).kubernetes).envoyDeployment);
+    const requests = record(record(record(deployment.container).resources).requests);
+    const replicas =
+      typeof deployment.replicas === 'number' ? deployment.replicas : ENVOY_GATEWAY_DEFAULT.replicas;
+    const each = {
+      cpu: parseQuantity(requests.cpu ?? ENVOY_GATEWAY_DEFAULT.cpu) ?? 0,
+      memoryBytes: parseQuantity(requests.memory ?? ENVOY_GATEWAY_DEFAULT.memory) ?? 0,
+    };
+    const consumer = times(proxy, replicas, each);
+    return { ...consumer, what: `${consumer.what} (the Envoy Gateway proxy it describes)` };
+  });
+}
+
+/**
+ * The benchmark Jobs that run together: every client of one run (the ideal partition starts one
+ * per replica at once). The largest group by CPU and by memory; runs follow one another.
+ */
+function largestBenchmarkRun(testbed: Testbed): { cpu: Consumer; memory: Consumer } | undefined {
+  const jobs = [...new Set(testbed.benchClients.map((ref) => ref.pod.object))].filter(
+    (o) => o.kind === 'Job',
+  );
+  if (jobs.length === 0) return undefined;
+  const runs = new Map<string, KubeObject[]>();
+  for (const job of jobs) runs.set(runOfJob(job), [...(runs.get(runOfJob(job)) ?? []), job]);
+  const groups: Consumer[] = [...runs].map(([run, members]) => {
+    const total = members
+      .map((job) => podRequests(record(podTemplateOf(job)?.spec)))
+      .reduce((a, b) => ({ cpu: a.cpu + b.cpu, memoryBytes: a.memoryBytes + b.memoryBytes }));
+    return {
+      what: `benchmark run ${run} (${members.length} Job${members.length === 1 ? '' : 's'} at once)`,
+      ...total,
+    };
+  });
+  const by = (key: 'cpu' | 'memoryBytes') => groups.reduce((a, b) => (b[key] > a[key] ? b : a));
+  return { cpu: by('cpu'), memory: by('memoryBytes') };
+}
+
+/** Everything that can hold requests at the same moment, per resource. */
+export function concurrentConsumers(testbed: Testbed): { cpu: Consumer[]; memory: Consumer[] } {
+  const standing = [...standingConsumers(testbed), ...envoyGatewayProxies(testbed)];
+  const bench = largestBenchmarkRun(testbed);
+  return {
+    cpu: bench ? [...standing, bench.cpu] : standing,
+    memory: bench ? [...standing, bench.memory] : standing,
+  };
+}
+
+const BIGGEST = 4;
+
+/** Budget rule: summed requests of what runs at once fit the node's allocatable CPU and memory. */
+export function requestsFitNode(testbed: Testbed, capacity: NodeCapacity): Violation[] {
+  const consumers = concurrentConsumers(testbed);
+  const check = (
+    resource: 'cpu' | 'memory',
+    key: 'cpu' | 'memoryBytes',
+    limit: number,
+    format: (n: number) => string,
+    option: string,
+  ): Violation[] => {
+    const list = consumers[resource];
+    const total = list.reduce((sum, c) => sum + c[key], 0);
+    if (total <= limit) return [];
+    const biggest = [...list]
+      .sort((a, b) => b[key] - a[key])
+      .slice(0, BIGGEST)
+      .map((c) => `${c.what} ${format(c[key])}`)
+      .join(', ');
+    return [
+      {
+        object: '(everything that runs at once)',
+        field: `resources.requests.${resource}`,
+        lesson: BUDGET,
+        message: `${resource === 'cpu' ? 'CPU' : 'memory'} requests add up to ${format(total)}, more than the node's ${format(limit)} (${option}); biggest: ${biggest}; the pods created last stay Pending and the runs that need them fail`,
+      },
+    ];
+  };
+  return [
+    ...check('cpu', 'cpu', capacity.cpu, (n) => `${formatCpu(n)} CPU`, '--node-cpu'),
+    ...check('memory', 'memoryBytes', capacity.memoryBytes, formatMemory, '--node-memory-gib'),
+  ];
+}
