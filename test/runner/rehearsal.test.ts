@@ -3,15 +3,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
+import { preflightStatusChecks } from '../../charts/study-runner.ts';
 import { defaultLabConfig } from '../../lib/config/load.ts';
+import type { LabConfig } from '../../lib/config/schema.ts';
 import { FileResultStore } from '../../lib/runner/file-store.ts';
+import { HttpEndpointPickers, HttpFrontEnds } from '../../lib/runner/http-front-ends.ts';
 import { HttpReplicas } from '../../lib/runner/http-replicas.ts';
 import { type RunnerOptions, runStudy } from '../../lib/runner/run-study.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
 import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
 import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
 import { IDENTICAL_PREFIXES_REASON } from '../../lib/study/validity.ts';
-import { type ClientBehaviour, FakeClock, FakeCluster, FakeReplica } from './fakes.ts';
+import {
+  type ClientBehaviour,
+  FakeClock,
+  FakeCluster,
+  FakeEndpointPickers,
+  FakeFrontEnds,
+  FakeReplica,
+} from './fakes.ts';
 
 const config = defaultLabConfig();
 const plan = studyPlan(config);
@@ -45,14 +55,25 @@ interface Rehearsal {
 }
 
 let replicas: FakeReplica[];
+let frontEnds: FakeFrontEnds;
+let pickers: FakeEndpointPickers;
+let tokenFile: string;
 
 beforeAll(async () => {
   replicas = [new FakeReplica('qwen3-0'), new FakeReplica('qwen3-1')];
   for (const r of replicas) await r.start();
+  frontEnds = new FakeFrontEnds(replicas);
+  await frontEnds.start();
+  pickers = new FakeEndpointPickers();
+  await pickers.start();
+  tokenFile = join(mkdtempSync(join(tmpdir(), 'lab-sa-')), 'token');
+  writeFileSync(tokenFile, `${pickers.token}\n`);
 });
 
 afterAll(async () => {
   for (const r of replicas) await r.stop();
+  await frontEnds.stop();
+  await pickers.stop();
 });
 
 function rehearsal(
@@ -64,19 +85,32 @@ function rehearsal(
     throwAtRun?: string;
     jobDeleteSeconds?: number;
     options?: RunnerOptions;
+    config?: LabConfig;
+    statuses?: Record<string, Record<string, unknown>>;
   } = {},
 ): Rehearsal {
   for (const r of replicas) {
     r.devMode = true;
     r.blankScrapes = 0;
+    r.busyScrapes = 0;
+    r.resetBehaviour = 'succeeds';
+    r.neverReadyAfterRestart = false;
     r.onReset = undefined;
   }
+  frontEnds.failing.clear();
+  frontEnds.blackHoles.clear();
+  frontEnds.requests.length = 0;
+  pickers.indexerSize = {};
+  pickers.llmdWithoutMetrics = false;
+  pickers.scraped.length = 0;
+  const usedConfig = setup.config ?? config;
   const dir = setup.dir ?? mkdtempSync(join(tmpdir(), 'lab-results-'));
   const clock = new FakeClock();
   const usedPlan = setup.plan ?? plan;
   const cluster = new FakeCluster({
-    config,
+    config: usedConfig,
     plan: usedPlan,
+    statuses: setup.statuses,
     replicas,
     resultsDir: dir,
     clock,
@@ -91,14 +125,22 @@ function rehearsal(
       {
         cluster,
         replicas: new HttpReplicas(5_000),
+        frontEnds: new HttpFrontEnds(5_000),
+        endpointPickers: new HttpEndpointPickers(tokenFile, 5_000),
         store: new FileResultStore(dir),
         clock,
-        jobManifest: (spec) => benchmarkJob(config, spec),
+        jobManifest: (spec) => benchmarkJob(usedConfig, spec),
         log: (line) => lines.push(line),
       },
-      config,
+      usedConfig,
       usedPlan,
-      { replicaUrls: () => replicas.map((r) => r.url), ...setup.options },
+      {
+        replicaUrls: () => replicas.map((r) => r.url),
+        frontEndUrl: (arm) => `${frontEnds.url}/${arm.id}`,
+        eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
+        statusChecks: preflightStatusChecks(usedConfig),
+        ...setup.options,
+      },
     );
   return { dir, clock, cluster, lines, run };
 }
@@ -360,6 +402,8 @@ describe('rehearsal: an interrupted study resumes without repeating valid runs',
         {
           cluster: first.cluster,
           replicas: new HttpReplicas(),
+          frontEnds: new HttpFrontEnds(),
+          endpointPickers: new HttpEndpointPickers(tokenFile),
           store,
           clock,
           jobManifest: (spec) => benchmarkJob(other, spec),
