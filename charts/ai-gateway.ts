@@ -4,6 +4,7 @@ import type { Construct } from 'constructs';
 import { stringify } from 'yaml';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { envoyGatewayRestartStep } from '../lib/prereqs/prerequisites.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
 import { armById, frontEnd } from '../lib/study/topology.ts';
 import {
   aiGatewayEnvoyGatewayConfig,
@@ -166,8 +167,8 @@ export class AiGatewayChart extends Chart {
               replicas: 1,
               container: {
                 resources: {
-                  requests: { cpu: String(config.envoy.concurrency), memory: '512Mi' },
-                  limits: { memory: '2Gi' },
+                  requests: { cpu: REQUESTS.envoy.cpu, memory: REQUESTS.envoy.memory },
+                  limits: { memory: REQUESTS.envoy.memoryLimit },
                 },
               },
             },

@@ -4,15 +4,16 @@ import { Construct } from 'constructs';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { benchServeArgs, RESULT_DIR } from '../lib/study/benchmark.ts';
 import type { BenchmarkSpec, StudyPlan } from '../lib/study/plan.ts';
+import { benchmarkRequests } from '../lib/study/resources.ts';
 import {
   COMPONENT_LABEL,
+  containerResources,
   envVars,
   labLabels,
   MODEL_CACHE_MOUNT,
   modelCacheMount,
   modelCacheVolume,
   NVIDIA_RUNTIME_CLASS,
-  quantity,
   RESULTS_HOST_PATH,
 } from './common.ts';
 
@@ -54,7 +55,6 @@ export function benchmarkResultHostPath(spec: Pick<BenchmarkSpec, 'id'>): string
 export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec): JobManifest {
   const name = benchmarkJobName(spec);
   const labels = { ...labLabels(), [COMPONENT_LABEL]: 'benchmark', [BENCHMARK_LABEL]: spec.id };
-  const memory = quantity(`${config.benchmark.memoryLimitGi}Gi`);
   const props: k8s.KubeJobProps = {
     metadata: { name, namespace: config.namespace, labels },
     spec: {
@@ -79,10 +79,7 @@ export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec): JobManifes
                 NVIDIA_DRIVER_CAPABILITIES: 'compute,utility',
                 HF_HOME: MODEL_CACHE_MOUNT,
               }),
-              resources: {
-                requests: { cpu: quantity('2'), memory },
-                limits: { memory },
-              },
+              resources: containerResources(benchmarkRequests(config)),
               securityContext: {
                 runAsNonRoot: false,
                 readOnlyRootFilesystem: false,

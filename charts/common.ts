@@ -1,4 +1,5 @@
 import { k8s } from 'cdk8s-plus-34';
+import type { ContainerRequests } from '../lib/study/resources.ts';
 
 /**
  * Small helpers shared by the charts. The charts use the typed Kubernetes API objects that
@@ -30,6 +31,14 @@ export const GPU_RESOURCE = 'nvidia.com/gpu';
 
 export function quantity(value: string | number): k8s.Quantity {
   return typeof value === 'number' ? k8s.Quantity.fromNumber(value) : k8s.Quantity.fromString(value);
+}
+
+/** A container's `resources` from the lab's request table (lib/study/resources.ts): no CPU limit. */
+export function containerResources(r: ContainerRequests): k8s.ResourceRequirements {
+  return {
+    requests: { cpu: quantity(r.cpu), memory: quantity(r.memory) },
+    ...(r.memoryLimit ? { limits: { memory: quantity(r.memoryLimit) } } : {}),
+  };
 }
 
 export function port(value: number): k8s.IntOrString {

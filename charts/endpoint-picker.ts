@@ -5,9 +5,10 @@ import { Construct } from 'constructs';
 import { stringify } from 'yaml';
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { Arm } from '../lib/study/arms.ts';
-import { studyArms } from '../lib/study/arms.ts';
+import { studyFrontEnds } from '../lib/study/arms.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
 import { EPP_GRPC_PORT, eppName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, port, quantity } from './common.ts';
+import { COMPONENT_LABEL, containerResources, port } from './common.ts';
 import {
   type EndpointPickerConfig,
   gaieSchedulerConfig,
@@ -28,9 +29,9 @@ export const VLLM_KV_CACHE_METRIC = 'vllm:kv_cache_usage_perc';
 const CONFIG_DIR = '/config';
 const CONFIG_FILE = 'default-plugins.yaml';
 
-/** The InferencePool of an EPP-style arm: `qwen3-pool` for the core arm, one per other arm. */
-export function inferencePoolName(config: LabConfig, armId: string): string {
-  return armId === 'epp' ? `${config.model.servedName}-pool` : `${eppName(config, armId)}-pool`;
+/** The InferencePool of an EPP-style front end: `qwen3-pool` for the core EPP, one per other front end. */
+export function inferencePoolName(config: LabConfig, frontEndId: string): string {
+  return frontEndId === 'epp' ? `${config.model.servedName}-pool` : `${eppName(config, frontEndId)}-pool`;
 }
 
 export interface EndpointPickerProps {
@@ -198,10 +199,7 @@ export class EndpointPicker extends Construct {
                 image: props.image,
                 args: endpointPickerArgs(props),
                 ports: containerPorts,
-                resources: {
-                  requests: { cpu: quantity('500m'), memory: quantity('512Mi') },
-                  limits: { memory: quantity('2Gi') },
-                },
+                resources: containerResources(REQUESTS.endpointPicker),
                 securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
                 readinessProbe: { grpc: healthProbe, periodSeconds: 2, failureThreshold: 3 },
                 livenessProbe: {
@@ -240,21 +238,21 @@ export class EndpointPicker extends Construct {
   }
 }
 
-/** EPP-style arms of the study that this chart deploys (core EPP, prefix x3, llm-d precise). */
+/** EPP-style front ends of the study that this chart deploys (core EPP, prefix x3, llm-d precise). */
 export function endpointPickerArms(config: LabConfig): Arm[] {
-  return studyArms(config).filter((arm) => arm.frontEnd === 'epp' || arm.frontEnd === 'llmd');
+  return studyFrontEnds(config).filter((arm) => arm.frontEnd === 'epp' || arm.frontEnd === 'llmd');
 }
 
 /** EndpointPicker props of one EPP-style arm, from the configuration. */
 export function endpointPickerProps(config: LabConfig, arm: Arm): EndpointPickerProps {
   const common = {
-    name: eppName(config, arm.id),
+    name: eppName(config, arm.frontEndId),
     namespace: config.namespace,
-    poolName: inferencePoolName(config, arm.id),
+    poolName: inferencePoolName(config, arm.frontEndId),
     poolSelector: { app: replicaSetName(config, arm.servers) },
     targetPort: VLLM_PORT,
   };
-  switch (arm.id) {
+  switch (arm.frontEndId) {
     case 'epp':
       return {
         ...common,

@@ -1,7 +1,8 @@
 import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
-import { GPU_RESOURCE, NVIDIA_RUNTIME_CLASS } from './common.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
+import { containerResources, GPU_RESOURCE, NVIDIA_RUNTIME_CLASS } from './common.ts';
 
 /** Where the kubelet expects device plugins to register their sockets. */
 const DEVICE_PLUGIN_DIR = '/var/lib/kubelet/device-plugins';
@@ -46,10 +47,7 @@ export class NvidiaDevicePlugin extends Construct {
                 // Keep running on a node without GPUs instead of crash-looping.
                 env: [{ name: 'FAIL_ON_INIT_ERROR', value: 'false' }],
                 securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
-                resources: {
-                  requests: { cpu: k8s.Quantity.fromString('50m'), memory: k8s.Quantity.fromString('64Mi') },
-                  limits: { memory: k8s.Quantity.fromString('256Mi') },
-                },
+                resources: containerResources(REQUESTS.devicePlugin),
                 volumeMounts: [{ name: 'device-plugins', mountPath: DEVICE_PLUGIN_DIR }],
               },
             ],

@@ -3,6 +3,7 @@ import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { ServerSet } from '../lib/study/arms.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
 import { eppName, headlessServiceName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
 import {
   COMPONENT_LABEL,
@@ -57,12 +58,12 @@ export interface ModelServersProps {
   readonly kvEvents?: KvEventsOptions;
   /**
    * CPU request of each replica.
-   * @default '4'
+   * @default REQUESTS.replica.cpu (lib/study/resources.ts)
    */
   readonly cpu?: string;
   /**
    * Memory request and limit of each replica (host RAM: weights staging, tokenizer, CUDA graphs).
-   * @default '32Gi'
+   * @default REQUESTS.replica.memory (lib/study/resources.ts)
    */
   readonly memory?: string;
   /**
@@ -125,7 +126,7 @@ export class ModelServers extends Construct {
     this.name = props.name;
     this.headlessService = props.headlessService;
     this.selector = { app: props.name };
-    const memory = props.memory ?? '32Gi';
+    const memory = props.memory ?? REQUESTS.replica.memory;
 
     new k8s.KubeService(this, 'headless', {
       metadata: { name: props.headlessService, labels: { [COMPONENT_LABEL]: 'model-servers' } },
@@ -174,7 +175,7 @@ export class ModelServers extends Construct {
                 env,
                 ports: [{ name: 'http', containerPort: VLLM_PORT }],
                 resources: {
-                  requests: { cpu: quantity(props.cpu ?? '4'), memory: quantity(memory) },
+                  requests: { cpu: quantity(props.cpu ?? REQUESTS.replica.cpu), memory: quantity(memory) },
                   limits: { memory: quantity(memory), [GPU_RESOURCE]: quantity(1) },
                 },
                 securityContext: rootContainerSecurity(),

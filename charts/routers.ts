@@ -2,8 +2,9 @@ import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import type { LabConfig, RouterVariant } from '../lib/config/schema.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
 import { ROUTER_PORT, replicaUrls, routerName } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, port, quantity, rootContainerSecurity } from './common.ts';
+import { COMPONENT_LABEL, containerResources, port, rootContainerSecurity } from './common.ts';
 
 /** Prometheus port of vllm-router (its default; only the host is overridden). */
 export const ROUTER_METRICS_PORT = 29000;
@@ -99,10 +100,7 @@ export class RouterArm extends Construct {
                   { name: 'http', containerPort: ROUTER_PORT },
                   { name: 'metrics', containerPort: ROUTER_METRICS_PORT },
                 ],
-                resources: {
-                  requests: { cpu: quantity('1'), memory: quantity('512Mi') },
-                  limits: { memory: quantity('2Gi') },
-                },
+                resources: containerResources(REQUESTS.router),
                 securityContext: rootContainerSecurity(),
                 // 503 until at least one worker is healthy.
                 readinessProbe: {

@@ -4,8 +4,9 @@ import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import { stringify } from 'yaml';
 import type { LabConfig } from '../lib/config/schema.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
 import { ENVOY_LISTENER_PORT, EPP_GRPC_PORT, eppName, frontEnd } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, port, quantity } from './common.ts';
+import { COMPONENT_LABEL, containerResources, port } from './common.ts';
 import { endpointPickerArms } from './endpoint-picker.ts';
 import { standaloneEnvoyBootstrap } from './envoy/bootstrap.ts';
 
@@ -95,10 +96,7 @@ export class StandaloneEnvoy extends Construct {
                   { name: 'http', containerPort: listenerPort },
                   { name: 'admin', containerPort: ENVOY_ADMIN_PORT },
                 ],
-                resources: {
-                  requests: { cpu: quantity(String(props.concurrency)), memory: quantity('512Mi') },
-                  limits: { memory: quantity('2Gi') },
-                },
+                resources: containerResources(REQUESTS.envoy),
                 // The image's entrypoint starts as root and drops to the envoy user (su-exec), which
                 // needs the default capabilities: only privilege escalation is turned off.
                 securityContext: { allowPrivilegeEscalation: false },
@@ -140,7 +138,7 @@ export class StandaloneEnvoysChart extends Chart {
         image: config.envoy.image,
         concurrency: config.envoy.concurrency,
         logLevel: config.envoy.logLevel,
-        eppHost: `${eppName(config, arm.id)}.${config.namespace}.svc.cluster.local`,
+        eppHost: `${eppName(config, arm.frontEndId)}.${config.namespace}.svc.cluster.local`,
         listenerPort: fe.port,
       });
     }

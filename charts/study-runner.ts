@@ -7,11 +7,18 @@ import type { StatusCheck, StatusChecks } from '../lib/runner/preflight.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
 import { studyArms } from '../lib/study/arms.ts';
 import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
+import { REQUESTS } from '../lib/study/resources.ts';
 import { STUDY_RUNNER_NAME } from '../lib/study/topology.ts';
 import { GATEWAY_API_GROUP } from './ai-gateway/gateway-api.ts';
 import { aiGatewayNames } from './ai-gateway.ts';
 import { benchmarkJob } from './benchmark-job.ts';
-import { COMPONENT_LABEL, envVars, quantity, RESULTS_HOST_PATH, rootContainerSecurity } from './common.ts';
+import {
+  COMPONENT_LABEL,
+  containerResources,
+  envVars,
+  RESULTS_HOST_PATH,
+  rootContainerSecurity,
+} from './common.ts';
 import { clusterScoped } from './endpoint-picker.ts';
 
 /** Kubernetes refuses a ConfigMap larger than 1 MiB (etcd's object limit). */
@@ -163,10 +170,7 @@ export class StudyRunnerChart extends Chart {
                 image: config.runner.image,
                 command: ['node', `${RUNNER_DIR}/${RUNNER_FILES.bundle}`],
                 env: envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
-                resources: {
-                  requests: { cpu: quantity('100m'), memory: quantity('128Mi') },
-                  limits: { memory: quantity('512Mi') },
-                },
+                resources: containerResources(REQUESTS.runner),
                 // Root: the results host folder belongs to root, like the benchmark clients' output.
                 securityContext: rootContainerSecurity(),
                 volumeMounts: [

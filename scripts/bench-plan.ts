@@ -7,11 +7,13 @@
  * Run: npx tsx scripts/bench-plan.ts   (add --expose-gc via NODE_OPTIONS for steadier heap figures)
  */
 import { defaultLabConfig } from '../lib/config/load.ts';
-import { planInput } from '../lib/study/planner.ts';
+import { planEngine, planInput } from '../lib/study/planner.ts';
 import { ROUTING_POLICIES, type SimulationInput, simulate } from '../lib/study/simulator.ts';
 
 // The workload `lab plan` simulates for the default configuration.
-const WORKLOAD: SimulationInput = planInput(defaultLabConfig());
+const CONFIG = defaultLabConfig();
+const WORKLOAD: SimulationInput = planInput(CONFIG);
+const ENGINE = planEngine(CONFIG);
 
 const PROMPT_COUNTS = [1_000, 10_000, 100_000];
 
@@ -26,7 +28,7 @@ function row(cells: Array<string | number>): string {
 }
 
 // Warm up the JIT so that the first row does not pay for compilation.
-for (const policy of ROUTING_POLICIES) simulate(WORKLOAD, policy);
+for (const policy of ROUTING_POLICIES) simulate(WORKLOAD, policy, ENGINE);
 
 console.log(row(['prompts', 'policy', 'ms', 'heap MB', 'hit %']));
 for (const prompts of PROMPT_COUNTS) {
@@ -34,7 +36,7 @@ for (const prompts of PROMPT_COUNTS) {
   for (const policy of ROUTING_POLICIES) {
     gc?.();
     const start = performance.now();
-    const result = simulate({ ...WORKLOAD, prompts }, policy);
+    const result = simulate({ ...WORKLOAD, prompts }, policy, ENGINE);
     const ms = performance.now() - start;
     total += ms;
     console.log(

@@ -1,6 +1,13 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadLabConfig } from '../config/load.ts';
-import { formatPlan, type PlanOverrides, planInput, planJson, planWorkload } from '../study/planner.ts';
+import {
+  formatPlan,
+  type PlanOverrides,
+  planEngine,
+  planInput,
+  planJson,
+  planWorkload,
+} from '../study/planner.ts';
 
 function positiveInteger(option: string) {
   return (value: string): number => {
@@ -38,7 +45,7 @@ export function registerPlanCommand(program: Command): void {
     .option('--json', 'print JSON for other tools (hit rates as fractions 0-1)')
     .action((options: PlanOverrides & { json?: boolean }) => {
       const { config } = loadLabConfig({ file: program.opts().config });
-      const plan = planWorkload(planInput(config, options));
+      const plan = planWorkload(planInput(config, options), planEngine(config));
       process.stdout.write(options.json ? `${JSON.stringify(planJson(plan), null, 2)}\n` : formatPlan(plan));
     });
 }

@@ -1,5 +1,12 @@
 import type { z } from 'zod';
 import { allArms, studyArms } from '../study/arms.ts';
+import {
+  formatCpu,
+  formatMemory,
+  largestLines,
+  type ResourceBudget,
+  resourceBudget,
+} from '../study/resources.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -18,7 +25,9 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
 
   const { instance, vllm, workload, study, router } = config;
 
+  let gpusFit = true;
   if (isInt(vllm.replicas) && isInt(instance.gpus) && vllm.replicas > instance.gpus) {
+    gpusFit = false;
     fail(
       ['vllm', 'replicas'],
       `each replica needs its own GPU and instance.gpus is ${instance.gpus} (${instance.type}); allowed: 1 to ${instance.gpus}`,
@@ -31,9 +40,22 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
     2 * vllm.replicas > instance.gpus
   ) {
     // llm-d's KV-events replicas are a second set beside the standard one (lab-spec 3.7).
+    gpusFit = false;
     fail(
       ['study', 'optionalArms'],
       `llmd-precise runs its own ${vllm.replicas} replica(s) beside the standard ${vllm.replicas}, needing ${2 * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Lower vllm.replicas to ${Math.floor(instance.gpus / 2)} or use a larger instance`,
+    );
+  }
+
+  // vLLM refuses to start otherwise (vllm/config/scheduler.py, SchedulerConfig._verify_args).
+  if (
+    isInt(vllm.maxNumBatchedTokens) &&
+    isInt(vllm.maxNumSeqs) &&
+    vllm.maxNumBatchedTokens < vllm.maxNumSeqs
+  ) {
+    fail(
+      ['vllm', 'maxNumBatchedTokens'],
+      `must be at least vllm.maxNumSeqs (${vllm.maxNumSeqs}): vLLM refuses to start with fewer batched tokens than sequences per step`,
     );
   }
 
@@ -114,17 +136,49 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
     const enabled = studyArms(config).map((arm) => arm.id);
     study.concurrencySweep.arms.forEach((arm, i) => {
       if (enabled.includes(arm)) return;
-      const optional = allArms(config).some((known) => known.id === arm && known.optional);
+      const optional = allArms(config).find((known) => known.id === arm && known.optional);
       fail(
         ['study', 'concurrencySweep', 'arms', i],
         optional
-          ? `"${arm}" is an optional arm that is not in study.optionalArms; enable it there first`
+          ? `"${arm}" is an arm of the optional front end "${optional.frontEndId}", which is not in study.optionalArms; enable it there first`
           : `unknown arm; allowed: ${enabled.join(', ')}`,
       );
     });
   }
   if (Array.isArray(study.optionalArms) && new Set(study.optionalArms).size !== study.optionalArms.length) {
     fail(['study', 'optionalArms'], 'lists an arm twice');
+  }
+
+  // Only once the replicas have their GPUs: a study that cannot place them is reported above.
+  if (gpusFit && armsKnown && [instance.vcpus, instance.memoryGiB, vllm.replicas].every(isInt)) {
+    const budget = budgetOf(config);
+    if (budget && !budget.fits) {
+      const cpu = budget.cpuMillis > budget.capacityCpuMillis;
+      const over = cpu
+        ? {
+            path: ['instance', 'vcpus'],
+            what: `${formatCpu(budget.cpuMillis)} CPUs`,
+            has: `${instance.vcpus} vCPUs`,
+          }
+        : {
+            path: ['instance', 'memoryGiB'],
+            what: formatMemory(budget.memoryMiB),
+            has: `${instance.memoryGiB} GiB`,
+          };
+      fail(
+        over.path,
+        `the pods that can run at once request ${over.what} but ${instance.type} has ${over.has} (${formatCpu(budget.cpuMillis)} CPUs and ${formatMemory(budget.memoryMiB)} in all, largest: ${largestLines(budget, cpu ? 'cpu' : 'memory')}). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance`,
+      );
+    }
+  }
+}
+
+/** The resource budget, or undefined when another invalid setting keeps the study from being planned. */
+function budgetOf(config: LabConfig): ResourceBudget | undefined {
+  try {
+    return resourceBudget(config);
+  } catch {
+    return undefined;
   }
 }
 

@@ -352,10 +352,12 @@ const StudySchema = z
       .default([128, 64, 16, 8])
       .describe('Prefix counts of the single-replica upper-bound sweep'),
     sharegptControl: z.boolean().default(true).describe('Run every arm with the ShareGPT control too'),
-    routerCompletions: z
+    completionsArms: z
       .boolean()
       .default(true)
-      .describe('Also run each router arm over /v1/completions, where the prompt is the routing key'),
+      .describe(
+        'Also run every router, EPP, AI Gateway and llm-d arm over /v1/completions, where each can read the prompt',
+      ),
     concurrencySweep: z
       .strictObject({
         levels: z.array(count('concurrency')).default([4, 8]).describe('Concurrency levels'),

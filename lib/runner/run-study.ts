@@ -14,6 +14,7 @@ import {
   vllmSnapshot,
 } from '../study/metrics.ts';
 import type { StudyPlan, StudyRun } from '../study/plan.ts';
+import { promptReader } from '../study/prompt-visibility.ts';
 import {
   type ClientRecord,
   type JobOutcome,
@@ -171,7 +172,7 @@ export async function runStudy(
     eppMetricsUrl:
       options.eppMetricsUrl ??
       ((arm) =>
-        `http://${eppName(config, arm.id)}.${config.namespace}.svc.cluster.local:${EPP_METRICS_PORT}`),
+        `http://${eppName(config, arm.frontEndId)}.${config.namespace}.svc.cluster.local:${EPP_METRICS_PORT}`),
     statusChecks: options.statusChecks ?? {},
   });
   return runner.run();
@@ -834,10 +835,8 @@ class StudyRunner {
     } catch (error) {
       scrape = { error: (error as Error).message };
     }
-    const component =
-      source === 'llmd-kv-index'
-        ? `llm-d inference scheduler ${this.config.llmd.eppImage}`
-        : `GAIE ${this.config.gaie.version} EPP`;
+    const reader = promptReader(this.config, arm.frontEnd);
+    const component = reader ? `${reader.component} ${reader.version}` : arm.frontEnd;
     return promptEvidence(source, component, scrape);
   }
 

@@ -42,6 +42,9 @@ export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec): string[]
     `--max-concurrency=${spec.concurrency}`,
     '--request-rate=inf',
     `--seed=${spec.seed}`,
+    // Every request generates exactly its output length, so chat and completions arms do the same
+    // work (the chat backend sends temperature 0, the completions backend none) (lab-spec 3.8).
+    '--ignore-eos',
     '--percentile-metrics=ttft,tpot,itl,e2el',
     '--save-result',
     `--result-dir=${RESULT_DIR}`,

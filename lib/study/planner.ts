@@ -1,5 +1,11 @@
 import type { LabConfig } from '../config/schema.ts';
-import { ROUTING_POLICIES, type RoutingPolicy, type SimulationInput, simulate } from './simulator.ts';
+import {
+  ROUTING_POLICIES,
+  type RoutingPolicy,
+  type SimulationInput,
+  type SimulationModel,
+  simulate,
+} from './simulator.ts';
 import { cachePressure, lookedUpTokens, repeatsPerPrefix, upperBound } from './workload.ts';
 
 /**
@@ -26,8 +32,12 @@ export interface PolicyPrediction {
   readonly requestsPerReplica: readonly number[];
 }
 
+/** The engine limits the replicas run with (explicit flags, lab-spec 3.1), which the simulation must use too. */
+export type PlanEngine = Pick<SimulationModel, 'maxNumBatchedTokens' | 'maxNumSeqs'>;
+
 export interface WorkloadPlan {
   readonly input: SimulationInput;
+  readonly engine: PlanEngine;
   readonly workingSetTokens: number;
   readonly kvCacheTokensPerReplica: number;
   readonly partitionFits: boolean;
@@ -56,11 +66,16 @@ export function planInput(config: LabConfig, overrides: PlanOverrides = {}): Sim
   };
 }
 
-export function planWorkload(input: SimulationInput): WorkloadPlan {
+/** `--max-num-batched-tokens` and `--max-num-seqs` of the replicas, from the configuration. */
+export function planEngine(config: LabConfig): PlanEngine {
+  return { maxNumBatchedTokens: config.vllm.maxNumBatchedTokens, maxNumSeqs: config.vllm.maxNumSeqs };
+}
+
+export function planWorkload(input: SimulationInput, engine: PlanEngine): WorkloadPlan {
   const pressure = cachePressure(input, input.replicas, input.kvCacheTokensPerReplica);
   const policies = {} as Record<RoutingPolicy, PolicyPrediction>;
   for (const policy of ROUTING_POLICIES) {
-    const result = simulate(input, policy);
+    const result = simulate(input, policy, engine);
     policies[policy] = {
       hitRate: result.hitRate,
       perReplica: result.perReplica.map((r) => r.hitRate),
@@ -69,6 +84,7 @@ export function planWorkload(input: SimulationInput): WorkloadPlan {
   }
   return {
     input,
+    engine,
     workingSetTokens: pressure.workingSetTokens,
     kvCacheTokensPerReplica: input.kvCacheTokensPerReplica,
     partitionFits: pressure.partitionFits,
@@ -95,6 +111,7 @@ export function planJson(plan: WorkloadPlan): object {
   return {
     workingSetTokens: plan.workingSetTokens,
     kvCacheTokensPerReplica: plan.kvCacheTokensPerReplica,
+    engine: plan.engine,
     partitionFits: plan.partitionFits,
     upperBound: plan.upperBound,
     verdict: plan.verdict,
@@ -112,6 +129,7 @@ export function formatPlan(plan: WorkloadPlan): string {
   const share = Math.ceil(input.prefixes / input.replicas) * input.prefixLen;
   const lines = [
     `Workload: ${input.prefixes} prefixes x ${tokens(input.prefixLen)} tokens, ${tokens(input.prompts)} prompts (${formatNumber(r)} per prefix), concurrency ${input.concurrency}, block size ${input.blockSize}`,
+    `  engine limits           ${tokens(plan.engine.maxNumBatchedTokens)} batched tokens, ${plan.engine.maxNumSeqs} sequences per step`,
     `  working set             ${tokens(plan.workingSetTokens)} tokens`,
     `  KV cache per replica    ${tokens(plan.kvCacheTokensPerReplica)} tokens x ${input.replicas} replica(s)`,
     `  perfect partition       ${tokens(share)} tokens on the fullest replica: ${plan.partitionFits ? 'fits' : 'does not fit'}`,

@@ -70,9 +70,9 @@ export function routerName(variant: string): string {
   return `vllm-router-${variant}`;
 }
 
-/** The EPP Deployment/Service of an EPP-style arm (`qwen3-epp`, `qwen3-epp-prefix3`, ...). */
-export function eppName(config: LabConfig, armId: string): string {
-  return `${config.model.servedName}-${armId}`;
+/** The EPP Deployment/Service of an EPP-style front end (`qwen3-epp`, `qwen3-epp-prefix3`, ...). */
+export function eppName(config: LabConfig, frontEndId: string): string {
+  return `${config.model.servedName}-${frontEndId}`;
 }
 
 export function frontEnd(config: LabConfig, arm: Arm): FrontEnd {
@@ -86,16 +86,16 @@ export function frontEnd(config: LabConfig, arm: Arm): FrontEnd {
         restartDeployments: [],
       };
     case 'router': {
-      const name = routerName(arm.routerVariant ?? arm.id);
+      const name = routerName(arm.routerVariant ?? arm.frontEndId);
       return { service: name, namespace, port: ROUTER_PORT, restartDeployments: [name] };
     }
     case 'epp':
     case 'llmd':
       return {
-        service: `envoy-${arm.id}`,
+        service: `envoy-${arm.frontEndId}`,
         namespace,
         port: ENVOY_LISTENER_PORT,
-        restartDeployments: [eppName(config, arm.id)],
+        restartDeployments: [eppName(config, arm.frontEndId)],
       };
     case 'ai-gateway':
       // Envoy Gateway names its data-plane Service itself; the charts pin this name through an
@@ -104,7 +104,7 @@ export function frontEnd(config: LabConfig, arm: Arm): FrontEnd {
         service: 'ai-gateway',
         namespace: 'envoy-gateway-system',
         port: 80,
-        restartDeployments: [eppName(config, arm.id)],
+        restartDeployments: [eppName(config, arm.frontEndId)],
       };
   }
 }

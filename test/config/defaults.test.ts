@@ -123,7 +123,7 @@ describe('LabConfig defaults', () => {
     expect(config.study).toEqual({
       boundSweepPrefixes: [128, 64, 16, 8],
       sharegptControl: true,
-      routerCompletions: true,
+      completionsArms: true,
       concurrencySweep: { levels: [4, 8], arms: ['kube-proxy', 'router-cache-aware'] },
       optionalArms: [],
     });

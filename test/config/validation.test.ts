@@ -145,6 +145,24 @@ describe('LabConfig validation', () => {
     expect(problems({ instance: { maxLifetimeHours: 0.5 } })).toEqual([]);
   });
 
+  it('rejects a study whose pods cannot all be scheduled on the instance', () => {
+    const all = { optionalArms: ['epp-prefix3', 'ai-gateway', 'llmd-precise'] };
+    expect(problems({ study: all })).toEqual([]);
+    expect(problems({ instance: { vcpus: 32 }, study: all })).toEqual([
+      'instance.vcpus = 32: the pods that can run at once request 34.15 CPUs but g6.12xlarge has 32 vCPUs (34.15 CPUs and 161.7 GiB in all, largest: 4 x vLLM replica (16 CPU, 128 GiB), 4 x Envoy (8 CPU, 2 GiB), 2 x benchmark client (largest run) (4 CPU, 24 GiB)). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance',
+    ]);
+    expect(problems({ benchmark: { memoryLimitGi: 40 }, study: all })[0]).toMatch(
+      /^instance\.memoryGiB = 192: the pods that can run at once request 217\.7 GiB but g6\.12xlarge has 192 GiB \(34\.15 CPUs and 217\.7 GiB in all, largest: 4 x vLLM replica \(16 CPU, 128 GiB\), 2 x benchmark client \(largest run\) \(4 CPU, 80 GiB\)/,
+    );
+  });
+
+  it('rejects batch limits vLLM refuses to start with', () => {
+    expect(problems({ vllm: { maxNumBatchedTokens: 128, maxNumSeqs: 256 } })).toEqual([
+      'vllm.maxNumBatchedTokens = 128: must be at least vllm.maxNumSeqs (256): vLLM refuses to start with fewer batched tokens than sequences per step',
+    ]);
+    expect(problems({ vllm: { maxNumBatchedTokens: 256, maxNumSeqs: 256 } })).toEqual([]);
+  });
+
   it('rejects unknown keys and suggests the setting that was meant', () => {
     expect(problems({ vllm: { blcokSize: 16 } })).toEqual([
       'vllm.blcokSize: unknown setting (did you mean "blockSize"?); allowed here: image, replicas, maxModelLen, gpuMemoryUtilization, blockSize, maxNumBatchedTokens, maxNumSeqs, kvCacheTokensPerReplica',
@@ -185,10 +203,13 @@ describe('LabConfig validation', () => {
 
   it('rejects sweep arms that are unknown or not enabled', () => {
     expect(problems({ study: { concurrencySweep: { arms: ['router-fast'] } } })[0]).toBe(
-      'study.concurrencySweep.arms[0] = "router-fast": unknown arm; allowed: kube-proxy, router-round-robin, router-cache-aware, router-cache-aware-tuned, router-round-robin-completions, router-cache-aware-completions, router-cache-aware-tuned-completions, epp',
+      'study.concurrencySweep.arms[0] = "router-fast": unknown arm; allowed: kube-proxy, router-round-robin, router-cache-aware, router-cache-aware-tuned, router-round-robin-completions, router-cache-aware-completions, router-cache-aware-tuned-completions, epp, epp-completions',
     );
     expect(problems({ study: { concurrencySweep: { arms: ['llmd-precise'] } } })).toEqual([
-      'study.concurrencySweep.arms[0] = "llmd-precise": "llmd-precise" is an optional arm that is not in study.optionalArms; enable it there first',
+      'study.concurrencySweep.arms[0] = "llmd-precise": "llmd-precise" is an arm of the optional front end "llmd-precise", which is not in study.optionalArms; enable it there first',
+    ]);
+    expect(problems({ study: { concurrencySweep: { arms: ['ai-gateway-completions'] } } })).toEqual([
+      'study.concurrencySweep.arms[0] = "ai-gateway-completions": "ai-gateway-completions" is an arm of the optional front end "ai-gateway", which is not in study.optionalArms; enable it there first',
     ]);
     expect(
       problems({ study: { optionalArms: ['llmd-precise'], concurrencySweep: { arms: ['llmd-precise'] } } }),

@@ -181,6 +181,8 @@ export class FakeFrontEnds {
   failing = new Set<string>();
   /** Arms whose requests are answered 200 but never reach a replica. */
   blackHoles = new Set<string>();
+  /** Called with the arm of each request (tests record the order of events with it). */
+  onRequest: ((arm: string) => void) | undefined;
   url = '';
   private next = 0;
   private server: Server | undefined;
@@ -196,6 +198,7 @@ export class FakeFrontEnds {
         const path = `/${rest.join('/')}`;
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown>;
         this.requests.push({ arm, path, body });
+        this.onRequest?.(arm);
         if (this.failing.has(arm)) {
           res.writeHead(503).end('no healthy upstream');
           return;
@@ -299,6 +302,8 @@ export interface FakeClusterOptions {
   readonly jobDeleteSeconds?: number;
   /** `status` of custom resources by `<plural>/<name>`; others do not exist. */
   readonly statuses?: Readonly<Record<string, Record<string, unknown>>>;
+  /** createJob creates this run's Job (which then never finishes) and throws: a runner killed mid-run. */
+  readonly leaveJobAtRun?: string;
 }
 
 interface FakeJob {
@@ -327,8 +332,11 @@ export class FakeCluster implements Cluster {
   private readonly runOf = new Map<string, string>();
   private readonly deployments = new Map<string, { generation: number; observedAt: number }>();
   private readonly podReadyAt = new Map<string, number>();
+  /** Happens once: the restarted runner finds the Job. */
+  private leaveJobAtRun: string | undefined;
 
   constructor(private readonly o: FakeClusterOptions) {
+    this.leaveJobAtRun = o.leaveJobAtRun;
     for (const r of o.replicas) r.clock = o.clock;
     for (const run of o.plan.runs) {
       for (const spec of run.benchmarks) {
@@ -347,6 +355,17 @@ export class FakeCluster implements Cluster {
     }
     if (this.jobs.has(job.metadata.name))
       throw new Error(`fake cluster: job ${job.metadata.name} already exists`);
+    if (this.leaveJobAtRun && this.runOf.get(id) === this.leaveJobAtRun) {
+      this.leaveJobAtRun = undefined;
+      this.events.push(`create job/${job.metadata.name}`);
+      this.jobs.set(job.metadata.name, {
+        manifest: job,
+        createdAt: this.o.clock.ms,
+        doneAt: 0,
+        outcome: 'never',
+      });
+      throw new Error(`fake cluster: runner killed after creating job/${job.metadata.name}`);
+    }
     this.created.push(job);
     this.events.push(`create job/${job.metadata.name}`);
     const now = this.o.clock.ms;
@@ -400,9 +419,10 @@ export class FakeCluster implements Cluster {
 
   async listPods(labelSelector: string): Promise<PodState[]> {
     const [key, value] = labelSelector.split('=');
-    if (key === 'app' && value === this.o.config.model.servedName) {
-      return this.o.replicas.map((r) => ({
-        name: r.pod,
+    const served = this.o.config.model.servedName;
+    if (key === 'app' && (value === served || value === `${served}-kv`)) {
+      return this.o.replicas.map((r, i) => ({
+        name: `${value}-${i}`,
         uid: r.uid,
         ready: this.o.clock.ms >= (this.podReadyAt.get(r.pod) ?? 0),
       }));
@@ -412,8 +432,14 @@ export class FakeCluster implements Cluster {
     return [];
   }
 
+  /** The fake replica behind a pod of either server set (`qwen3-1` and `qwen3-kv-1` are replicas[1]). */
+  private replicaOf(name: string): FakeReplica | undefined {
+    const match = new RegExp(`^${this.o.config.model.servedName}(-kv)?-(\\d+)$`).exec(name);
+    return match ? this.o.replicas[Number(match[2])] : undefined;
+  }
+
   async deletePod(name: string): Promise<void> {
-    const replica = this.o.replicas.find((r) => r.pod === name);
+    const replica = this.replicaOf(name);
     if (!replica) throw new Error(`fake cluster: no pod ${name}`);
     this.deletedPods.push(name);
     this.events.push(`delete pod/${name}`);
@@ -426,7 +452,7 @@ export class FakeCluster implements Cluster {
   }
 
   async podLog(name: string, container?: string, since?: Date): Promise<string> {
-    const replica = this.o.replicas.find((r) => r.pod === name);
+    const replica = this.replicaOf(name);
     if (replica) {
       if (container !== 'vllm') throw new Error(`fake cluster: ${name} has no container ${container}`);
       // sinceTime has whole seconds.

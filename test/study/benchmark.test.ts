@@ -72,6 +72,7 @@ describe('benchServeArgs (lab-spec 3.8)', () => {
       '--max-concurrency=32',
       '--request-rate=inf',
       '--seed=42',
+      '--ignore-eos',
       '--percentile-metrics=ttft,tpot,itl,e2el',
       '--save-result',
       '--result-dir=/out',

@@ -13,6 +13,7 @@ const DEFAULT_ARMS = [
   'router-cache-aware-completions',
   'router-cache-aware-tuned-completions',
   'epp',
+  'epp-completions',
 ];
 
 describe('studyPlan (lab-spec 4.2)', () => {
@@ -109,17 +110,26 @@ describe('studyPlan (lab-spec 4.2)', () => {
 
   it('adds the optional arms after the sweep, llm-d on its own replicas', () => {
     const runs = ids({ study: { optionalArms: ['llmd-precise', 'epp-prefix3'] } });
-    expect(runs.slice(-4)).toEqual([
+    expect(runs.slice(-8)).toEqual([
       'arm-epp-prefix3-prefix',
       'arm-epp-prefix3-sharegpt',
+      'arm-epp-prefix3-completions-prefix',
+      'arm-epp-prefix3-completions-sharegpt',
       'arm-llmd-precise-prefix',
       'arm-llmd-precise-sharegpt',
+      'arm-llmd-precise-completions-prefix',
+      'arm-llmd-precise-completions-sharegpt',
     ]);
-    const llmd = findRun(
-      studyPlan(parseLabConfig({ study: { optionalArms: ['llmd-precise'] } })),
-      'arm-llmd-precise-prefix',
-    );
+    const llmdPlan = studyPlan(parseLabConfig({ study: { optionalArms: ['llmd-precise'] } }));
+    const llmd = findRun(llmdPlan, 'arm-llmd-precise-prefix');
     expect(llmd.reset).toEqual({ prefixCaches: 'kv-events', restartFrontEndOf: 'llmd-precise' });
+    // The completions arm goes through the same front end, restarted the same way.
+    const llmdCompletions = findRun(llmdPlan, 'arm-llmd-precise-completions-prefix');
+    expect(llmdCompletions.reset).toEqual({
+      prefixCaches: 'kv-events',
+      restartFrontEndOf: 'llmd-precise-completions',
+    });
+    expect(llmdCompletions.benchmarks[0].api).toBe('completions');
   });
 
   it('follows a changed study: no control, no completions arms, another sweep', () => {
@@ -128,7 +138,7 @@ describe('studyPlan (lab-spec 4.2)', () => {
         study: {
           boundSweepPrefixes: [128],
           sharegptControl: false,
-          routerCompletions: false,
+          completionsArms: false,
           concurrencySweep: { levels: [16], arms: ['epp'] },
         },
       }),

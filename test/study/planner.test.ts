@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { defaultLabConfig } from '../../lib/config/load.ts';
-import { formatPlan, planInput, planJson, planWorkload } from '../../lib/study/planner.ts';
-import { ROUTING_POLICIES } from '../../lib/study/simulator.ts';
+import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
+import { formatPlan, planEngine, planInput, planJson, planWorkload } from '../../lib/study/planner.ts';
+import { ROUTING_POLICIES, simulate } from '../../lib/study/simulator.ts';
 
 describe('planWorkload', () => {
   const config = defaultLabConfig();
@@ -28,8 +28,23 @@ describe('planWorkload', () => {
     });
   });
 
+  it('simulates the batch limits the replicas are started with', () => {
+    const small = parseLabConfig({ vllm: { maxNumBatchedTokens: 512, maxNumSeqs: 8 } });
+    const plan = planWorkload(planInput(small), planEngine(small));
+    expect(plan.engine).toEqual({ maxNumBatchedTokens: 512, maxNumSeqs: 8 });
+    expect(planJson(plan)).toMatchObject({ engine: { maxNumBatchedTokens: 512, maxNumSeqs: 8 } });
+    expect(formatPlan(plan)).toContain('engine limits           512 batched tokens, 8 sequences per step');
+    // At most 8 requests run at once on a replica: the peak the simulation reports follows the limit.
+    const peak = simulate(planInput(small), 'round-robin', planEngine(small)).perReplica.map(
+      (r) => r.peakRunning,
+    );
+    expect(Math.max(...peak)).toBeLessThanOrEqual(8);
+    const defaultPeak = simulate(planInput(config), 'round-robin', planEngine(config)).perReplica;
+    expect(Math.max(...defaultPeak.map((r) => r.peakRunning))).toBeGreaterThan(8);
+  });
+
   it('says routing can matter for the published design, and the partition beats load balancing', () => {
-    const plan = planWorkload(planInput(config));
+    const plan = planWorkload(planInput(config), planEngine(config));
     expect(plan.verdict).toBe('routing can matter: a perfect partition fits and random routing must evict');
     expect(plan.upperBound).toBeCloseTo(0.82, 3);
     const { policies } = plan;
@@ -41,7 +56,7 @@ describe('planWorkload', () => {
   });
 
   it("says routing cannot matter for the manual lab's first design (8 x 512)", () => {
-    const plan = planWorkload(planInput(config, { prefixes: 8, prefixLen: 512 }));
+    const plan = planWorkload(planInput(config, { prefixes: 8, prefixLen: 512 }), planEngine(config));
     expect(plan.verdict).toBe(
       'routing cannot matter: the working set fits in one replica, so every policy hits equally',
     );
@@ -50,16 +65,17 @@ describe('planWorkload', () => {
   });
 
   it('says a workload too large for any partition cannot be fully helped', () => {
-    const plan = planWorkload(planInput(config, { prefixes: 256, prompts: 2048 }));
+    const plan = planWorkload(planInput(config, { prefixes: 256, prompts: 2048 }), planEngine(config));
     expect(plan.verdict).toContain('routing cannot fully help');
     expect(plan.partitionFits).toBe(false);
   });
 
   it('gives other tools fractions under stable keys', () => {
-    const json = planJson(planWorkload(planInput(config))) as Record<string, unknown>;
+    const json = planJson(planWorkload(planInput(config), planEngine(config))) as Record<string, unknown>;
     expect(Object.keys(json)).toEqual([
       'workingSetTokens',
       'kvCacheTokensPerReplica',
+      'engine',
       'partitionFits',
       'upperBound',
       'verdict',
@@ -75,7 +91,7 @@ describe('planWorkload', () => {
   });
 
   it('prints the facts and a table people can read', () => {
-    const text = formatPlan(planWorkload(planInput(config)));
+    const text = formatPlan(planWorkload(planInput(config), planEngine(config)));
     expect(text).toContain('  working set             262,144 tokens');
     expect(text).toContain('  perfect partition       131,072 tokens on the fullest replica: fits');
     expect(text).toContain('  upper bound (1 replica) 82.0% = (8 - 1)/8 x 2048/2186');

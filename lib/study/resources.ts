@@ -1,0 +1,149 @@
+import type { LabConfig } from '../config/schema.ts';
+import { studyFrontEnds } from './arms.ts';
+import { studyPlan } from './plan.ts';
+
+/**
+ * What each pod of the lab asks the scheduler for, and whether everything that can run at once
+ * fits the node. The charts take their requests from here, so the budget the configuration is
+ * checked against is the one the manifests carry.
+ */
+
+/** Requests (and the memory limit) of one container, as Kubernetes quantities. */
+export interface ContainerRequests {
+  readonly cpu: string;
+  readonly memory: string;
+  readonly memoryLimit?: string;
+}
+
+/** Requests of the lab's containers. */
+export const REQUESTS = {
+  /** A vLLM replica: tokenizer and detokenizer processes, the API server, weights staging in host RAM. */
+  replica: { cpu: '4', memory: '32Gi', memoryLimit: '32Gi' },
+  router: { cpu: '1', memory: '512Mi', memoryLimit: '2Gi' },
+  endpointPicker: { cpu: '500m', memory: '512Mi', memoryLimit: '2Gi' },
+  /**
+   * A standalone Envoy or the AI Gateway's Envoy. Only the front end under test carries load, so the
+   * request leaves scheduling room for every arm's Envoy at once; the workers are set by
+   * `--concurrency` and may use more CPU than requested (no CPU limit).
+   */
+  envoy: { cpu: '2', memory: '512Mi', memoryLimit: '2Gi' },
+  devicePlugin: { cpu: '50m', memory: '64Mi', memoryLimit: '256Mi' },
+  runner: { cpu: '100m', memory: '128Mi', memoryLimit: '512Mi' },
+} as const satisfies Record<string, ContainerRequests>;
+
+/** A benchmark client: tokenizer plus dataset parsing (lab-spec 3.8). */
+export function benchmarkRequests(config: LabConfig): ContainerRequests {
+  const memory = `${config.benchmark.memoryLimitGi}Gi`;
+  return { cpu: '2', memory, memoryLimit: memory };
+}
+
+/**
+ * Requests outside the lab's manifests: the kubelet and K3s itself are not pods, but K3s's
+ * CoreDNS and metrics-server request 100m each, and the AI Gateway arm adds the Envoy Gateway and
+ * AI Gateway controllers. Kept as one reserve rather than read from manifests we do not render.
+ */
+export const CLUSTER_RESERVE: ContainerRequests = { cpu: '1', memory: '4Gi' };
+
+/** One line of the budget: what runs, how many at once, and what each asks for. */
+export interface BudgetLine {
+  readonly what: string;
+  readonly count: number;
+  readonly cpuMillis: number;
+  readonly memoryMiB: number;
+}
+
+export interface ResourceBudget {
+  readonly lines: readonly BudgetLine[];
+  readonly cpuMillis: number;
+  readonly memoryMiB: number;
+  readonly capacityCpuMillis: number;
+  readonly capacityMemoryMiB: number;
+  readonly fits: boolean;
+}
+
+/**
+ * Everything that can run at once on the host: every replica and front end the study deploys
+ * (Deployments stay up between runs), the device plugin, the runner, the reserve, and the largest
+ * set of benchmark clients one run starts together (the ideal partition starts one per replica).
+ */
+export function resourceBudget(config: LabConfig): ResourceBudget {
+  const line = (what: string, count: number, r: ContainerRequests): BudgetLine => ({
+    what,
+    count,
+    cpuMillis: cpuMillis(r.cpu),
+    memoryMiB: memoryMiB(r.memory),
+  });
+  const frontEnds = studyFrontEnds(config);
+  const count = (kind: string) => frontEnds.filter((arm) => arm.frontEnd === kind).length;
+  const replicaSets = frontEnds.some((arm) => arm.servers === 'kv-events') ? 2 : 1;
+  const eppFamily = count('epp') + count('ai-gateway') + count('llmd');
+  const clients = Math.max(...studyPlan(config).runs.map((run) => run.benchmarks.length));
+  const lines = [
+    line('vLLM replica', replicaSets * config.vllm.replicas, REQUESTS.replica),
+    line('vllm-router', count('router'), REQUESTS.router),
+    line('Endpoint Picker', eppFamily, REQUESTS.endpointPicker),
+    line('Envoy', eppFamily, REQUESTS.envoy),
+    line('NVIDIA device plugin', 1, REQUESTS.devicePlugin),
+    line('study runner', 1, REQUESTS.runner),
+    line('benchmark client (largest run)', clients, benchmarkRequests(config)),
+    line('cluster add-ons (reserve)', 1, CLUSTER_RESERVE),
+  ].filter((l) => l.count > 0);
+  const cpu = lines.reduce((sum, l) => sum + l.count * l.cpuMillis, 0);
+  const memory = lines.reduce((sum, l) => sum + l.count * l.memoryMiB, 0);
+  const capacityCpuMillis = config.instance.vcpus * 1000;
+  const capacityMemoryMiB = config.instance.memoryGiB * 1024;
+  return {
+    lines,
+    cpuMillis: cpu,
+    memoryMiB: memory,
+    capacityCpuMillis,
+    capacityMemoryMiB,
+    fits: cpu <= capacityCpuMillis && memory <= capacityMemoryMiB,
+  };
+}
+
+/** The budget's largest lines by CPU or memory, for a message: `8 x vLLM replica (32 CPU, 256 GiB)`. */
+export function largestLines(budget: ResourceBudget, by: 'cpu' | 'memory', n = 3): string {
+  const size = (l: BudgetLine) => l.count * (by === 'cpu' ? l.cpuMillis : l.memoryMiB);
+  return [...budget.lines]
+    .sort((a, b) => size(b) - size(a))
+    .slice(0, n)
+    .map(
+      (l) =>
+        `${l.count} x ${l.what} (${formatCpu(l.count * l.cpuMillis)} CPU, ${formatMemory(l.count * l.memoryMiB)})`,
+    )
+    .join(', ');
+}
+
+export function formatCpu(millis: number): string {
+  return Number.isInteger(millis / 1000) ? String(millis / 1000) : (millis / 1000).toFixed(2);
+}
+
+export function formatMemory(mib: number): string {
+  return mib % 1024 === 0 ? `${mib / 1024} GiB` : `${(mib / 1024).toFixed(1)} GiB`;
+}
+
+/** CPU of a Kubernetes quantity (`2`, `500m`, `0.5`) in millicores. */
+export function cpuMillis(quantity: string): number {
+  const m = /^(\d+(?:\.\d+)?)(m?)$/.exec(quantity);
+  if (!m) throw new Error(`not a CPU quantity: "${quantity}"`);
+  return m[2] === 'm' ? Number(m[1]) : Number(m[1]) * 1000;
+}
+
+const MEMORY_UNITS: Readonly<Record<string, number>> = {
+  '': 1 / 2 ** 20,
+  Ki: 1 / 1024,
+  Mi: 1,
+  Gi: 1024,
+  Ti: 1024 ** 2,
+  k: 1000 / 2 ** 20,
+  M: 1e6 / 2 ** 20,
+  G: 1e9 / 2 ** 20,
+};
+
+/** Memory of a Kubernetes quantity (`512Mi`, `32Gi`, `1G`) in MiB. */
+export function memoryMiB(quantity: string): number {
+  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G)?$/.exec(quantity);
+  if (!m) throw new Error(`not a memory quantity: "${quantity}"`);
+  return Number(m[1]) * MEMORY_UNITS[m[2] ?? ''];
+}
