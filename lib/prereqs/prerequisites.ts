@@ -35,7 +35,7 @@ export type Prerequisite = ManifestPrerequisite | HelmPrerequisite;
 
 /**
  * A step to run right after one of the lab's own files is applied: a Deployment of a prerequisite
- * that reads what that file wrote only at start. Run it as
+ * that must be running on what that file wrote before the lab goes on. Run it as
  * `kubectl -n <namespace> rollout restart deployment/<deployment>`, then wait for the rollout.
  */
 export interface RolloutRestartStep {
@@ -66,16 +66,20 @@ export interface PrerequisiteList {
 export const AI_GATEWAY_CONFIG_CHART = '70-ai-gateway-config';
 
 /**
- * Envoy Gateway reads `envoy-gateway-config` only at start, and its release install writes that
- * ConfigMap too: the lab's version must be applied after the install, then the controller restarted
- * (lab-spec 3.6 point 4).
+ * Envoy Gateway's release install writes `envoy-gateway-config` too, so the lab's version is applied
+ * after the install. v1.8.1 reloads the file while running (internal/envoygateway/config/loader/
+ * configloader.go, Loader.Start: an fsnotify watch that re-runs its hook), but the kubelet updates a
+ * mounted ConfigMap only at its next sync, up to a minute or more later, and a reload that fails
+ * validation is only logged. The restart makes the moment the new configuration takes effect
+ * certain, and a rollout that becomes ready proves it loaded (lab-spec 3.6 point 4).
  */
 export function envoyGatewayRestartStep(): RolloutRestartStep {
   return {
     kind: 'rollout-restart',
     id: 'restart-envoy-gateway',
     title: 'Restart Envoy Gateway',
-    reason: 'it reads envoy-gateway-config (InferencePool backends, the AI Gateway extension) only at start',
+    reason:
+      'it must run on envoy-gateway-config (InferencePool backends, the AI Gateway extension) before the Gateway is created; its own reload waits for the kubelet to update the mounted file',
     after: AI_GATEWAY_CONFIG_CHART,
     namespace: 'envoy-gateway-system',
     deployment: 'envoy-gateway',

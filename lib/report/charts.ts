@@ -12,7 +12,12 @@ import type { ArmRow, ReportTables } from './tables.ts';
 export interface BarDatum {
   readonly arm: string;
   readonly value: number;
+  /** Whether the arm's front end saw the prompt: the bar's colour and legend entry. */
+  readonly prompt: string;
 }
+
+/** Legend entry of an arm whose front end can see the prompt (or does not route by it). */
+export const PROMPT_SEEN = 'prompt visible to the front end (or not used for routing)';
 
 export interface ReferenceDatum {
   /** Legend text, with the value: `Ideal partition (measured): 78.0%`. */
@@ -34,6 +39,7 @@ export interface BarChartData {
 }
 
 const BAR_COLOR = '#4c78a8';
+const BLIND_COLOR = '#bab0ac';
 const REFERENCE_COLORS = ['#e45756', '#54a24b'];
 const ROW_HEIGHT = 26;
 /**
@@ -46,7 +52,12 @@ const LABEL_LIMIT = 480;
 function barsOf(tables: ReportTables, value: (row: ArmRow) => number | null): BarDatum[] {
   return tables.prefixArms.flatMap((row) => {
     const v = value(row);
-    return v === null || !Number.isFinite(v) ? [] : [{ arm: row.armTitle, value: v }];
+    if (v === null || !Number.isFinite(v)) return [];
+    return [
+      row.promptBlind
+        ? { arm: `${row.armTitle} (prompt-blind)`, value: v, prompt: row.promptBlind }
+        : { arm: row.armTitle, value: v, prompt: PROMPT_SEEN },
+    ];
   });
 }
 
@@ -133,8 +144,17 @@ export function barChartSpec(chart: BarChartData): TopLevelSpec {
     axis: { labelLimit: LABEL_LIMIT },
   };
   const bars = { values: chart.bars.map((b) => ({ ...b })) };
+  const prompts = [...new Set(chart.bars.map((b) => b.prompt))];
+  const color = {
+    field: 'prompt',
+    type: 'nominal' as const,
+    title: 'Prompt',
+    scale: { domain: prompts, range: prompts.map((p) => (p === PROMPT_SEEN ? BAR_COLOR : BLIND_COLOR)) },
+    // Vega's canvas-free width estimate (0.8 x font size per character) needs room for the whole label.
+    legend: { orient: 'bottom' as const, direction: 'vertical' as const, labelLimit: 640 },
+  };
   const layers: Layer[] = [
-    { data: bars, mark: { type: 'bar', color: BAR_COLOR }, encoding: { y, x } },
+    { data: bars, mark: { type: 'bar' }, encoding: { y, x, color } },
     {
       data: bars,
       mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 },
@@ -163,6 +183,8 @@ export function barChartSpec(chart: BarChartData): TopLevelSpec {
     width: 520,
     height: Math.max(ROW_HEIGHT * 2, ROW_HEIGHT * arms.length),
     config: { font: 'Helvetica, Arial, sans-serif', view: { stroke: null } },
+    // Bars are coloured by prompt visibility, reference rules by their own legend.
+    resolve: { scale: { color: 'independent' }, legend: { color: 'independent' } },
     layer: layers,
   };
 }

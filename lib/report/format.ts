@@ -85,6 +85,11 @@ const ARM_HEADERS = [
 ];
 const ARM_ALIGN: Align[] = ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'];
 
+/** An arm's name as every table shows it: with its prompt-blind label when it has one. */
+export function armLabel(row: ArmRow): string {
+  return row.promptBlind ? `${row.armTitle} [${row.promptBlind}]` : row.armTitle;
+}
+
 function armCells(row: ArmRow, first: string): string[] {
   return [
     first,
@@ -124,7 +129,7 @@ function emptyNote(rows: readonly unknown[], what: string): string[] {
 
 /** Every table of the report, in reading order. */
 export function reportSections(tables: ReportTables): ReportSection[] {
-  const armRows = tables.prefixArms.map((row) => armCells(row, row.armTitle));
+  const armRows = tables.prefixArms.map((row) => armCells(row, armLabel(row)));
   if (tables.partition) armRows.push(armCells(tables.partition, 'Ideal partition (reference)'));
   const lot = tables.leftOnTable;
   return [
@@ -134,7 +139,9 @@ export function reportSections(tables: ReportTables): ReportSection[] {
       intro:
         'Each front end with the prefix workload. Requests and hit rates per replica are deltas of the ' +
         "replicas' vLLM counters; throughput and latencies come from the benchmark client. The ideal " +
-        'partition is the reference the arms are judged against.',
+        'partition is the reference the arms are judged against. An arm marked prompt-blind goes through a ' +
+        'front end that cannot read the prompt over that API at its pinned version: it routes on load ' +
+        'alone and is a control, not a prefix-aware result.',
       table: { headers: ARM_HEADERS, align: ARM_ALIGN, rows: armRows },
       notes: [
         ...emptyNote(tables.prefixArms, 'prefix-workload arm runs'),
@@ -145,7 +152,7 @@ export function reportSections(tables: ReportTables): ReportSection[] {
       id: 'left-on-the-table',
       title: 'Left on the table',
       intro:
-        'The best arm (highest hit rate among valid prefix-workload arm runs) against the ideal partition. ' +
+        'The best arm (highest hit rate among valid prefix-workload arm runs, prompt-blind ones excepted) against the ideal partition. ' +
         'Hit rate differs in percentage points; the others as (ideal - best arm) / best arm.',
       ...(lot.available
         ? {
@@ -201,7 +208,7 @@ export function reportSections(tables: ReportTables): ReportSection[] {
       table: {
         headers: ARM_HEADERS,
         align: ARM_ALIGN,
-        rows: tables.sharegpt.map((r) => armCells(r, r.armTitle)),
+        rows: tables.sharegpt.map((r) => armCells(r, armLabel(r))),
       },
       notes: [
         ...emptyNote(tables.sharegpt, 'ShareGPT control runs'),
@@ -217,7 +224,7 @@ export function reportSections(tables: ReportTables): ReportSection[] {
         align: ['left', 'right', ...ARM_ALIGN.slice(1)],
         rows: tables.sweep.map((row) => {
           const [, ...rest] = armCells(row, row.armTitle);
-          return [row.armTitle, count(row.concurrency), ...rest];
+          return [armLabel(row), count(row.concurrency), ...rest];
         }),
       },
       notes: [...emptyNote(tables.sweep, 'concurrency sweep runs'), ...omittedNotes(tables.omitted.sweep)],

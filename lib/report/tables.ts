@@ -31,6 +31,11 @@ export interface ArmRow extends RunNumbers {
   /** Arm id, or `partition` for the ideal partition. */
   readonly arm: string;
   readonly armTitle: string;
+  /**
+   * The arm's front end cannot read the prompt over its API at its pinned version (lib/study/arms.ts):
+   * shown beside it everywhere, and never the best arm.
+   */
+  readonly promptBlind?: string;
   readonly concurrency: number | undefined;
 }
 
@@ -99,7 +104,7 @@ export interface ReportTables {
 export function reportTables(study: StudyRecord): ReportTables {
   const { config } = study.metadata;
   const plan = new Map(studyPlan(config).runs.map((run) => [run.id, run]));
-  const armTitles = new Map(allArms(config).map((arm) => [arm.id, arm.title]));
+  const arms = new Map(allArms(config).map((arm) => [arm.id, arm]));
 
   const invalid: InvalidRun[] = [];
   // A resumed study may hold an invalid attempt and a later valid one of the same run: the last valid wins.
@@ -123,11 +128,13 @@ export function reportTables(study: StudyRecord): ReportTables {
   const armRow = (record: RunRecord, summary: RunSummary): ArmRow => {
     const planned = plan.get(record.id);
     const arm = record.arm ?? (record.group === 'partition' ? 'partition' : record.id);
+    const promptBlind = arms.get(arm)?.promptBlind;
     return {
       ...numbers(record, summary),
       arm,
       armTitle:
-        record.group === 'partition' ? 'Ideal partition' : (armTitles.get(arm) ?? record.arm ?? record.title),
+        record.group === 'partition' ? 'Ideal partition' : (arms.get(arm)?.title ?? record.arm ?? record.title),
+      ...(promptBlind ? { promptBlind } : {}),
       concurrency: planned ? concurrencyOf(planned) : undefined,
     };
   };
@@ -199,11 +206,14 @@ export function reportTables(study: StudyRecord): ReportTables {
   };
 }
 
-/** The valid prefix-workload arm with the highest hit rate; the first in study order on a tie. */
+/**
+ * The valid prefix-workload arm with the highest hit rate; the first in study order on a tie. A
+ * prompt-blind arm is a control: whatever it measured, it is not a prefix-aware result.
+ */
 export function bestArm(prefixArms: readonly ArmRow[]): ArmRow | undefined {
   let best: ArmRow | undefined;
   for (const row of prefixArms) {
-    if (row.hitRate === null) continue;
+    if (row.hitRate === null || row.promptBlind) continue;
     if (best === undefined || (best.hitRate ?? 0) < row.hitRate) best = row;
   }
   return best;
@@ -216,7 +226,10 @@ export function leftOnTable(prefixArms: readonly ArmRow[], partition: ArmRow | u
     return { available: false, reason: 'the ideal-partition run has no hit rate' };
   const best = bestArm(prefixArms);
   if (!best || best.hitRate === null) {
-    return { available: false, reason: 'no valid prefix-workload arm run with a hit rate' };
+    return {
+      available: false,
+      reason: 'no valid prefix-workload arm run with a hit rate whose front end can see the prompt',
+    };
   }
   const relative = (
     metric: Exclude<Shortfall['metric'], 'hitRate'>,

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   barChartSpec,
   hitRateChartData,
+  PROMPT_SEEN,
   p99TtftChartData,
   renderChartSvg,
   reportCharts,
@@ -15,11 +16,12 @@ const tables = reportTables(fixtureStudy());
 const VALID_ARMS = [
   'Kubernetes Service (kube-proxy)',
   'vllm-router round-robin',
-  'vllm-router cache-aware',
-  'vllm-router cache-aware-tuned',
+  'vllm-router cache-aware (prompt-blind)',
+  'vllm-router cache-aware-tuned (prompt-blind)',
   'vllm-router round-robin over /v1/completions',
   'vllm-router cache-aware over /v1/completions',
-  'Envoy + GAIE Endpoint Picker',
+  'Envoy + GAIE Endpoint Picker (prompt-blind)',
+  'Envoy + GAIE Endpoint Picker over /v1/completions',
 ];
 
 describe('chart data', () => {
@@ -32,14 +34,25 @@ describe('chart data', () => {
       'Single-replica bound (formula): 82.0%',
     ]);
     expect(chart.references[1].value).toBeCloseTo((7 / 8) * (2048 / 2186), 12);
+    // The legend of the bars names what could not see the prompt, with its version.
+    expect([...new Set(chart.bars.map((b) => b.prompt))]).toEqual([
+      PROMPT_SEEN,
+      'prompt-blind (chat content not read by vllm-router 0.1.15)',
+      'prompt-blind (chat content not read by GAIE EPP v1.0.1)',
+    ]);
   });
 
   it('p99 TTFT and throughput: the same bars, the ideal partition as reference', () => {
     const p99 = p99TtftChartData(tables);
-    expect(p99.bars.map((b) => [b.arm, b.value])).toContainEqual(['Envoy + GAIE Endpoint Picker', 478.6]);
+    expect(p99.bars.map((b) => [b.arm, b.value])).toContainEqual([
+      'Envoy + GAIE Endpoint Picker over /v1/completions',
+      478.6,
+    ]);
     expect(p99.references).toEqual([{ label: 'Ideal partition (measured): 418.9 ms', value: 418.9 }]);
     const tps = throughputChartData(tables);
-    expect(tps.bars.map((b) => b.value)).toEqual([13_105, 13_020, 16_240, 17_610, 13_210, 16_930, 18_020]);
+    expect(tps.bars.map((b) => b.value)).toEqual([
+      13_105, 13_020, 13_060, 12_990, 13_210, 16_930, 13_150, 18_020,
+    ]);
     expect(tps.references).toEqual([{ label: 'Ideal partition (measured): 21,760 tok/s', value: 21_760 }]);
   });
 
@@ -55,7 +68,7 @@ describe('chart data', () => {
     expect(p99TtftChartData(t).references).toEqual([]);
     const spec = barChartSpec(p99TtftChartData(t));
     expect('layer' in spec && spec.layer.map((l) => 'mark' in l && l.mark)).toEqual([
-      { type: 'bar', color: '#4c78a8' },
+      { type: 'bar' },
       { type: 'text', align: 'left', dx: 4, fontSize: 11 },
     ]);
   });
@@ -87,6 +100,9 @@ describe('rendered SVG', () => {
     expect(svg).toContain('>Arm</text>');
     expect(svg).toContain('>Hit rate (hits / queried tokens, all replicas)</text>');
     expect(svg).toContain('>Single-replica bound (formula): 82.0%</text>');
+    expect(svg).toContain('>prompt-blind (chat content not read by GAIE EPP v1.0.1)</text>');
+    // Prompt-blind bars are drawn in their own colour.
+    expect(barGroup?.[1].match(/fill="#bab0ac"/g)).toHaveLength(3);
   });
 
   it('the HTML report holds three inline SVG charts and nothing fetched', async () => {
@@ -94,7 +110,7 @@ describe('rendered SVG', () => {
     expect(html.match(/<svg /g)).toHaveLength(reportCharts(tables).length);
     expect(html).not.toMatch(/<script|<link|src=|@import|url\(/i);
     for (const id of ['hit-rate', 'p99-ttft', 'throughput']) {
-      expect(html).toContain(`<figure class="chart" id="chart-${id}" data-bars="7">`);
+      expect(html).toContain(`<figure class="chart" id="chart-${id}" data-bars="8">`);
     }
   });
 });

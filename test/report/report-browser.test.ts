@@ -7,7 +7,7 @@ import { writeReport } from '../../lib/report/write.ts';
 import { CHROMIUM_PATH, chromiumInstalled, launchChromium } from './browser.ts';
 import { fixtureStudy } from './fixture.ts';
 
-const VALID_ARMS = 7;
+const VALID_ARMS = 8;
 
 /** The DOM's SVGGraphicsElement, as far as this test uses it (the project compiles without DOM types). */
 interface SvgGraphics {
@@ -56,11 +56,13 @@ describe('report.html in headless Chromium', () => {
             .evaluateAll((paths) => paths.map((p) => (p as unknown as SvgGraphics).getBBox().width));
           expect(barWidths.every((w) => w > 10)).toBe(true);
         }
-        // Hit-rate bars are ordered as the arms; the EPP (73.7%) is longer than kube-proxy (42.0%).
+        // Hit-rate bars are ordered as the arms; the EPP over completions (73.7%) is longer than
+        // kube-proxy (42.0%), and its prompt-blind chat arm (42.9%) is not.
         const widths = await page
           .locator('#chart-hit-rate g.mark-rect.role-mark path')
           .evaluateAll((paths) => paths.map((p) => (p as unknown as SvgGraphics).getBBox().width));
-        expect(widths[6] / widths[0]).toBeCloseTo(0.737 / 0.42, 1);
+        expect(widths[7] / widths[0]).toBeCloseTo(0.737 / 0.42, 1);
+        expect(widths[6] / widths[0]).toBeCloseTo(0.429 / 0.42, 1);
 
         const invalid = await page.locator('section#invalid tbody tr').allTextContents();
         expect(invalid).toHaveLength(2);

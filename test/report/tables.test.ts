@@ -33,6 +33,7 @@ describe('per-arm table (prefix workload)', () => {
       'router-round-robin-completions',
       'router-cache-aware-completions',
       'epp',
+      'epp-completions',
     ]);
     expect(
       section('arms')
@@ -89,9 +90,11 @@ describe('invalid runs', () => {
 
   it('never become the best arm, even with the highest hit rate', () => {
     const incomplete = run('arm-router-cache-aware-tuned-completions-prefix');
-    expect(incomplete.summary?.hitRate).toBeGreaterThan(run('arm-epp-prefix').summary?.hitRate ?? 1);
-    expect(bestArm(tables.prefixArms)?.arm).toBe('epp');
-    expect(tables.leftOnTable.available && tables.leftOnTable.bestArm.arm).toBe('epp');
+    expect(incomplete.summary?.hitRate).toBeGreaterThan(
+      run('arm-epp-completions-prefix').summary?.hitRate ?? 1,
+    );
+    expect(bestArm(tables.prefixArms)?.arm).toBe('epp-completions');
+    expect(tables.leftOnTable.available && tables.leftOnTable.bestArm.arm).toBe('epp-completions');
     // Were it valid, it would win: the exclusion is what keeps it out.
     const revalidated = withRuns(
       study.runs.map((r) => (r.id === incomplete.id ? { ...r, valid: true, invalidReasons: [] } : r)),
@@ -153,6 +156,38 @@ describe('upper-bound sweep', () => {
   });
 });
 
+describe('prompt-blind arms (lab-spec 3.3, 3.4)', () => {
+  it('carry the component and version that cannot read the chat prompt in every table', () => {
+    const epp = 'Envoy + GAIE Endpoint Picker [prompt-blind (chat content not read by GAIE EPP v1.0.1)]';
+    expect(rowOf('arms', epp)?.[3]).toBe('42.9%');
+    expect(rowOf('arms', 'Envoy + GAIE Endpoint Picker over /v1/completions')?.[3]).toBe('73.7%');
+    expect(
+      rowOf(
+        'sharegpt',
+        'vllm-router cache-aware [prompt-blind (chat content not read by vllm-router 0.1.15)]',
+      ),
+    ).toBeDefined();
+    // Policies that do not route by the prompt are not labelled.
+    expect(rowOf('arms', 'vllm-router round-robin')).toBeDefined();
+    expect(tables.prefixArms.filter((r) => r.promptBlind).map((r) => r.arm)).toEqual([
+      'router-cache-aware',
+      'router-cache-aware-tuned',
+      'epp',
+    ]);
+  });
+
+  it('are never the best arm, whatever they measured', () => {
+    const raised = withRuns(
+      study.runs.map((r) =>
+        r.id === 'arm-epp-prefix' && r.summary ? { ...r, summary: { ...r.summary, hitRate: 0.99 } } : r,
+      ),
+    );
+    expect(bestArm(reportTables(raised).prefixArms)?.arm).toBe('epp-completions');
+    const onlyBlind = reportTables(raised).prefixArms.filter((r) => r.promptBlind);
+    expect(leftOnTable(onlyBlind, tables.partition)).toMatchObject({ available: false });
+  });
+});
+
 describe('concurrency sweep', () => {
   it('puts each swept arm at 4, 8 and the study concurrency', () => {
     expect(tables.sweep.map((r) => [r.arm, r.concurrency])).toEqual([
@@ -163,13 +198,8 @@ describe('concurrency sweep', () => {
       ['router-cache-aware', 8],
       ['router-cache-aware', 32],
     ]);
-    expect(rowOf('sweep', 'vllm-router cache-aware')?.slice(0, 5)).toEqual([
-      'vllm-router cache-aware',
-      '4',
-      '505 / 520',
-      '70.2% / 69.0%',
-      '69.6%',
-    ]);
+    const label = 'vllm-router cache-aware [prompt-blind (chat content not read by vllm-router 0.1.15)]';
+    expect(rowOf('sweep', label)?.slice(0, 5)).toEqual([label, '4', '528 / 497', '43.8% / 42.9%', '43.4%']);
   });
 });
 
@@ -177,7 +207,7 @@ describe('left on the table', () => {
   it('compares the best valid arm with the ideal partition in points and percent', () => {
     const lot = tables.leftOnTable;
     if (!lot.available) throw new Error(lot.reason);
-    const best = run('arm-epp-prefix').summary;
+    const best = run('arm-epp-completions-prefix').summary;
     const ideal = run('partition').summary;
     if (!best || !ideal || best.hitRate === null || ideal.hitRate === null) throw new Error('fixture');
     const byMetric = Object.fromEntries(lot.rows.map((r) => [r.metric, r]));
@@ -195,7 +225,9 @@ describe('left on the table', () => {
       ((ideal.meanItlMs - best.meanItlMs) / best.meanItlMs) * 100,
       10,
     );
-    expect(section('left-on-the-table').table?.headers[1]).toBe('Best arm: Envoy + GAIE Endpoint Picker');
+    expect(section('left-on-the-table').table?.headers[1]).toBe(
+      'Best arm: Envoy + GAIE Endpoint Picker over /v1/completions',
+    );
     expect(section('left-on-the-table').table?.rows).toEqual([
       ['Hit rate', '73.7%', '78.0%', '+4.3 points', 'better'],
       ['Total tok/s', '18,020', '21,760', '+20.8%', 'better'],
@@ -221,7 +253,7 @@ describe('left on the table', () => {
     ]);
     expect(leftOnTable([], tables.partition)).toEqual({
       available: false,
-      reason: 'no valid prefix-workload arm run with a hit rate',
+      reason: 'no valid prefix-workload arm run with a hit rate whose front end can see the prompt',
     });
   });
 

@@ -761,7 +761,7 @@ apply_charts() {
 }
 
 # The afterApply steps of prerequisites.json that follow this file (a restart of a controller
-# that reads what the file wrote only at start).
+# that must run on what the file wrote before the lab goes on).
 run_after_apply() {
   local kind id after namespace deployment
   while IFS=$'\\t' read -r -u 3 kind id after namespace deployment; do

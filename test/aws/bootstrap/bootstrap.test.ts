@@ -18,7 +18,7 @@ import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sa
 const defaults = parseLabConfig({});
 /** Another K3s line, three replicas and llm-d's second set: six GPUs, so a g6.48xlarge. */
 const other = parseLabConfig({
-  instance: { type: 'g6.48xlarge', gpus: 8, vcpus: 192, pricePerHourUsd: 13.35 },
+  instance: { type: 'g6.48xlarge', gpus: 8, vcpus: 192, memoryGiB: 768, pricePerHourUsd: 13.35 },
   k3s: { version: 'v1.35.2+k3s1' },
   vllm: { replicas: 3 },
   workload: { partitionSeeds: [1, 2, 3] },
