@@ -3,10 +3,14 @@ import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { runnerBundle } from '../lib/runner/bundle.ts';
+import type { StatusCheck, StatusChecks } from '../lib/runner/preflight.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
+import { studyArms } from '../lib/study/arms.ts';
 import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { STUDY_RUNNER_NAME } from '../lib/study/topology.ts';
+import { GATEWAY_API_GROUP } from './ai-gateway/gateway-api.ts';
+import { aiGatewayNames } from './ai-gateway.ts';
 import { benchmarkJob } from './benchmark-job.ts';
 import {
   COMPONENT_LABEL,
@@ -15,6 +19,7 @@ import {
   RESULTS_HOST_PATH,
   rootContainerSecurity,
 } from './common.ts';
+import { clusterScoped } from './endpoint-picker.ts';
 
 /** Kubernetes refuses a ConfigMap larger than 1 MiB (etcd's object limit). */
 export const CONFIGMAP_LIMIT_BYTES = 1024 * 1024;
@@ -28,6 +33,39 @@ export interface StudyRunnerChartProps extends ChartProps {
   readonly plan?: StudyPlan;
 }
 
+/**
+ * The status conditions each arm's preflight requires, by arm id: for an AI Gateway arm, its
+ * HTTPRoute must be Accepted with ResolvedRefs on its Gateway, and the Gateway Programmed
+ * (lab-spec 3.6: Accepted alone proves nothing).
+ */
+export function preflightStatusChecks(config: LabConfig): StatusChecks {
+  const names = aiGatewayNames(config);
+  const gatewayApi = { group: GATEWAY_API_GROUP, version: 'v1', namespace: config.namespace };
+  const checks: StatusCheck[] = [
+    {
+      ...gatewayApi,
+      kind: 'HTTPRoute',
+      plural: 'httproutes',
+      name: names.httpRoute,
+      conditions: ['Accepted', 'ResolvedRefs'],
+      at: 'parents',
+    },
+    {
+      ...gatewayApi,
+      kind: 'Gateway',
+      plural: 'gateways',
+      name: names.gateway,
+      conditions: ['Programmed'],
+      at: 'status',
+    },
+  ];
+  return Object.fromEntries(
+    studyArms(config)
+      .filter((arm) => arm.frontEnd === 'ai-gateway')
+      .map((arm) => [arm.id, checks]),
+  );
+}
+
 /** The ConfigMap data of the runner: its bundle, the configuration, the plan, and every client Job. */
 export function runnerConfigMapData(config: LabConfig, plan: StudyPlan): Record<string, string> {
   const jobs = Object.fromEntries(
@@ -38,6 +76,7 @@ export function runnerConfigMapData(config: LabConfig, plan: StudyPlan): Record<
     [RUNNER_FILES.config]: JSON.stringify(config),
     [RUNNER_FILES.plan]: JSON.stringify(plan),
     [RUNNER_FILES.jobs]: JSON.stringify(jobs),
+    [RUNNER_FILES.preflight]: JSON.stringify(preflightStatusChecks(config)),
   };
 }
 
@@ -74,6 +113,7 @@ export class StudyRunnerChart extends Chart {
     new k8s.KubeConfigMap(this, 'files', { metadata: { name, labels }, data });
 
     new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name, labels } });
+    const hasStatusChecks = Object.keys(preflightStatusChecks(config)).length > 0;
     new k8s.KubeRole(this, 'role', {
       metadata: { name, labels },
       rules: [
@@ -83,6 +123,10 @@ export class StudyRunnerChart extends Chart {
         // Restarting a front end patches its pod template (kubectl.kubernetes.io/restartedAt).
         { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
         { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
+        // The AI Gateway preflight reads its route's and Gateway's status conditions.
+        ...(hasStatusChecks
+          ? [{ apiGroups: [GATEWAY_API_GROUP], resources: ['httproutes', 'gateways'], verbs: ['get'] }]
+          : []),
       ],
     });
     new k8s.KubeRoleBinding(this, 'role-binding', {
@@ -90,6 +134,24 @@ export class StudyRunnerChart extends Chart {
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
       subjects: [{ kind: 'ServiceAccount', name, namespace: config.namespace }],
     });
+
+    // The EPPs' metrics endpoint authorizes each scrape with a SubjectAccessReview for the
+    // non-resource URL /metrics (controller-runtime's WithAuthenticationAndAuthorization, as GAIE
+    // v1.0.1 wires it): only a ClusterRole can grant that. Cluster-wide name, so prefixed.
+    const metricsReader = `${config.namespace}-${name}-metrics`;
+    clusterScoped(
+      new k8s.KubeClusterRole(this, 'metrics-reader', {
+        metadata: { name: metricsReader, labels },
+        rules: [{ nonResourceUrLs: ['/metrics'], verbs: ['get'] }],
+      }),
+    );
+    clusterScoped(
+      new k8s.KubeClusterRoleBinding(this, 'metrics-reader-binding', {
+        metadata: { name: metricsReader, labels },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: metricsReader },
+        subjects: [{ kind: 'ServiceAccount', name, namespace: config.namespace }],
+      }),
+    );
 
     new k8s.KubeJob(this, 'job', {
       metadata: { name, labels },

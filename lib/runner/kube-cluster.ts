@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import type { JobCounts } from '../study/validity.ts';
-import type { Cluster, DeploymentState, JobObject, PodState } from './ports.ts';
+import type { Cluster, DeploymentState, JobObject, PodState, ResourceRef } from './ports.ts';
 
 /**
  * The Kubernetes API for the runner, with Node's https and the pod's ServiceAccount: no client
@@ -119,6 +119,11 @@ interface DeploymentJson {
   };
 }
 
+/** RFC 3339 in whole seconds, as the pod log's `sinceTime` takes it (`2025-10-14T09:00:00Z`). */
+export function rfc3339Seconds(at: Date): string {
+  return `${at.toISOString().slice(0, 19)}Z`;
+}
+
 export class KubeCluster implements Cluster {
   constructor(
     private readonly transport: KubeTransport,
@@ -162,9 +167,18 @@ export class KubeCluster implements Cluster {
     await this.deleteOptional(`${this.pods()}/${encodeURIComponent(name)}`);
   }
 
-  async podLog(name: string, container?: string): Promise<string> {
-    const query = container ? `?container=${encodeURIComponent(container)}` : '';
+  async podLog(name: string, container?: string, since?: Date): Promise<string> {
+    const params = new URLSearchParams();
+    if (container) params.set('container', container);
+    if (since) params.set('sinceTime', rfc3339Seconds(since));
+    const query = params.size > 0 ? `?${params.toString()}` : '';
     return this.call('GET', `${this.pods()}/${encodeURIComponent(name)}/log${query}`);
+  }
+
+  async resourceStatus(ref: ResourceRef): Promise<Readonly<Record<string, unknown>> | undefined> {
+    const path = `/apis/${ref.group}/${ref.version}/namespaces/${encodeURIComponent(ref.namespace)}/${ref.plural}/${encodeURIComponent(ref.name)}`;
+    const object = await this.getOptional<{ status?: Record<string, unknown> }>(path);
+    return object ? (object.status ?? {}) : undefined;
   }
 
   async restartDeployment(name: string, at: Date): Promise<void> {

@@ -3,9 +3,11 @@ import { join } from 'node:path';
 import type { LabConfig } from '../config/schema.ts';
 import type { StudyPlan } from '../study/plan.ts';
 import { FileResultStore } from './file-store.ts';
+import { HttpEndpointPickers, HttpFrontEnds } from './http-front-ends.ts';
 import { HttpReplicas } from './http-replicas.ts';
 import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
 import { type JobObject, systemClock } from './ports.ts';
+import type { StatusChecks } from './preflight.ts';
 import { runStudy } from './run-study.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
 
@@ -29,6 +31,7 @@ async function main(): Promise<void> {
   const config = readJson<LabConfig>(join(dir, RUNNER_FILES.config));
   const plan = readJson<StudyPlan>(join(dir, RUNNER_FILES.plan));
   const jobs = readJson<Record<string, JobObject>>(join(dir, RUNNER_FILES.jobs));
+  const statusChecks = readJson<StatusChecks>(join(dir, RUNNER_FILES.preflight));
   const missing = plan.runs.flatMap((run) => run.benchmarks).filter((spec) => !jobs[spec.id]);
   if (missing.length > 0) {
     throw new Error(`${RUNNER_FILES.jobs} has no Job for ${missing.map((spec) => spec.id).join(', ')}`);
@@ -37,6 +40,8 @@ async function main(): Promise<void> {
     {
       cluster: new KubeCluster(inClusterTransport(), config.namespace),
       replicas: new HttpReplicas(),
+      frontEnds: new HttpFrontEnds(),
+      endpointPickers: new HttpEndpointPickers(),
       store: new FileResultStore(results),
       clock: systemClock,
       jobManifest: (spec) => jobs[spec.id],
@@ -44,6 +49,7 @@ async function main(): Promise<void> {
     },
     config,
     plan,
+    { statusChecks },
   );
   const invalid = study.runs.filter((run) => !run.valid).length;
   console.log(`results in ${results}: ${study.runs.length} runs, ${invalid} invalid`);

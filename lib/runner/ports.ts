@@ -1,3 +1,4 @@
+import type { Api } from '../study/arms.ts';
 import type { BenchmarkSpec } from '../study/plan.ts';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
 import type { JobCounts } from '../study/validity.ts';
@@ -50,12 +51,28 @@ export interface Cluster {
   deleteJob(name: string): Promise<void>;
   listPods(labelSelector: string): Promise<PodState[]>;
   deletePod(name: string): Promise<void>;
-  podLog(name: string, container?: string): Promise<string>;
+  /**
+   * A container's log; with `since`, only lines written at or after it (the API's `sinceTime`,
+   * whole seconds).
+   */
+  podLog(name: string, container?: string, since?: Date): Promise<string>;
+  /** The `status` of a namespaced custom resource, or undefined when the object does not exist. */
+  resourceStatus(ref: ResourceRef): Promise<Readonly<Record<string, unknown>> | undefined>;
   /** Sets the pod template annotation `kubectl.kubernetes.io/restartedAt`, as `kubectl rollout restart`. */
   restartDeployment(name: string, at: Date): Promise<void>;
   getDeployment(name: string): Promise<DeploymentState | undefined>;
   /** The API server's `gitVersion` (e.g. `v1.33.4+k3s1`). */
   serverVersion(): Promise<string>;
+}
+
+/** A namespaced object of an API group, as the API server addresses it. */
+export interface ResourceRef {
+  readonly group: string;
+  readonly version: string;
+  /** Lower-case plural resource name (`httproutes`, `gateways`). */
+  readonly plural: string;
+  readonly namespace: string;
+  readonly name: string;
 }
 
 /** The vLLM replicas' HTTP side, by base URL (`http://qwen3-0.qwen3-headless...:8000`). */
@@ -66,6 +83,25 @@ export interface Replicas {
   metrics(baseUrl: string): Promise<string>;
   /** GET /v1/models; the HTTP status (200 once the engine serves). */
   models(baseUrl: string): Promise<number>;
+}
+
+/** What a front end answered to one request. */
+export interface FrontEndAnswer {
+  readonly status: number;
+  /** The start of the body, for the error message when the status is not 200. */
+  readonly body: string;
+}
+
+/** The front ends' HTTP side (Service, router, Envoy, Gateway), by base URL. */
+export interface FrontEnds {
+  /** One tiny generation (`max_tokens` 1) over the arm's API, for the preflight. */
+  complete(baseUrl: string, api: Api, model: string): Promise<FrontEndAnswer>;
+}
+
+/** The Endpoint Pickers' metrics port (9090), by base URL; the scrape carries a bearer token. */
+export interface EndpointPickers {
+  /** GET /metrics; the text, or an error naming the HTTP status (401/403 when RBAC is missing). */
+  metrics(baseUrl: string): Promise<string>;
 }
 
 /** The results host folder (see `layout.ts`). Writes are atomic. */
@@ -93,6 +129,8 @@ export interface Clock {
 export interface RunnerDeps {
   readonly cluster: Cluster;
   readonly replicas: Replicas;
+  readonly frontEnds: FrontEnds;
+  readonly endpointPickers: EndpointPickers;
   readonly store: ResultStore;
   readonly clock: Clock;
   /** The benchmark Job of a client: `benchmarkJob(config, spec)` of charts/benchmark-job.ts. */

@@ -1,10 +1,25 @@
 import type { LabConfig } from '../config/schema.ts';
-import type { ServerSet } from '../study/arms.ts';
-import { counterDeltas, kvCacheTokensFromLog, type VllmSnapshot, vllmSnapshot } from '../study/metrics.ts';
+import type { Arm, ServerSet } from '../study/arms.ts';
+import {
+  counterDeltas,
+  eppSnapshot,
+  kvCacheTokensFromLog,
+  REQUESTS_RUNNING,
+  REQUESTS_WAITING,
+  RESET_SUCCEEDED_MESSAGE,
+  type ResetLogCounts,
+  replicaIdle,
+  resetLogCounts,
+  type VllmSnapshot,
+  vllmSnapshot,
+} from '../study/metrics.ts';
 import type { StudyPlan, StudyRun } from '../study/plan.ts';
+import { promptReader } from '../study/prompt-visibility.ts';
 import {
   type ClientRecord,
   type JobOutcome,
+  type PreflightRecord,
+  type PromptEvidence,
   type ReplicaRecord,
   type RunRecord,
   STUDY_SCHEMA_VERSION,
@@ -12,18 +27,33 @@ import {
   type StudyRecord,
   summarizeRun,
 } from '../study/results.ts';
-import { armById, frontEnd, replicaSetName, replicaUrls } from '../study/topology.ts';
 import {
+  armById,
+  EPP_METRICS_PORT,
+  eppName,
+  frontEnd,
+  replicaSetName,
+  replicaUrls,
+  targetBaseUrl,
+} from '../study/topology.ts';
+import {
+  type EppScrape,
   jobOutcome,
+  type PromptEvidenceSource,
+  promptEvidence,
+  promptEvidenceSource,
   type ReplicaReset,
   type ReplicaScrapes,
   type ResultFileReading,
   readResultFile,
+  resetRecords,
   runReasons,
   withStudyChecks,
 } from '../study/validity.ts';
+import { apiPath } from './http-front-ends.ts';
 import { GPU_TOPOLOGY_FILE, GPU_UUIDS_FILE, HOST_FILE } from './layout.ts';
 import type { DeploymentState, RunnerDeps } from './ports.ts';
+import { type StatusChecks, statusProblems } from './preflight.ts';
 import { formatElapsed, progressLine, type StudyState, type StudyStatus, studyEtaMs } from './status.ts';
 
 export interface RunnerOptions {
@@ -58,16 +88,64 @@ export interface RunnerOptions {
    */
   readonly startupTimeoutMs?: number;
   /**
+   * How long a replica may take to have no request running or waiting before its cache reset
+   * (`vllm:num_requests_running` and `vllm:num_requests_waiting` both 0). A replica still busy
+   * then is restarted instead of reset.
+   * @default 5 minutes
+   */
+  readonly idleTimeoutMs?: number;
+  /**
+   * How long vLLM's log may take to show the outcome of a reset, and a replica's counter to show
+   * the preflight's request.
+   * @default 30 seconds
+   */
+  readonly confirmTimeoutMs?: number;
+  /**
    * Base URLs of a server set's replicas.
    * @default the headless-Service DNS names of lib/study/topology.ts
    */
   readonly replicaUrls?: (servers: ServerSet) => readonly string[];
+  /**
+   * Base URL of an arm's front end, where the preflight sends its request.
+   * @default the URL the arm's benchmark clients use (`targetBaseUrl`)
+   */
+  readonly frontEndUrl?: (arm: Arm) => string;
+  /**
+   * Base URL of the metrics port of an EPP-family arm's Endpoint Picker.
+   * @default `http://<eppName>.<namespace>.svc.cluster.local:9090`
+   */
+  readonly eppMetricsUrl?: (arm: Arm) => string;
+  /**
+   * Status conditions each arm's preflight requires (the AI Gateway's HTTPRoute and Gateway).
+   * @default none
+   */
+  readonly statusChecks?: StatusChecks;
 }
 
 type Resolved<T> = { readonly [K in keyof T]-?: T[K] };
 
+/** The optional parts of a run record besides its measurements. */
+interface RunExtras {
+  readonly resets?: RunRecord['resets'];
+  readonly preflight?: PreflightRecord;
+  readonly promptEvidence?: PromptEvidence;
+}
+
 /** Container of the vLLM replicas (charts/model-servers.ts), whose log names the KV cache size. */
 const VLLM_CONTAINER = 'vllm';
+/**
+ * The log read that confirms a reset starts this long before the call: `sinceTime` has whole
+ * seconds and node and runner clocks may differ. Lines before the call are counted in the
+ * baseline read of the same window, so they never pass for a confirmation.
+ */
+const LOG_WINDOW_MARGIN_MS = 60_000;
+
+/** A reset that needs a pod restart instead, and why. */
+interface RestartNeeded {
+  readonly replica: number;
+  readonly why: string;
+  readonly status?: number;
+}
 
 /**
  * Executes the study plan in order (lab-spec 4.2) and records every run with its validity
@@ -87,7 +165,15 @@ export async function runStudy(
     rolloutTimeoutMs: options.rolloutTimeoutMs ?? 15 * 60_000,
     podRestartTimeoutMs: options.podRestartTimeoutMs ?? 30 * 60_000,
     startupTimeoutMs: options.startupTimeoutMs ?? 90 * 60_000,
+    idleTimeoutMs: options.idleTimeoutMs ?? 5 * 60_000,
+    confirmTimeoutMs: options.confirmTimeoutMs ?? 30_000,
     replicaUrls: options.replicaUrls ?? ((servers) => replicaUrls(config, servers)),
+    frontEndUrl: options.frontEndUrl ?? ((arm) => targetBaseUrl(config, { kind: 'arm', arm: arm.id })),
+    eppMetricsUrl:
+      options.eppMetricsUrl ??
+      ((arm) =>
+        `http://${eppName(config, arm.frontEndId)}.${config.namespace}.svc.cluster.local:${EPP_METRICS_PORT}`),
+    statusChecks: options.statusChecks ?? {},
   });
   return runner.run();
 }
@@ -119,6 +205,8 @@ class StudyRunner {
   private current: { index: number; run: StudyRun; startedAt: Date; phase: string } | undefined;
   private lastProgressAt = 0;
   private message = '';
+  /** Each arm's preflight, once per runner process, before the arm's first run. */
+  private readonly preflights = new Map<string, PreflightRecord>();
 
   constructor(
     private readonly deps: RunnerDeps,
@@ -203,10 +291,48 @@ class StudyRunner {
     const servers = run.reset.prefixCaches;
     const urls = this.options.replicaUrls(servers);
     const pods = urls.map((_, i) => `${replicaSetName(this.config, servers)}-${i}`);
+    const jobs = run.benchmarks.map((spec) => ({ spec, job: this.deps.jobManifest(spec) }));
+
+    // Lab-spec 4.4: a Job of an earlier attempt of this run (a resumed study) and its pods are
+    // gone before anything else happens, so their requests cannot warm the caches reset below.
+    await this.phase('clearing earlier attempts');
+    for (const { spec, job } of jobs) {
+      await this.deletePreviousJob(job.metadata.name);
+      await store.removeClientResult(spec.id, spec.resultFile);
+    }
+
+    // The preflight's request lands in a cache and an index that the reset and restart clear.
+    const arm = run.arm ? armById(this.config, run.arm) : undefined;
+    let preflight: PreflightRecord | undefined;
+    if (arm) {
+      const known = this.preflights.get(arm.id);
+      if (!known) {
+        await this.phase('preflight');
+        preflight = await this.preflight(arm);
+        this.preflights.set(arm.id, preflight);
+        await this.say(`preflight of ${arm.id}: ${preflight.ok ? 'passed' : 'FAILED'}: ${preflight.detail}`);
+      }
+      const outcome = known ?? (preflight as PreflightRecord);
+      if (!outcome.ok) {
+        return this.record(
+          run,
+          startedAt,
+          'endpoint',
+          [],
+          [],
+          [`not started: preflight failed: ${outcome.detail}`],
+          {
+            preflight: outcome,
+          },
+        );
+      }
+    }
 
     await this.phase('resetting prefix caches');
     const resets = await this.resetCaches(servers, urls, pods);
-    const preconditions = resets.filter((r) => r.error).map((r) => `replica ${r.pod}: ${r.error}`);
+    const preconditions = resets
+      .filter((r) => r.verifiedBy === 'unverified')
+      .map((r) => `replica ${r.pod}: prefix cache reset not verified: ${r.detail}`);
 
     if (run.reset.restartFrontEndOf && preconditions.length === 0) {
       await this.phase('restarting front end');
@@ -224,20 +350,24 @@ class StudyRunner {
     const reset: RunRecord['reset'] = resets.some((r) => r.method === 'pod-restart')
       ? 'pod-restart'
       : 'endpoint';
+    const extra: RunExtras = { resets: resetRecords(resets), ...(preflight ? { preflight } : {}) };
     if (preconditions.length > 0) {
       // The run cannot measure anything: its Job is not started, so it loads no replica.
-      return this.record(run, startedAt, reset, [], [], [...preconditions.map((p) => `not started: ${p}`)]);
+      return this.record(
+        run,
+        startedAt,
+        reset,
+        [],
+        [],
+        [...preconditions.map((p) => `not started: ${p}`)],
+        extra,
+      );
     }
 
     await this.phase('scraping metrics');
     const before = await this.scrape(urls);
 
     await this.phase('starting job');
-    const jobs = run.benchmarks.map((spec) => ({ spec, job: this.deps.jobManifest(spec) }));
-    for (const { spec, job } of jobs) {
-      await this.deletePreviousJob(job.metadata.name);
-      await store.removeClientResult(spec.id, spec.resultFile);
-    }
     for (const { job } of jobs) await cluster.createJob(job);
 
     await this.phase('waiting for job');
@@ -283,8 +413,22 @@ class StudyRunner {
         vllmSeries: s.after?.vllmSeries ?? 0,
       };
     });
-    const reasons = runReasons({ run, readings, clients, resets, scrapes, replicas });
-    return this.record(run, startedAt, reset, clients, replicas, reasons);
+
+    const source = arm ? promptEvidenceSource(arm.frontEnd, arm.api, run.dataset) : undefined;
+    const evidence = arm && source ? await this.promptEvidenceOf(arm, source) : undefined;
+    const reasons = runReasons({
+      run,
+      readings,
+      clients,
+      resets,
+      scrapes,
+      replicas,
+      ...(evidence ? { promptEvidence: evidence } : {}),
+    });
+    return this.record(run, startedAt, reset, clients, replicas, reasons, {
+      ...extra,
+      ...(evidence ? { promptEvidence: evidence } : {}),
+    });
   }
 
   private record(
@@ -294,6 +438,7 @@ class StudyRunner {
     clients: ClientRecord[],
     replicas: ReplicaRecord[],
     reasons: string[],
+    extra: RunExtras = {},
   ): RunRecord {
     const summary = summarizeRun(clients, replicas);
     return {
@@ -305,6 +450,9 @@ class StudyRunner {
       startedAt: startedAt.toISOString(),
       finishedAt: this.deps.clock.now().toISOString(),
       reset,
+      ...(extra.resets ? { resets: extra.resets } : {}),
+      ...(extra.preflight ? { preflight: extra.preflight } : {}),
+      ...(extra.promptEvidence ? { promptEvidence: extra.promptEvidence } : {}),
       clients,
       replicas,
       ...(summary ? { summary } : {}),
@@ -316,37 +464,147 @@ class StudyRunner {
 
   // ---- Cache reset ---------------------------------------------------------------------------
 
+  /**
+   * Resets every replica of a set and proves it (lab-spec 4.4): wait until the replica is idle,
+   * POST /reset_prefix_cache, then find vLLM's own confirmation in the pod log written after the
+   * call. A replica that stays busy, answers 404 (no dev mode) or anything but 200, whose log
+   * says the reset was refused, or whose log confirms nothing, is restarted instead: a fresh
+   * process has an empty cache. Only a restart that fails leaves the reset unverified.
+   */
   private async resetCaches(
     servers: ServerSet,
     urls: readonly string[],
     pods: string[],
   ): Promise<ReplicaReset[]> {
     const resets: ReplicaReset[] = [];
+    const restart: RestartNeeded[] = [];
     for (const [i, url] of urls.entries()) {
-      try {
-        const status = await this.deps.replicas.resetPrefixCache(url);
-        resets.push({
-          replica: i,
-          pod: pods[i],
-          method: status === 404 ? 'pod-restart' : 'endpoint',
-          status,
-        });
-      } catch (error) {
-        resets.push({
-          replica: i,
-          pod: pods[i],
-          method: 'endpoint',
-          error: `POST /reset_prefix_cache failed: ${(error as Error).message}`,
-        });
-      }
+      const outcome = await this.resetReplica(i, url, pods[i]);
+      if ('verifiedBy' in outcome) resets.push(outcome);
+      else restart.push(outcome);
     }
-    const restart = resets.filter((r) => r.method === 'pod-restart').map((r) => r.replica);
     if (restart.length === 0) return resets;
-    await this.say(
-      `${pods.filter((_, i) => restart.includes(i)).join(', ')}: /reset_prefix_cache answered 404 (VLLM_SERVER_DEV_MODE not set?); deleting the pods to reset their caches`,
+    for (const r of restart)
+      await this.say(`${pods[r.replica]}: ${r.why}; deleting the pod to reset its cache`);
+    const problem = await this.restartReplicas(
+      servers,
+      urls,
+      pods,
+      restart.map((r) => r.replica),
     );
-    const problem = await this.restartReplicas(servers, urls, pods, restart);
-    return problem ? resets.map((r) => (restart.includes(r.replica) ? { ...r, error: problem } : r)) : resets;
+    for (const r of restart) {
+      resets.push({
+        replica: r.replica,
+        pod: pods[r.replica],
+        method: 'pod-restart',
+        ...(r.status !== undefined ? { status: r.status } : {}),
+        ...(problem
+          ? { verifiedBy: 'unverified' as const, detail: `${r.why}; restarting the pod failed: ${problem}` }
+          : {
+              verifiedBy: 'pod-restart' as const,
+              detail: `${r.why}; the pod was replaced (new uid), Ready and serving /v1/models`,
+            }),
+      });
+    }
+    return resets.sort((a, b) => a.replica - b.replica);
+  }
+
+  /** One replica's reset confirmed by its log, or why it needs a restart instead. */
+  private async resetReplica(
+    replica: number,
+    url: string,
+    pod: string,
+  ): Promise<ReplicaReset | RestartNeeded> {
+    const { clock, cluster } = this.deps;
+    const busy = await this.waitUntilIdle(url);
+    if (busy) return { replica, why: busy };
+
+    const since = new Date(clock.now().getTime() - LOG_WINDOW_MARGIN_MS);
+    const readCounts = async (): Promise<ResetLogCounts | string> => {
+      try {
+        return resetLogCounts(await cluster.podLog(pod, VLLM_CONTAINER, since));
+      } catch (error) {
+        return (error as Error).message;
+      }
+    };
+    const baseline = await readCounts();
+
+    let status: number;
+    try {
+      status = await this.deps.replicas.resetPrefixCache(url);
+    } catch (error) {
+      return { replica, why: `POST /reset_prefix_cache failed: ${(error as Error).message}` };
+    }
+    if (status === 404) {
+      return { replica, status, why: '/reset_prefix_cache answered 404 (VLLM_SERVER_DEV_MODE not set?)' };
+    }
+    if (status !== 200) return { replica, status, why: `POST /reset_prefix_cache answered HTTP ${status}` };
+    if (typeof baseline === 'string') {
+      return {
+        replica,
+        status,
+        why: `POST /reset_prefix_cache answered 200, but its log could not be read to confirm the reset (${baseline})`,
+      };
+    }
+
+    const deadline = clock.now().getTime() + this.options.confirmTimeoutMs;
+    let lastError = '';
+    for (;;) {
+      const counts = await readCounts();
+      if (typeof counts === 'string') {
+        lastError = counts;
+      } else {
+        if (counts.refused > baseline.refused) {
+          return { replica, status, why: `vLLM refused the reset: "${counts.lastRefusal}"` };
+        }
+        if (counts.succeeded > baseline.succeeded) {
+          return {
+            replica,
+            pod,
+            method: 'endpoint',
+            status,
+            verifiedBy: 'log-confirmed',
+            detail: `POST /reset_prefix_cache answered 200 and the log logged "${RESET_SUCCEEDED_MESSAGE}" after it`,
+          };
+        }
+      }
+      if (clock.now().getTime() >= deadline) {
+        return {
+          replica,
+          status,
+          why: `POST /reset_prefix_cache answered 200, but within ${formatElapsed(this.options.confirmTimeoutMs)} the log showed neither "${RESET_SUCCEEDED_MESSAGE}" nor a refusal${lastError ? ` (last read: ${lastError})` : ''}`,
+        };
+      }
+      await clock.sleep(Math.min(this.options.pollIntervalMs, 1_000));
+    }
+  }
+
+  /**
+   * Waits until a replica runs and queues no request (vLLM refuses a reset while blocks are in
+   * use); undefined when idle, else why it is not.
+   */
+  private async waitUntilIdle(url: string): Promise<string | undefined> {
+    const { clock } = this.deps;
+    const deadline = clock.now().getTime() + this.options.idleTimeoutMs;
+    for (;;) {
+      let state: string;
+      try {
+        const snapshot = vllmSnapshot(await this.deps.replicas.metrics(url));
+        const idle = replicaIdle(snapshot);
+        if (idle) return undefined;
+        state =
+          idle === undefined
+            ? `/metrics lacks ${REQUESTS_RUNNING} or ${REQUESTS_WAITING}`
+            : `${snapshot.requestsRunning} running, ${snapshot.requestsWaiting} waiting`;
+      } catch (error) {
+        state = `/metrics not read: ${(error as Error).message}`;
+      }
+      if (clock.now().getTime() >= deadline) {
+        return `still busy after ${formatElapsed(this.options.idleTimeoutMs)} (${state})`;
+      }
+      await this.progress();
+      await clock.sleep(this.options.pollIntervalMs);
+    }
   }
 
   /** Deletes replica pods and waits until new ones are ready and serve /v1/models; a problem or undefined. */
@@ -505,6 +763,81 @@ class StudyRunner {
     } catch (error) {
       await this.say(`could not save the log of job/${jobName}: ${(error as Error).message}`);
     }
+  }
+
+  // ---- Preflight and prompt evidence ---------------------------------------------------------
+
+  /**
+   * Before an arm's first run: the status conditions its path needs are True (the AI Gateway's
+   * route and Gateway), and one tiny request through its front end reaches a replica of its
+   * server set (a replica's `vllm:request_success_total` grows).
+   */
+  private async preflight(arm: Arm): Promise<PreflightRecord> {
+    const { cluster, clock } = this.deps;
+    const problems: string[] = [];
+    for (const check of this.options.statusChecks[arm.id] ?? []) {
+      try {
+        problems.push(...statusProblems(check, await cluster.resourceStatus(check)));
+      } catch (error) {
+        problems.push(
+          `${check.kind} ${check.namespace}/${check.name}: status not read: ${(error as Error).message}`,
+        );
+      }
+    }
+    if (problems.length > 0) return { ok: false, detail: problems.join('; ') };
+
+    const urls = this.options.replicaUrls(arm.servers);
+    const pods = urls.map((_, i) => `${replicaSetName(this.config, arm.servers)}-${i}`);
+    const counts = async (): Promise<(number | undefined)[]> =>
+      (await this.scrape(urls)).map((s) => s.snapshot?.requestSuccess);
+    const before = await counts();
+    const unread = before.flatMap((n, i) => (n === undefined ? [pods[i]] : []));
+    if (unread.length > 0) {
+      return { ok: false, detail: `vllm:request_success_total of ${unread.join(', ')} could not be read` };
+    }
+    const target = `POST ${this.options.frontEndUrl(arm).replace(/\/+$/, '')}${apiPath(arm.api)}`;
+    try {
+      const answer = await this.deps.frontEnds.complete(
+        this.options.frontEndUrl(arm),
+        arm.api,
+        this.config.model.servedName,
+      );
+      if (answer.status !== 200) {
+        return { ok: false, detail: `${target} answered HTTP ${answer.status}: ${answer.body.trim()}` };
+      }
+    } catch (error) {
+      return { ok: false, detail: `${target}: ${(error as Error).message}` };
+    }
+    const deadline = clock.now().getTime() + this.options.confirmTimeoutMs;
+    for (;;) {
+      const now = await counts();
+      const grew = now.flatMap((n, i) => (n !== undefined && n > (before[i] as number) ? [pods[i]] : []));
+      if (grew.length > 0) {
+        return { ok: true, detail: `${target} answered 200 and ${grew.join(', ')} counted it` };
+      }
+      if (clock.now().getTime() >= deadline) {
+        return {
+          ok: false,
+          detail: `${target} answered 200, but no replica of ${replicaSetName(this.config, arm.servers)} counted a finished request within ${formatElapsed(this.options.confirmTimeoutMs)}`,
+        };
+      }
+      await clock.sleep(Math.min(this.options.pollIntervalMs, 1_000));
+    }
+  }
+
+  /** Reads the arm's EPP metrics after a run and judges whether it saw the prompts. */
+  private async promptEvidenceOf(arm: Arm, source: PromptEvidenceSource): Promise<PromptEvidence> {
+    let scrape: EppScrape;
+    try {
+      scrape = {
+        snapshot: eppSnapshot(await this.deps.endpointPickers.metrics(this.options.eppMetricsUrl(arm))),
+      };
+    } catch (error) {
+      scrape = { error: (error as Error).message };
+    }
+    const reader = promptReader(this.config, arm.frontEnd);
+    const component = reader ? `${reader.component} ${reader.version}` : arm.frontEnd;
+    return promptEvidence(source, component, scrape);
   }
 
   // ---- Metrics -------------------------------------------------------------------------------

@@ -16,4 +16,6 @@ export const RUNNER_FILES = {
   plan: 'plan.json',
   /** `benchmarkJob(config, spec)` of every client, by benchmark id. */
   jobs: 'jobs.json',
+  /** The status conditions each arm's preflight requires (`StatusChecks` of preflight.ts), by arm id. */
+  preflight: 'preflight.json',
 } as const;

@@ -182,3 +182,95 @@ export function kvCacheTokensFromLog(log: string): number | undefined {
   const match = KV_CACHE_LINE.exec(log);
   return match ? Number(match[1].replaceAll(',', '')) : undefined;
 }
+
+/** True when a replica has no request running or waiting; undefined when a gauge is absent. */
+export function replicaIdle(snapshot: VllmSnapshot): boolean | undefined {
+  const { requestsRunning: running, requestsWaiting: waiting } = snapshot;
+  if (running === undefined || waiting === undefined) return undefined;
+  return running === 0 && waiting === 0;
+}
+
+// ---- The reset in vLLM's log ---------------------------------------------------------------
+
+/*
+ * POST /reset_prefix_cache (vllm/entrypoints/openai/api_server.py, registered only with
+ * VLLM_SERVER_DEV_MODE=1) logs "Resetting prefix cache with specific ...", awaits the engine and
+ * answers 200 whatever happened: its docstring says it does not check that the reset succeeded.
+ * The engine core's reset_prefix_cache calls Scheduler.reset_prefix_cache ->
+ * KVCacheManager.reset_prefix_cache -> BlockPool.reset_prefix_cache (vllm/v1/core/block_pool.py),
+ * whose boolean result the API server drops. BlockPool.reset_prefix_cache refuses while any
+ * block other than the null block is in use, logging a WARNING, else clears the hashes and logs
+ * an INFO line. The two messages below are that function's; they read the same in the v1
+ * block_pool.py of releases before and after v0.11.0 (and in v0's prefix-caching allocator).
+ */
+
+/** BlockPool.reset_prefix_cache's INFO line after it cleared every block hash. */
+export const RESET_SUCCEEDED_MESSAGE = 'Successfully reset prefix cache';
+/** BlockPool.reset_prefix_cache's WARNING when requests still hold blocks (the reset did not happen). */
+export const RESET_REFUSED_MESSAGE = 'Failed to reset prefix cache because some blocks';
+
+/** How often a replica's log says a prefix-cache reset succeeded or was refused. */
+export interface ResetLogCounts {
+  readonly succeeded: number;
+  readonly refused: number;
+  /** The last refusal line, trimmed (it names the blocks still in use). */
+  readonly lastRefusal?: string;
+}
+
+/** Counts the reset messages of BlockPool.reset_prefix_cache in a replica's log. */
+export function resetLogCounts(log: string): ResetLogCounts {
+  let succeeded = 0;
+  let refused = 0;
+  let lastRefusal: string | undefined;
+  for (const line of log.split('\n')) {
+    if (line.includes(RESET_SUCCEEDED_MESSAGE)) succeeded++;
+    else if (line.includes(RESET_REFUSED_MESSAGE)) {
+      refused++;
+      lastRefusal = line.trim();
+    }
+  }
+  return { succeeded, refused, ...(lastRefusal !== undefined ? { lastRefusal } : {}) };
+}
+
+// ---- The EPP's own metrics -----------------------------------------------------------------
+
+/**
+ * GAIE v1.0.1 (pkg/epp/metrics/metrics.go, `PrefixCacheSize`): subsystem `inference_extension`,
+ * name `prefix_indexer_size`, a gauge the prefix-cache-scorer's indexer sets every second to its
+ * number of entries (pkg/epp/scheduling/framework/plugins/multi/prefix/indexer.go,
+ * `ReportLRUSize`). A prompt shorter than one block (an empty one included) adds no entry
+ * (plugin.go, `hashPrompt`), so the gauge stays 0 while the EPP cannot see prompts.
+ */
+export const PREFIX_INDEXER_SIZE = 'inference_extension_prefix_indexer_size';
+/**
+ * llm-d-kv-cache-manager v0.3.2 (pkg/kvcache/metrics/collector.go): counters of the KV-block index
+ * behind llm-d's precise-prefix-cache-scorer. `lookup_requests_total` grows only when a prompt was
+ * tokenized into at least one block key (pkg/kvcache/indexer.go, `GetPodScores` returns before
+ * the lookup otherwise); `admissions_total` grows with the blocks the replicas' KV events add.
+ * Both exist only when `indexerConfig.kvBlockIndexConfig.enableMetrics` is true
+ * (pkg/kvcache/kvblock/index.go, `NewIndex`). Its `lookup_hits_total` is never incremented in
+ * v0.3.2 (instrumented_index.go), so it is no evidence.
+ */
+export const KV_INDEX_LOOKUPS = 'kvcache_index_lookup_requests_total';
+export const KV_INDEX_ADMISSIONS = 'kvcache_index_admissions_total';
+
+/** What the study reads from an EPP's /metrics; each value undefined when the series is absent. */
+export interface EppSnapshot {
+  readonly prefixIndexerSize?: number;
+  readonly kvIndexLookups?: number;
+  readonly kvIndexAdmissions?: number;
+}
+
+/** The prompt-visibility evidence in an EPP's /metrics text. */
+export function eppSnapshot(text: string): EppSnapshot {
+  const samples = parsePrometheusText(text);
+  const total = (name: string): number | undefined => {
+    const found = samples.filter((s) => s.name === name);
+    return found.length === 0 ? undefined : found.reduce((sum, s) => sum + s.value, 0);
+  };
+  return {
+    prefixIndexerSize: total(PREFIX_INDEXER_SIZE),
+    kvIndexLookups: total(KV_INDEX_LOOKUPS),
+    kvIndexAdmissions: total(KV_INDEX_ADMISSIONS),
+  };
+}

@@ -81,6 +81,39 @@ export interface RunSummary {
   readonly hitRate: number | null;
 }
 
+/**
+ * How a replica's prefix-cache reset was proven (lab-spec 4.4): `log-confirmed` when vLLM logged
+ * a successful reset after the runner's POST /reset_prefix_cache, `pod-restart` when the pod was
+ * replaced (a fresh process has an empty cache), `unverified` when neither could be shown.
+ */
+export type ResetVerification = 'log-confirmed' | 'pod-restart' | 'unverified';
+
+/** One replica's reset before a run, as recorded. */
+export interface ReplicaResetRecord {
+  readonly replica: number;
+  readonly pod: string;
+  readonly verifiedBy: ResetVerification;
+  /** What proved it, or why it could not be proven (names the log line, the wait, the restart). */
+  readonly detail: string;
+}
+
+/**
+ * Whether the front end's own metrics show it read the prompts of a run: `seen`, `not-seen`
+ * (the run is invalid), or `unavailable` when the pinned component exports no such evidence.
+ */
+export type PromptEvidenceStatus = 'seen' | 'not-seen' | 'unavailable';
+
+/** The front end's evidence that it saw the prompts of a prefix run over /v1/completions. */
+export interface PromptEvidence {
+  readonly status: PromptEvidenceStatus;
+  /** The component whose metrics were read, with its version (`GAIE v1.0.1 EPP`, ...). */
+  readonly component: string;
+  /** The metric values read after the run, by metric name. */
+  readonly metrics: Readonly<Record<string, number>>;
+  /** In words: what the values show, or why there is no evidence. */
+  readonly detail: string;
+}
+
 export interface RunRecord {
   readonly id: string;
   readonly group: RunGroup;
@@ -91,6 +124,12 @@ export interface RunRecord {
   readonly finishedAt: string;
   /** How the prefix caches were reset before the run. */
   readonly reset: 'endpoint' | 'pod-restart';
+  /** Per replica, how the reset was verified (absent in records of runner versions before it). */
+  readonly resets?: readonly ReplicaResetRecord[];
+  /** The arm's preflight (one request through the front end) when this run was its first. */
+  readonly preflight?: PreflightRecord;
+  /** EPP-family prefix runs over /v1/completions: the front end's evidence that it saw prompts. */
+  readonly promptEvidence?: PromptEvidence;
   readonly clients: readonly ClientRecord[];
   readonly replicas: readonly ReplicaRecord[];
   /** Present when every client has a result. */
@@ -99,6 +138,12 @@ export interface RunRecord {
   /** A run that fails any validity check is invalid and never enters a comparison. */
   readonly valid: boolean;
   readonly invalidReasons: readonly string[];
+}
+
+/** The outcome of an arm's preflight: one request through its front end reached a replica. */
+export interface PreflightRecord {
+  readonly ok: boolean;
+  readonly detail: string;
 }
 
 /** Recorded once per study (lab-spec 4.3). */

@@ -30,6 +30,8 @@ export const KUBE_PROXY_NODE_PORT = 30800;
 export const ROUTER_PORT = 8000;
 export const ENVOY_LISTENER_PORT = 8081;
 export const EPP_GRPC_PORT = 9002;
+/** The EPP's Prometheus metrics (bearer token, SubjectAccessReview for GET /metrics). */
+export const EPP_METRICS_PORT = 9090;
 
 /** StatefulSet (and pod-name prefix) of a server set: `qwen3`, or `qwen3-kv` for llm-d's replicas. */
 export function replicaSetName(config: LabConfig, servers: ServerSet): string {

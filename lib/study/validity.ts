@@ -1,12 +1,23 @@
-import { counterDeltas, type VllmSnapshot } from './metrics.ts';
-import type { StudyRun } from './plan.ts';
+import type { Api, FrontEndKind } from './arms.ts';
+import {
+  counterDeltas,
+  type EppSnapshot,
+  KV_INDEX_ADMISSIONS,
+  KV_INDEX_LOOKUPS,
+  PREFIX_INDEXER_SIZE,
+  type VllmSnapshot,
+} from './metrics.ts';
+import type { Dataset, StudyRun } from './plan.ts';
 import {
   CLIENT_RESULT_KEYS,
   type ClientRecord,
   type ClientResult,
   type JobOutcome,
+  type PromptEvidence,
   parseClientResult,
   type ReplicaRecord,
+  type ReplicaResetRecord,
+  type ResetVerification,
   type RunRecord,
 } from './results.ts';
 import { workingSetTokens } from './workload.ts';
@@ -100,22 +111,25 @@ export function jobReasons(clients: readonly Pick<ClientRecord, 'benchmarkId' | 
 
 // ---- Cache reset ------------------------------------------------------------------------------
 
-/** How one replica's prefix cache was reset before a run. */
+/** How one replica's prefix cache was reset before a run, and how that was proven. */
 export interface ReplicaReset {
   readonly replica: number;
   readonly pod: string;
-  /** `endpoint`: POST /reset_prefix_cache; `pod-restart`: the pod was deleted and came back. */
+  /** `endpoint`: POST /reset_prefix_cache confirmed in the log; `pod-restart`: the pod was replaced. */
   readonly method: 'endpoint' | 'pod-restart';
-  /** HTTP status of POST /reset_prefix_cache (the first attempt, also when it led to a restart). */
+  /** HTTP status of POST /reset_prefix_cache, when it was called and answered. */
   readonly status?: number;
-  /** Why the reset could not be made (network error, restart timeout, ...). */
-  readonly error?: string;
+  readonly verifiedBy: ResetVerification;
+  /** What proved the reset, or why nothing could. */
+  readonly detail: string;
 }
 
 /**
- * Lab-spec 4.4, lesson 9: caches were reset before the run. An endpoint reset counts when it
- * answered 200; a pod restart counts when the fresh replica's queries counter is 0 in the
- * snapshot before the run (nothing was looked up between the reset and the run).
+ * Lab-spec 4.4, lesson 9: caches were reset before the run, and the reset is verified, not
+ * assumed (POST /reset_prefix_cache answers 200 also when vLLM refused). A reset confirmed by
+ * vLLM's log counts; a pod restart counts when the fresh replica's queries counter is 0 in the
+ * snapshot before the run (nothing was looked up between the reset and the run); an unverified
+ * reset never counts.
  */
 export function cacheResetReasons(
   resets: readonly ReplicaReset[],
@@ -123,18 +137,128 @@ export function cacheResetReasons(
 ): string[] {
   return resets.flatMap((reset) => {
     const who = `replica ${reset.pod}`;
-    if (reset.error) return [`${who}: prefix cache not reset: ${reset.error}`];
-    if (reset.method === 'endpoint') {
-      return reset.status === 200
-        ? []
-        : [`${who}: POST /reset_prefix_cache answered ${reset.status ?? 'nothing'}, not 200`];
-    }
+    if (reset.verifiedBy === 'unverified')
+      return [`${who}: prefix cache reset not verified: ${reset.detail}`];
+    if (reset.verifiedBy === 'log-confirmed') return [];
     const queries = before.get(reset.replica)?.prefixCacheQueries;
     if (queries === 0) return [];
     return [
       `${who}: restarted to reset its cache, but its prefix-cache queries counter was ${queries ?? 'absent'} before the run, not 0`,
     ];
   });
+}
+
+/** The per-replica record of how each reset was verified. */
+export function resetRecords(resets: readonly ReplicaReset[]): ReplicaResetRecord[] {
+  return resets.map(({ replica, pod, verifiedBy, detail }) => ({ replica, pod, verifiedBy, detail }));
+}
+
+// ---- Prompt visibility at the front end ------------------------------------------------------
+
+/** Where an EPP-family front end keeps the evidence that it read prompts. */
+export type PromptEvidenceSource = 'gaie-prefix-indexer' | 'llmd-kv-index';
+
+/**
+ * Which evidence a run must show: prefix runs over /v1/completions through an EPP-family front
+ * end (the GAIE EPP, the AI Gateway's EPP, llm-d's scheduler). Their chat runs are prompt-blind
+ * controls (GAIE v1.0.1 reads no parts-array content) and prove nothing either way; ShareGPT
+ * controls are not about prefixes.
+ */
+export function promptEvidenceSource(
+  frontEnd: FrontEndKind,
+  api: Api,
+  dataset: Dataset,
+): PromptEvidenceSource | undefined {
+  if (api !== 'completions' || dataset !== 'prefix') return undefined;
+  switch (frontEnd) {
+    case 'epp':
+    case 'ai-gateway':
+      return 'gaie-prefix-indexer';
+    case 'llmd':
+      return 'llmd-kv-index';
+    default:
+      return undefined;
+  }
+}
+
+/** The EPP's /metrics after a run: its snapshot, or the error of the scrape. */
+export interface EppScrape {
+  readonly snapshot?: EppSnapshot;
+  readonly error?: string;
+}
+
+/**
+ * The front end's evidence that it saw the prompts of a run. GAIE's prefix-cache-scorer (the EPP
+ * arms, and the AI Gateway's EPP) must have indexed something; llm-d's precise scorer must have
+ * looked up block keys of a tokenized prompt in an index its replicas' KV events filled. The
+ * llm-d counters exist only with `kvBlockIndexConfig.enableMetrics`; without them the evidence is
+ * `unavailable`, said as such, never assumed.
+ */
+export function promptEvidence(
+  source: PromptEvidenceSource,
+  component: string,
+  scrape: EppScrape,
+): PromptEvidence {
+  if (!scrape.snapshot) {
+    return {
+      status: 'not-seen',
+      component,
+      metrics: {},
+      detail: `the EPP's /metrics could not be read (${scrape.error ?? 'no answer'})`,
+    };
+  }
+  const s = scrape.snapshot;
+  if (source === 'gaie-prefix-indexer') {
+    const size = s.prefixIndexerSize;
+    if (size === undefined) {
+      return {
+        status: 'not-seen',
+        component,
+        metrics: {},
+        detail: `the EPP's /metrics has no ${PREFIX_INDEXER_SIZE} (is prefix-cache-scorer in its scheduler config?)`,
+      };
+    }
+    const metrics = { [PREFIX_INDEXER_SIZE]: size };
+    return size > 0
+      ? { status: 'seen', component, metrics, detail: `${PREFIX_INDEXER_SIZE} is ${size} after the run` }
+      : {
+          status: 'not-seen',
+          component,
+          metrics,
+          detail: `${PREFIX_INDEXER_SIZE} is ${size} after the run: the EPP indexed no prompt, so its prefix-cache-scorer scored every pod 0`,
+        };
+  }
+  const lookups = s.kvIndexLookups;
+  const admissions = s.kvIndexAdmissions;
+  if (lookups === undefined || admissions === undefined) {
+    return {
+      status: 'unavailable',
+      component,
+      metrics: {},
+      detail: `the EPP's /metrics has no ${KV_INDEX_LOOKUPS} / ${KV_INDEX_ADMISSIONS}: llm-d-kv-cache-manager v0.3.2 exports them only with indexerConfig.kvBlockIndexConfig.enableMetrics: true, and llm-d's precise scorer does not report GAIE's ${PREFIX_INDEXER_SIZE}`,
+    };
+  }
+  const metrics = { [KV_INDEX_LOOKUPS]: lookups, [KV_INDEX_ADMISSIONS]: admissions };
+  const missing = [
+    ...(lookups > 0 ? [] : [`${KV_INDEX_LOOKUPS} is 0 (no prompt was tokenized into block keys)`]),
+    ...(admissions > 0
+      ? []
+      : [`${KV_INDEX_ADMISSIONS} is 0 (no KV event from the replicas reached the index)`]),
+  ];
+  return missing.length === 0
+    ? {
+        status: 'seen',
+        component,
+        metrics,
+        detail: `the KV-block index was looked up ${lookups} times and admitted ${admissions} blocks during the run`,
+      }
+    : { status: 'not-seen', component, metrics, detail: `${missing.join('; ')} after the run` };
+}
+
+/** A run whose front end shows it saw no prompt is invalid; unavailable evidence is recorded, not judged. */
+export function promptEvidenceReasons(evidence: PromptEvidence | undefined): string[] {
+  if (evidence?.status !== 'not-seen') return [];
+  return [`front end did not see the prompts (${evidence.component}): ${evidence.detail}`];
 }
 
 // ---- Metrics ----------------------------------------------------------------------------------
@@ -320,6 +444,8 @@ export interface RunEvidence {
   readonly resets: readonly ReplicaReset[];
   readonly scrapes: readonly ReplicaScrapes[];
   readonly replicas: readonly ReplicaRecord[];
+  /** EPP-family prefix runs over /v1/completions: the front end's evidence that it saw prompts. */
+  readonly promptEvidence?: PromptEvidence;
 }
 
 /** Every per-run check of lab-spec 4.4, in the order the spec lists them. */
@@ -334,5 +460,6 @@ export function runReasons(evidence: RunEvidence): string[] {
     ...metrics,
     // Request counts are only meaningful when every replica's counters were read.
     ...(metrics.length === 0 ? requestReasons(evidence.run, evidence.replicas) : []),
+    ...promptEvidenceReasons(evidence.promptEvidence),
   ];
 }

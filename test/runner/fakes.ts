@@ -5,7 +5,14 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { BENCHMARK_LABEL } from '../../charts/benchmark-job.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
-import type { Clock, Cluster, DeploymentState, JobObject, PodState } from '../../lib/runner/ports.ts';
+import type {
+  Clock,
+  Cluster,
+  DeploymentState,
+  JobObject,
+  PodState,
+  ResourceRef,
+} from '../../lib/runner/ports.ts';
 import type { BenchmarkSpec, StudyPlan } from '../../lib/study/plan.ts';
 import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
 import type { JobCounts } from '../../lib/study/validity.ts';
@@ -22,9 +29,14 @@ export class FakeClock implements Clock {
   }
 }
 
+/** What a fake replica does with POST /reset_prefix_cache once it answered 200. */
+export type ResetBehaviour = 'succeeds' | 'refused' | 'silent';
+
 /**
- * A vLLM replica as the runner sees it: a real HTTP server on loopback with vLLM's counters,
- * POST /reset_prefix_cache (404 without dev mode), GET /metrics and GET /v1/models.
+ * A vLLM replica as the runner sees it: a real HTTP server on loopback with vLLM's counters and
+ * gauges, POST /reset_prefix_cache (404 without dev mode; 200 whatever happens, as vLLM's route),
+ * GET /metrics and GET /v1/models, and a container log with the reset messages of vLLM's
+ * BlockPool.reset_prefix_cache, stamped with the fake clock.
  */
 export class FakeReplica {
   requests = 0;
@@ -35,13 +47,24 @@ export class FakeReplica {
   devMode = true;
   /** The next this-many scrapes show no vllm: series (as with --disable-log-stats). */
   blankScrapes = 0;
+  /** The next this-many scrapes show a request running (a replica still draining). */
+  busyScrapes = 0;
+  /** What the block pool does on a reset; a busy replica always refuses. */
+  resetBehaviour: ResetBehaviour = 'succeeds';
+  /** After its pod is deleted, the new pod never becomes Ready. */
+  neverReadyAfterRestart = false;
   resets = 0;
-  /** Called on each successful cache reset (tests record the order of events with it). */
+  /** Called on each cache reset call (tests record the order of events with it). */
   onReset: (() => void) | undefined;
+  /** Log lines with the fake time they were written at. */
+  log: { at: number; line: string }[] = [];
+  clock: FakeClock | undefined;
   private server: Server | undefined;
   url = '';
 
-  constructor(readonly pod: string) {}
+  constructor(readonly pod: string) {
+    this.log = this.startupLog(0);
+  }
 
   async start(): Promise<void> {
     this.server = createServer((req, res) => {
@@ -52,6 +75,7 @@ export class FakeReplica {
         }
         this.resets++;
         this.onReset?.();
+        this.logReset();
         res.writeHead(200).end();
       } else if (req.method === 'GET' && req.url === '/metrics') {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(this.metricsText());
@@ -71,12 +95,51 @@ export class FakeReplica {
     await new Promise<void>((resolve) => this.server?.close(() => resolve()));
   }
 
-  /** A new process: counters start at 0. */
+  /** A new process: counters start at 0, nothing runs, the log starts afresh. */
   restart(): void {
     this.requests = 0;
     this.queries = 0;
     this.hits = 0;
+    this.busyScrapes = 0;
     this.uid = randomUUID();
+    this.log = this.startupLog(this.clock?.ms ?? 0);
+  }
+
+  /** Log lines written at or after `since` (ms), as the API's sinceTime returns them. */
+  logSince(since: number | undefined): string {
+    return this.log
+      .filter((l) => since === undefined || l.at >= since)
+      .map((l) => l.line)
+      .join('\n');
+  }
+
+  private startupLog(at: number): { at: number; line: string }[] {
+    return [
+      'INFO 10-14 09:00:01 [api_server.py:1896] vLLM API server version 0.11.0',
+      '(EngineCore_DP0 pid=212) INFO 10-14 09:00:41 [kv_cache_utils.py:1087] GPU KV cache size: 163,472 tokens',
+      'INFO:     Application startup complete.',
+    ].map((line) => ({ at, line }));
+  }
+
+  /** What vLLM logs for a reset: the route's line, then the block pool's verdict. */
+  private logReset(): void {
+    const at = this.clock?.ms ?? 0;
+    this.log.push({
+      at,
+      line: 'INFO 10-14 09:02:00 [api_server.py:1020] Resetting prefix cache with specific None...',
+    });
+    const refused = this.resetBehaviour === 'refused' || this.busyScrapes > 0;
+    if (refused) {
+      this.log.push({
+        at,
+        line: '(EngineCore_DP0 pid=212) WARNING 10-14 09:02:00 [block_pool.py:321] Failed to reset prefix cache because some blocks (34) are not freed yet',
+      });
+    } else if (this.resetBehaviour === 'succeeds') {
+      this.log.push({
+        at,
+        line: '(EngineCore_DP0 pid=212) INFO 10-14 09:02:00 [block_pool.py:332] Successfully reset prefix cache',
+      });
+    }
   }
 
   private metricsText(): string {
@@ -85,11 +148,16 @@ export class FakeReplica {
       this.blankScrapes--;
       return process;
     }
+    let running = 0;
+    if (this.busyScrapes > 0) {
+      this.busyScrapes--;
+      running = 3;
+    }
     const labels = 'engine="0",model_name="qwen3"';
     return [
       process,
       '# TYPE vllm:num_requests_running gauge',
-      `vllm:num_requests_running{${labels}} 0.0`,
+      `vllm:num_requests_running{${labels}} ${running}.0`,
       `vllm:num_requests_waiting{${labels}} 0.0`,
       `vllm:kv_cache_usage_perc{${labels}} 0.12`,
       '# TYPE vllm:prefix_cache_queries_total counter',
@@ -100,6 +168,103 @@ export class FakeReplica {
       `vllm:request_success_total{engine="0",finished_reason="abort",model_name="qwen3"} 0.0`,
       '',
     ].join('\n');
+  }
+}
+
+/**
+ * Every front end of the study on one loopback server, at `<url>/<arm id>`: a completion or chat
+ * request is answered 200 and counted by the next fake replica (round robin), unless the arm is
+ * listed in `failing`, which answers 503 as an Envoy without a healthy upstream would.
+ */
+export class FakeFrontEnds {
+  readonly requests: { arm: string; path: string; body: Record<string, unknown> }[] = [];
+  failing = new Set<string>();
+  /** Arms whose requests are answered 200 but never reach a replica. */
+  blackHoles = new Set<string>();
+  /** Called with the arm of each request (tests record the order of events with it). */
+  onRequest: ((arm: string) => void) | undefined;
+  url = '';
+  private next = 0;
+  private server: Server | undefined;
+
+  constructor(private readonly replicas: readonly FakeReplica[]) {}
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const [, arm, ...rest] = (req.url ?? '').split('/');
+        const path = `/${rest.join('/')}`;
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown>;
+        this.requests.push({ arm, path, body });
+        this.onRequest?.(arm);
+        if (this.failing.has(arm)) {
+          res.writeHead(503).end('no healthy upstream');
+          return;
+        }
+        if (!this.blackHoles.has(arm)) {
+          this.replicas[this.next % this.replicas.length].requests++;
+          this.next++;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[{"text":"OK"}]}');
+      });
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+  }
+}
+
+/**
+ * Every Endpoint Picker's metrics port on one loopback server, at `<url>/<arm id>/metrics`. It
+ * answers 401 without the expected bearer token, as GAIE's metrics filter does; the indexer size
+ * per arm is settable (default 4096); llm-d arms report the kv-cache-manager index counters
+ * unless `llmdWithoutMetrics`.
+ */
+export class FakeEndpointPickers {
+  readonly token = `token-${randomUUID()}`;
+  indexerSize: Record<string, number> = {};
+  llmdWithoutMetrics = false;
+  readonly scraped: string[] = [];
+  url = '';
+  private server: Server | undefined;
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => {
+      const [, arm, what] = (req.url ?? '').split('/');
+      if (req.headers.authorization !== `Bearer ${this.token}`) {
+        res.writeHead(401).end('Unauthorized');
+        return;
+      }
+      if (what !== 'metrics') {
+        res.writeHead(404).end();
+        return;
+      }
+      this.scraped.push(arm);
+      const lines = [
+        '# TYPE inference_extension_info gauge',
+        'inference_extension_info{commit="abc",build_ref="v1.0.1"} 1',
+      ];
+      if (arm.startsWith('llmd')) {
+        if (!this.llmdWithoutMetrics) {
+          lines.push('kvcache_index_admissions_total 18432', 'kvcache_index_lookup_requests_total 1025');
+        }
+      } else {
+        lines.push('# TYPE inference_extension_prefix_indexer_size gauge');
+        lines.push(`inference_extension_prefix_indexer_size ${this.indexerSize[arm] ?? 4096}`);
+      }
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(`${lines.join('\n')}\n`);
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
   }
 }
 
@@ -135,6 +300,10 @@ export interface FakeClusterOptions {
    * stays until its pods are gone). @default 0
    */
   readonly jobDeleteSeconds?: number;
+  /** `status` of custom resources by `<plural>/<name>`; others do not exist. */
+  readonly statuses?: Readonly<Record<string, Record<string, unknown>>>;
+  /** createJob creates this run's Job (which then never finishes) and throws: a runner killed mid-run. */
+  readonly leaveJobAtRun?: string;
 }
 
 interface FakeJob {
@@ -163,8 +332,12 @@ export class FakeCluster implements Cluster {
   private readonly runOf = new Map<string, string>();
   private readonly deployments = new Map<string, { generation: number; observedAt: number }>();
   private readonly podReadyAt = new Map<string, number>();
+  /** Happens once: the restarted runner finds the Job. */
+  private leaveJobAtRun: string | undefined;
 
   constructor(private readonly o: FakeClusterOptions) {
+    this.leaveJobAtRun = o.leaveJobAtRun;
+    for (const r of o.replicas) r.clock = o.clock;
     for (const run of o.plan.runs) {
       for (const spec of run.benchmarks) {
         this.specs.set(spec.id, spec);
@@ -182,6 +355,17 @@ export class FakeCluster implements Cluster {
     }
     if (this.jobs.has(job.metadata.name))
       throw new Error(`fake cluster: job ${job.metadata.name} already exists`);
+    if (this.leaveJobAtRun && this.runOf.get(id) === this.leaveJobAtRun) {
+      this.leaveJobAtRun = undefined;
+      this.events.push(`create job/${job.metadata.name}`);
+      this.jobs.set(job.metadata.name, {
+        manifest: job,
+        createdAt: this.o.clock.ms,
+        doneAt: 0,
+        outcome: 'never',
+      });
+      throw new Error(`fake cluster: runner killed after creating job/${job.metadata.name}`);
+    }
     this.created.push(job);
     this.events.push(`create job/${job.metadata.name}`);
     const now = this.o.clock.ms;
@@ -235,9 +419,10 @@ export class FakeCluster implements Cluster {
 
   async listPods(labelSelector: string): Promise<PodState[]> {
     const [key, value] = labelSelector.split('=');
-    if (key === 'app' && value === this.o.config.model.servedName) {
-      return this.o.replicas.map((r) => ({
-        name: r.pod,
+    const served = this.o.config.model.servedName;
+    if (key === 'app' && (value === served || value === `${served}-kv`)) {
+      return this.o.replicas.map((r, i) => ({
+        name: `${value}-${i}`,
         uid: r.uid,
         ready: this.o.clock.ms >= (this.podReadyAt.get(r.pod) ?? 0),
       }));
@@ -247,29 +432,42 @@ export class FakeCluster implements Cluster {
     return [];
   }
 
-  async deletePod(name: string): Promise<void> {
-    const replica = this.o.replicas.find((r) => r.pod === name);
-    if (!replica) throw new Error(`fake cluster: no pod ${name}`);
-    this.deletedPods.push(name);
-    replica.restart();
-    // The new pod loads its model for a while.
-    this.podReadyAt.set(name, this.o.clock.ms + 90_000);
+  /** The fake replica behind a pod of either server set (`qwen3-1` and `qwen3-kv-1` are replicas[1]). */
+  private replicaOf(name: string): FakeReplica | undefined {
+    const match = new RegExp(`^${this.o.config.model.servedName}(-kv)?-(\\d+)$`).exec(name);
+    return match ? this.o.replicas[Number(match[2])] : undefined;
   }
 
-  async podLog(name: string, container?: string): Promise<string> {
-    if (this.o.replicas.some((r) => r.pod === name)) {
+  async deletePod(name: string): Promise<void> {
+    const replica = this.replicaOf(name);
+    if (!replica) throw new Error(`fake cluster: no pod ${name}`);
+    this.deletedPods.push(name);
+    this.events.push(`delete pod/${name}`);
+    replica.restart();
+    // The new pod loads its model for a while.
+    this.podReadyAt.set(
+      name,
+      replica.neverReadyAfterRestart ? Number.POSITIVE_INFINITY : this.o.clock.ms + 90_000,
+    );
+  }
+
+  async podLog(name: string, container?: string, since?: Date): Promise<string> {
+    const replica = this.replicaOf(name);
+    if (replica) {
       if (container !== 'vllm') throw new Error(`fake cluster: ${name} has no container ${container}`);
-      return [
-        'INFO 10-14 09:00:01 [api_server.py:1896] vLLM API server version 0.11.0',
-        '(EngineCore_DP0 pid=212) INFO 10-14 09:00:41 [kv_cache_utils.py:1087] GPU KV cache size: 163,472 tokens',
-        'INFO:     Application startup complete.',
-      ].join('\n');
+      // sinceTime has whole seconds.
+      return replica.logSince(since ? Math.floor(since.getTime() / 1000) * 1000 : undefined);
     }
     return `============ Serving Benchmark Result ============\n(log of ${name})\n`;
   }
 
+  async resourceStatus(ref: ResourceRef): Promise<Record<string, unknown> | undefined> {
+    this.events.push(`status ${ref.plural}/${ref.name}`);
+    return this.o.statuses?.[`${ref.plural}/${ref.name}`];
+  }
+
   async restartDeployment(name: string, at: Date): Promise<void> {
-    if (!/^(vllm-router-|qwen3-epp)/.test(name)) throw new Error(`fake cluster: no deployment ${name}`);
+    if (!/^(vllm-router-|qwen3-)/.test(name)) throw new Error(`fake cluster: no deployment ${name}`);
     const d = this.deployments.get(name) ?? { generation: 1, observedAt: 0 };
     this.restarted.push(name);
     // The new pod is ready 20 s after the restart.

@@ -13,6 +13,7 @@ import {
   KubeCluster,
   type KubeResponse,
   type KubeTransport,
+  rfc3339Seconds,
 } from '../../lib/runner/kube-cluster.ts';
 import { rolloutComplete } from '../../lib/runner/run-study.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
@@ -114,6 +115,36 @@ describe('KubeCluster', () => {
     }));
     expect(await new KubeCluster(transport, 'vllm').podLog('qwen3-0', 'vllm')).toMatch(/163,472/);
     expect(calls[0].path).toBe('/api/v1/namespaces/vllm/pods/qwen3-0/log?container=vllm');
+  });
+
+  it('reads only the log lines since a moment, in whole RFC 3339 seconds', async () => {
+    const { transport, calls } = recording(() => ({ status: 200, body: 'Successfully reset prefix cache' }));
+    await new KubeCluster(transport, 'vllm').podLog('qwen3-1', 'vllm', new Date('2025-10-14T09:02:03.789Z'));
+    expect(calls[0].path).toBe(
+      '/api/v1/namespaces/vllm/pods/qwen3-1/log?container=vllm&sinceTime=2025-10-14T09%3A02%3A03Z',
+    );
+    expect(rfc3339Seconds(new Date('2025-10-14T09:02:03.789Z'))).toBe('2025-10-14T09:02:03Z');
+  });
+
+  it("reads a custom resource's status, undefined when it does not exist", async () => {
+    const route = {
+      group: 'gateway.networking.k8s.io',
+      version: 'v1',
+      plural: 'httproutes',
+      namespace: 'vllm',
+      name: 'ai-gateway',
+    };
+    const status = { parents: [{ conditions: [{ type: 'Accepted', status: 'True' }] }] };
+    const found = recording(() => ok({ kind: 'HTTPRoute', status }));
+    expect(await new KubeCluster(found.transport, 'vllm').resourceStatus(route)).toEqual(status);
+    expect(found.calls[0]).toMatchObject({
+      method: 'GET',
+      path: '/apis/gateway.networking.k8s.io/v1/namespaces/vllm/httproutes/ai-gateway',
+    });
+    const fresh = recording(() => ok({ kind: 'HTTPRoute' }));
+    expect(await new KubeCluster(fresh.transport, 'vllm').resourceStatus(route)).toEqual({});
+    const missing = recording(() => ({ status: 404, body: '{"kind":"Status","message":"not found"}' }));
+    expect(await new KubeCluster(missing.transport, 'vllm').resourceStatus(route)).toBeUndefined();
   });
 
   it('restarts a Deployment as kubectl rollout restart does, and reads its rollout', async () => {

@@ -32,8 +32,10 @@ const of = (kind: string) => {
 };
 
 describe('the StudyRunner chart', () => {
-  it('has a ServiceAccount, Role, RoleBinding, ConfigMap and Job, all valid, in the lab namespace', () => {
+  it('has a ServiceAccount, Role, RoleBinding, ConfigMap and Job in the lab namespace, and a metrics ClusterRole', () => {
     expect(objects.map((o) => o.kind).sort()).toEqual([
+      'ClusterRole',
+      'ClusterRoleBinding',
       'ConfigMap',
       'Job',
       'Role',
@@ -42,6 +44,7 @@ describe('the StudyRunner chart', () => {
     ]);
     for (const object of objects) {
       validateManifest(object);
+      if (object.kind.startsWith('Cluster')) continue;
       expect(object.metadata.name).toBe(STUDY_RUNNER_NAME);
       expect(object.metadata.namespace).toBe('vllm');
       expect(object.metadata.labels?.['app.kubernetes.io/part-of']).toBe('llm-gateway-lab');
@@ -60,7 +63,54 @@ describe('the StudyRunner chart', () => {
       roleRef: { kind: 'Role', name: STUDY_RUNNER_NAME },
       subjects: [{ kind: 'ServiceAccount', name: STUDY_RUNNER_NAME, namespace: 'vllm' }],
     });
-    expect(objects.some((o) => o.kind.startsWith('Cluster'))).toBe(false);
+  });
+
+  it('may GET /metrics cluster-wide and nothing else, as the EPPs authorize scrapes by SubjectAccessReview', () => {
+    expect(of('ClusterRole')).toMatchObject({
+      metadata: { name: 'vllm-lab-study-runner-metrics' },
+      rules: [{ nonResourceURLs: ['/metrics'], verbs: ['get'] }],
+    });
+    expect(of('ClusterRole').metadata.namespace).toBeUndefined();
+    expect(of('ClusterRoleBinding')).toMatchObject({
+      roleRef: { kind: 'ClusterRole', name: 'vllm-lab-study-runner-metrics' },
+      subjects: [{ kind: 'ServiceAccount', name: STUDY_RUNNER_NAME, namespace: 'vllm' }],
+    });
+  });
+
+  it('with the AI Gateway arm, may read its route and Gateway, whose conditions the preflight checks', () => {
+    const withGateway = synthRunner({ study: { optionalArms: ['ai-gateway'] } });
+    const role = withGateway.find((o) => o.kind === 'Role');
+    expect(role?.rules).toContainEqual({
+      apiGroups: ['gateway.networking.k8s.io'],
+      resources: ['httproutes', 'gateways'],
+      verbs: ['get'],
+    });
+    const data = withGateway.find((o) => o.kind === 'ConfigMap')?.data as Record<string, string>;
+    const checks = JSON.parse(data['preflight.json']);
+    expect(Object.keys(checks)).toEqual(['ai-gateway', 'ai-gateway-completions']);
+    expect(checks['ai-gateway']).toEqual([
+      {
+        group: 'gateway.networking.k8s.io',
+        version: 'v1',
+        namespace: 'vllm',
+        kind: 'HTTPRoute',
+        plural: 'httproutes',
+        name: 'ai-gateway',
+        conditions: ['Accepted', 'ResolvedRefs'],
+        at: 'parents',
+      },
+      {
+        group: 'gateway.networking.k8s.io',
+        version: 'v1',
+        namespace: 'vllm',
+        kind: 'Gateway',
+        plural: 'gateways',
+        name: 'ai-gateway',
+        conditions: ['Programmed'],
+        at: 'status',
+      },
+    ]);
+    expect(JSON.parse((of('ConfigMap').data as Record<string, string>)['preflight.json'])).toEqual({});
   });
 
   it('runs the bundle once on a pinned Node image with the results folder mounted', () => {
@@ -87,7 +137,13 @@ describe('the StudyRunner chart', () => {
 
   it('carries the bundle, config, plan and the client Jobs of benchmarkJob, under the 1 MiB limit', () => {
     const data = of('ConfigMap').data as Record<string, string>;
-    expect(Object.keys(data).sort()).toEqual(['config.json', 'jobs.json', 'plan.json', 'runner.mjs']);
+    expect(Object.keys(data).sort()).toEqual([
+      'config.json',
+      'jobs.json',
+      'plan.json',
+      'preflight.json',
+      'runner.mjs',
+    ]);
     const bytes = configMapDataBytes(data);
     expect(bytes).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
     // The whole object as the API server stores it, too.

@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import {
   counterDeltas,
+  eppSnapshot,
   kvCacheTokensFromLog,
   parsePrometheusText,
+  replicaIdle,
+  resetLogCounts,
   vllmSnapshot,
 } from '../../lib/study/metrics.ts';
 
@@ -163,5 +166,71 @@ describe('kvCacheTokensFromLog', () => {
 
   it('is undefined when the line is absent', () => {
     expect(kvCacheTokensFromLog('INFO Started server process')).toBeUndefined();
+  });
+});
+
+describe('replicaIdle', () => {
+  const text = (running: number, waiting: number) =>
+    `vllm:num_requests_running{engine="0"} ${running}\nvllm:num_requests_waiting{engine="0"} ${waiting}\n`;
+
+  it('is true only with nothing running and nothing waiting', () => {
+    expect(replicaIdle(vllmSnapshot(text(0, 0)))).toBe(true);
+    expect(replicaIdle(vllmSnapshot(text(2, 0)))).toBe(false);
+    expect(replicaIdle(vllmSnapshot(text(0, 5)))).toBe(false);
+  });
+
+  it('is undefined when a gauge is absent', () => {
+    expect(replicaIdle(vllmSnapshot('vllm:num_requests_running 0\n'))).toBeUndefined();
+  });
+});
+
+describe('resetLogCounts', () => {
+  it("counts BlockPool.reset_prefix_cache's success and refusal lines", () => {
+    const log = [
+      'INFO 10-14 09:02:00 [api_server.py:1020] Resetting prefix cache with specific None...',
+      '(EngineCore_DP0 pid=212) INFO 10-14 09:02:00 [block_pool.py:332] Successfully reset prefix cache',
+      'INFO:     10.42.0.9:51234 - "POST /reset_prefix_cache HTTP/1.1" 200 OK',
+      '(EngineCore_DP0 pid=212) WARNING 10-14 09:07:00 [block_pool.py:321] Failed to reset prefix cache because some blocks (34) are not freed yet',
+      '(EngineCore_DP0 pid=212) INFO 10-14 09:09:00 [block_pool.py:332] Successfully reset prefix cache',
+    ].join('\n');
+    expect(resetLogCounts(log)).toEqual({
+      succeeded: 2,
+      refused: 1,
+      lastRefusal:
+        '(EngineCore_DP0 pid=212) WARNING 10-14 09:07:00 [block_pool.py:321] Failed to reset prefix cache because some blocks (34) are not freed yet',
+    });
+  });
+
+  it('finds nothing in a log without resets (the route line alone proves nothing)', () => {
+    expect(resetLogCounts('INFO Resetting prefix cache with specific None...\n')).toEqual({
+      succeeded: 0,
+      refused: 0,
+    });
+  });
+});
+
+describe('eppSnapshot', () => {
+  it("reads GAIE's prefix indexer gauge and llm-d's KV-block index counters", () => {
+    const text = [
+      '# HELP inference_extension_prefix_indexer_size [ALPHA] Size of the prefix indexer.',
+      '# TYPE inference_extension_prefix_indexer_size gauge',
+      'inference_extension_prefix_indexer_size 2048',
+      'kvcache_index_admissions_total 18432',
+      'kvcache_index_lookup_requests_total 1025',
+      'kvcache_index_lookup_hits_total 0',
+    ].join('\n');
+    expect(eppSnapshot(text)).toEqual({
+      prefixIndexerSize: 2048,
+      kvIndexLookups: 1025,
+      kvIndexAdmissions: 18432,
+    });
+  });
+
+  it('leaves absent series undefined', () => {
+    expect(eppSnapshot('inference_extension_info{commit="abc"} 1\n')).toEqual({
+      prefixIndexerSize: undefined,
+      kvIndexLookups: undefined,
+      kvIndexAdmissions: undefined,
+    });
   });
 });

@@ -19,8 +19,12 @@ import {
   jobOutcome,
   jobReasons,
   metricsReasons,
+  promptEvidence,
+  promptEvidenceReasons,
+  promptEvidenceSource,
   readResultFile,
   requestReasons,
+  resetRecords,
   resultFileReasons,
   runReasons,
   withStudyChecks,
@@ -148,27 +152,38 @@ describe('caches reset', () => {
     [1, snapshot(900, 5000, 200)],
   ]);
 
-  it('passes when the endpoint answered 200 on every replica', () => {
+  it("passes when vLLM's log confirmed the reset on every replica", () => {
     const resets = [0, 1].map((replica) => ({
       replica,
       pod: `qwen3-${replica}`,
       method: 'endpoint' as const,
       status: 200,
+      verifiedBy: 'log-confirmed' as const,
+      detail: 'confirmed',
     }));
     expect(cacheResetReasons(resets, before)).toEqual([]);
+    expect(resetRecords(resets)).toEqual([
+      { replica: 0, pod: 'qwen3-0', verifiedBy: 'log-confirmed', detail: 'confirmed' },
+      { replica: 1, pod: 'qwen3-1', verifiedBy: 'log-confirmed', detail: 'confirmed' },
+    ]);
   });
 
-  it('fails an endpoint reset that did not answer 200, or could not be made', () => {
+  it('fails a reset nothing could verify, naming why', () => {
     const reasons = cacheResetReasons(
       [
-        { replica: 0, pod: 'qwen3-0', method: 'endpoint', status: 500 },
-        { replica: 1, pod: 'qwen3-1', method: 'endpoint', error: 'connect ECONNREFUSED' },
+        {
+          replica: 0,
+          pod: 'qwen3-0',
+          method: 'pod-restart',
+          status: 200,
+          verifiedBy: 'unverified',
+          detail: 'vLLM refused the reset; restarting the pod failed: not Ready within 30m',
+        },
       ],
       before,
     );
     expect(reasons).toEqual([
-      'replica qwen3-0: POST /reset_prefix_cache answered 500, not 200',
-      'replica qwen3-1: prefix cache not reset: connect ECONNREFUSED',
+      'replica qwen3-0: prefix cache reset not verified: vLLM refused the reset; restarting the pod failed: not Ready within 30m',
     ]);
   });
 
@@ -178,6 +193,8 @@ describe('caches reset', () => {
       pod: `qwen3-${replica}`,
       method: 'pod-restart' as const,
       status: 404,
+      verifiedBy: 'pod-restart' as const,
+      detail: 'replaced',
     }));
     expect(cacheResetReasons(resets, before)).toEqual([
       'replica qwen3-1: restarted to reset its cache, but its prefix-cache queries counter was 5000 before the run, not 0',
@@ -364,6 +381,8 @@ describe('runReasons', () => {
     pod: `qwen3-${i}`,
     method: 'endpoint' as const,
     status: 200,
+    verifiedBy: 'log-confirmed' as const,
+    detail: 'confirmed',
   }));
   const base = {
     run,
@@ -397,5 +416,82 @@ describe('runReasons', () => {
     const reasons = runReasons({ ...base, scrapes: [scrapes[0], { ...scrapes[1], after: empty }] });
     expect(reasons).toHaveLength(1);
     expect(reasons[0]).toMatch(/qwen3-1: \/metrics has no vllm: series after the run/);
+  });
+});
+
+describe('prompt evidence of EPP-family front ends', () => {
+  const gaie = 'GAIE v1.0.1 EPP';
+
+  it('is required of prefix runs over /v1/completions through an EPP, the AI Gateway or llm-d only', () => {
+    expect(promptEvidenceSource('epp', 'completions', 'prefix')).toBe('gaie-prefix-indexer');
+    expect(promptEvidenceSource('ai-gateway', 'completions', 'prefix')).toBe('gaie-prefix-indexer');
+    expect(promptEvidenceSource('llmd', 'completions', 'prefix')).toBe('llmd-kv-index');
+    expect(promptEvidenceSource('epp', 'chat', 'prefix')).toBeUndefined();
+    expect(promptEvidenceSource('epp', 'completions', 'sharegpt')).toBeUndefined();
+    expect(promptEvidenceSource('router', 'completions', 'prefix')).toBeUndefined();
+    expect(promptEvidenceSource('service', 'chat', 'prefix')).toBeUndefined();
+  });
+
+  it('sees prompts when the prefix indexer has entries', () => {
+    const evidence = promptEvidence('gaie-prefix-indexer', gaie, { snapshot: { prefixIndexerSize: 4096 } });
+    expect(evidence).toEqual({
+      status: 'seen',
+      component: gaie,
+      metrics: { inference_extension_prefix_indexer_size: 4096 },
+      detail: 'inference_extension_prefix_indexer_size is 4096 after the run',
+    });
+    expect(promptEvidenceReasons(evidence)).toEqual([]);
+  });
+
+  it('makes the run invalid when the indexer is empty, absent, or the metrics cannot be read', () => {
+    const empty = promptEvidence('gaie-prefix-indexer', gaie, { snapshot: { prefixIndexerSize: 0 } });
+    expect(promptEvidenceReasons(empty)).toEqual([
+      'front end did not see the prompts (GAIE v1.0.1 EPP): inference_extension_prefix_indexer_size is 0 after the run: the EPP indexed no prompt, so its prefix-cache-scorer scored every pod 0',
+    ]);
+    const absent = promptEvidence('gaie-prefix-indexer', gaie, { snapshot: {} });
+    expect(absent.status).toBe('not-seen');
+    expect(absent.detail).toMatch(/has no inference_extension_prefix_indexer_size/);
+    const unread = promptEvidence('gaie-prefix-indexer', gaie, {
+      error: 'GET http://x/metrics answered HTTP 403',
+    });
+    expect(promptEvidenceReasons(unread)).toEqual([
+      "front end did not see the prompts (GAIE v1.0.1 EPP): the EPP's /metrics could not be read (GET http://x/metrics answered HTTP 403)",
+    ]);
+  });
+
+  it('judges llm-d by its KV-block index lookups and admissions, and says when they are not exported', () => {
+    const llmd = 'llm-d inference scheduler v0.3.2';
+    const seen = promptEvidence('llmd-kv-index', llmd, {
+      snapshot: { kvIndexLookups: 1025, kvIndexAdmissions: 18432 },
+    });
+    expect(seen.status).toBe('seen');
+    expect(seen.metrics).toEqual({
+      kvcache_index_lookup_requests_total: 1025,
+      kvcache_index_admissions_total: 18432,
+    });
+    const blind = promptEvidence('llmd-kv-index', llmd, {
+      snapshot: { kvIndexLookups: 0, kvIndexAdmissions: 0 },
+    });
+    expect(promptEvidenceReasons(blind)).toEqual([
+      'front end did not see the prompts (llm-d inference scheduler v0.3.2): kvcache_index_lookup_requests_total is 0 (no prompt was tokenized into block keys); kvcache_index_admissions_total is 0 (no KV event from the replicas reached the index) after the run',
+    ]);
+    const unavailable = promptEvidence('llmd-kv-index', llmd, { snapshot: { prefixIndexerSize: 0 } });
+    expect(unavailable.status).toBe('unavailable');
+    expect(unavailable.detail).toMatch(/enableMetrics: true/);
+    expect(promptEvidenceReasons(unavailable)).toEqual([]);
+  });
+
+  it('is one of the run reasons', () => {
+    const run = findRun(plan, 'arm-epp-prefix');
+    const reasons = runReasons({
+      run,
+      readings: [],
+      clients: [],
+      resets: [],
+      scrapes: [],
+      replicas: [],
+      promptEvidence: promptEvidence('gaie-prefix-indexer', gaie, { snapshot: { prefixIndexerSize: 0 } }),
+    });
+    expect(reasons.some((r) => r.startsWith('front end did not see the prompts'))).toBe(true);
   });
 });
