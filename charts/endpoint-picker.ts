@@ -7,7 +7,13 @@ import type { LabConfig } from '../lib/config/schema.ts';
 import type { Arm } from '../lib/study/arms.ts';
 import { studyFrontEnds } from '../lib/study/arms.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
-import { EPP_GRPC_PORT, eppName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
+import {
+  EPP_GRPC_PORT,
+  EPP_METRICS_PORT,
+  eppName,
+  replicaSetName,
+  VLLM_PORT,
+} from '../lib/study/topology.ts';
 import { COMPONENT_LABEL, containerResources, MODEL_CACHE_MOUNT, modelCacheVolume, port } from './common.ts';
 import {
   type EndpointPickerConfig,
@@ -19,8 +25,6 @@ import { KV_EVENTS_PORT } from './model-servers.ts';
 
 /** gRPC health service port; probes use it (9002 serves health only with --health-checking). */
 export const EPP_HEALTH_PORT = 9003;
-/** Prometheus metrics; scraping needs a bearer token (tokenreviews/subjectaccessreviews). */
-export const EPP_METRICS_PORT = 9090;
 /** Service name the EPP registers with its gRPC health server. */
 export const EPP_HEALTH_SERVICE = 'inference-extension';
 /** vLLM 0.11 hides the EPP's default `vllm:gpu_cache_usage_perc`; without this the scorer reads nothing. */

@@ -113,6 +113,10 @@ export function precisePrefixCacheConfig(options: PrecisePrefixCacheOptions): En
         parameters: {
           indexerConfig: {
             tokenProcessorConfig: { blockSize: options.blockSize, hashSeed: options.hashSeed },
+            // The runner's evidence that the scorer indexed KV events and looked prompts up:
+            // kvblock.NewIndex registers the kvcache_index_* counters with controller-runtime's
+            // registry (served on :9090) only when enableMetrics is true (kvblock/index.go).
+            kvBlockIndexConfig: { enableMetrics: true },
             tokenizersPoolConfig: { tokenizersCacheDir: options.tokenizersCacheDir },
           },
         },
