@@ -353,6 +353,26 @@ export function requestReasons(run: StudyRun, replicas: readonly ReplicaRecord[]
   return found;
 }
 
+/**
+ * Every client runs with `--ignore-eos` (lab-spec 3.8), so every request ends because it reached its
+ * output length: vLLM counts it as `request_success_total{finished_reason="length"}`. A request that
+ * ended on `stop` (EOS or a stop string) generated less than asked, and the arms' throughputs would
+ * not compare. Judged only when both scrapes of every replica exist (metricsReasons covers the rest).
+ */
+export function outputLengthReasons(scrapes: readonly ReplicaScrapes[]): string[] {
+  let stopped = 0;
+  for (const s of scrapes) {
+    if (!s.before || !s.after) return [];
+    const delta = (s.after.requestSuccessByReason.stop ?? 0) - (s.before.requestSuccessByReason.stop ?? 0);
+    stopped += Math.max(0, delta);
+  }
+  return stopped === 0
+    ? []
+    : [
+        `${stopped} request(s) finished with reason "stop" before their output length: --ignore-eos was not in effect, so the run did less work than the others`,
+      ];
+}
+
 // ---- Distinct prefixes (across runs) ----------------------------------------------------------
 
 /** How far below the fewest-prefix bound run the most-prefix one must hit: 5 percentage points. */
@@ -460,6 +480,7 @@ export function runReasons(evidence: RunEvidence): string[] {
     ...metrics,
     // Request counts are only meaningful when every replica's counters were read.
     ...(metrics.length === 0 ? requestReasons(evidence.run, evidence.replicas) : []),
+    ...outputLengthReasons(evidence.scrapes),
     ...promptEvidenceReasons(evidence.promptEvidence),
   ];
 }

@@ -19,6 +19,7 @@ import {
   jobOutcome,
   jobReasons,
   metricsReasons,
+  outputLengthReasons,
   promptEvidence,
   promptEvidenceReasons,
   promptEvidenceSource,
@@ -285,6 +286,46 @@ function record(id: string, hitRate: number | null, dataset: 'prefix' | 'sharegp
     invalidReasons: [],
   };
 }
+
+describe('outputs run to their length (--ignore-eos)', () => {
+  const withReasons = (stop: number, length: number) =>
+    vllmSnapshot(
+      [
+        `vllm:request_success_total{finished_reason="stop",model_name="qwen3"} ${stop}`,
+        `vllm:request_success_total{finished_reason="length",model_name="qwen3"} ${length}`,
+      ].join('\n'),
+    );
+  const scrape = (replica: number, before: VllmSnapshot, after: VllmSnapshot) => ({
+    replica,
+    pod: `qwen3-${replica}`,
+    before,
+    after,
+  });
+
+  it('passes when every request ended at its output length', () => {
+    expect(
+      outputLengthReasons([
+        scrape(0, withReasons(3, 100), withReasons(3, 613)),
+        scrape(1, withReasons(0, 0), withReasons(0, 512)),
+      ]),
+    ).toEqual([]);
+  });
+
+  it('fails a run in which requests stopped early, counting them over the replicas', () => {
+    expect(
+      outputLengthReasons([
+        scrape(0, withReasons(0, 0), withReasons(7, 506)),
+        scrape(1, withReasons(2, 0), withReasons(5, 510)),
+      ]),
+    ).toEqual([
+      '10 request(s) finished with reason "stop" before their output length: --ignore-eos was not in effect, so the run did less work than the others',
+    ]);
+  });
+
+  it('leaves a missing scrape to the metrics check', () => {
+    expect(outputLengthReasons([{ replica: 0, pod: 'qwen3-0', after: withReasons(9, 0) }])).toEqual([]);
+  });
+});
 
 describe('distinct prefixes (across runs)', () => {
   it('passes when 128 prefixes hit clearly below 8 prefixes (the calibration numbers)', () => {
