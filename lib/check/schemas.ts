@@ -193,23 +193,35 @@ export function endpointPickerConfigViolations(
   prefix: (string | number)[],
   source: string,
 ): Violation[] {
-  let document: unknown;
-  try {
-    document = parseYaml(source);
-  } catch (error) {
-    return [
-      violation(
-        object,
-        fieldPath(prefix),
-        SCHEMA,
-        `EndpointPickerConfig is not valid YAML: ${(error as Error).message}`,
-      ),
-    ];
-  }
-  const result = EndpointPickerConfigSchema.safeParse(document);
+  const parsed = embeddedYaml(object, prefix, source, 'EndpointPickerConfig');
+  if ('violations' in parsed) return parsed.violations;
+  const result = EndpointPickerConfigSchema.safeParse(parsed.document);
   return result.success
     ? []
     : issueViolations(object, prefix, result.error.issues, 'the EPP decodes its config strictly and exits');
+}
+
+/** A YAML document held in a ConfigMap value, or the schema violation saying it does not parse. */
+function embeddedYaml(
+  object: KubeObject,
+  prefix: (string | number)[],
+  source: string,
+  what: string,
+): { readonly document: unknown } | { readonly violations: Violation[] } {
+  try {
+    return { document: parseYaml(source) };
+  } catch (error) {
+    return {
+      violations: [
+        violation(
+          object,
+          fieldPath(prefix),
+          SCHEMA,
+          `${what} is not valid YAML: ${(error as Error).message}`,
+        ),
+      ],
+    };
+  }
 }
 
 /** Whether a ConfigMap value is an EndpointPickerConfig, judged by its content. */
@@ -262,21 +274,10 @@ function envoyGatewayConfigViolations(
   prefix: (string | number)[],
   source: string,
 ): Violation[] {
-  let document: unknown;
-  try {
-    document = parseYaml(source);
-  } catch (error) {
-    return [
-      violation(
-        object,
-        fieldPath(prefix),
-        SCHEMA,
-        `EnvoyGateway configuration is not valid YAML: ${(error as Error).message}`,
-      ),
-    ];
-  }
+  const parsed = embeddedYaml(object, prefix, source, 'EnvoyGateway configuration');
+  if ('violations' in parsed) return parsed.violations;
   const validate = ajvValidator('EnvoyGateway');
-  if (!validate || validate(document)) return [];
+  if (!validate || validate(parsed.document)) return [];
   return ajvViolations(object, prefix, validate.errors ?? [], 'Envoy Gateway v1.8.1 configuration');
 }
 
