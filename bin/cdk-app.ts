@@ -6,7 +6,7 @@ import { reportConfigAndExitOnError } from '../lib/config/report.ts';
 const app = new App();
 // `-c labConfig=<file>` wins over $LAB_CONFIG; with neither, the published lab's defaults.
 const file = app.node.tryGetContext('labConfig') as string | undefined;
-const { config } = reportConfigAndExitOnError(() => loadLabConfig({ file }));
+const { config } = reportConfigAndExitOnError(() => loadLabConfig({ file }), 'the CDK stack');
 new LabStack(app, config.stackName, {
   config,
   // Env-agnostic unless the caller's CLI profile names an account and region.

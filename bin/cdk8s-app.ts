@@ -5,5 +5,5 @@ import { reportConfigAndExitOnError } from '../lib/config/report.ts';
 
 // `cdk8s synth` runs this; it sets CDK8S_OUTDIR to the output folder (dist/ by cdk8s.yaml), which
 // a bare cdk8s App resolves for us.
-const { config } = reportConfigAndExitOnError(() => loadLabConfig());
+const { config } = reportConfigAndExitOnError(() => loadLabConfig(), 'the Kubernetes manifests');
 synthesizeCluster(config, new App().outdir);

@@ -7,6 +7,7 @@ import {
   type ResourceBudget,
   resourceBudget,
 } from '../study/resources.ts';
+import { networkProblems } from './network-rules.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -22,6 +23,12 @@ const isInt = (value: unknown): value is number => Number.isInteger(value) && (v
 export function crossCheck(config: LabConfig, ctx: Ctx): void {
   const fail = (path: (string | number)[], message: string) =>
     ctx.addIssue({ code: 'custom', path, message, input: pick(config, path) });
+
+  if (config.lab === 'network') {
+    for (const problem of networkProblems(config.network, config.k3s?.version ?? ''))
+      fail(problem.path, problem.message);
+    return;
+  }
 
   const { instance, vllm, workload, study, router } = config;
 

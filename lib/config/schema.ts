@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { count, dnsLabel, pinnedImage } from './fields.ts';
+import { instanceSchema } from './instance.ts';
+import { NetworkSchema } from './network.ts';
 import { crossCheck } from './rules.ts';
 
 /**
@@ -24,10 +27,6 @@ export const ROUTER_POLICIES = [
 /** Optional arms of the study (lab-spec 4.2 step 5); each is off by default. */
 export const OPTIONAL_ARMS = ['epp-prefix3', 'ai-gateway', 'llmd-precise'] as const;
 
-const MAX_LIFETIME_HOURS = 72;
-
-const count = (description: string) => z.number().int().positive().describe(description);
-
 const blockSize = (description: string) =>
   z
     .number()
@@ -36,94 +35,21 @@ const blockSize = (description: string) =>
     })
     .meta({ description, allowed: BLOCK_SIZES.join(', ') });
 
-/** A DNS-1123 label: what Kubernetes accepts as a namespace or object name. */
-const dnsLabel = (description: string) =>
-  z
-    .string()
-    .max(63)
-    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS-1123 label: lowercase letters, digits and "-"')
-    .meta({ description, allowed: 'DNS-1123 label (a-z, 0-9, "-"; at most 63)' });
-
-/**
- * A container image pinned by tag (or digest). Floating tags would make two runs of the "same"
- * study use different software.
- */
-const pinnedImage = (description: string) =>
-  z
-    .string()
-    .superRefine((image, ctx) => {
-      const problem = imageTagProblem(image);
-      if (problem) ctx.addIssue({ code: 'custom', message: problem });
-    })
-    .meta({ description, allowed: 'image pinned by version tag or digest; no latest' });
-
-/** Why an image reference is not pinned, or undefined when it is. */
-export function imageTagProblem(image: string): string | undefined {
-  if (/@sha256:[0-9a-f]{64}$/.test(image)) return undefined;
-  const lastSegment = image.slice(image.lastIndexOf('/') + 1);
-  const colon = lastSegment.lastIndexOf(':');
-  if (colon < 0 || colon === lastSegment.length - 1) {
-    return 'has no tag; pin a version tag (e.g. "repo/image:v1.2.3") or a digest';
-  }
-  const tag = lastSegment.slice(colon + 1);
-  if (tag === 'latest' || tag.endsWith('-latest')) {
-    return `uses the floating tag "${tag}"; pin a version tag or a digest`;
-  }
-  return undefined;
-}
-
-const InstanceSchema = z
-  .strictObject({
-    type: z.string().min(1).default('g6.12xlarge').describe('EC2 instance type of the GPU host'),
-    gpus: count('GPUs of the instance type (g6.12xlarge: 4x NVIDIA L4 24 GB)').default(4),
-    vcpus: count('vCPUs of the instance type; the On-Demand G and VT quota must allow this many').default(48),
-    memoryGiB: count('Memory (GiB) of the instance type; the pods of the lab must fit in it').default(192),
-    pricePerHourUsd: z
-      .number()
-      .positive()
-      .default(4.6)
-      .describe('On-demand price per hour, for cost estimates (us-west-2)'),
-    amiParameter: z
-      .string()
-      .startsWith('/')
-      .default('/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id')
-      .describe(
-        'Public SSM parameter holding the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)',
-      ),
-    rootVolumeGiB: z
-      .number()
-      .int()
-      .min(100)
-      .max(16384)
-      .default(200)
-      .describe('Encrypted gp3 root volume: images, model cache and results'),
-    maxLifetimeHours: z
-      .number()
-      .positive(`must be more than 0 and at most ${MAX_LIFETIME_HOURS} hours`)
-      .max(MAX_LIFETIME_HOURS, `must be more than 0 and at most ${MAX_LIFETIME_HOURS} hours`)
-      .default(8)
-      .describe('The instance shuts itself down (and terminates) after this many hours'),
-    readyTimeoutMinutes: z
-      .number()
-      .int()
-      .min(10)
-      .max(720)
-      .default(45)
-      .describe('How long cdk deploy waits for the bootstrap to report the testbed usable'),
-    fallbackTypes: z
-      .array(z.string().min(1))
-      .default([])
-      .describe(
-        'Instance types tried in order when the primary type has no capacity in any AZ (off by default)',
-      ),
-    preferredAzs: z
-      .array(
-        z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d[a-z]$/, 'must be an Availability Zone name like us-west-2a'),
-      )
-      .default([])
-      .describe('Availability Zones tried first, in order; the others that offer the type follow'),
-  })
-  .prefault({});
+const InstanceSchema = instanceSchema({
+  type: 'g6.12xlarge',
+  role: 'GPU host',
+  gpus: 4,
+  gpusNote: 'g6.12xlarge: 4x NVIDIA L4 24 GB',
+  vcpus: 48,
+  quota: 'On-Demand G and VT',
+  memoryGiB: 192,
+  pricePerHourUsd: 4.6,
+  amiParameter: '/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id',
+  amiNote: 'Public SSM parameter holding the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)',
+  rootVolumeGiB: 200,
+  minRootVolumeGiB: 100,
+  rootVolumeNote: 'Encrypted gp3 root volume: images, model cache and results',
+});
 
 const K3sSchema = z
   .strictObject({
@@ -371,8 +297,18 @@ const StudySchema = z
   })
   .prefault({});
 
+/** The labs one configuration can describe (network-lab-spec 1: one file chooses the lab). */
+export const LABS = ['llm-gateway', 'network'] as const;
+export type LabKind = (typeof LABS)[number];
+
 export const LabConfigSchema = z
   .strictObject({
+    lab: z
+      .enum(LABS)
+      .default('llm-gateway')
+      .describe(
+        'Which lab this configuration deploys: the LLM-gateway lab, or the network lab (section network)',
+      ),
     stackName: z
       .string()
       .regex(/^[A-Za-z][A-Za-z0-9-]{0,127}$/, 'must be a CloudFormation stack name')
@@ -393,6 +329,7 @@ export const LabConfigSchema = z
     workload: WorkloadSchema,
     study: StudySchema,
     runner: RunnerSchema,
+    network: NetworkSchema,
   })
   // Cross-field rules run even when a field failed its own schema, so every problem shows at once.
   .superRefine(crossCheck, { when: () => true });

@@ -1,4 +1,5 @@
 import { cachePressure } from '../study/workload.ts';
+import { networkWarnings } from './network-rules.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -6,6 +7,7 @@ import type { LabConfig } from './schema.ts';
  * (lab-spec 4.1). Said before any money is spent.
  */
 export function configWarnings(config: LabConfig): string[] {
+  if (config.lab === 'network') return networkWarnings(config.network);
   const { workload, vllm } = config;
   if (vllm.replicas < 2) {
     return [

@@ -45,6 +45,20 @@ describe('synthesizer entry points', () => {
     expect(result.stderr).toContain('vllm.replicas = 0: must be greater than 0');
   });
 
+  it('both apps stop with a clear message on a network-lab configuration they cannot synthesize yet', () => {
+    const config = overrideFile('lab: network\n');
+    for (const [app, what] of [
+      ['bin/cdk-app.ts', 'the CDK stack'],
+      ['bin/cdk8s-app.ts', 'the Kubernetes manifests'],
+    ]) {
+      const result = run(app, { CDK_OUTDIR: tempDir(), CDK8S_OUTDIR: tempDir(), LAB_CONFIG: config });
+      expect(result.status).toBe(1);
+      expect(result.stderr).toContain(
+        `lab: network: this version cannot synthesize ${what} for the network lab yet`,
+      );
+    }
+  });
+
   it('the cdk8s app honours $LAB_CONFIG', () => {
     const out = tempDir();
     const config = overrideFile('namespace: other-lab\n');

@@ -16,8 +16,22 @@ describe('lab config', () => {
   it('prints the effective default configuration as YAML and says it is valid', () => {
     const run = runLabCli(['config']);
     expect(run.code).toBe(0);
-    expect(parse(run.stdout)).toEqual(defaultLabConfig());
+    // The LLM-gateway lab's settings: the network lab's section is not shown.
+    const { network: _other, ...llmGateway } = defaultLabConfig();
+    expect(parse(run.stdout)).toEqual(llmGateway);
     expect(run.stderr).toContain('# configuration: defaults; valid');
+  });
+
+  it('shows the network lab when the configuration selects it', () => {
+    const run = runLabCli(['--config', 'examples/network-lab.yaml', 'config']);
+    expect(run.code).toBe(0);
+    const shown = parse(run.stdout);
+    expect(Object.keys(shown)).toEqual(['lab', 'stackName', 'k3s', 'runner', 'network']);
+    expect(shown.network.cells.map((c: { name: string }) => c.name)).toEqual([
+      'mesh',
+      'dp-iptables',
+      'dp-cilium',
+    ]);
   });
 
   it('merges --config over the defaults and prints JSON on request', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { imageTagProblem } from '../../lib/config/fields.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { LabConfigError } from '../../lib/config/problems.ts';
-import { imageTagProblem } from '../../lib/config/schema.ts';
 
 /** The problem lines a configuration gets, as the CLI prints them (without the bullet). */
 function problems(overrides: unknown): string[] {

@@ -1,4 +1,4 @@
-import { imageTagProblem } from '../../config/schema.ts';
+import { imageTagProblem } from '../../config/fields.ts';
 import { flagValue } from '../command-line.ts';
 import {
   clusterNamed,
