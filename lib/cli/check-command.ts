@@ -1,5 +1,4 @@
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
-import { loadLabConfig } from '../config/load.ts';
 
 /** Exit codes of `lab check`: 1 when a lesson or schema is broken, 2 when the folder cannot be checked. */
 export const CHECK_FAILED = 1;
@@ -49,6 +48,7 @@ export function registerCheckCommand(program: Command): void {
           `lab check: no Kubernetes objects found in ${dir} (looked for *.yaml, *.yml and *.json)`,
         );
       }
+      const { loadLabConfig } = await import('../config/load.ts');
       const kvCacheTokensPerReplica =
         options.kvCacheTokens ??
         loadLabConfig({ file: program.opts().config }).config.vllm.kvCacheTokensPerReplica;

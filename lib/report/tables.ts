@@ -133,7 +133,9 @@ export function reportTables(study: StudyRecord): ReportTables {
       ...numbers(record, summary),
       arm,
       armTitle:
-        record.group === 'partition' ? 'Ideal partition' : (arms.get(arm)?.title ?? record.arm ?? record.title),
+        record.group === 'partition'
+          ? 'Ideal partition'
+          : (arms.get(arm)?.title ?? record.arm ?? record.title),
       ...(promptBlind ? { promptBlind } : {}),
       concurrency: planned ? concurrencyOf(planned) : undefined,
     };

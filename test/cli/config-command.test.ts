@@ -54,14 +54,22 @@ describe('lab config', () => {
     expect(run.stderr).not.toContain('    at ');
   });
 
-  it('has help, and rejects an unknown command with a suggestion', () => {
+  it('has help, and rejects an unknown command in one line with a suggestion and where the help is', () => {
     const help = runLabCli(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Usage: lab [options] [command]');
     expect(help.stdout).toContain('config [options]');
     const typo = runLabCli(['confg']);
     expect(typo.code).toBe(1);
-    expect(typo.stderr).toContain("unknown command 'confg'");
-    expect(typo.stderr).toContain('Did you mean config?');
+    expect(typo.stdout).toBe('');
+    expect(typo.stderr).toBe("lab: unknown command 'confg' (did you mean config?); see lab --help\n");
+  });
+
+  it('rejects an unknown option of a subcommand in one line that names the subcommand', () => {
+    const typo = runLabCli(['status', '--stak', 'X']);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toBe(
+      "lab status: unknown option '--stak' (did you mean --stack?); see lab status --help\n",
+    );
   });
 });

@@ -30,8 +30,9 @@ import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { sdkControlClients } from '../../lib/cli/aws-clients.ts';
 import { runLab } from '../../lib/cli/program.ts';
-import { registerStudyCommands, sdkControlClients } from '../../lib/cli/study-commands.ts';
+import { registerStudyCommands } from '../../lib/cli/study-commands.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import {
   renderReadStatus,
