@@ -1,13 +1,13 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { defaultLabConfig } from '../../lib/config/load.ts';
+import { tempDir } from '../temp.ts';
 import { runLabCli } from './run-lab.ts';
 
 function overrideFile(text: string): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'lab-cli-')), 'lab.yaml');
+  const path = join(tempDir('lab-cli-'), 'lab.yaml');
   writeFileSync(path, text);
   return path;
 }

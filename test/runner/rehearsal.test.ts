@@ -1,5 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
@@ -11,6 +10,7 @@ import type { StudyStatus } from '../../lib/runner/status.ts';
 import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
 import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
 import { IDENTICAL_PREFIXES_REASON } from '../../lib/study/validity.ts';
+import { tempDir } from '../temp.ts';
 import { type ClientBehaviour, FakeClock, FakeCluster, FakeReplica } from './fakes.ts';
 
 const config = defaultLabConfig();
@@ -71,7 +71,7 @@ function rehearsal(
     r.blankScrapes = 0;
     r.onReset = undefined;
   }
-  const dir = setup.dir ?? mkdtempSync(join(tmpdir(), 'lab-results-'));
+  const dir = setup.dir ?? tempDir('lab-results-');
   const clock = new FakeClock();
   const usedPlan = setup.plan ?? plan;
   const cluster = new FakeCluster({
