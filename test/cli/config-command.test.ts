@@ -1,5 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { defaultLabConfig } from '../../lib/config/load.ts';
@@ -71,5 +73,24 @@ describe('lab config', () => {
     expect(typo.stderr).toBe(
       "lab status: unknown option '--stak' (did you mean --stack?); see lab status --help\n",
     );
+  });
+});
+
+describe('the bin/lab.ts entry', () => {
+  const entry = fileURLToPath(new URL('../../bin/lab.ts', import.meta.url));
+
+  it('runs from outside the repository, directly and through a symlink on PATH', () => {
+    const elsewhere = tempDir('lab-elsewhere-');
+    const link = join(elsewhere, 'lab');
+    symlinkSync(entry, link);
+    for (const command of [entry, link]) {
+      const run = spawnSync(command, ['plan', '--prefixes', '4', '--json'], {
+        cwd: elsewhere,
+        env: { ...process.env, LAB_CONFIG: '' },
+        encoding: 'utf8',
+      });
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout).workingSetTokens).toBe(4 * 2048);
+    }
   });
 });
