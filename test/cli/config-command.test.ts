@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -79,18 +80,39 @@ describe('lab config', () => {
 describe('the bin/lab.ts entry', () => {
   const entry = fileURLToPath(new URL('../../bin/lab.ts', import.meta.url));
 
-  it('runs from outside the repository, directly and through a symlink on PATH', () => {
+  const root = fileURLToPath(new URL('../..', import.meta.url));
+
+  function labFrom(command: string, cwd: string, env: NodeJS.ProcessEnv = {}) {
+    return spawnSync(command, ['plan', '--prefixes', '4', '--json'], {
+      cwd,
+      env: { ...process.env, LAB_CONFIG: '', ...env },
+      encoding: 'utf8',
+    });
+  }
+
+  it('runs from outside the repository, directly, through a symlink on PATH, and without the bundle', () => {
     const elsewhere = tempDir('lab-elsewhere-');
     const link = join(elsewhere, 'lab');
     symlinkSync(entry, link);
-    for (const command of [entry, link]) {
-      const run = spawnSync(command, ['plan', '--prefixes', '4', '--json'], {
-        cwd: elsewhere,
-        env: { ...process.env, LAB_CONFIG: '' },
-        encoding: 'utf8',
-      });
+    for (const run of [
+      labFrom(entry, elsewhere),
+      labFrom(link, elsewhere),
+      labFrom(entry, elsewhere, { LAB_CLI_BUNDLE: 'off' }),
+    ]) {
       expect(run.status, run.stderr).toBe(0);
       expect(JSON.parse(run.stdout).workingSetTokens).toBe(4 * 2048);
     }
+  });
+
+  it('starts from a bundle cached under node_modules/.cache, built from the sources it lists', () => {
+    expect(labFrom(entry, root).status).toBe(0);
+    // One cache folder per checkout: the first 12 hex digits of the SHA-256 of its path (bin/launch.mjs).
+    const checkout = createHash('sha256').update(resolve(root)).digest('hex').slice(0, 12);
+    const manifest = join(root, 'node_modules', '.cache', 'llm-gateway-lab', checkout, 'manifest.json');
+    const { inputs } = JSON.parse(readFileSync(manifest, 'utf8')) as { inputs: [string, number, number][] };
+    const files = inputs.map(([file]) => file);
+    expect(files).toContain('bin/lab.ts');
+    expect(files).toContain('lib/control/logs.ts');
+    expect(files.every((file) => !file.includes('node_modules'))).toBe(true);
   });
 });
