@@ -10,6 +10,7 @@ export function oneLineError(commandPath: string, commanderMessage: string): str
     .trim()
     .replace(/^error: /, '')
     .replace(/\s*\n\(Did you mean (.*)\?\)$/, ' (did you mean $1?)')
-    .replace(/\s*\n\s*/g, ' ');
+    .replace(/\s*\n\s*/g, ' ')
+    .replace(/\.$/, '');
   return `${commandPath}: ${text}; see ${commandPath} --help\n`;
 }

@@ -23,11 +23,6 @@ export async function loadProgramConfig(program: Command): Promise<LabConfig> {
   return loadLabConfig({ file: program.opts().config }).config;
 }
 
-/** The stack a command works on: `--stack` if given, else the configuration's stackName. */
-export function stackNameOf(options: StackOptions, config: LabConfig): string {
-  return options.stack ?? config.stackName;
-}
-
 /**
  * The stack for a command that needs the configuration for nothing else: an explicit `--stack`
  * does not load (or validate) the configuration at all.

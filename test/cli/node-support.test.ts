@@ -36,6 +36,14 @@ describe('one-line usage errors', () => {
     ).toBe(
       "lab logs: unknown option '--fllow' (did you mean one of --follow, --follow-for?); see lab logs --help\n",
     );
+    expect(
+      oneLineError(
+        'lab plan',
+        "error: option '--prefixes <n>' argument 'x' is invalid. must be 1 or more.\n",
+      ),
+    ).toBe(
+      "lab plan: option '--prefixes <n>' argument 'x' is invalid. must be 1 or more; see lab plan --help\n",
+    );
     expect(oneLineError('lab report', "error: missing required argument 'results-dir'\n")).toBe(
       "lab report: missing required argument 'results-dir'; see lab report --help\n",
     );
