@@ -289,8 +289,10 @@ export function timestampKey(timestamp: string): string {
 
 /**
  * What `--follow` prints of a pod log answer: the lines after the last one printed. Lines carry
- * kubectl's `--timestamps` prefix; `--since-time` only has whole seconds, so an answer repeats
- * the lines of the last second, and lines at the last timestamp already printed are skipped.
+ * kubectl's `--timestamps` prefix. The next poll asks `--since-time` for the last line's second
+ * (plain RFC 3339, whole seconds: whatever precision kubelet applies, nothing after the last line
+ * is left out), so an answer repeats lines already printed; they are skipped by timestamp, and
+ * lines at exactly the last timestamp by their text.
  */
 export class PodLogCursor {
   private lastKey = '';
