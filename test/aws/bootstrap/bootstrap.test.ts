@@ -1,5 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { synthesizeCluster } from '../../../charts/synthesize.ts';
@@ -13,6 +12,7 @@ import {
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
+import { tempDir } from '../../temp.ts';
 import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
 
 const defaults = parseLabConfig({});
@@ -109,7 +109,7 @@ test('the ShareGPT file goes to the host side of the shared cache, or nowhere wi
 /** A bootstrap run against fake system commands and a manifests folder synthesized from the config. */
 function rehearse(config: LabConfig, fakes: Record<string, string> = {}, prepare?: (box: Sandbox) => void) {
   const box = makeSandbox();
-  const manifests = mkdtempSync(join(tmpdir(), 'lab-manifests-'));
+  const manifests = tempDir('lab-manifests-');
   synthesizeCluster(config, manifests);
   prepare?.(box);
   const gpus = String(config.instance.gpus);

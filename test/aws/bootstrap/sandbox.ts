@@ -1,15 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { tempDir } from '../../temp.ts';
 
 /**
  * Runs the rendered scripts for real, in a temporary folder, with fake system commands (aws, curl,
@@ -141,7 +133,7 @@ esac`),
 };
 
 export function makeSandbox(): Sandbox {
-  const root = mkdtempSync(join(tmpdir(), 'lab-bootstrap-'));
+  const root = tempDir('lab-bootstrap-');
   const bin = join(root, 'bin');
   mkdirSync(bin);
   for (const [name, text] of Object.entries(FAKES)) {
