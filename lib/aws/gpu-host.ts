@@ -132,6 +132,8 @@ export class GpuHost extends Construct {
       role: this.role,
       userData,
       requireImdsv2: true,
+      // One-minute CloudWatch metrics: a stuck bootstrap shows in CPU and network at once.
+      detailedMonitoring: true,
       // One hop: pods (one network namespace further) cannot reach the metadata service and so
       // never see the instance role's credentials.
       httpPutResponseHopLimit: 1,
