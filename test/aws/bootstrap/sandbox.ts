@@ -228,6 +228,7 @@ export function makeSandbox(): Sandbox {
       'echo "k3s-install $INSTALL_K3S_VERSION|$INSTALL_K3S_EXEC" >>"$SANDBOX/calls.log"',
       `mkdir -p '${join(containerdConfig, '..')}'`,
       `printf '%s\\n' 'version = 3' "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]" > '${containerdConfig}'`,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
       'if [ -z "${FAKE_NO_NVIDIA_RUNTIME:-}" ]; then',
       `  printf '%s\\n' "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'nvidia']" "  runtime_type = 'io.containerd.runc.v2'" "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'nvidia'.options]" '  BinaryName = "/usr/bin/nvidia-container-runtime"' >> '${containerdConfig}'`,
       'fi',
