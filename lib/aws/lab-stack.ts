@@ -13,6 +13,7 @@ import type { Construct } from 'constructs';
 import type { LabConfig } from '../config/schema.ts';
 import { KUBE_PROXY_NODE_PORT } from '../study/topology.ts';
 import { acknowledgeControlTowerRules } from './acknowledgements.ts';
+import { LOG_OBJECT } from './bootstrap/bootstrap.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import { GpuHost } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
@@ -78,6 +79,9 @@ export class LabStack extends Stack {
       preferredAzs: config.instance.preferredAzs,
       vcpusNeeded: config.instance.vcpus,
       instanceRole: this.host.role,
+      // A replacement waits for the old host to terminate (its final upload may take up to 10
+      // minutes), then launches and waits for the new one: more than the default 30 minutes.
+      totalTimeout: Duration.minutes(50),
       // Relaunch exactly when the wait condition below is new, so every new host is waited for.
       generation: this.host.generation,
     });
@@ -133,6 +137,11 @@ export class LabStack extends Stack {
       'ResultsLocation',
       `s3://${this.resultsBucket.bucketName}/${this.stackName}/`,
       'Where the host syncs results',
+    );
+    output(
+      'BootstrapLog',
+      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${LOG_OBJECT}`,
+      'The bootstrap log, uploaded every few minutes: readable even when the host never signalled (a WaitCondition timeout)',
     );
     output(
       'EstimatedCostPerHour',

@@ -262,6 +262,7 @@ describe('LabStack', () => {
         'ConnectCommand',
         'PortForwardCommand',
         'ResultsBucketName',
+        'BootstrapLog',
         'EstimatedCostPerHour',
         'MaxLifetime',
         'ReadyReport',
@@ -270,6 +271,7 @@ describe('LabStack', () => {
     expect(outputs.EstimatedCostPerHour.Value).toBe('4.60 USD/hour on demand (g6.12xlarge, instance only)');
     expect(outputs.MaxLifetime.Value).toContain('8 h after boot');
     expect(JSON.stringify(outputs.PortForwardCommand.Value)).toContain('portNumber=30800');
+    expect(JSON.stringify(outputs.BootstrapLog.Value)).toContain('/LlmGatewayLab/host/bootstrap.log');
   });
 
   it('passes the AwsSolutions checks; every acknowledged finding carries its reason in the code', () => {

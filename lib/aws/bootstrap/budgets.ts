@@ -28,9 +28,9 @@ export const STEP_NAMES = [
 export type StepName = (typeof STEP_NAMES)[number];
 
 /**
- * Minutes each step gets at the default `instance.readyTimeoutMinutes` (45). Measured sizes: the
- * vLLM image (about 10 GB) and the model dominate the pre-fetch; first-boot apt work and the
- * replicas' start (weights, CUDA graphs) come next.
+ * Minutes each step gets at the default `instance.readyTimeoutMinutes` (45). Estimates, not yet
+ * measured on a real account: the vLLM image (about 10 GB) and the model dominate the pre-fetch;
+ * first-boot apt work and the replicas' start (weights, CUDA graphs) come next.
  */
 export const BASE_STEP_MINUTES: Readonly<Record<StepName, number>> = {
   arm_cost_guard: 1,

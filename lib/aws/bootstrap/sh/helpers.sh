@@ -42,7 +42,11 @@ within_budget() {
 start_watchdog() {
   local budget=$1 pid=$$
   (
-    sleep "$budget"
+    # Stopped at the end of the step: the pending sleep goes with it, leaving nothing behind.
+    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+    sleep "$budget" &
+    sleeper=$!
+    wait "$sleeper"
     touch "$WORK_DIR/over-budget"
     # Bash runs the TERM trap only once its foreground command ends: end that command too.
     kill -TERM "$pid" 2>/dev/null || true

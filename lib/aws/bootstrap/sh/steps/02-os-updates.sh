@@ -1,7 +1,9 @@
 # shellcheck shell=bash
 # Step: keep the OS from derailing the boot or the study. On Ubuntu, apt-daily.timer refreshes the
 # package lists and apt-daily-upgrade.timer runs unattended-upgrades (both through
-# /usr/lib/apt/apt.systemd.daily, gated by APT::Periodic::* in /etc/apt/apt.conf.d/20auto-upgrades).
+# /usr/lib/apt/apt.systemd.daily, gated by the APT::Periodic::* intervals in days of
+# /etc/apt/apt.conf.d/20auto-upgrades, "0" turning them off; Debian Wiki, UnattendedUpgrades).
+# Both timers are Persistent=true, so a run missed while the host was off starts right at boot.
 # At first boot they can hold the dpkg lock for many minutes, and later they can upgrade the
 # NVIDIA driver under running replicas ("Failed to initialize NVML: Driver/library version
 # mismatch"). So: timers off for the host's life, periodic apt off, NVIDIA and CUDA packages held,
