@@ -184,8 +184,8 @@ describe('simulate', () => {
     ).toEqual([334, 333, 333]);
   });
 
-  it('keeps each prefix on one replica under ideal-partition and consistent-hash', () => {
-    for (const policy of ['ideal-partition', 'consistent-hash'] as const) {
+  it('keeps each prefix on one replica under ideal-partition and the hypothetical prefix-hash', () => {
+    for (const policy of ['ideal-partition', 'prefix-hash'] as const) {
       const result = simulate({ ...DEFAULT, replicas: 2, prefixes: 16 }, policy);
       // 16 prefixes fit one cache: only first requests miss, exactly as on a single replica.
       expect(result.hitRate).toBeCloseTo(
