@@ -1,13 +1,6 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadLabConfig } from '../config/load.ts';
-import {
-  formatPlan,
-  type PlanOverrides,
-  planEngine,
-  planInput,
-  planJson,
-  planWorkload,
-} from '../study/planner.ts';
+import { formatPlan, type PlanOverrides, planJson, planStudy } from '../study/planner.ts';
 
 function positiveInteger(option: string) {
   return (value: string): number => {
@@ -19,7 +12,10 @@ function positiveInteger(option: string) {
   };
 }
 
-/** `lab plan`: predicted hit rates per routing policy for the configured (or what-if) workload. */
+/**
+ * `lab plan`: predicted figures for every arm of the configured study (each front end's model, with
+ * its run-to-run spread) and for the reference policies, on the configured (or what-if) workload.
+ */
 export function registerPlanCommand(program: Command): void {
   program
     .command('plan')
@@ -42,10 +38,13 @@ export function registerPlanCommand(program: Command): void {
       'KV cache tokens per replica (default: vllm.kvCacheTokensPerReplica)',
       positiveInteger('--kv-tokens'),
     )
-    .option('--json', 'print JSON for other tools (hit rates as fractions 0-1)')
+    .option(
+      '--json',
+      'print JSON for other tools (hit rates as fractions 0-1; arms.arms holds each arm with mean and spread)',
+    )
     .action((options: PlanOverrides & { json?: boolean }) => {
       const { config } = loadLabConfig({ file: program.opts().config });
-      const plan = planWorkload(planInput(config, options), planEngine(config));
+      const plan = planStudy(config, options);
       process.stdout.write(options.json ? `${JSON.stringify(planJson(plan), null, 2)}\n` : formatPlan(plan));
     });
 }

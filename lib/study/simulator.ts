@@ -90,7 +90,11 @@ export interface CacheAwareRouterModel {
 export interface EndpointPickerModel {
   readonly kind: 'gaie-epp';
   readonly promptVisible: boolean;
-  readonly weights: { readonly queue: number; readonly kvCacheUtilization: number; readonly prefixCache: number };
+  readonly weights: {
+    readonly queue: number;
+    readonly kvCacheUtilization: number;
+    readonly prefixCache: number;
+  };
   readonly hashBlockSize: number;
   readonly maxPrefixBlocksToMatch: number;
   readonly lruCapacityPerServer: number;
@@ -748,8 +752,7 @@ function queueScores(waiting: Float64Array, replicas: number, out: Float64Array)
     min = Math.min(min, waiting[r] as number);
     max = Math.max(max, waiting[r] as number);
   }
-  for (let r = 0; r < replicas; r++)
-    out[r] = max === min ? 1 : (max - (waiting[r] as number)) / (max - min);
+  for (let r = 0; r < replicas; r++) out[r] = max === min ? 1 : (max - (waiting[r] as number)) / (max - min);
 }
 
 /** max-score-picker: the highest total, a uniformly random one among equal totals. */
