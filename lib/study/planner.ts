@@ -318,3 +318,12 @@ function formatTable(plan: WorkloadPlan): string {
 function formatNumber(n: number): string {
   return Number.isInteger(n) ? String(n) : n.toFixed(2);
 }
+
+/**
+ * The predictions a study runs with, as its JSON records them: every arm on the configured
+ * workload, with the KV cache size the replicas logged when the runner read it (lab-spec 3.1).
+ */
+export function studyPredictions(config: LabConfig, kvCacheTokens?: number): StudyPredictions {
+  const overrides = kvCacheTokens === undefined ? {} : { kvTokens: kvCacheTokens };
+  return predictStudy(config, planInput(config, overrides), planEngine(config));
+}
