@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import {
   barChartSpec,
   hitRateChartData,
+  INVALID_ROW_TEXT,
   PROMPT_SEEN,
   p99TtftChartData,
-  INVALID_ROW_TEXT,
   REFERENCE_COLORS,
   renderChartSvg,
   reportCharts,

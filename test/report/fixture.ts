@@ -203,7 +203,7 @@ function replicaRecord(replica: number, requests: number, hitRate: number): Repl
  * 0.6 points, throughput by 1.5%, TTFT by 2%), as repeated runs of one arm differ in practice.
  */
 function repeatNumbers(n: RunNumbers, repeat: number): RunNumbers {
-  const step = [0, 0, 1, -1, 2, -2][repeat - 1] ?? 0;
+  const step = [0, 1, -1, 2, -2][repeat - 1] ?? 0;
   return {
     ...n,
     replicas: n.replicas.map(([requests, hit]) => [requests, hit === 0 ? 0 : hit + step * 0.006] as const),
