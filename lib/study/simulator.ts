@@ -812,7 +812,10 @@ function endpointPicker(
     pods.delete(key);
     pods.set(key, true);
     let set = holders.get(key);
-    if (!set) holders.set(key, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      holders.set(key, set);
+    }
     set.add(r);
     if (pods.size > spec.lruCapacityPerServer) {
       const oldest = pods.keys().next().value as number;
