@@ -798,31 +798,23 @@ function endpointPicker(
     Math.floor(((input.chatTemplateTokens + input.prefixLen) * bytesPerToken) / spec.hashBlockSize),
   );
   const uniqueBase = input.prefixes * sharedBlocks;
-  // Per pod, its block hashes in LRU order (a Map iterates in insertion order; re-adding refreshes).
-  const lru: Array<Map<number, true>> = Array.from({ length: replicas }, () => new Map());
-  const holders = new Map<number, Set<number>>();
+  const lru: BlockLru[] = Array.from({ length: replicas }, () => new BlockLru());
+  // Which pods hold each shared (prefix) block. Suffix blocks are unique per request: no later
+  // request can match them, so only their LRU slots matter.
+  const held = new Uint8Array(uniqueBase * replicas);
   const scrape = scrapedMetrics(cluster, replicas, spec.refreshMetricsMs);
   const matched = new Float64Array(replicas);
   const queue = new Float64Array(replicas);
   const total = new Float64Array(replicas);
-  const keys = new Float64Array(totalBlocks);
+  const keys = new Int32Array(totalBlocks);
 
   const add = (r: number, key: number): void => {
-    const pods = lru[r] as Map<number, true>;
-    pods.delete(key);
-    pods.set(key, true);
-    let set = holders.get(key);
-    if (!set) {
-      set = new Set();
-      holders.set(key, set);
-    }
-    set.add(r);
-    if (pods.size > spec.lruCapacityPerServer) {
-      const oldest = pods.keys().next().value as number;
-      pods.delete(oldest);
-      const owners = holders.get(oldest);
-      owners?.delete(r);
-      if (owners && owners.size === 0) holders.delete(oldest);
+    const pod = lru[r] as BlockLru;
+    pod.touch(key);
+    if (key < uniqueBase) held[key * replicas + r] = 1;
+    if (pod.size > spec.lruCapacityPerServer) {
+      const oldest = pod.evictOldest();
+      if (oldest < uniqueBase) held[oldest * replicas + r] = 0;
     }
   };
 
@@ -831,10 +823,16 @@ function endpointPicker(
       keys[i] = i < sharedBlocks ? prefix * sharedBlocks + i : uniqueBase + request * totalBlocks + i;
     // matchLongestPrefix: walk the blocks until no pod holds one, counting per pod.
     matched.fill(0);
-    for (let i = 0; i < totalBlocks; i++) {
-      const pods = holders.get(keys[i] as number);
-      if (!pods || pods.size === 0) break;
-      for (const r of pods) matched[r] = (matched[r] as number) + 1;
+    for (let i = 0; i < sharedBlocks; i++) {
+      const at = (keys[i] as number) * replicas;
+      let any = false;
+      for (let r = 0; r < replicas; r++) {
+        if (held[at + r] === 1) {
+          matched[r] = (matched[r] as number) + 1;
+          any = true;
+        }
+      }
+      if (!any) break;
     }
     const { waiting, kvUsage } = scrape(now);
     queueScores(waiting, replicas, queue);
@@ -850,6 +848,52 @@ function endpointPicker(
     for (let i = 0; i < totalBlocks; i++) add(chosen, keys[i] as number);
     return chosen;
   };
+}
+
+/**
+ * One pod's LRU of block hashes (golang-lru semantics: adding an existing key refreshes it). A key's
+ * latest stamp lives in a map; a queue of (key, stamp) pairs is trimmed lazily, so every operation
+ * is amortized O(1) however many keys pass through.
+ */
+class BlockLru {
+  private readonly stamp = new Map<number, number>();
+  private queueKeys: number[] = [];
+  private queueStamps: number[] = [];
+  private head = 0;
+  private clock = 0;
+
+  get size(): number {
+    return this.stamp.size;
+  }
+
+  touch(key: number): void {
+    const now = this.clock++;
+    this.stamp.set(key, now);
+    this.queueKeys.push(key);
+    this.queueStamps.push(now);
+  }
+
+  /** Removes and returns the least recently touched key (the caller checks size > 0). */
+  evictOldest(): number {
+    for (;;) {
+      const key = this.queueKeys[this.head] as number;
+      const stamp = this.queueStamps[this.head] as number;
+      this.head++;
+      if (this.stamp.get(key) === stamp) {
+        this.stamp.delete(key);
+        this.compact();
+        return key;
+      }
+    }
+  }
+
+  /** Drops the consumed head of the queue once it is half of it. */
+  private compact(): void {
+    if (this.head < 1024 || this.head * 2 < this.queueKeys.length) return;
+    this.queueKeys = this.queueKeys.slice(this.head);
+    this.queueStamps = this.queueStamps.slice(this.head);
+    this.head = 0;
+  }
 }
 
 function precisePrefixPicker(
