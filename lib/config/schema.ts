@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CACHE_AWARE_DEFAULTS } from '../study/arm-predictions.ts';
 import { crossCheck } from './rules.ts';
 
 /**
@@ -184,15 +185,6 @@ const RouterVariantSchema = z.strictObject({
   maxTreeSize: z.number().int().positive().optional().describe('--max-tree-size'),
 });
 export type RouterVariant = z.infer<typeof RouterVariantSchema>;
-
-/** The router's own cache_aware defaults, written out so the study records what ran. */
-export const CACHE_AWARE_DEFAULTS = {
-  cacheThreshold: 0.3,
-  balanceAbsThreshold: 64,
-  balanceRelThreshold: 1.5,
-  evictionIntervalSecs: 120,
-  maxTreeSize: 67_108_864,
-} as const;
 
 const RouterSchema = z
   .strictObject({

@@ -1,4 +1,4 @@
-import { CACHE_AWARE_DEFAULTS, type LabConfig } from '../config/schema.ts';
+import type { LabConfig } from '../config/schema.ts';
 import { type Arm, studyArms } from './arms.ts';
 import {
   type Routing,
@@ -55,6 +55,19 @@ export interface StudyPredictions {
   /** The ideal partition, the reference of the comparison. */
   readonly partition: ArmPrediction;
 }
+
+/**
+ * vllm-router's own cache_aware defaults (lab-spec 3.3), which the configuration writes out so the
+ * study records what ran, and which apply to a variant that leaves a threshold unset. Kept here,
+ * not in the schema module, so the runner bundle does not pull in the configuration schema.
+ */
+export const CACHE_AWARE_DEFAULTS = {
+  cacheThreshold: 0.3,
+  balanceAbsThreshold: 64,
+  balanceRelThreshold: 1.5,
+  evictionIntervalSecs: 120,
+  maxTreeSize: 67_108_864,
+} as const;
 
 /** The GAIE v1.0.1 prefix-cache-scorer defaults (plugins/multi/prefix/plugin.go DefaultConfig). */
 const GAIE_PREFIX_DEFAULTS = { hashBlockSize: 64, maxPrefixBlocksToMatch: 256, lruCapacityPerServer: 31_250 };
