@@ -65,7 +65,11 @@ function collect(specs: FlagSpecs, argv: readonly string[]): Map<string, string[
     const equals = arg.indexOf('=');
     const name = equals === -1 ? arg.slice(2) : arg.slice(2, equals);
     if (!(name in specs)) {
-      throw new Error(`unknown flag --${name}; allowed: ${Object.keys(specs).map((f) => `--${f}`).join(', ')}`);
+      throw new Error(
+        `unknown flag --${name}; allowed: ${Object.keys(specs)
+          .map((f) => `--${f}`)
+          .join(', ')}`,
+      );
     }
     const value: string | undefined = equals === -1 ? argv[i + 1] : arg.slice(equals + 1);
     if (equals === -1) {

@@ -165,7 +165,9 @@ export function readSseStream(options: SseClientOptions): Promise<SseClientResul
         res.on('error', () => {});
         res.on('close', () => {
           const what = res.statusCode === 200 ? `content type '${type}', not text/event-stream` : 'an error';
-          reject(new Error(`${url} answered HTTP ${res.statusCode} with ${what}: ${body.trim().slice(0, 200)}`));
+          reject(
+            new Error(`${url} answered HTTP ${res.statusCode} with ${what}: ${body.trim().slice(0, 200)}`),
+          );
         });
         return;
       }
@@ -184,7 +186,9 @@ export function readSseStream(options: SseClientOptions): Promise<SseClientResul
         for (const event of tail.events) arrivals.push({ atMs: endedAtMs, event });
         if (tail.cutOff) transportErrors.push('the stream ended inside an event (it was discarded)');
         if (!res.complete && transportErrors.length === 0) {
-          transportErrors.push(`the stream ended after ${arrivals.length} events before the server finished it`);
+          transportErrors.push(
+            `the stream ended after ${arrivals.length} events before the server finished it`,
+          );
         }
         resolve(
           summarizeStream({

@@ -205,7 +205,8 @@ export function summarizeStream(observed: StreamObservation): SseClientResult {
   if (observed.expectedEvents > 0 && times.length !== observed.expectedEvents) {
     errors.push(`expected ${observed.expectedEvents} events, received ${times.length}`);
   }
-  const since = (atMs: number | undefined) => (atMs === undefined ? null : roundMs(atMs - observed.requestAtMs));
+  const since = (atMs: number | undefined) =>
+    atMs === undefined ? null : roundMs(atMs - observed.requestAtMs);
   return {
     probe: 'sse-client',
     url: observed.url,

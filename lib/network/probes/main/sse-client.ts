@@ -10,7 +10,12 @@ runProbe(
   'sse-client',
   {
     url: { kind: 'string', description: 'http:// URL of the stream' },
-    'expect-events': { kind: 'int', min: 0, default: 0, description: 'events the stream must carry (0: any)' },
+    'expect-events': {
+      kind: 'int',
+      min: 0,
+      default: 0,
+      description: 'events the stream must carry (0: any)',
+    },
     'timeout-ms': { kind: 'int', min: 1, default: 60_000, description: 'the stream must end within this' },
   },
   (flags) =>

@@ -18,7 +18,12 @@ runProbe(
     events: { kind: 'int', min: 1, max: 100_000, default: 200, description: 'events per stream' },
     'interval-ms': { kind: 'int', min: 1, max: 60_000, default: 20, description: 'ms between events' },
     streams: { kind: 'int', min: 0, default: 0, description: 'exit after this many streams (0: never)' },
-    'stall-after': { kind: 'int', min: -1, default: -1, description: 'pause once after this event (-1: never)' },
+    'stall-after': {
+      kind: 'int',
+      min: -1,
+      default: -1,
+      description: 'pause once after this event (-1: never)',
+    },
     'stall-ms': { kind: 'int', min: 0, max: 600_000, default: 0, description: 'length of that pause' },
   },
   async (flags) => {
