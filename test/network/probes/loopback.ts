@@ -1,10 +1,36 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
-/** A loopback port nothing listens on: bound by the system, then released. */
-export async function closedPort(): Promise<number> {
+async function canBind(port: number): Promise<boolean> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  const bound = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => resolve(true));
+  });
+  if (bound) await new Promise<void>((resolve) => server.close(() => resolve()));
+  return bound;
+}
+
+/** The kernel's ephemeral port range (local ports of outgoing connections). */
+function ephemeralRange(): [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/);
+    return [Number(low), Number(high)];
+  } catch {
+    return [32768, 60999];
+  }
+}
+
+/**
+ * A loopback port nothing listens on, below the ephemeral range: a tight loop of connects to a
+ * closed port inside that range can connect to itself (see isSelfConnect) and hold the port.
+ */
+export async function closedPort(): Promise<number> {
+  const [low] = ephemeralRange();
+  const floor = Math.min(10_000, low - 1_000);
+  for (let tries = 0; tries < 200; tries++) {
+    const port = floor + Math.floor(Math.random() * (low - floor));
+    if (await canBind(port)) return port;
+  }
+  throw new Error(`no free loopback port found between ${floor} and ${low}`);
 }
