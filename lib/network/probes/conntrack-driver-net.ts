@@ -14,8 +14,8 @@ import { describeNetError, errorCode } from './net-errors.ts';
 /** What the driver needs of a socket: node:net's Socket, or a fake in tests. */
 export interface DrivenSocket {
   once(event: 'connect', listener: () => void): unknown;
-  on(event: 'error', listener: (error: Error) => void): unknown;
   once(event: 'close', listener: () => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
   destroy(): void;
 }
 
