@@ -21,10 +21,13 @@ export function runProbe<S extends FlagSpecs>(
     fail(error);
     return;
   }
-  body(settings).then((result) => {
-    // Exit only once the line is flushed: stdout may be a pipe read by the study runner.
-    process.stdout.write(`${JSON.stringify(result)}\n`, () => process.exit(0));
-  }, fail);
+  // Through a promise so that a synchronous throw in the body is reported the same way.
+  Promise.resolve(settings)
+    .then(body)
+    .then((result) => {
+      // Exit only once the line is flushed: stdout may be a pipe read by the study runner.
+      process.stdout.write(`${JSON.stringify(result)}\n`, () => process.exit(0));
+    }, fail);
 }
 
 /** One line for people watching the pod's log; never on stdout. */

@@ -95,8 +95,9 @@ describe('probe bundles', () => {
     );
     expect(client).toMatchObject({ probe: 'sse-client', status: 200, events: 50, errors: [] });
     expect(client.gaps?.count).toBe(49);
-    expect(client.gaps?.meanMs).toBeGreaterThan(9);
-    expect(client.gaps?.meanMs).toBeLessThan(12);
+    // Loose: a starved child reads several events at once. The in-process tests bound gaps tightly.
+    expect(client.gaps?.meanMs).toBeGreaterThan(5);
+    expect(client.gaps?.meanMs).toBeLessThan(20);
     const served = resultOf<SseServerResult>(await server.exit);
     expect(served).toMatchObject({ probe: 'sse-server', streams: 1, abandoned: 0, eventsSent: 50 });
   });
@@ -112,6 +113,18 @@ describe('probe bundles', () => {
     expect(bad).toMatchObject({
       code: 1,
       stderr: "sse-client: --timeout-ms must be an integer >= 1, got '0'\n",
+    });
+  });
+
+  it('service-prober and conntrack-driver refuse missing or bad settings with a clear message', async () => {
+    expect(await run('service-prober', ['--samples', '3'])).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: 'service-prober: --target is required (host:port[@startEpochMs], may repeat)\n',
+    });
+    expect(await run('conntrack-driver', ['--connections', 'many'])).toMatchObject({
+      code: 1,
+      stderr: "conntrack-driver: --connections must be an integer from 1 to 1000000, got 'many'\n",
     });
   });
 
@@ -144,9 +157,11 @@ describe('probe bundles', () => {
         failed: 0,
       });
       const latency = result.samples[0].latencyMs ?? Number.NaN;
-      // Date.now() has 1 ms steps; the upper bound is one attempt timeout of event-loop lag.
+      // Counted from the given start, not from the prober's own (later) start: never below the
+      // moment the port opened (Date.now() has 1 ms steps). The upper bound is loose because the
+      // child can be starved here; the in-process tests bound the resolution.
       expect(latency).toBeGreaterThanOrEqual(openedAfterMs - 2);
-      expect(latency).toBeLessThan(openedAfterMs + 21);
+      expect(latency).toBeLessThan(openedAfterMs + 150);
       expect(result.samples[0].firstAttemptAfterMs).toBeLessThan(openedAfterMs);
     });
   });

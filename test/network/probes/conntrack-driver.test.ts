@@ -11,7 +11,7 @@ import {
   driveConnections,
   runConntrackDriver,
 } from '../../../lib/network/probes/conntrack-driver-net.ts';
-import { closedPort } from './loopback.ts';
+import { closedPort, eventually } from './loopback.ts';
 
 /** A connect whose SYN the full conntrack table drops: it never connects, never fails. */
 class DroppedSyn extends EventEmitter implements DrivenSocket {
@@ -118,19 +118,16 @@ describe('conntrack driver on loopback', () => {
     servers.push(server);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as { port: number };
-    const run = driveConnections({
+    const { outcomes } = await driveConnections({
       host: '127.0.0.1',
       port,
       connections: 50,
       connectTimeoutMs: 5_000,
       holdMs: 400,
     });
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(open).toBe(50); // all held in the middle of the hold
-    const { outcomes } = await run;
     expect(outcomes.every((outcome) => outcome.ok && !outcome.droppedDuringHold)).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(open).toBe(0); // and closed after it
+    expect(peak).toBe(50); // all open at the same time
+    expect(await eventually(() => open === 0)).toBe(true); // and all closed after the hold
 
     const rude = createServer((socket) => setTimeout(() => socket.destroy(), 20));
     servers.push(rude);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 
 async function canBind(port: number): Promise<boolean> {
   const server = createServer();
@@ -33,4 +34,27 @@ export async function closedPort(): Promise<number> {
     if (await canBind(port)) return port;
   }
   throw new Error(`no free loopback port found between ${floor} and ${low}`);
+}
+
+/**
+ * Runs `work` and returns the worst event-loop lag (ms) this process suffered meanwhile. On a
+ * loaded 2-core machine a test process can be starved; no probe can see a socket event while it
+ * does not run, so timing bounds add this lag instead of guessing a margin.
+ */
+export async function withLoopLag<T>(work: () => Promise<T>): Promise<{ value: T; lagMs: number }> {
+  const lag = monitorEventLoopDelay({ resolution: 1 });
+  lag.enable();
+  try {
+    const value = await work();
+    return { value, lagMs: lag.max / 1e6 };
+  } finally {
+    lag.disable();
+  }
+}
+
+/** Polls `condition` every 10 ms until it holds or `timeoutMs` passed; returns whether it held. */
+export async function eventually(condition: () => boolean, timeoutMs = 5_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  return condition();
 }
