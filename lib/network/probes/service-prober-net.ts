@@ -57,7 +57,8 @@ export function isSelfConnect(socket: AttemptSocket): boolean {
 
 /**
  * One connect attempt, ended by success, an error, or `timeoutMs` (the socket is destroyed: a
- * SYN that was dropped would otherwise be retried by the kernel only after its 1 s initial RTO).
+ * SYN that was dropped would otherwise be retried by the kernel only after its initial RTO, 1 s:
+ * Linux include/net/tcp.h TCP_TIMEOUT_INIT, set by tcp_connect_init in net/ipv4/tcp_output.c).
  */
 export function attemptConnect(
   sockets: SocketFactory,

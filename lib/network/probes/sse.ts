@@ -5,8 +5,10 @@
  *
  * Wire format as in the WHATWG HTML standard, "Server-sent events" (9.2.6 parsing an event
  * stream): lines end with CRLF, LF or CR; a blank line dispatches the event; `id`, `event` and
- * `data` fields; lines starting with ':' are comments; an event still open at the end of the stream
- * is discarded, not dispatched.
+ * `data` fields; lines starting with ':' are comments; an event without data is not dispatched;
+ * an event still open at the end of the stream is discarded. Checked against the standard's
+ * statements as quoted in Mozilla bug 710546 and the docs of several conforming parsers; the
+ * standard's own page was not in the reference store.
  */
 import { gapsBetween, type MsDistribution, msDistribution, roundMs } from './stats.ts';
 
@@ -76,7 +78,8 @@ export class SseParser {
 
   private line(line: string): SseEvent | undefined {
     if (line === '') {
-      const complete = this.open;
+      // The standard dispatches only events that carry data; an id or event name alone is dropped.
+      const complete = this.data.length > 0;
       const event = { id: this.id, event: this.event || 'message', data: this.data.join('\n') };
       this.event = '';
       this.data = [];

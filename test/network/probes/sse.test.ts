@@ -37,6 +37,12 @@ describe('SSE wire format and parser', () => {
     ]);
   });
 
+  it('does not dispatch an event without data', () => {
+    expect(new SseParser().push('id: 3\nevent: tick\n\ndata: d\n\n')).toEqual([
+      { id: '3', event: 'message', data: 'd' },
+    ]);
+  });
+
   it('discards an event the stream cut off, and completes one ended by a final CR', () => {
     const cut = new SseParser();
     cut.push('id: 4\ndata: half');
