@@ -35,7 +35,8 @@ export interface ProberClocks {
 
 export const systemClocks: ProberClocks = {
   monotonicMs: () => performance.now(),
-  epochMs: () => performance.timeOrigin + performance.now(),
+  // Date.now(), the clock the runner stamps the Service's creation with (1 ms steps).
+  epochMs: () => Date.now(),
 };
 
 /** The outcome code of an attempt that connected to itself (see `isSelfConnect`). */

@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -6,29 +5,9 @@ import {
   failureCause,
   openFilesLimitOf,
 } from '../../../lib/network/probes/conntrack-driver.ts';
-import {
-  type DrivenSocket,
-  driveConnections,
-  runConntrackDriver,
-} from '../../../lib/network/probes/conntrack-driver-net.ts';
+import { driveConnections, runConntrackDriver } from '../../../lib/network/probes/conntrack-driver-net.ts';
+import { Answered, DroppedSyn } from './fake-sockets.ts';
 import { closedPort, eventually } from './loopback.ts';
-
-/** A connect whose SYN the full conntrack table drops: it never connects, never fails. */
-class DroppedSyn extends EventEmitter implements DrivenSocket {
-  destroyed = false;
-  destroy(): void {
-    this.destroyed = true;
-  }
-}
-
-/** A connect that fails with `code` on the next turn of the event loop. */
-class Failing extends EventEmitter implements DrivenSocket {
-  constructor(code: string) {
-    super();
-    setImmediate(() => this.emit('error', Object.assign(new Error(code), { code })));
-  }
-  destroy(): void {}
-}
 
 describe('conntrack driver summary', () => {
   it('names failure causes, keeping unknown codes as they are', () => {
@@ -167,7 +146,7 @@ describe('conntrack driver on loopback', () => {
       holdMs: 0,
       sockets: () => {
         n++;
-        if (n % 5 === 0) return new Failing('EMFILE');
+        if (n % 5 === 0) return new Answered('EMFILE');
         const socket = new DroppedSyn();
         made.push(socket);
         return socket;

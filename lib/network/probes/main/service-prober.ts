@@ -3,12 +3,14 @@
  *  [--samples 1] [--attempt-timeout-ms 20] [--give-up-ms 60000]`
  * Measures time-to-connect (experiment E9) and prints its ServiceProberResult as one JSON line.
  */
-import { runProbe } from '../probe-main.ts';
+import { logLine, runProbe } from '../probe-main.ts';
 import { parseProberTarget, samplePlan } from '../service-prober.ts';
 import { runServiceProber } from '../service-prober-net.ts';
 
+const PROBE = 'service-prober';
+
 runProbe(
-  'service-prober',
+  PROBE,
   {
     target: { kind: 'strings', description: 'host:port[@start epoch ms], one sample each' },
     samples: { kind: 'int', min: 1, max: 10_000, default: 1, description: 'repeat a single target' },
@@ -21,9 +23,12 @@ runProbe(
     },
     'give-up-ms': { kind: 'int', min: 1, default: 60_000, description: 'give a sample up after this' },
   },
-  (flags) =>
-    runServiceProber(samplePlan(flags.target.map(parseProberTarget), flags.samples), {
+  (flags) => {
+    const targets = samplePlan(flags.target.map(parseProberTarget), flags.samples);
+    logLine(PROBE, `probing ${targets.length} samples, attempts of ${flags['attempt-timeout-ms']} ms`);
+    return runServiceProber(targets, {
       attemptTimeoutMs: flags['attempt-timeout-ms'],
       giveUpMs: flags['give-up-ms'],
-    }),
+    });
+  },
 );
