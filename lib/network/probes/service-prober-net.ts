@@ -76,12 +76,18 @@ export function attemptConnect(
       resolve({ kind: 'error', code: errorCode(error) ?? 'ERROR' });
       return;
     }
+    let ended = false;
     const end = (outcome: AttemptOutcome) => {
+      if (ended) return;
+      ended = true;
       clearTimeout(timer);
       socket.destroy();
       resolve(outcome);
     };
-    const timer = setTimeout(() => end({ kind: 'timeout' }), timeoutMs);
+    // libuv runs expired timers before it polls for I/O: on a busy loop the timer can expire
+    // while the RST already waits. Deciding in the check phase (after the poll) lets that answer
+    // count as refused instead of timed out; the decision comes at most one loop turn later.
+    const timer = setTimeout(() => setImmediate(() => ended || end({ kind: 'timeout' })), timeoutMs);
     socket.once('connect', () => {
       const atMs = clock();
       end(isSelfConnect(socket) ? { kind: 'error', code: SELF_CONNECT } : { kind: 'connected', atMs });
