@@ -1,9 +1,4 @@
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { buildSync } from 'esbuild';
-
-/** The repository root (this file is lib/network/probes/bundle.ts). */
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+import { nodeProgramBundle } from '../../node-bundle.ts';
 
 /** The network lab's own probes; each is `lib/network/probes/main/<name>.ts`. */
 export const PROBE_NAMES = ['sse-server', 'sse-client', 'service-prober', 'conntrack-driver'] as const;
@@ -22,31 +17,12 @@ export function probeCommand(name: ProbeName): string[] {
   return ['node', `${PROBES_MOUNT}/${probeFileName(name)}`];
 }
 
-const cache = new Map<ProbeName, string>();
-
 /**
  * One probe as a self-contained ES module for Node (only node: built-ins stay imports), bundled
- * in-process by esbuild like the study runner (lib/runner/bundle.ts). Built once per process.
+ * like the study runner (lib/node-bundle.ts).
  */
 export function probeBundle(name: ProbeName): string {
-  let text = cache.get(name);
-  if (text === undefined) {
-    const entry = `lib/network/probes/main/${name}.ts`;
-    const result = buildSync({
-      absWorkingDir: ROOT,
-      entryPoints: [entry],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      write: false,
-      legalComments: 'none',
-      banner: { js: `// Network lab probe ${name}, bundled from ${entry}.` },
-    });
-    text = result.outputFiles[0].text;
-    cache.set(name, text);
-  }
-  return text;
+  return nodeProgramBundle(`lib/network/probes/main/${name}.ts`, `Network lab probe ${name}`);
 }
 
 /** Every probe's bundle keyed by its file name: the data of the probes' ConfigMap. */
