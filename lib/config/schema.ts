@@ -342,6 +342,37 @@ const RunnerSchema = z
       .boolean()
       .default(false)
       .describe('Upload the results and terminate the instance when the study has finished'),
+    readyTimeoutMinutes: z
+      .number()
+      .positive()
+      .max(120)
+      .default(10)
+      .describe(
+        'Before each run, how long the replicas may take to serve again and the front end to be available (a restart, an outage); replicas still down then stop the study',
+      ),
+    retry: z
+      .strictObject({
+        attempts: z
+          .number()
+          .int()
+          .min(1)
+          .max(20)
+          .default(5)
+          .describe('Tries of a Kubernetes or replica call on 429, 5xx or a connection error (1: no retry)'),
+        initialDelaySeconds: z
+          .number()
+          .positive()
+          .max(60)
+          .default(1)
+          .describe('Delay before the first retry; each later one doubles'),
+        maxDelaySeconds: z
+          .number()
+          .positive()
+          .max(600)
+          .default(30)
+          .describe('Longest delay between two tries'),
+      })
+      .prefault({}),
   })
   .prefault({});
 

@@ -169,7 +169,7 @@ describe('optional EPP arms', () => {
       parameters: {
         indexerConfig: {
           tokenProcessorConfig: { blockSize: 64, hashSeed: '42' },
-        kvBlockIndexConfig: { enableMetrics: true },
+          kvBlockIndexConfig: { enableMetrics: true },
           tokenizersPoolConfig: { tokenizersCacheDir: '/tokenizers' },
         },
       },

@@ -53,6 +53,8 @@ interface Rehearsal {
   readonly cluster: FakeCluster;
   readonly lines: string[];
   readonly run: () => Promise<StudyRecord>;
+  /** The folder of the study the runner worked on (`studies/<id>`), named by status.json. */
+  readonly study: () => string;
 }
 
 let replicas: FakeReplica[];
@@ -150,7 +152,12 @@ function rehearsal(
         ...setup.options,
       },
     );
-  return { dir, clock, cluster, lines, run };
+  const study = () => {
+    const { studyId } = readJson<StudyStatus>(join(dir, 'status.json'));
+    if (!studyId) throw new Error(`status.json in ${dir} names no study`);
+    return join(dir, 'studies', studyId);
+  };
+  return { dir, clock, cluster, lines, run, study };
 }
 
 function readJson<T>(path: string): T {
@@ -196,8 +203,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
   });
 
   it('writes study.json, one file per run and a finished status', () => {
-    expect(readJson<StudyRecord>(join(r.dir, 'study.json'))).toEqual(study);
-    for (const run of study.runs) expect(readJson(join(r.dir, 'runs', `${run.id}.json`))).toEqual(run);
+    expect(readJson<StudyRecord>(join(r.study(), 'study.json'))).toEqual(study);
+    for (const run of study.runs) expect(readJson(join(r.study(), 'runs', `${run.id}.json`))).toEqual(run);
     const status = readJson<StudyStatus>(join(r.dir, 'status.json'));
     expect(status).toMatchObject({
       state: 'finished',
@@ -207,8 +214,18 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       invalidRuns: 0,
     });
     expect(status.current).toBeUndefined();
-    expect(readFileSync(join(r.dir, 'runner.log'), 'utf8')).toMatch(/study finished: 27 of 27 runs valid\n$/);
-    expect(readFileSync(join(r.dir, 'partition-r1', 'partition-r1.log'), 'utf8')).toMatch(
+    expect(status.studyId).toMatch(/^20251014-090000-[0-9a-f]{8}$/);
+    expect(status.invalidRunIds).toEqual([]);
+    expect(r.study()).toBe(join(r.dir, 'studies', status.studyId as string));
+    expect(study.metadata.studyId).toBe(status.studyId);
+    // The study folder keeps the client's JSON; the Job's output folder was only its scratch.
+    expect(existsSync(join(r.study(), 'bound-p128', 'bound-p128.json'))).toBe(true);
+    expect(existsSync(join(r.dir, 'bound-p128', 'bound-p128.json'))).toBe(false);
+    expect(existsSync(join(r.dir, 'study.json'))).toBe(false);
+    expect(readFileSync(join(r.study(), 'runner.log'), 'utf8')).toMatch(
+      /study finished: 27 of 27 runs valid\n$/,
+    );
+    expect(readFileSync(join(r.study(), 'partition-r1', 'partition-r1.log'), 'utf8')).toMatch(
       /bench-partition-r1/,
     );
   });
@@ -359,26 +376,39 @@ describe('rehearsal: broken runs are marked invalid with the right reason', () =
 });
 
 describe('rehearsal: identical prefixes', () => {
-  it('marks every prefix run invalid when 128 prefixes hit as often as 8, and keeps the ShareGPT controls', async () => {
+  it('stops the study after the bound sweep with the reason and what to change, before any later run', async () => {
     const r = rehearsal({
       hitRate: (spec) =>
         spec.prefix?.prefixes === 128 && spec.target.kind === 'replica' ? 0.93 : hitRate(spec),
     });
-    const study = await r.run();
+    await expect(r.run()).rejects.toThrow(
+      /identical prefixes.*14 prefix run\(s\) left would all be invalid\. To change: use a benchmark client/,
+    );
+    const study = readJson<StudyRecord>(join(r.study(), 'study.json'));
+    expect(study.runs.map((run) => run.id)).toEqual(['bound-p128', 'bound-p64', 'bound-p16', 'bound-p8']);
     for (const run of study.runs) {
-      if (run.dataset === 'sharegpt') {
-        expect(run.valid, run.id).toBe(true);
-      } else {
-        expect(run.valid, run.id).toBe(false);
-        expect(run.invalidReasons, run.id).toEqual([
-          `${IDENTICAL_PREFIXES_REASON}: bound-p128 hit 93.0%, not at least 5 points below bound-p8 (92.3%)`,
-        ]);
-      }
+      expect(run.valid, run.id).toBe(false);
+      expect(run.invalidReasons, run.id).toEqual([
+        `${IDENTICAL_PREFIXES_REASON}: bound-p128 hit 93.0%, not at least 5 points below bound-p8 (92.3%)`,
+      ]);
     }
+    expect(study.metadata.stopped?.reason).toMatch(/^the dataset generator produced identical prefixes/);
+    expect(study.metadata.stopped?.change).toContain('benchmark.image is vllm/vllm-openai:v0.11.0');
+    expect(study.metadata.finishedAt).toBeUndefined();
+    // No Job after the sweep: the rest would have cost about an hour of GPU time for nothing.
+    expect(r.cluster.created.map((j) => j.metadata.name)).toEqual([
+      'bench-bound-p128',
+      'bench-bound-p64',
+      'bench-bound-p16',
+      'bench-bound-p8',
+    ]);
     // bound-p128 was recorded valid first, then marked invalid once bound-p8 was measured.
-    const file = readJson<RunRecord>(join(r.dir, 'runs', 'bound-p128.json'));
+    const file = readJson<RunRecord>(join(r.study(), 'runs', 'bound-p128.json'));
     expect(file.valid).toBe(false);
-    expect(readJson<StudyStatus>(join(r.dir, 'status.json')).invalidRuns).toBe(18);
+    const status = readJson<StudyStatus>(join(r.dir, 'status.json'));
+    expect(status).toMatchObject({ state: 'failed', invalidRuns: 4 });
+    expect(status.invalidRunIds).toEqual(['bound-p128', 'bound-p64', 'bound-p16', 'bound-p8']);
+    expect(status.error).toMatch(/To change: use a benchmark client/);
   });
 });
 
@@ -390,7 +420,7 @@ describe('rehearsal: an interrupted study resumes without repeating valid runs',
     expect(status).toMatchObject({ state: 'failed', recordedRuns: 6, validRuns: 6 });
     expect(status.error).toMatch(/interrupted/);
     expect(status.current?.id).toBe('arm-kube-proxy-sharegpt');
-    const before = readJson<StudyRecord>(join(first.dir, 'study.json'));
+    const before = readJson<StudyRecord>(join(first.study(), 'study.json'));
     expect(before.runs.map((run) => run.id)).toEqual(plan.runs.slice(0, 6).map((run) => run.id));
     expect(first.cluster.created).toHaveLength(7); // six runs, the partition with two clients
 
@@ -405,31 +435,45 @@ describe('rehearsal: an interrupted study resumes without repeating valid runs',
     expect(study.runs.slice(0, 6)).toEqual(before.runs);
     expect(study.metadata.startedAt).toBe(before.metadata.startedAt);
     expect(second.lines).toContain('run 1/27 bound-p128: valid record exists, skipped');
+    expect(second.study()).toBe(first.study());
+    expect(second.lines.some((l) => l.startsWith(`resuming study ${before.metadata.studyId}`))).toBe(true);
   });
 
-  it('refuses a results folder of a different configuration', async () => {
+  it('starts a study of its own for a different configuration, leaving the earlier one untouched', async () => {
     const first = rehearsal({ plan: { runs: plan.runs.slice(0, 1) } });
     await first.run();
+    const earlier = first.study();
+    const snapshot = readFileSync(join(earlier, 'study.json'), 'utf8');
     const other = { ...config, workload: { ...config.workload, prompts: 2048 } };
-    const store = new FileResultStore(first.dir);
-    const clock = new FakeClock();
-    await expect(
-      runStudy(
-        {
-          cluster: first.cluster,
-          replicas: new HttpReplicas(),
-          frontEnds: new HttpFrontEnds(),
-          endpointPickers: new HttpEndpointPickers(tokenFile),
-          store,
-          clock,
-          jobManifest: (spec) => benchmarkJob(other, spec),
-          log: () => {},
-        },
-        other,
-        studyPlan(other),
-        { replicaUrls: () => replicas.map((rep) => rep.url) },
+    const second = rehearsal({
+      dir: first.dir,
+      config: other,
+      plan: { runs: studyPlan(other).runs.slice(0, 1) },
+    });
+    second.clock.ms += 3_600_000;
+    const study = await second.run();
+    expect(second.study()).not.toBe(earlier);
+    expect(study.metadata.config.workload.prompts).toBe(2048);
+    expect(readFileSync(join(earlier, 'study.json'), 'utf8')).toBe(snapshot);
+    expect(
+      second.lines.some((l) =>
+        l.includes('none of the 1 earlier studies is an unfinished study of this configuration'),
       ),
-    ).rejects.toThrow(/results folder holds a study of a different configuration/);
+    ).toBe(true);
+  });
+
+  it('starts a fresh study of the same configuration when lab run --new asked for one', async () => {
+    const first = rehearsal({ throwAtRun: plan.runs[1].id, plan: { runs: plan.runs.slice(0, 2) } });
+    await expect(first.run()).rejects.toThrow(/interrupted/);
+    const earlier = first.study();
+    writeFileSync(join(first.dir, 'new-study.request'), '');
+    const second = rehearsal({ dir: first.dir, plan: { runs: plan.runs.slice(0, 2) } });
+    second.clock.ms += 60_000;
+    const study = await second.run();
+    expect(second.study()).not.toBe(earlier);
+    expect(study.runs.map((run) => run.valid)).toEqual([true, true]);
+    expect(existsSync(join(first.dir, 'new-study.request'))).toBe(false);
+    expect(readJson<StudyRecord>(join(earlier, 'study.json')).runs).toHaveLength(1);
   });
 });
 
@@ -488,7 +532,7 @@ describe('rehearsal: Jobs that fail or hang', () => {
     // The timed-out run lasted until its Job was gone: the timeout plus the 30 s deletion.
     expect(durationMs(study.runs[0])).toBe(10 * 60_000 + 30_000);
     // Its client log was saved before its pod went away.
-    expect(readFileSync(join(r.dir, 'bound-p128', 'bound-p128.log'), 'utf8')).toContain(
+    expect(readFileSync(join(r.study(), 'bound-p128', 'bound-p128.log'), 'utf8')).toContain(
       '(log of bench-bound-p128-x7k2p)',
     );
   });
@@ -507,7 +551,7 @@ describe('rehearsal: reset without dev mode', () => {
     // The new pod took 90 s to become ready; the run waited for it.
     expect(durationMs(study.runs[0])).toBeGreaterThanOrEqual(90_000);
     expect(r.lines.some((l) => l.includes('qwen3-1: /reset_prefix_cache answered 404'))).toBe(true);
-    expect(existsSync(join(r.dir, 'runs', 'partition.json'))).toBe(true);
+    expect(existsSync(join(r.study(), 'runs', 'partition.json'))).toBe(true);
   });
 });
 
