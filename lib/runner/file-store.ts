@@ -7,6 +7,7 @@ import {
   clientResultPath,
   NEW_STUDY_REQUEST_FILE,
   RUNNER_LOG_FILE,
+  RUNS_DIR,
   runRecordPath,
   STATUS_FILE,
   STUDIES_DIR,
@@ -106,21 +107,42 @@ class FileStudyFiles implements StudyFiles {
     await writeAtomic(join(this.dir, clientLogPath(benchmarkId)), log);
   }
 
-  async archiveAttempt(runId: string, attempt: number, clients: readonly ClientFiles[]): Promise<void> {
-    const target = join(this.dir, attemptDir(runId, attempt));
+  async readRuns(): Promise<{ runs: RunRecord[]; unreadable: string[] }> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.dir, RUNS_DIR));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
+      throw error;
+    }
+    const runs: RunRecord[] = [];
+    const unreadable: string[] = [];
+    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+      const path = join(this.dir, RUNS_DIR, name);
+      try {
+        runs.push(JSON.parse(await readFile(path, 'utf8')) as RunRecord);
+      } catch (error) {
+        unreadable.push(`${path}: ${(error as Error).message}`);
+      }
+    }
+    return { runs, unreadable };
+  }
+
+  async archiveAttempt(runId: string, label: string, clients: readonly ClientFiles[]): Promise<number> {
+    const target = join(this.dir, attemptDir(runId, label));
+    let moved = 0;
     for (const { benchmarkId, resultFile } of clients) {
       for (const relative of [clientResultPath(benchmarkId, resultFile), clientLogPath(benchmarkId)]) {
         const from = join(this.dir, relative);
+        // A client that never wrote its file leaves nothing to keep.
+        if ((await readOptional(from)) === undefined) continue;
         const to = join(target, relative);
-        try {
-          await mkdir(dirname(to), { recursive: true });
-          await rename(from, to);
-        } catch (error) {
-          // A client that never wrote its file leaves nothing to keep.
-          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-        }
+        await mkdir(dirname(to), { recursive: true });
+        await rename(from, to);
+        moved++;
       }
     }
+    return moved;
   }
 
   async appendLog(line: string): Promise<void> {

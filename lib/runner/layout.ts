@@ -14,6 +14,7 @@
  *   <benchmark-id>/<benchmark-id>.json   the client's saved JSON (copied from the Job's output)
  *   <benchmark-id>/<benchmark-id>.log    the client pod's log (saved by the runner)
  *   attempts/<run-id>/<n>/...      the client files of an earlier, invalid attempt of a run
+ *   attempts/<run-id>/unrecorded-<n>/...  client files of an attempt that no record names (runner killed)
  * <benchmark-id>/<benchmark-id>.json   where a client's Job writes (its scratch output; the runner
  *                                  copies it into the study folder and removes it)
  * host/gpu-uuids.json             left by the host's bootstrap: { "<replica pod>": "GPU-<uuid>" }
@@ -40,8 +41,8 @@ export function studyDir(studyId: string): string {
 }
 
 /** Where an earlier attempt's client files are kept, relative to the study folder. */
-export function attemptDir(runId: string, attempt: number): string {
-  return `${ATTEMPTS_DIR}/${runId}/${attempt}`;
+export function attemptDir(runId: string, label: string): string {
+  return `${ATTEMPTS_DIR}/${runId}/${label}`;
 }
 
 /** `{ "qwen3-0": "GPU-<uuid>", ... }`: the bootstrap runs `nvidia-smi -L` in each replica pod. */

@@ -125,16 +125,22 @@ export interface ResultStore {
 /** One study's folder. Nothing here touches another study's files. */
 export interface StudyFiles {
   readStudy(): Promise<StudyRecord | undefined>;
+  /**
+   * Every `runs/<run-id>.json`. The host syncs to S3 every few minutes, so a restored folder can
+   * hold run files newer than its study.json; and with the unreadable ones, why.
+   */
+  readRuns(): Promise<{ runs: RunRecord[]; unreadable: string[] }>;
   writeStudy(study: StudyRecord): Promise<void>;
   writeRun(record: RunRecord): Promise<void>;
   /** Keeps a client's saved JSON in the study folder. */
   saveClientResult(benchmarkId: string, resultFile: string, text: string): Promise<void>;
   writeClientLog(benchmarkId: string, log: string): Promise<void>;
   /**
-   * Moves the client files of a run's earlier attempt (number `attempt`) to
-   * `attempts/<run-id>/<attempt>/`, so a new attempt never overwrites them.
+   * Moves the client files of a run's earlier attempt to `attempts/<run-id>/<label>/` (the
+   * attempt's number, or `unrecorded-<n>` for files of an attempt no record names), so a new
+   * attempt never overwrites them. Files that do not exist are skipped; returns how many moved.
    */
-  archiveAttempt(runId: string, attempt: number, clients: readonly ClientFiles[]): Promise<void>;
+  archiveAttempt(runId: string, label: string, clients: readonly ClientFiles[]): Promise<number>;
   appendLog(line: string): Promise<void>;
 }
 

@@ -287,6 +287,20 @@ class StudyRunner {
     const existing = choice.kind === 'resume' ? await this.files.readStudy() : undefined;
     const inPlan = new Set(this.plan.runs.map((r) => r.id));
     for (const record of existing?.runs ?? []) if (inPlan.has(record.id)) this.records.set(record.id, record);
+    if (existing) {
+      // A folder restored from S3 can hold run files synced after its study.json: the newer wins.
+      const { runs, unreadable: bad } = await this.files.readRuns();
+      for (const problem of bad) await this.say(`run record not read: ${problem}`);
+      for (const record of runs) {
+        const known = this.records.get(record.id);
+        if (
+          inPlan.has(record.id) &&
+          (!known || Date.parse(record.finishedAt) > Date.parse(known.finishedAt))
+        ) {
+          this.records.set(record.id, record);
+        }
+      }
+    }
     const pending = this.plan.runs.filter((run) => !this.records.get(run.id)?.valid);
     await this.say(
       existing
@@ -326,10 +340,18 @@ class StudyRunner {
         await this.say(
           `run ${i + 1}/${this.plan.runs.length} ${run.id}: a replica restarted during it; trying again once`,
         );
-        record = await this.attemptRun(i + 1, run, [
-          ...(record.attempts ?? []),
-          asAttempt(record, 'a replica restarted during the run'),
-        ]);
+        const failed = record;
+        try {
+          record = await this.attemptRun(i + 1, run, [
+            ...(failed.attempts ?? []),
+            asAttempt(failed, 'a replica restarted during the run'),
+          ]);
+        } catch (error) {
+          // A stop during the second attempt keeps the first one on record.
+          this.records.set(run.id, failed);
+          await this.applyStudyChecks(run.id);
+          throw error;
+        }
       }
       this.records.set(run.id, record);
       await this.applyStudyChecks(record.id);
@@ -355,18 +377,24 @@ class StudyRunner {
   }
 
   /**
-   * One attempt of a run, after `earlier` ones: their client files are moved aside first, so
-   * this attempt never overwrites them, and they stay in the record it returns.
+   * One attempt of a run, after `earlier` ones: the client files already in the study folder are
+   * moved aside first (the last attempt's, or those of an attempt a killed runner never
+   * recorded), so this attempt never overwrites them, and the earlier attempts stay in the record.
    */
   private async attemptRun(index: number, run: StudyRun, earlier: readonly RunAttempt[]): Promise<RunRecord> {
-    if (earlier.length > 0) {
-      const last = earlier[earlier.length - 1];
-      await this.studyFiles().archiveAttempt(
-        run.id,
-        last.attempt ?? earlier.length,
-        run.benchmarks.map((spec) => ({ benchmarkId: spec.id, resultFile: spec.resultFile })),
+    const last = earlier.at(-1);
+    const label = last
+      ? String(last.attempt ?? earlier.length)
+      : `unrecorded-${this.deps.clock.now().getTime()}`;
+    const moved = await this.studyFiles().archiveAttempt(
+      run.id,
+      label,
+      run.benchmarks.map((spec) => ({ benchmarkId: spec.id, resultFile: spec.resultFile })),
+    );
+    if (moved > 0)
+      await this.say(
+        `${run.id}: kept ${moved} client file(s) of the earlier attempt in attempts/${run.id}/${label}/`,
       );
-    }
     const record = await this.executeRun(index, run);
     return earlier.length > 0 ? { ...record, attempt: earlier.length + 1, attempts: earlier } : record;
   }
