@@ -90,11 +90,14 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
     program
       .command('run')
       .description(
-        'start the study on the testbed, or resume it: a finished or failed runner is started again and skips every run that already has a valid record',
-      ),
-  ).action(async (opts: StackOptions) => {
+        'start the study on the testbed, or resume it: a finished or failed runner is started again and resumes the latest unfinished study of this configuration, skipping every run that already has a valid record',
+      )
+      .option('--new', 'start a fresh study (a new study id and results folder) instead of resuming one'),
+  ).action(async (opts: StackOptions & { new?: boolean }) => {
     const { config } = loadLabConfig({ file: program.opts().config });
-    await withContext('lab run', opts, (ctx) => startStudy(ctx, runnerJob(config)));
+    await withContext('lab run', opts, (ctx) =>
+      startStudy(ctx, runnerJob(config), { fresh: opts.new === true }),
+    );
   });
 
   stackOption(

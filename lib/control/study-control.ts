@@ -57,12 +57,16 @@ function staleWarning(status: StudyStatus, job: RunnerJobState | undefined): str
  * `lab run`: starts the study runner on the testbed, or says that it is already running (resume
  * is automatic: the runner skips the runs that already have a valid record).
  */
-export async function startStudy(ctx: ControlContext, job: RunnerJob): Promise<void> {
+export async function startStudy(
+  ctx: ControlContext,
+  job: RunnerJob,
+  start: { readonly fresh?: boolean } = {},
+): Promise<void> {
   const testbed = await runningTestbed(ctx);
   ctx.write(`stack ${testbed.stackName}: instance ${testbed.instanceId} in ${ctx.region}`);
   const result = await runOnHost(ctx, testbed.instanceId, {
     comment: `lab run: start the study of ${testbed.stackName}`,
-    lines: renderStartStudy(job),
+    lines: renderStartStudy(job, start),
     timeoutSeconds: HOST_TIMEOUTS.start,
   });
   if (result.status !== 'Success') {

@@ -187,6 +187,18 @@ describe('lab run', () => {
     );
   });
 
+  it('with --new sends the script that asks the runner for a fresh study', async () => {
+    deployed();
+    hostAnswers('runner job: succeeded\n--- no status.json\n');
+    const run = await lab('run', '--new', '--stack', STACK, '--region', 'us-west-2');
+    expect(run.code, run.stderr).toBe(0);
+    expect(ssm).toHaveReceivedCommandWith(SendCommandCommand, {
+      Parameters: { commands: renderStartStudy(job, { fresh: true }), executionTimeout: ['300'] },
+    });
+    const lines = ssm.commandCalls(SendCommandCommand)[0]?.args[0].input.Parameters?.commands ?? [];
+    expect(lines).toContain("  date -u +%FT%TZ > '/var/lib/lab/results/new-study.request'");
+  });
+
   it('uses the namespace of the configuration', async () => {
     deployed();
     hostAnswers('runner job: absent\n--- no status.json\n');
