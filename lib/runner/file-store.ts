@@ -160,9 +160,12 @@ async function readOptional(path: string): Promise<string | undefined> {
   }
 }
 
+let writes = 0;
+
 async function writeAtomic(path: string, text: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
-  const temporary = `${path}.tmp-${process.pid}`;
+  // Unique per write: the runs of a wave write the same files at once.
+  const temporary = `${path}.tmp-${process.pid}-${++writes}`;
   await writeFile(temporary, text);
   await rename(temporary, path);
 }

@@ -13,7 +13,7 @@ import {
   type VllmSnapshot,
   vllmSnapshot,
 } from '../study/metrics.ts';
-import type { StudyPlan, StudyRun } from '../study/plan.ts';
+import { runWaves, type StudyPlan, type StudyRun } from '../study/plan.ts';
 import { promptReader } from '../study/prompt-visibility.ts';
 import {
   type ClientRecord,
@@ -161,6 +161,14 @@ const VLLM_CONTAINER = 'vllm';
  */
 const LOG_WINDOW_MARGIN_MS = 60_000;
 
+/** A run in progress. */
+interface ActiveRun {
+  readonly index: number;
+  readonly run: StudyRun;
+  readonly startedAt: Date;
+  readonly phase: string;
+}
+
 /** A reset that needs a pod restart instead, and why. */
 interface RestartNeeded {
   readonly replica: number;
@@ -230,7 +238,8 @@ class StudyRunner {
   private records = new Map<string, RunRecord>();
   private metadata: StudyMetadata | undefined;
   private state: StudyState = 'starting';
-  private current: { index: number; run: StudyRun; startedAt: Date; phase: string } | undefined;
+  /** The runs in progress (several while a wave of bound runs runs at once), by run id. */
+  private readonly active = new Map<string, ActiveRun>();
   private lastProgressAt = 0;
   private message = '';
   /** Each arm's preflight, once per runner process, before the arm's first run. */
@@ -321,52 +330,45 @@ class StudyRunner {
     await this.writeStudy();
 
     this.state = 'running';
-    for (const [i, run] of this.plan.runs.entries()) {
-      const earlier = this.records.get(run.id);
-      if (earlier?.valid) {
-        await this.say(`run ${i + 1}/${this.plan.runs.length} ${run.id}: valid record exists, skipped`);
-        continue;
+    const position = new Map(this.plan.runs.map((run, i) => [run.id, i + 1]));
+    const total = this.plan.runs.length;
+    for (const wave of runWaves(this.plan)) {
+      const todo: StudyRun[] = [];
+      for (const run of wave) {
+        if (this.records.get(run.id)?.valid) {
+          await this.say(`run ${position.get(run.id)}/${total} ${run.id}: valid record exists, skipped`);
+        } else todo.push(run);
       }
-      // An invalid record of an earlier runner is kept as the first attempts of this run.
-      const resumed = earlier
-        ? [
-            ...(earlier.attempts ?? []),
-            asAttempt(earlier, 'the study was resumed and this run had no valid record'),
-          ]
-        : [];
-      let record = await this.attemptRun(i + 1, run, resumed);
-      if (replicaRestarted(record)) {
-        // One more attempt from a fresh, verified reset; the wait before it rides out the restart.
-        await this.say(
-          `run ${i + 1}/${this.plan.runs.length} ${run.id}: a replica restarted during it; trying again once`,
-        );
-        const failed = record;
-        try {
-          record = await this.attemptRun(i + 1, run, [
-            ...(failed.attempts ?? []),
-            asAttempt(failed, 'a replica restarted during the run'),
-          ]);
-        } catch (error) {
-          // A stop during the second attempt keeps the first one on record.
-          this.records.set(run.id, failed);
-          await this.applyStudyChecks(run.id);
-          throw error;
-        }
-      }
-      this.records.set(run.id, record);
-      await this.applyStudyChecks(record.id);
-      const saved = this.records.get(run.id) ?? record;
-      await this.say(
-        `run ${i + 1}/${this.plan.runs.length} ${run.id}: ${saved.valid ? 'valid' : `INVALID: ${saved.invalidReasons.join('; ')}`}`,
+      if (todo.length === 0) continue;
+      if (todo.length > 1)
+        await this.say(`runs ${todo.map((r) => r.id).join(', ')} run at once, one per replica`);
+      const done = await Promise.all(
+        todo.map((run) => this.runWithRetry(position.get(run.id) as number, run)),
       );
+      const stopped = done.find((d): d is { error: unknown } => 'error' in d);
+      const recorded = done.flatMap((d) => (d.record ? [d.record] : []));
+      for (const record of recorded) {
+        const others = todo.filter((r) => r.id !== record.id).map((r) => r.id);
+        this.records.set(record.id, others.length > 0 ? { ...record, overlappedWith: others } : record);
+        if (!done.some((d) => 'error' in d && d.record?.id === record.id)) this.active.delete(record.id);
+      }
+      for (const record of recorded) await this.applyStudyChecks(record.id);
+      if (stopped) throw stopped.error;
+      for (const run of todo) {
+        const saved = this.records.get(run.id) as RunRecord;
+        await this.say(
+          `run ${position.get(run.id)}/${total} ${run.id}: ${saved.valid ? 'valid' : `INVALID: ${saved.invalidReasons.join('; ')}`}`,
+        );
+      }
+      const last = position.get(todo[todo.length - 1].id) as number;
       const stop = identicalPrefixStop(
         [...this.records.values()],
-        this.plan.runs.slice(i + 1).filter((r) => !this.records.get(r.id)?.valid),
+        this.plan.runs.slice(last).filter((r) => !this.records.get(r.id)?.valid),
         this.config.benchmark.image,
       );
       if (stop) throw new StudyStopError(stop);
     }
-    this.current = undefined;
+    this.active.clear();
     this.state = 'finished';
     this.metadata = { ...(this.metadata as StudyMetadata), finishedAt: this.deps.clock.now().toISOString() };
     const study = await this.writeStudy();
@@ -374,6 +376,47 @@ class StudyRunner {
     await this.say(`study finished: ${valid} of ${study.runs.length} runs valid`);
     await this.writeStatus();
     return study;
+  }
+
+  /**
+   * A run, with the attempts it needs: an invalid record of an earlier runner becomes its first
+   * attempt(s), and a run during which a replica restarted is tried once more from a fresh,
+   * verified reset (the readiness wait before it rides out the restart). Never throws: a failure
+   * comes back as `error`, with the record of an attempt that finished before it, so that runs of
+   * the same wave can all be recorded first.
+   */
+  private async runWithRetry(
+    index: number,
+    run: StudyRun,
+  ): Promise<{ record: RunRecord } | { error: unknown; record?: RunRecord }> {
+    const earlier = this.records.get(run.id);
+    const resumed = earlier
+      ? [
+          ...(earlier.attempts ?? []),
+          asAttempt(earlier, 'the study was resumed and this run had no valid record'),
+        ]
+      : [];
+    let record: RunRecord;
+    try {
+      record = await this.attemptRun(index, run, resumed);
+    } catch (error) {
+      return { error };
+    }
+    if (!replicaRestarted(record)) return { record };
+    await this.say(
+      `run ${index}/${this.plan.runs.length} ${run.id}: a replica restarted during it; trying again once`,
+    );
+    try {
+      return {
+        record: await this.attemptRun(index, run, [
+          ...(record.attempts ?? []),
+          asAttempt(record, 'a replica restarted during the run'),
+        ]),
+      };
+    } catch (error) {
+      // A stop during the second attempt keeps the first one on record.
+      return { error, record };
+    }
   }
 
   /**
@@ -410,15 +453,18 @@ class StudyRunner {
     const { clock, store } = this.deps;
     const { cluster } = this;
     const startedAt = clock.now();
-    this.current = { index, run, startedAt, phase: 'starting' };
+    this.active.set(run.id, { index, run, startedAt, phase: 'starting' });
     const servers = run.reset.prefixCaches;
-    const urls = this.options.replicaUrls(servers);
-    const pods = urls.map((_, i) => `${replicaSetName(this.config, servers)}-${i}`);
+    const allUrls = this.options.replicaUrls(servers);
+    // A bound run owns one replica; the bound runs beside it own the others.
+    const indices = run.reset.replicas ?? allUrls.map((_, i) => i);
+    const urls = indices.map((i) => allUrls[i]);
+    const pods = indices.map((i) => `${replicaSetName(this.config, servers)}-${i}`);
     const jobs = run.benchmarks.map((spec) => ({ spec, job: this.deps.jobManifest(spec) }));
 
     // Lab-spec 4.4: a Job of an earlier attempt of this run (a resumed study) and its pods are
     // gone before anything else happens, so their requests cannot warm the caches reset below.
-    await this.phase('clearing earlier attempts');
+    await this.phase(run, 'clearing earlier attempts');
     for (const { spec, job } of jobs) {
       await this.deletePreviousJob(job.metadata.name);
       await store.removeClientResult(spec.id, spec.resultFile);
@@ -427,7 +473,7 @@ class StudyRunner {
     // A replica that restarted (or a front end that crashed) since the last run is waited for,
     // bounded, instead of turning this run and every later one invalid within seconds.
     const arm = run.arm ? armById(this.config, run.arm) : undefined;
-    await this.phase('waiting until ready');
+    await this.phase(run, 'waiting until ready');
     await this.waitForReplicas(servers, this.options.readyTimeoutMs);
     const frontEndDown = arm ? await this.waitForFrontEnd(arm) : undefined;
     if (frontEndDown) {
@@ -439,7 +485,7 @@ class StudyRunner {
     if (arm) {
       const known = this.preflights.get(arm.id);
       if (!known) {
-        await this.phase('preflight');
+        await this.phase(run, 'preflight');
         preflight = await this.preflight(arm);
         this.preflights.set(arm.id, preflight);
         await this.say(`preflight of ${arm.id}: ${preflight.ok ? 'passed' : 'FAILED'}: ${preflight.detail}`);
@@ -460,14 +506,17 @@ class StudyRunner {
       }
     }
 
-    await this.phase('resetting prefix caches');
-    const resets = await this.resetCaches(servers, urls, pods);
+    await this.phase(run, 'resetting prefix caches');
+    const resets = (await this.resetCaches(servers, urls, pods)).map((r) => ({
+      ...r,
+      replica: indices[r.replica],
+    }));
     const preconditions = resets
       .filter((r) => r.verifiedBy === 'unverified')
       .map((r) => `replica ${r.pod}: prefix cache reset not verified: ${r.detail}`);
 
     if (run.reset.restartFrontEndOf && preconditions.length === 0) {
-      await this.phase('restarting front end');
+      await this.phase(run, 'restarting front end');
       const deployments = frontEnd(
         this.config,
         armById(this.config, run.reset.restartFrontEndOf),
@@ -496,21 +545,21 @@ class StudyRunner {
       );
     }
 
-    await this.phase('scraping metrics');
+    await this.phase(run, 'scraping metrics');
     const uidsBefore = await this.podUids(servers);
     const before = await this.scrape(urls);
     const blind = noMetricsStop(pods.map((pod, i) => ({ pod, ...before[i] })));
     if (blind) throw new StudyStopError(blind);
 
-    await this.phase('starting job');
+    await this.phase(run, 'starting job');
     for (const { job } of jobs) await cluster.createJob(job);
 
-    await this.phase('waiting for job');
+    await this.phase(run, 'waiting for job');
     const outcomes = await this.waitForJobs(
       jobs.map(({ spec, job }) => ({ benchmarkId: spec.id, name: job.metadata.name })),
     );
 
-    await this.phase('reading results');
+    await this.phase(run, 'reading results');
     const readings: ResultFileReading[] = [];
     const clients: ClientRecord[] = [];
     for (const { spec, job } of jobs) {
@@ -533,11 +582,11 @@ class StudyRunner {
       await this.saveClientLog(spec.id, job.metadata.name);
     }
 
-    await this.phase('scraping metrics');
+    await this.phase(run, 'scraping metrics');
     const after = await this.scrape(urls);
     const restarts = replicaRestartReasons(pods, uidsBefore, await this.podUids(servers));
     const scrapes: ReplicaScrapes[] = pods.map((pod, i) => ({
-      replica: i,
+      replica: indices[i],
       pod,
       ...(before[i].snapshot ? { before: before[i].snapshot } : { beforeError: before[i].error }),
       ...(after[i].snapshot ? { after: after[i].snapshot } : { afterError: after[i].error }),
@@ -1182,41 +1231,48 @@ class StudyRunner {
 
   // ---- Progress ------------------------------------------------------------------------------
 
-  private async phase(phase: string): Promise<void> {
-    if (!this.current) return;
-    this.current = { ...this.current, phase };
+  /** The run in progress that comes first in the plan: the one status.json shows. */
+  private get current(): ActiveRun | undefined {
+    return [...this.active.values()].sort((a, b) => a.index - b.index)[0];
+  }
+
+  private async phase(run: StudyRun, phase: string): Promise<void> {
+    const entry = this.active.get(run.id);
+    if (!entry) return;
+    const updated = { ...entry, phase };
+    this.active.set(run.id, updated);
     this.lastProgressAt = this.deps.clock.now().getTime();
-    await this.say(this.progressText());
+    await this.say(this.progressText(updated));
     await this.writeStatus();
   }
 
-  /** Status on every poll, a log line every `progressEveryMs`. */
+  /** Status on every poll, a log line per run in progress every `progressEveryMs`. */
   private async progress(): Promise<void> {
     const now = this.deps.clock.now().getTime();
-    if (this.current && now - this.lastProgressAt >= this.options.progressEveryMs) {
+    if (this.active.size > 0 && now - this.lastProgressAt >= this.options.progressEveryMs) {
       this.lastProgressAt = now;
-      await this.say(this.progressText());
+      for (const entry of [...this.active.values()].sort((a, b) => a.index - b.index))
+        await this.say(this.progressText(entry));
     }
     await this.writeStatus();
   }
 
-  private eta(): { elapsedMs: number; etaMs: number | undefined } {
-    if (!this.current) return { elapsedMs: 0, etaMs: undefined };
-    const elapsedMs = this.deps.clock.now().getTime() - this.current.startedAt.getTime();
+  private eta(entry = this.current): { elapsedMs: number; etaMs: number | undefined } {
+    if (!entry) return { elapsedMs: 0, etaMs: undefined };
+    const elapsedMs = this.deps.clock.now().getTime() - entry.startedAt.getTime();
     const durations = [...this.records.values()]
-      .filter((r) => r.id !== this.current?.run.id)
+      .filter((r) => !this.active.has(r.id))
       .map((r) => Date.parse(r.finishedAt) - Date.parse(r.startedAt));
     const after = this.plan.runs
-      .slice(this.current.index)
-      .filter((run) => !this.records.get(run.id)?.valid).length;
+      .slice(entry.index)
+      .filter((run) => !this.records.get(run.id)?.valid && !this.active.has(run.id)).length;
     return { elapsedMs, etaMs: studyEtaMs(durations, elapsedMs, after) };
   }
 
-  private progressText(): string {
-    if (!this.current) return this.message;
-    const { elapsedMs, etaMs } = this.eta();
-    const { index, run, phase } = this.current;
-    return progressLine(index, this.plan.runs.length, run.id, phase, elapsedMs, etaMs);
+  private progressText(entry = this.current): string {
+    if (!entry) return this.message;
+    const { elapsedMs, etaMs } = this.eta(entry);
+    return progressLine(entry.index, this.plan.runs.length, entry.run.id, entry.phase, elapsedMs, etaMs);
   }
 
   private async say(line: string): Promise<void> {

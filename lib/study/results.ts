@@ -138,6 +138,11 @@ export interface RunRecord {
   /** A run that fails any validity check is invalid and never enters a comparison. */
   readonly valid: boolean;
   readonly invalidReasons: readonly string[];
+  /**
+   * Runs that executed at the same time as this one, on other replicas (the bound sweep runs one
+   * run per replica at once). They shared the host's CPUs and PCIe, not a GPU or a cache.
+   */
+  readonly overlappedWith?: readonly string[];
   /** Which attempt of the run this record is (1 when absent). */
   readonly attempt?: number;
   /**

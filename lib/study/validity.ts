@@ -318,11 +318,13 @@ export function metricsReasons(scrapes: readonly ReplicaScrapes[]): string[] {
  * for a front-end run, where only the total is known.
  */
 export function expectedRequestsPerReplica(run: StudyRun, replicas: number): number[] | undefined {
-  const expected = Array.from({ length: replicas }, () => 0);
-  for (const spec of run.benchmarks) {
-    if (spec.target.kind !== 'replica') return undefined;
-    expected[spec.target.replica] += spec.prompts + 1;
-  }
+  const targets = run.benchmarks.map((spec) => (spec.target.kind === 'replica' ? spec.target.replica : -1));
+  if (targets.includes(-1)) return undefined;
+  // A bound run is judged on its own replica, which may have any index.
+  const expected = Array.from({ length: Math.max(replicas, ...targets.map((t) => t + 1)) }, () => 0);
+  run.benchmarks.forEach((spec, i) => {
+    expected[targets[i]] += spec.prompts + 1;
+  });
   return expected;
 }
 

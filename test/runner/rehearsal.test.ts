@@ -208,11 +208,21 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       expect(run.invalidReasons, run.id).toEqual([]);
       expect(run.valid, run.id).toBe(true);
       expect(run.reset, run.id).toBe('endpoint');
+      // A bound run owns one replica and resets only its cache.
       expect(
-        run.resets?.map((x) => x.verifiedBy),
+        run.resets?.map((x) => `${x.pod} ${x.verifiedBy}`),
         run.id,
-      ).toEqual(['log-confirmed', 'log-confirmed']);
+      ).toEqual((findRun(plan, run.id).reset.replicas ?? [0, 1]).map((i) => `qwen3-${i} log-confirmed`));
     }
+    // The bound sweep ran one run per replica at once, and the records say which overlapped.
+    expect(study.runs.slice(0, 5).map((run) => [run.id, run.overlappedWith])).toEqual([
+      ['bound-p128', ['bound-p64']],
+      ['bound-p64', ['bound-p128']],
+      ['bound-p16', ['bound-p8']],
+      ['bound-p8', ['bound-p16']],
+      ['partition', undefined],
+    ]);
+    expect(byId(study).get('bound-p64')?.startedAt).toBe(byId(study).get('bound-p128')?.startedAt);
     // The completions arm of the EPP proved it saw prompts; its chat arm is a prompt-blind control.
     expect(byId(study).get('arm-epp-completions-prefix')?.promptEvidence?.status).toBe('seen');
     expect(byId(study).get('arm-epp-prefix')?.promptEvidence).toBeUndefined();
@@ -248,7 +258,12 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
 
   it('creates each client Job exactly as benchmarkJob builds it, the partition clients together', () => {
     const expected = plan.runs.flatMap((run) => run.benchmarks.map((spec) => benchmarkJob(config, spec)));
-    expect(r.cluster.created).toEqual(expected);
+    // The two runs of a bound-sweep wave create their Jobs in either order.
+    const byName = (a: { metadata: { name: string } }, b: { metadata: { name: string } }) =>
+      a.metadata.name.localeCompare(b.metadata.name);
+    expect(r.cluster.created.slice(0, 2).sort(byName)).toEqual(expected.slice(0, 2).sort(byName));
+    expect(r.cluster.created.slice(2, 4).sort(byName)).toEqual(expected.slice(2, 4).sort(byName));
+    expect(r.cluster.created.slice(4)).toEqual(expected.slice(4));
     expect(r.cluster.created.map((j) => j.metadata.name)).toContain('bench-partition-r1');
   });
 
@@ -261,7 +276,12 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       byId(study)
         .get(id)
         ?.replicas.map((rep) => rep.requests);
-    expect(split('bound-p128')).toEqual([1025, 0]);
+    expect(split('bound-p128')).toEqual([1025]);
+    expect(
+      byId(study)
+        .get('bound-p64')
+        ?.replicas.map((rep) => [rep.pod, rep.requests]),
+    ).toEqual([['qwen3-1', 1025]]);
     expect(split('partition')).toEqual([513, 513]);
     expect(split('arm-epp-prefix')).toEqual([513, 512]);
   });
@@ -278,7 +298,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       expect(rates.get(`arm-${arm}-sharegpt`)?.summary?.hitRate, arm).toBeCloseTo(0.05, 6);
     }
     expect(rates.get('sweep-c4-router-cache-aware')?.summary?.hitRate).toBeCloseTo(0.58, 6);
-    expect(rates.get('bound-p128')?.replicas[1].hitRate).toBeNull();
+    expect(rates.get('bound-p128')?.replicas.map((rep) => rep.pod)).toEqual(['qwen3-0']);
+    expect(rates.get('bound-p8')?.replicas.map((rep) => rep.pod)).toEqual(['qwen3-1']);
     expect(rates.get('bound-p128')?.upperBound).toBeCloseTo(0.82, 3);
   });
 
@@ -294,7 +315,10 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
   });
 
   it('reset every cache through the endpoint and restarted each front end that keeps a prefix index', () => {
-    expect(replicas.every((rep) => rep.resets >= plan.runs.length)).toBe(true);
+    replicas.forEach((rep, i) => {
+      const own = plan.runs.filter((run) => !run.reset.replicas || run.reset.replicas.includes(i));
+      expect(rep.resets).toBeGreaterThanOrEqual(own.length);
+    });
     expect(r.cluster.restarted).toHaveLength(plan.runs.filter((run) => run.reset.restartFrontEndOf).length);
     // epp over chat and over completions: one EPP Deployment restarted before each of their four runs.
     expect(r.cluster.restarted.filter((name) => name === 'qwen3-epp')).toHaveLength(4);
@@ -412,10 +436,11 @@ describe('rehearsal: identical prefixes', () => {
     expect(study.metadata.stopped?.change).toContain('benchmark.image is vllm/vllm-openai:v0.11.0');
     expect(study.metadata.finishedAt).toBeUndefined();
     // No Job after the sweep: the rest would have cost about an hour of GPU time for nothing.
-    expect(r.cluster.created.map((j) => j.metadata.name)).toEqual([
+    // (The runs of a wave create their Jobs in either order.)
+    expect(r.cluster.created.map((j) => j.metadata.name).sort()).toEqual([
       'bench-bound-p128',
-      'bench-bound-p64',
       'bench-bound-p16',
+      'bench-bound-p64',
       'bench-bound-p8',
     ]);
     // bound-p128 was recorded valid first, then marked invalid once bound-p8 was measured.
@@ -529,8 +554,9 @@ describe('rehearsal: Jobs that fail or hang', () => {
   });
 
   it('waits until a timed-out Job and its pods are gone before the next run resets the caches', async () => {
+    // The partition run uses both replicas, so it runs after bound-p128, not beside it.
     const r = rehearsal({
-      plan: { runs: plan.runs.slice(0, 2) },
+      plan: { runs: [findRun(plan, 'bound-p128'), findRun(plan, 'partition')] },
       behaviour: { 'bound-p128': { hangs: true } },
       options: { jobTimeoutMs: 10 * 60_000 },
       jobDeleteSeconds: 30,
@@ -544,7 +570,7 @@ describe('rehearsal: Jobs that fail or hang', () => {
     expect(deleted, events.join('\n')).toBeGreaterThan(-1);
     expect(gone, events.join('\n')).toBeGreaterThan(deleted);
     expect(nextReset, events.join('\n')).toBeGreaterThan(gone);
-    expect(events.indexOf('create job/bench-bound-p64')).toBeGreaterThan(nextReset);
+    expect(events.indexOf('create job/bench-partition-r0')).toBeGreaterThan(nextReset);
     // The timed-out run lasted until its Job was gone: the timeout plus the 30 s deletion.
     expect(durationMs(study.runs[0])).toBe(10 * 60_000 + 30_000);
     // Its client log was saved before its pod went away.
@@ -572,10 +598,11 @@ describe('rehearsal: reset without dev mode', () => {
 });
 
 describe('rehearsal: resets are verified, not assumed', () => {
-  const one = { runs: [findRun(plan, 'bound-p128')] };
+  // The partition run uses both replicas (a bound run owns one).
+  const one = { runs: [findRun(plan, 'partition')] };
 
   it('records how every reset of the default study was verified: by the log line after the call', async () => {
-    const r = rehearsal({ plan: { runs: plan.runs.slice(0, 2) } });
+    const r = rehearsal({ plan: { runs: plan.runs.slice(4, 6) } });
     const study = await r.run();
     for (const run of study.runs) {
       expect(run.resets?.map((x) => x.verifiedBy)).toEqual(['log-confirmed', 'log-confirmed']);
@@ -648,10 +675,12 @@ describe('rehearsal: resets are verified, not assumed', () => {
 
 describe('rehearsal: a resumed run clears its leftover Job first', () => {
   it('deletes the interrupted run’s Job and waits until it and its pods are gone before the first reset', async () => {
-    const runs = plan.runs.slice(0, 2);
-    const first = rehearsal({ plan: { runs }, leaveJobAtRun: 'bound-p64', jobDeleteSeconds: 30 });
-    await expect(first.run()).rejects.toThrow(/runner killed after creating job\/bench-bound-p64/);
-    expect(await first.cluster.getJob('bench-bound-p64')).toEqual({ active: 1 });
+    const runs = plan.runs.slice(4, 6);
+    const first = rehearsal({ plan: { runs }, leaveJobAtRun: 'arm-kube-proxy-prefix', jobDeleteSeconds: 30 });
+    await expect(first.run()).rejects.toThrow(
+      /runner killed after creating job\/bench-arm-kube-proxy-prefix/,
+    );
+    expect(await first.cluster.getJob('bench-arm-kube-proxy-prefix')).toEqual({ active: 1 });
 
     const second = rehearsal({ plan: { runs }, dir: first.dir, resume: first });
     const events = second.cluster.events;
@@ -660,12 +689,12 @@ describe('rehearsal: a resumed run clears its leftover Job first', () => {
     const study = await second.run();
     const after = events.slice(resumedAt);
     expect(after.slice(0, 4), after.join('\n')).toEqual([
-      'delete job/bench-bound-p64',
-      'gone job/bench-bound-p64',
+      'delete job/bench-arm-kube-proxy-prefix',
+      'gone job/bench-arm-kube-proxy-prefix',
       'reset qwen3-0',
       'reset qwen3-1',
     ]);
-    expect(after).toContain('create job/bench-bound-p64');
+    expect(after).toContain('create job/bench-arm-kube-proxy-prefix');
     expect(study.runs.map((run) => run.valid)).toEqual([true, true]);
   });
 });
@@ -910,7 +939,8 @@ describe('rehearsal: faults the runner survives', () => {
   });
 
   it('an HTTP 500 from the API server on a Job poll is retried and the study finishes', async () => {
-    const r = rehearsal({ plan: { runs: plan.runs.slice(0, 3) }, pollErrorsAfterCreate: 2 });
+    const runs = ['bound-p128', 'partition', 'arm-kube-proxy-prefix'].map((id) => findRun(plan, id));
+    const r = rehearsal({ plan: { runs }, pollErrorsAfterCreate: 2 });
     const study = await r.run();
     expect(study.runs.map((run) => run.valid)).toEqual([true, true, true]);
     expect(r.cluster.pollErrorsAnswered).toBe(6);
@@ -1025,17 +1055,23 @@ describe('rehearsal: study-level stops', () => {
     await expect(r.run()).rejects.toThrow(
       /the model server never became ready: qwen3-0 did not serve \/v1\/models within 10m00s .*To change: find why in kubectl -n vllm describe pod qwen3-0/,
     );
-    // The outage began during bound-p64; its retry waited 10 minutes for qwen3-0, then the study stopped.
+    // The outage began during bound-p16 (on qwen3-0 after the first wave); its retry waited 10
+    // minutes for qwen3-0, then the study stopped.
     const study = readJson<StudyRecord>(join(r.study(), 'study.json'));
     expect(study.runs.map((run) => [run.id, run.valid])).toEqual([
       ['bound-p128', true],
-      ['bound-p64', false],
+      ['bound-p64', true],
+      ['bound-p16', false],
     ]);
-    expect(study.runs[1].invalidReasons).toContain(
+    expect(study.runs[2].invalidReasons).toContain(
       'replica qwen3-0: restarted during the run (its pod has a new uid): its cache and counters started again mid-run',
     );
     expect(study.metadata.stopped?.reason).toMatch(/^the model server never became ready/);
-    expect(r.cluster.created.map((j) => j.metadata.name)).toEqual(['bench-bound-p128', 'bench-bound-p64']);
+    expect(r.cluster.created.map((j) => j.metadata.name).sort()).toEqual([
+      'bench-bound-p128',
+      'bench-bound-p16',
+      'bench-bound-p64',
+    ]);
     expect(readJson<StudyStatus>(join(r.dir, 'status.json')).state).toBe('failed');
   });
 
@@ -1043,7 +1079,7 @@ describe('rehearsal: study-level stops', () => {
     const r = rehearsal({ plan: { runs: plan.runs.slice(0, 3) }, options: { idleTimeoutMs: 10_000 } });
     for (const replica of replicas) replica.blankScrapes = 1_000;
     await expect(r.run()).rejects.toThrow(
-      /no replica exposes vLLM metrics: \/metrics of qwen3-0, qwen3-1 has no vllm: series\. To change: start vLLM without --disable-log-stats/,
+      /no replica exposes vLLM metrics: \/metrics of qwen3-0 has no vllm: series\. To change: start vLLM without --disable-log-stats/,
     );
     expect(r.cluster.created).toHaveLength(0);
     expect(readJson<StudyRecord>(join(r.study(), 'study.json')).metadata.stopped?.change).toMatch(
