@@ -1,5 +1,7 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadLabConfig } from '../config/load.ts';
+import { estimateStudy, formatEstimate } from '../study/duration.ts';
+import { studyPlan } from '../study/plan.ts';
 import {
   formatPlan,
   type PlanOverrides,
@@ -46,6 +48,12 @@ export function registerPlanCommand(program: Command): void {
     .action((options: PlanOverrides & { json?: boolean }) => {
       const { config } = loadLabConfig({ file: program.opts().config });
       const plan = planWorkload(planInput(config, options), planEngine(config));
-      process.stdout.write(options.json ? `${JSON.stringify(planJson(plan), null, 2)}\n` : formatPlan(plan));
+      // The study's duration and cost are for the configured study, not the what-if values.
+      const estimate = estimateStudy(config, studyPlan(config));
+      process.stdout.write(
+        options.json
+          ? `${JSON.stringify({ ...planJson(plan), estimate }, null, 2)}\n`
+          : `${formatPlan(plan)}\n${formatEstimate(estimate)}`,
+      );
     });
 }

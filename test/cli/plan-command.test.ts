@@ -12,6 +12,11 @@ describe('lab plan', () => {
       'Verdict: routing can matter: a perfect partition fits and random routing must evict.',
     );
     expect(run.stdout).toMatch(/^ {2}ideal-partition +\d/m);
+    // The configured study's duration and cost, per run group.
+    expect(run.stdout).toMatch(
+      /^Estimated study duration after the bootstrap: \d+\.\d min \(\d+\.\d min if every run were serial\), about \d+\.\d\d USD at 4\.6 USD\/h$/m,
+    );
+    expect(run.stdout).toMatch(/^ {2}arm {8}18 run\(s\)/m);
   });
 
   it('reads right for the failed first design, 8 x 512', () => {
@@ -27,6 +32,8 @@ describe('lab plan', () => {
     const json = JSON.parse(run.stdout);
     expect(json.kvCacheTokensPerReplica).toBe(100_000);
     expect(json.policies['ideal-partition'].perReplica).toHaveLength(3);
+    expect(json.estimate.runs).toHaveLength(27);
+    expect(json.estimate.totalSeconds).toBeGreaterThan(0);
   });
 
   it('names the option, the bad value and what is allowed', () => {
