@@ -200,8 +200,16 @@ const RouterSchema = z
       .string()
       .regex(/^\d+\.\d+\.\d+$/, 'must be an exact PyPI version like 0.1.15')
       .default('0.1.15')
-      .describe('vllm-router version installed from PyPI at container start'),
-    image: pinnedImage('Base image the router is pip-installed into').default('python:3.12-slim'),
+      .describe(
+        'vllm-router version installed at container start (offline from the host wheelhouse, else from PyPI)',
+      ),
+    image: pinnedImage(
+      'Base image the router is pip-installed into; the wheelhouse the bootstrap stages must match its Python',
+    ).default(
+      // The `python:3.12-slim` index (Python 3.12.13, Debian trixie) as docker-library/repo-info
+      // records it (repos/python/remote/3.12-slim.md at 2986dca3a80cb11b70fc4599941096374ea9e509).
+      'python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36',
+    ),
     variants: z
       .array(RouterVariantSchema)
       .min(1)
