@@ -108,7 +108,12 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
       ),
   ).action(async (opts: StackOptions) => {
     const { config } = loadLabConfig({ file: program.opts().config });
-    await withContext('lab status', opts, (ctx) => showStatus(ctx, runnerJob(config)));
+    await withContext('lab status', opts, (ctx) =>
+      showStatus(ctx, runnerJob(config), {
+        pricePerHourUsd: config.instance.pricePerHourUsd,
+        maxLifetimeHours: config.instance.maxLifetimeHours,
+      }),
+    );
   });
 
   stackOption(

@@ -17,7 +17,14 @@ import {
 } from './host-scripts.ts';
 import { commandFailed, runOnHost } from './run-command.ts';
 import { formatStudyStatus, parseStudyStatus } from './status-format.ts';
-import { describeTestbed, instanceState, notRunningReason, type Testbed } from './testbed.ts';
+import { type HostClock, studyClockLines } from './study-clock.ts';
+import {
+  describeInstance,
+  describeTestbed,
+  instanceState,
+  notRunningReason,
+  type Testbed,
+} from './testbed.ts';
 
 /** Limits of the scripts on the host, in seconds. */
 export const HOST_TIMEOUTS = { start: 300, status: 60, sync: 600 } as const;
@@ -98,9 +105,13 @@ export async function startStudy(
  * `lab status`: status.json from the host through SSM, or - when the instance is gone - the last
  * copy the host synced to the results bucket.
  */
-export async function showStatus(ctx: ControlContext, job: RunnerJob): Promise<void> {
+export async function showStatus(
+  ctx: ControlContext,
+  job: RunnerJob,
+  price: Omit<HostClock, 'launchedAt'> = { pricePerHourUsd: 0, maxLifetimeHours: 0 },
+): Promise<void> {
   const testbed = await describeTestbed(ctx);
-  const state = await instanceState(ctx, testbed.instanceId);
+  const { state, launchedAt } = await describeInstance(ctx, testbed.instanceId);
   if (state !== 'running') {
     await showSyncedStatus(ctx, testbed, notRunningReason(testbed.instanceId, state));
     return;
@@ -124,6 +135,8 @@ export async function showStatus(ctx: ControlContext, job: RunnerJob): Promise<v
     `study on ${testbed.instanceId} (stack ${testbed.stackName}), runner job: ${report.job ?? 'unknown'}`,
   );
   for (const line of formatStudyStatus(status, ctx.now())) ctx.write(line);
+  const host = price.pricePerHourUsd > 0 ? { ...price, ...(launchedAt ? { launchedAt } : {}) } : { ...price };
+  for (const line of studyClockLines(status, host, ctx.now())) ctx.write(line);
   const stale = staleWarning(status, report.job);
   if (stale) ctx.write(stale);
 }
@@ -158,6 +171,9 @@ async function showSyncedStatus(ctx: ControlContext, testbed: Testbed, why: stri
     `This is the last synced copy: s3://${testbed.bucket}/${key}, uploaded ${synced ? synced.toISOString() : 'at an unknown time'}.`,
   );
   for (const line of formatStudyStatus(status, ctx.now())) ctx.write(line);
+  // The instance is gone: no cost or shutdown to tell, but which study and which runs failed.
+  for (const line of studyClockLines(status, { pricePerHourUsd: 0, maxLifetimeHours: 0 }, ctx.now()))
+    ctx.write(line);
 }
 
 /**

@@ -441,6 +441,41 @@ describe('lab status', () => {
     );
   });
 
+  it('adds the study id, the invalid runs, the cost so far and the shutdown time', async () => {
+    deployed();
+    ec2.on(DescribeInstancesCommand, { InstanceIds: [INSTANCE] }).resolves({
+      Reservations: [
+        {
+          Instances: [
+            {
+              InstanceId: INSTANCE,
+              State: { Name: 'running' },
+              LaunchTime: new Date(NOW.getTime() - 3_600_000),
+            },
+          ],
+        },
+      ],
+    });
+    const status = {
+      ...STATUS,
+      studyId: '20251014-090000-3f2a9c1e',
+      studyStartedAt: '2025-10-14T09:00:00.000Z',
+      invalidRunIds: ['bound-p64'],
+    };
+    hostAnswers(`runner job: active\n${statusBlock(status)}`);
+    const run = await lab('status', '--stack', STACK);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stdout.split('\n');
+    expect(lines).toContain(
+      'study:     20251014-090000-3f2a9c1e, started 2025-10-14T09:00:00.000Z (results in studies/20251014-090000-3f2a9c1e/)',
+    );
+    expect(lines).toContain('invalid:   bound-p64');
+    expect(lines).toContain('cost:      about 4.60 USD so far (instance up 1h00m00s at 4.6 USD/h)');
+    expect(lines).toContain(
+      `shutdown:  ${new Date(NOW.getTime() + 7 * 3_600_000).toISOString()} at the latest (instance.maxLifetimeHours 8), in 7h00m00s`,
+    );
+  });
+
   it('a running status whose Job failed is flagged stale', async () => {
     deployed();
     hostAnswers(`runner job: failed\n${statusBlock(STATUS)}`);
