@@ -49,10 +49,11 @@ export const DEFAULT_RUN_OVERHEADS: RunOverheads = {
 
 /**
  * ShareGPT's shape for the simulator, which has no ShareGPT dataset: unique prompts of the mean
- * lengths vLLM's own serving benchmark reports for 1,000 ShareGPT V3 prompts (215,196 input and
- * 198,343 output tokens, with `--ignore-eos` every output runs to the dataset's length).
+ * lengths `vllm bench serve` reported for 1,000 ShareGPT prompts in vllm-project/vllm pull
+ * request #18566 (229,711 input and 203,068 generated tokens, Llama 3.1 tokenizer). With
+ * `--ignore-eos` every output runs to the dataset's length, so the real mean is at least that.
  */
-export const SHAREGPT_MEAN_TOKENS = { input: 215, output: 198 } as const;
+export const SHAREGPT_MEAN_TOKENS = { input: 230, output: 203 } as const;
 
 /** One run's estimate. */
 export interface RunEstimate {

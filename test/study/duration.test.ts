@@ -86,8 +86,8 @@ describe('what the simulator runs for each run', () => {
     });
     expect(runSimulation(config, findRun(plan, 'arm-kube-proxy-sharegpt'), arms).input).toMatchObject({
       prefixes: 1024,
-      prefixLen: 215,
-      outputLen: 198,
+      prefixLen: 230,
+      outputLen: 203,
     });
     expect(runSimulation(config, findRun(plan, 'sweep-c4-kube-proxy'), arms).input.concurrency).toBe(4);
   });
