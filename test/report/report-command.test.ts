@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -39,6 +39,19 @@ describe('lab report', () => {
     expect(existsSync(join(out, 'report.md'))).toBe(true);
     expect(existsSync(join(out, 'report.html'))).toBe(true);
     expect(existsSync(join(dir, 'report.md'))).toBe(false);
+  });
+
+  it('in a downloaded results folder reads the latest study of studies/', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lab-report-studies-'));
+    for (const id of ['20251013-090000-aaaaaaaa', '20251014-090000-bbbbbbbb']) {
+      await mkdir(join(dir, 'studies', id), { recursive: true });
+      await writeFile(join(dir, 'studies', id, 'study.json'), JSON.stringify(fixtureStudy()));
+    }
+    await mkdir(join(dir, 'studies', '20251015-090000-cccccccc'), { recursive: true });
+    const run = runLabCli(['report', dir]);
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toContain(`read ${join(dir, 'studies', '20251014-090000-bbbbbbbb', 'study.json')}`);
+    expect(existsSync(join(dir, 'report.md'))).toBe(true);
   });
 
   it('fails clearly when study.json is missing', async () => {
