@@ -3,11 +3,40 @@ import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import type { LabConfig, RouterVariant } from '../lib/config/schema.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
-import { ROUTER_PORT, replicaUrls, routerName } from '../lib/study/topology.ts';
+import { MODEL_CACHE_HOST_PATH, ROUTER_PORT, replicaUrls, routerName } from '../lib/study/topology.ts';
 import { COMPONENT_LABEL, containerResources, port, rootContainerSecurity } from './common.ts';
 
 /** Prometheus port of vllm-router (its default; only the host is overridden). */
 export const ROUTER_METRICS_PORT = 29000;
+
+/** Where the router container sees the host cache's wheelhouse of its pinned version. */
+export const ROUTER_WHEELHOUSE_MOUNT = '/wheels';
+
+/**
+ * The host folder with the pinned vllm-router wheel and every dependency's wheel, for the
+ * router container's Python (the base image's). The bootstrap stages it once per host
+ * (`pip download --only-binary=:all:`), so a router restart installs offline in seconds instead
+ * of resolving and downloading from PyPI each time (issue 11).
+ */
+export function routerWheelhouse(version: string): string {
+  return `${MODEL_CACHE_HOST_PATH}/wheels/vllm-router-${version}`;
+}
+
+/**
+ * The router's start: install the pinned version offline from the wheelhouse (`--no-index`)
+ * when the host cache has its wheel, else from PyPI, saying so; then exec the router. The
+ * wheel's file name starts with the normalized project name (`vllm_router-<version>-`).
+ */
+export function routerStartScript(version: string, argv: readonly string[]): string {
+  const hostPath = routerWheelhouse(version);
+  const install = [
+    `if ls ${ROUTER_WHEELHOUSE_MOUNT}/vllm_router-${version}-*.whl >/dev/null 2>&1; then`,
+    `pip install --no-cache-dir --no-index --find-links ${ROUTER_WHEELHOUSE_MOUNT} vllm-router==${version};`,
+    `else echo "no vllm-router ${version} wheel in ${hostPath}: installing from PyPI" >&2;`,
+    `pip install --no-cache-dir vllm-router==${version}; fi`,
+  ].join(' ');
+  return `${install} && exec vllm-router ${argv.map(shellWord).join(' ')}`;
+}
 
 export interface RouterArmProps {
   /** Deployment and Service name (`vllm-router-<variant>`). */
@@ -76,10 +105,7 @@ export class RouterArm extends Construct {
     }
     this.name = props.name;
     const selector = { app: props.name };
-    const script = [
-      `pip install --no-cache-dir vllm-router==${props.version}`,
-      `exec vllm-router ${routerArgs(props).map(shellWord).join(' ')}`,
-    ].join(' && ');
+    const script = routerStartScript(props.version, routerArgs(props));
 
     new k8s.KubeDeployment(this, 'deployment', {
       metadata: { name: props.name, labels: { [COMPONENT_LABEL]: 'router' } },
@@ -96,6 +122,7 @@ export class RouterArm extends Construct {
                 name: 'router',
                 image: props.image,
                 command: ['sh', '-c', script],
+                volumeMounts: [{ name: 'wheelhouse', mountPath: ROUTER_WHEELHOUSE_MOUNT, readOnly: true }],
                 ports: [
                   { name: 'http', containerPort: ROUTER_PORT },
                   { name: 'metrics', containerPort: ROUTER_METRICS_PORT },
@@ -108,7 +135,8 @@ export class RouterArm extends Construct {
                   periodSeconds: 5,
                   failureThreshold: 3,
                 },
-                // pip install runs before the router listens: give start-up five minutes.
+                // The install runs before the router listens (from PyPI when the wheelhouse is
+                // empty): give start-up five minutes.
                 startupProbe: {
                   httpGet: { path: '/liveness', port: port(ROUTER_PORT) },
                   periodSeconds: 5,
@@ -119,6 +147,13 @@ export class RouterArm extends Construct {
                   periodSeconds: 10,
                   failureThreshold: 3,
                 },
+              },
+            ],
+            volumes: [
+              {
+                name: 'wheelhouse',
+                // Created empty when the bootstrap staged nothing: the start script then says so.
+                hostPath: { path: routerWheelhouse(props.version), type: 'DirectoryOrCreate' },
               },
             ],
           },

@@ -44,8 +44,16 @@ export function registerPlanCommand(program: Command): void {
     .action(async (options: PlanOverrides & { json?: boolean }) => {
       const { loadLabConfig } = await import('../config/load.ts');
       const { formatPlan, planJson, planStudy } = await import('../study/planner.ts');
+      const { estimateStudy, formatEstimate } = await import('../study/duration.ts');
+      const { studyPlan } = await import('../study/plan.ts');
       const { config } = loadLabConfig({ file: program.opts().config });
       const plan = planStudy(config, options);
-      process.stdout.write(options.json ? `${JSON.stringify(planJson(plan), null, 2)}\n` : formatPlan(plan));
+      // The study's duration and cost are for the configured study, not the what-if values.
+      const estimate = estimateStudy(config, studyPlan(config));
+      process.stdout.write(
+        options.json
+          ? `${JSON.stringify({ ...planJson(plan), estimate }, null, 2)}\n`
+          : `${formatPlan(plan)}\n${formatEstimate(estimate)}`,
+      );
     });
 }

@@ -77,14 +77,15 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
     program
       .command('run')
       .description(
-        'start the study on the testbed, or resume it: a finished or failed runner is started again and skips every run that already has a valid record',
-      ),
-  ).action(async (opts: StackOptions) => {
+        'start the study on the testbed, or resume it: a finished or failed runner is started again and resumes the latest unfinished study of this configuration, skipping every run that already has a valid record',
+      )
+      .option('--new', 'start a fresh study (a new study id and results folder) instead of resuming one'),
+  ).action(async (opts: StackOptions & { new?: boolean }) => {
     const config = await loadProgramConfig(program);
     const { runnerJob } = await import('../control/host-scripts.ts');
     const { startStudy } = await import('../control/study-control.ts');
     await withContext('lab run', opts.stack ?? config.stackName, opts.region, (ctx) =>
-      startStudy(ctx, runnerJob(config)),
+      startStudy(ctx, runnerJob(config), { fresh: opts.new === true }),
     );
   });
 
@@ -99,7 +100,10 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
     const { runnerJob } = await import('../control/host-scripts.ts');
     const { showStatus } = await import('../control/study-control.ts');
     await withContext('lab status', opts.stack ?? config.stackName, opts.region, (ctx) =>
-      showStatus(ctx, runnerJob(config)),
+      showStatus(ctx, runnerJob(config), {
+        pricePerHourUsd: config.instance.pricePerHourUsd,
+        maxLifetimeHours: config.instance.maxLifetimeHours,
+      }),
     );
   });
 

@@ -191,6 +191,16 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
       );
     }
   }
+
+  const retry = config.runner?.retry;
+  if (retry && typeof retry.initialDelaySeconds === 'number' && typeof retry.maxDelaySeconds === 'number') {
+    if (retry.maxDelaySeconds < retry.initialDelaySeconds) {
+      fail(
+        ['runner', 'retry', 'maxDelaySeconds'],
+        `is ${retry.maxDelaySeconds} s, below runner.retry.initialDelaySeconds (${retry.initialDelaySeconds} s); allowed: at least the initial delay`,
+      );
+    }
+  }
 }
 
 /** The resource budget, or undefined when another invalid setting keeps the study from being planned. */

@@ -118,8 +118,16 @@ const RouterSchema = z
       .string()
       .regex(/^\d+\.\d+\.\d+$/, 'must be an exact PyPI version like 0.1.15')
       .default('0.1.15')
-      .describe('vllm-router version installed from PyPI at container start'),
-    image: pinnedImage('Base image the router is pip-installed into').default('python:3.12-slim'),
+      .describe(
+        'vllm-router version installed at container start (offline from the host wheelhouse, else from PyPI)',
+      ),
+    image: pinnedImage(
+      'Base image the router is pip-installed into; the wheelhouse the bootstrap stages must match its Python',
+    ).default(
+      // The `python:3.12-slim` index (Python 3.12.13, Debian trixie) as docker-library/repo-info
+      // records it (repos/python/remote/3.12-slim.md at 2986dca3a80cb11b70fc4599941096374ea9e509).
+      'python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36',
+    ),
     variants: z
       .array(RouterVariantSchema)
       .min(1)
@@ -260,6 +268,37 @@ const RunnerSchema = z
       .boolean()
       .default(false)
       .describe('Upload the results and terminate the instance when the study has finished'),
+    readyTimeoutMinutes: z
+      .number()
+      .positive()
+      .max(120)
+      .default(10)
+      .describe(
+        'Before each run, how long the replicas may take to serve again and the front end to be available (a restart, an outage); replicas still down then stop the study',
+      ),
+    retry: z
+      .strictObject({
+        attempts: z
+          .number()
+          .int()
+          .min(1)
+          .max(20)
+          .default(5)
+          .describe('Tries of a Kubernetes or replica call on 429, 5xx or a connection error (1: no retry)'),
+        initialDelaySeconds: z
+          .number()
+          .positive()
+          .max(60)
+          .default(1)
+          .describe('Delay before the first retry; each later one doubles'),
+        maxDelaySeconds: z
+          .number()
+          .positive()
+          .max(600)
+          .default(30)
+          .describe('Longest delay between two tries'),
+      })
+      .prefault({}),
   })
   .prefault({});
 

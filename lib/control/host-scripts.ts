@@ -1,7 +1,7 @@
 import { KUBECONFIG_PATH, READY_MARKER, RESULTS_SYNC_SCRIPT } from '../aws/bootstrap/bootstrap.ts';
 import { BOOTSTRAP_LOG, MANIFESTS_DIR, shellQuote } from '../aws/bootstrap/shell.ts';
 import type { LabConfig } from '../config/schema.ts';
-import { STATUS_FILE } from '../runner/layout.ts';
+import { NEW_STUDY_REQUEST_FILE, STATUS_FILE } from '../runner/layout.ts';
 import {
   RESULTS_HOST_PATH,
   RUNNER_ON_DEMAND_DIR,
@@ -126,7 +126,15 @@ export function printStatusFunction(): string[] {
  * is deleted and created again from the synthesized manifest; the runner skips every run that
  * already has a valid record, so this resumes an interrupted study.
  */
-export function renderStartStudy(job: RunnerJob): string[] {
+export function renderStartStudy(job: RunnerJob, start: { readonly fresh?: boolean } = {}): string[] {
+  // `lab run --new`: the runner starts a fresh study (and removes the request) instead of
+  // resuming the latest unfinished one (lib/runner/study-id.ts).
+  const freshRequest = start.fresh
+    ? [
+        `  date -u +%FT%TZ > ${shellQuote(`${RESULTS_HOST_PATH}/${NEW_STUDY_REQUEST_FILE}`)}`,
+        '  echo "lab run --new: the runner starts a fresh study; earlier studies stay as they are"',
+      ]
+    : [];
   return [
     ...preamble('Starts or resumes the lab study'),
     ...jobSettings(job),
@@ -144,7 +152,13 @@ export function renderStartStudy(job: RunnerJob): string[] {
     `echo "${JOB_LINE_PREFIX}$state"`,
     'if [ "$state" = active ]; then',
     '  echo "the study runner Job $NAMESPACE/$JOB is running: nothing to start (a resumed study skips the runs that already have a valid record)"',
+    ...(start.fresh
+      ? [
+          '  echo "lab run --new: not applied while a runner is at work; run it again once the runner has ended"',
+        ]
+      : []),
     'else',
+    ...freshRequest,
     "  manifest=''",
     `  for candidate in "\${RUNNER_MANIFESTS[@]}"; do`,
     '    if [ -f "$candidate" ]; then',

@@ -17,7 +17,14 @@ import {
 } from './host-scripts.ts';
 import { commandFailed, runOnHost } from './run-command.ts';
 import { formatStudyStatus, parseStudyStatus } from './status-format.ts';
-import { describeTestbed, instanceState, notRunningReason, type Testbed } from './testbed.ts';
+import { type HostClock, studyClockLines } from './study-clock.ts';
+import {
+  describeInstance,
+  describeTestbed,
+  instanceState,
+  notRunningReason,
+  type Testbed,
+} from './testbed.ts';
 
 /** Limits of the scripts on the host, in seconds. */
 export const HOST_TIMEOUTS = { start: 300, status: 60, sync: 600 } as const;
@@ -57,12 +64,16 @@ function staleWarning(status: StudyStatus, job: RunnerJobState | undefined): str
  * `lab run`: starts the study runner on the testbed, or says that it is already running (resume
  * is automatic: the runner skips the runs that already have a valid record).
  */
-export async function startStudy(ctx: ControlContext, job: RunnerJob): Promise<void> {
+export async function startStudy(
+  ctx: ControlContext,
+  job: RunnerJob,
+  start: { readonly fresh?: boolean } = {},
+): Promise<void> {
   const testbed = await runningTestbed(ctx);
   ctx.write(`stack ${testbed.stackName}: instance ${testbed.instanceId} in ${ctx.region}`);
   const result = await runOnHost(ctx, testbed.instanceId, {
     comment: `lab run: start the study of ${testbed.stackName}`,
-    lines: renderStartStudy(job),
+    lines: renderStartStudy(job, start),
     timeoutSeconds: HOST_TIMEOUTS.start,
   });
   if (result.status !== 'Success') {
@@ -94,9 +105,13 @@ export async function startStudy(ctx: ControlContext, job: RunnerJob): Promise<v
  * `lab status`: status.json from the host through SSM, or - when the instance is gone - the last
  * copy the host synced to the results bucket.
  */
-export async function showStatus(ctx: ControlContext, job: RunnerJob): Promise<void> {
+export async function showStatus(
+  ctx: ControlContext,
+  job: RunnerJob,
+  price: Omit<HostClock, 'launchedAt'> = { pricePerHourUsd: 0, maxLifetimeHours: 0 },
+): Promise<void> {
   const testbed = await describeTestbed(ctx);
-  const state = await instanceState(ctx, testbed.instanceId);
+  const { state, launchedAt } = await describeInstance(ctx, testbed.instanceId);
   if (state !== 'running') {
     await showSyncedStatus(ctx, testbed, notRunningReason(testbed.instanceId, state));
     return;
@@ -120,6 +135,8 @@ export async function showStatus(ctx: ControlContext, job: RunnerJob): Promise<v
     `study on ${testbed.instanceId} (stack ${testbed.stackName}), runner job: ${report.job ?? 'unknown'}`,
   );
   for (const line of formatStudyStatus(status, ctx.now())) ctx.write(line);
+  const host = price.pricePerHourUsd > 0 ? { ...price, ...(launchedAt ? { launchedAt } : {}) } : { ...price };
+  for (const line of studyClockLines(status, host, ctx.now())) ctx.write(line);
   const stale = staleWarning(status, report.job);
   if (stale) ctx.write(stale);
 }
@@ -154,6 +171,9 @@ async function showSyncedStatus(ctx: ControlContext, testbed: Testbed, why: stri
     `This is the last synced copy: s3://${testbed.bucket}/${key}, uploaded ${synced ? synced.toISOString() : 'at an unknown time'}.`,
   );
   for (const line of formatStudyStatus(status, ctx.now())) ctx.write(line);
+  // The instance is gone: no cost or shutdown to tell, but which study and which runs failed.
+  for (const line of studyClockLines(status, { pricePerHourUsd: 0, maxLifetimeHours: 0 }, ctx.now()))
+    ctx.write(line);
 }
 
 /**

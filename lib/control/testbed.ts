@@ -56,13 +56,24 @@ export async function describeTestbed(ctx: ControlContext): Promise<Testbed> {
 
 /** The EC2 state of the instance: `running`, `pending`, `stopped`, `terminated`, ... or `gone`. */
 export async function instanceState(ctx: ControlContext, instanceId: string): Promise<string> {
+  return (await describeInstance(ctx, instanceId)).state;
+}
+
+/** The instance's state (`gone` when EC2 no longer knows it) and its launch time. */
+export async function describeInstance(
+  ctx: ControlContext,
+  instanceId: string,
+): Promise<{ state: string; launchedAt?: Date }> {
   try {
     const response = await ctx.clients.ec2.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
     const instance = response.Reservations?.flatMap((r) => r.Instances ?? [])[0];
-    return instance?.State?.Name ?? 'gone';
+    return {
+      state: instance?.State?.Name ?? 'gone',
+      ...(instance?.LaunchTime ? { launchedAt: instance.LaunchTime } : {}),
+    };
   } catch (error) {
     // Terminated instances drop out of DescribeInstances after a while.
-    if (isInstanceGone(error)) return 'gone';
+    if (isInstanceGone(error)) return { state: 'gone' };
     throw ctx.errors.explainAwsError(error, 'ec2:DescribeInstances', ctx);
   }
 }

@@ -1,3 +1,4 @@
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { studyBanner, studyCompleteness } from './banner.ts';
@@ -46,11 +47,28 @@ async function writeOut(path: string, action: () => Promise<unknown>): Promise<v
 }
 
 /**
- * Reads `<resultsDir>/study.json` and writes `report.md` and `report.html` into `outDir` (default:
+ * The study JSON of a results folder: `<dir>/study.json`, or in a downloaded results folder,
+ * where every study has its own folder (`studies/<id>/`, lib/runner/layout.ts), the latest
+ * study's (ids start with the study's start time, so the last in order is the latest).
+ */
+export function studyFileOf(resultsDir: string): string {
+  const direct = resolve(resultsDir, STUDY_FILE);
+  if (existsSync(direct)) return direct;
+  const studies = resolve(resultsDir, 'studies');
+  const ids = existsSync(studies)
+    ? readdirSync(studies)
+        .filter((id) => /^\d{8}-\d{6}-[0-9a-f]{8}$/.test(id) && existsSync(join(studies, id, STUDY_FILE)))
+        .sort()
+    : [];
+  return ids.length > 0 ? join(studies, ids[ids.length - 1], STUDY_FILE) : direct;
+}
+
+/**
+ * Reads the study JSON of a results folder (`studyFileOf`) and writes `report.md` and `report.html` into `outDir` (default:
  * the results folder). The study JSON is only read, never rewritten.
  */
 export async function writeReport(resultsDir: string, outDir: string = resultsDir): Promise<WrittenReport> {
-  const study = resolve(resultsDir, STUDY_FILE);
+  const study = studyFileOf(resultsDir);
   const record = await loadStudy(study);
   const tables = reportTables(record);
   const banner = studyBanner(studyCompleteness(record));

@@ -1,16 +1,22 @@
-import { appendFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
 import {
+  attemptDir,
   clientLogPath,
   clientResultPath,
+  NEW_STUDY_REQUEST_FILE,
   RUNNER_LOG_FILE,
+  RUNS_DIR,
   runRecordPath,
   STATUS_FILE,
+  STUDIES_DIR,
   STUDY_FILE,
+  studyDir,
 } from './layout.ts';
-import type { ResultStore } from './ports.ts';
+import type { ClientFiles, ResultStore, StudyFiles } from './ports.ts';
 import type { StudyStatus } from './status.ts';
+import { isStudyId, type StoredStudy } from './study-id.ts';
 
 /**
  * The results folder on the node, mounted into the runner pod (layout.ts). JSON is written to a
@@ -21,62 +27,145 @@ export class FileResultStore implements ResultStore {
   constructor(private readonly root: string) {}
 
   async readClientResult(benchmarkId: string, resultFile: string): Promise<string | undefined> {
-    return this.readOptional(clientResultPath(benchmarkId, resultFile));
+    return readOptional(join(this.root, clientResultPath(benchmarkId, resultFile)));
   }
 
   async removeClientResult(benchmarkId: string, resultFile: string): Promise<void> {
     await rm(join(this.root, clientResultPath(benchmarkId, resultFile)), { force: true });
   }
 
-  async writeClientLog(benchmarkId: string, log: string): Promise<void> {
-    await this.writeAtomic(clientLogPath(benchmarkId), log);
+  async writeStatus(status: StudyStatus): Promise<void> {
+    await writeAtomic(join(this.root, STATUS_FILE), `${JSON.stringify(status, null, 2)}\n`);
   }
 
+  async readHostFile(name: string): Promise<string | undefined> {
+    return readOptional(join(this.root, name));
+  }
+
+  async listStudies(): Promise<{ studies: StoredStudy[]; unreadable: string[] }> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.root, STUDIES_DIR));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { studies: [], unreadable: [] };
+      throw error;
+    }
+    const studies: StoredStudy[] = [];
+    const unreadable: string[] = [];
+    for (const id of names.filter(isStudyId).sort()) {
+      try {
+        const study = await this.study(id).readStudy();
+        if (study) studies.push({ id, metadata: study.metadata });
+        else unreadable.push(`${studyDir(id)}: no ${STUDY_FILE}`);
+      } catch (error) {
+        unreadable.push(`${studyDir(id)}: ${(error as Error).message}`);
+      }
+    }
+    return { studies, unreadable };
+  }
+
+  async takeNewStudyRequest(): Promise<boolean> {
+    const path = join(this.root, NEW_STUDY_REQUEST_FILE);
+    if ((await readOptional(path)) === undefined) return false;
+    await rm(path, { force: true });
+    return true;
+  }
+
+  study(studyId: string): StudyFiles {
+    if (!isStudyId(studyId)) throw new Error(`"${studyId}" is not a study id (yyyymmdd-hhmmss-<8 hex>)`);
+    return new FileStudyFiles(join(this.root, studyDir(studyId)));
+  }
+}
+
+class FileStudyFiles implements StudyFiles {
+  constructor(private readonly dir: string) {}
+
   async readStudy(): Promise<StudyRecord | undefined> {
-    const text = await this.readOptional(STUDY_FILE);
+    const path = join(this.dir, STUDY_FILE);
+    const text = await readOptional(path);
     if (text === undefined) return undefined;
     try {
       return JSON.parse(text) as StudyRecord;
     } catch (error) {
-      throw new Error(`${join(this.root, STUDY_FILE)} is not valid JSON: ${(error as Error).message}`);
+      throw new Error(`${path} is not valid JSON: ${(error as Error).message}`);
     }
   }
 
   async writeStudy(study: StudyRecord): Promise<void> {
-    await this.writeAtomic(STUDY_FILE, `${JSON.stringify(study, null, 2)}\n`);
+    await writeAtomic(join(this.dir, STUDY_FILE), `${JSON.stringify(study, null, 2)}\n`);
   }
 
   async writeRun(record: RunRecord): Promise<void> {
-    await this.writeAtomic(runRecordPath(record.id), `${JSON.stringify(record, null, 2)}\n`);
+    await writeAtomic(join(this.dir, runRecordPath(record.id)), `${JSON.stringify(record, null, 2)}\n`);
   }
 
-  async writeStatus(status: StudyStatus): Promise<void> {
-    await this.writeAtomic(STATUS_FILE, `${JSON.stringify(status, null, 2)}\n`);
+  async saveClientResult(benchmarkId: string, resultFile: string, text: string): Promise<void> {
+    await writeAtomic(join(this.dir, clientResultPath(benchmarkId, resultFile)), text);
+  }
+
+  async writeClientLog(benchmarkId: string, log: string): Promise<void> {
+    await writeAtomic(join(this.dir, clientLogPath(benchmarkId)), log);
+  }
+
+  async readRuns(): Promise<{ runs: RunRecord[]; unreadable: string[] }> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.dir, RUNS_DIR));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
+      throw error;
+    }
+    const runs: RunRecord[] = [];
+    const unreadable: string[] = [];
+    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+      const path = join(this.dir, RUNS_DIR, name);
+      try {
+        runs.push(JSON.parse(await readFile(path, 'utf8')) as RunRecord);
+      } catch (error) {
+        unreadable.push(`${path}: ${(error as Error).message}`);
+      }
+    }
+    return { runs, unreadable };
+  }
+
+  async archiveAttempt(runId: string, label: string, clients: readonly ClientFiles[]): Promise<number> {
+    const target = join(this.dir, attemptDir(runId, label));
+    let moved = 0;
+    for (const { benchmarkId, resultFile } of clients) {
+      for (const relative of [clientResultPath(benchmarkId, resultFile), clientLogPath(benchmarkId)]) {
+        const from = join(this.dir, relative);
+        // A client that never wrote its file leaves nothing to keep.
+        if ((await readOptional(from)) === undefined) continue;
+        const to = join(target, relative);
+        await mkdir(dirname(to), { recursive: true });
+        await rename(from, to);
+        moved++;
+      }
+    }
+    return moved;
   }
 
   async appendLog(line: string): Promise<void> {
-    await mkdir(this.root, { recursive: true });
-    await appendFile(join(this.root, RUNNER_LOG_FILE), `${line}\n`);
+    await mkdir(this.dir, { recursive: true });
+    await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
   }
+}
 
-  async readHostFile(name: string): Promise<string | undefined> {
-    return this.readOptional(name);
+async function readOptional(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
   }
+}
 
-  private async readOptional(relative: string): Promise<string | undefined> {
-    try {
-      return await readFile(join(this.root, relative), 'utf8');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
-  }
+let writes = 0;
 
-  private async writeAtomic(relative: string, text: string): Promise<void> {
-    const path = join(this.root, relative);
-    await mkdir(dirname(path), { recursive: true });
-    const temporary = `${path}.tmp-${process.pid}`;
-    await writeFile(temporary, text);
-    await rename(temporary, path);
-  }
+async function writeAtomic(path: string, text: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  // Unique per write: the runs of a wave write the same files at once.
+  const temporary = `${path}.tmp-${process.pid}-${++writes}`;
+  await writeFile(temporary, text);
+  await rename(temporary, path);
 }

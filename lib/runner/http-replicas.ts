@@ -1,4 +1,5 @@
 import type { Replicas } from './ports.ts';
+import { HttpStatusError } from './retry.ts';
 
 /**
  * The replicas' HTTP side with Node's fetch. Every call has a timeout, so a hung replica fails
@@ -16,7 +17,8 @@ export class HttpReplicas implements Replicas {
   async metrics(baseUrl: string): Promise<string> {
     const response = await this.call(baseUrl, '/metrics', 'GET');
     const text = await response.text();
-    if (response.status !== 200) throw new Error(`GET ${baseUrl}/metrics answered HTTP ${response.status}`);
+    if (response.status !== 200)
+      throw new HttpStatusError(`GET ${baseUrl}/metrics answered HTTP ${response.status}`, response.status);
     return text;
   }
 
@@ -32,7 +34,11 @@ export class HttpReplicas implements Replicas {
       return await fetch(url, { method, signal: AbortSignal.timeout(this.timeoutMs) });
     } catch (error) {
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      throw new Error(`${method} ${url}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+      // Keep the code on the error, so the retry can tell a refused connection from a wrong request.
+      throw Object.assign(
+        new Error(`${method} ${url}: ${cause?.code ?? cause?.message ?? (error as Error).message}`),
+        { code: cause?.code, name: (error as Error).name },
+      );
     }
   }
 }

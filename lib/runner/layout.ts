@@ -1,14 +1,22 @@
 /**
  * The results folder the runner writes (host path `/var/lib/lab/results`, mounted at
- * `/results` in the runner pod). The report and the laptop CLI read the same names.
+ * `/results` in the runner pod; the host syncs it to `s3://<bucket>/<stack>/`). The report and
+ * the laptop CLI read the same names. Every study has its own folder, so a new study never
+ * overwrites an earlier one, here or in S3.
  *
  * ```
- * study.json                       StudyRecord: metadata + every recorded run, in plan order
- * status.json                      StudyStatus: progress, rewritten on every step
- * runner.log                       every progress line, appended
- * runs/<run-id>.json               RunRecord of one run (the same object as in study.json)
- * <benchmark-id>/<benchmark-id>.json   the client's saved JSON (written by its Job)
- * <benchmark-id>/<benchmark-id>.log    the client pod's log (saved by the runner)
+ * status.json                      StudyStatus of the runner at work (names its study), rewritten on every step
+ * new-study.request                left by `lab run --new`; the runner starts a fresh study and removes it
+ * studies/<study-id>/              one study (study-id.ts):
+ *   study.json                     StudyRecord: metadata + every recorded run, in plan order
+ *   runner.log                     every progress line, appended
+ *   runs/<run-id>.json             RunRecord of one run (the same object as in study.json)
+ *   <benchmark-id>/<benchmark-id>.json   the client's saved JSON (copied from the Job's output)
+ *   <benchmark-id>/<benchmark-id>.log    the client pod's log (saved by the runner)
+ *   attempts/<run-id>/<n>/...      the client files of an earlier, invalid attempt of a run
+ *   attempts/<run-id>/unrecorded-<n>/...  client files of an attempt that no record names (runner killed)
+ * <benchmark-id>/<benchmark-id>.json   where a client's Job writes (its scratch output; the runner
+ *                                  copies it into the study folder and removes it)
  * host/gpu-uuids.json             left by the host's bootstrap: { "<replica pod>": "GPU-<uuid>" }
  * host/nvidia-smi-topo.txt         left by the host's bootstrap: `nvidia-smi topo -m`
  * host/host.json                   optional: { instanceType, availabilityZone, k3sVersion }
@@ -20,6 +28,22 @@ export const STUDY_FILE = 'study.json';
 export const STATUS_FILE = 'status.json';
 export const RUNNER_LOG_FILE = 'runner.log';
 export const RUNS_DIR = 'runs';
+/** Holds one folder per study. */
+export const STUDIES_DIR = 'studies';
+/** Earlier attempts' client files, inside a study folder. */
+export const ATTEMPTS_DIR = 'attempts';
+/** `lab run --new` leaves this file; the runner then starts a fresh study and removes it. */
+export const NEW_STUDY_REQUEST_FILE = 'new-study.request';
+
+/** A study's folder, relative to the results folder. */
+export function studyDir(studyId: string): string {
+  return `${STUDIES_DIR}/${studyId}`;
+}
+
+/** Where an earlier attempt's client files are kept, relative to the study folder. */
+export function attemptDir(runId: string, label: string): string {
+  return `${ATTEMPTS_DIR}/${runId}/${label}`;
+}
 
 /** `{ "qwen3-0": "GPU-<uuid>", ... }`: the bootstrap runs `nvidia-smi -L` in each replica pod. */
 export const GPU_UUIDS_FILE = 'host/gpu-uuids.json';

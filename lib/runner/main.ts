@@ -49,7 +49,15 @@ async function main(): Promise<void> {
     },
     config,
     plan,
-    { statusChecks },
+    {
+      statusChecks,
+      readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
+      retry: {
+        attempts: config.runner.retry.attempts,
+        initialDelayMs: config.runner.retry.initialDelaySeconds * 1000,
+        maxDelayMs: config.runner.retry.maxDelaySeconds * 1000,
+      },
+    },
   );
   const invalid = study.runs.filter((run) => !run.valid).length;
   console.log(`results in ${results}: ${study.runs.length} runs, ${invalid} invalid`);

@@ -3,6 +3,7 @@ import type { BenchmarkSpec } from '../study/plan.ts';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
 import type { JobCounts } from '../study/validity.ts';
 import type { StudyStatus } from './status.ts';
+import type { StoredStudy } from './study-id.ts';
 
 /**
  * The narrow interfaces behind which the runner does all its I/O. The real implementations
@@ -106,18 +107,47 @@ export interface EndpointPickers {
 
 /** The results host folder (see `layout.ts`). Writes are atomic. */
 export interface ResultStore {
-  /** A client's saved JSON, or undefined when the file does not exist. */
+  /** A client's saved JSON where its Job wrote it, or undefined when the file does not exist. */
   readClientResult(benchmarkId: string, resultFile: string): Promise<string | undefined>;
-  /** Removes a previous attempt's result file, so a failed client cannot pass for a finished one. */
+  /** Removes a Job's output file, so a failed client cannot pass for a finished one. */
   removeClientResult(benchmarkId: string, resultFile: string): Promise<void>;
-  writeClientLog(benchmarkId: string, log: string): Promise<void>;
-  readStudy(): Promise<StudyRecord | undefined>;
-  writeStudy(study: StudyRecord): Promise<void>;
-  writeRun(record: RunRecord): Promise<void>;
   writeStatus(status: StudyStatus): Promise<void>;
-  appendLog(line: string): Promise<void>;
   /** A file the host's bootstrap left in the results folder (`gpu-uuids.json`, ...). */
   readHostFile(name: string): Promise<string | undefined>;
+  /** The studies in `studies/`, and the folders whose study.json could not be read (with why). */
+  listStudies(): Promise<{ studies: StoredStudy[]; unreadable: string[] }>;
+  /** Whether `lab run --new` asked for a fresh study; the request is removed. */
+  takeNewStudyRequest(): Promise<boolean>;
+  /** The folder of one study (`studies/<id>/`). */
+  study(studyId: string): StudyFiles;
+}
+
+/** One study's folder. Nothing here touches another study's files. */
+export interface StudyFiles {
+  readStudy(): Promise<StudyRecord | undefined>;
+  /**
+   * Every `runs/<run-id>.json`. The host syncs to S3 every few minutes, so a restored folder can
+   * hold run files newer than its study.json; and with the unreadable ones, why.
+   */
+  readRuns(): Promise<{ runs: RunRecord[]; unreadable: string[] }>;
+  writeStudy(study: StudyRecord): Promise<void>;
+  writeRun(record: RunRecord): Promise<void>;
+  /** Keeps a client's saved JSON in the study folder. */
+  saveClientResult(benchmarkId: string, resultFile: string, text: string): Promise<void>;
+  writeClientLog(benchmarkId: string, log: string): Promise<void>;
+  /**
+   * Moves the client files of a run's earlier attempt to `attempts/<run-id>/<label>/` (the
+   * attempt's number, or `unrecorded-<n>` for files of an attempt no record names), so a new
+   * attempt never overwrites them. Files that do not exist are skipped; returns how many moved.
+   */
+  archiveAttempt(runId: string, label: string, clients: readonly ClientFiles[]): Promise<number>;
+  appendLog(line: string): Promise<void>;
+}
+
+/** The files of one client in a study folder. */
+export interface ClientFiles {
+  readonly benchmarkId: string;
+  readonly resultFile: string;
 }
 
 /** Time, injected so tests run instantly. */

@@ -13,7 +13,7 @@ import {
   type VllmSnapshot,
   vllmSnapshot,
 } from '../study/metrics.ts';
-import type { StudyPlan, StudyRun } from '../study/plan.ts';
+import { runWaves, type StudyPlan, type StudyRun } from '../study/plan.ts';
 import { studyPredictions } from '../study/planner.ts';
 import { promptReader } from '../study/prompt-visibility.ts';
 import {
@@ -22,6 +22,7 @@ import {
   type PreflightRecord,
   type PromptEvidence,
   type ReplicaRecord,
+  type RunAttempt,
   type RunRecord,
   STUDY_SCHEMA_VERSION,
   type StudyMetadata,
@@ -39,7 +40,9 @@ import {
 } from '../study/topology.ts';
 import {
   type EppScrape,
+  identicalPrefixStop,
   jobOutcome,
+  noMetricsStop,
   type PromptEvidenceSource,
   promptEvidence,
   promptEvidenceSource,
@@ -47,15 +50,20 @@ import {
   type ReplicaScrapes,
   type ResultFileReading,
   readResultFile,
+  replicaRestarted,
+  replicaRestartReasons,
   resetRecords,
   runReasons,
+  type StudyStopVerdict,
   withStudyChecks,
 } from '../study/validity.ts';
 import { apiPath } from './http-front-ends.ts';
 import { GPU_TOPOLOGY_FILE, GPU_UUIDS_FILE, HOST_FILE } from './layout.ts';
-import type { DeploymentState, RunnerDeps } from './ports.ts';
+import type { Cluster, DeploymentState, Replicas, RunnerDeps, StudyFiles } from './ports.ts';
 import { type StatusChecks, statusProblems } from './preflight.ts';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryingCluster, retryingReplicas } from './retry.ts';
 import { formatElapsed, progressLine, type StudyState, type StudyStatus, studyEtaMs } from './status.ts';
+import { chooseStudy } from './study-id.ts';
 
 export interface RunnerOptions {
   /**
@@ -102,6 +110,19 @@ export interface RunnerOptions {
    */
   readonly confirmTimeoutMs?: number;
   /**
+   * How long, before each run, the run's replicas may take to serve /v1/models again and its
+   * front end's Deployments to be available (a replica that restarted, a front end that crashed).
+   * Replicas still not serving then stop the study; a front end still down makes the run invalid.
+   * @default 10 minutes
+   */
+  readonly readyTimeoutMs?: number;
+  /**
+   * Retries of the Kubernetes API and the replicas' /metrics and reset calls on 429, 5xx and
+   * connection errors.
+   * @default 5 tries, 1 s doubling up to 30 s
+   */
+  readonly retry?: RetryPolicy;
+  /**
    * Base URLs of a server set's replicas.
    * @default the headless-Service DNS names of lib/study/topology.ts
    */
@@ -141,6 +162,14 @@ const VLLM_CONTAINER = 'vllm';
  */
 const LOG_WINDOW_MARGIN_MS = 60_000;
 
+/** A run in progress. */
+interface ActiveRun {
+  readonly index: number;
+  readonly run: StudyRun;
+  readonly startedAt: Date;
+  readonly phase: string;
+}
+
 /** A reset that needs a pod restart instead, and why. */
 interface RestartNeeded {
   readonly replica: number;
@@ -168,6 +197,8 @@ export async function runStudy(
     startupTimeoutMs: options.startupTimeoutMs ?? 90 * 60_000,
     idleTimeoutMs: options.idleTimeoutMs ?? 5 * 60_000,
     confirmTimeoutMs: options.confirmTimeoutMs ?? 30_000,
+    readyTimeoutMs: options.readyTimeoutMs ?? 10 * 60_000,
+    retry: options.retry ?? DEFAULT_RETRY_POLICY,
     replicaUrls: options.replicaUrls ?? ((servers) => replicaUrls(config, servers)),
     frontEndUrl: options.frontEndUrl ?? ((arm) => targetBaseUrl(config, { kind: 'arm', arm: arm.id })),
     eppMetricsUrl:
@@ -189,13 +220,18 @@ export function rolloutComplete(d: DeploymentState): boolean {
   );
 }
 
-/** JSON with sorted keys, to compare two configurations regardless of key order. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  );
+/** A study-level check proved the rest of the study cannot be valid: stop before spending more. */
+export class StudyStopError extends Error {
+  constructor(readonly verdict: StudyStopVerdict) {
+    super(`${verdict.reason}. To change: ${verdict.change}`);
+    this.name = 'StudyStopError';
+  }
+}
+
+/** An earlier attempt as kept in the record of the next one. */
+function asAttempt(record: RunRecord, retriedBecause: string): RunAttempt {
+  const { attempts: _nested, ...attempt } = record;
+  return { ...attempt, retriedBecause };
 }
 
 class StudyRunner {
@@ -203,11 +239,19 @@ class StudyRunner {
   private records = new Map<string, RunRecord>();
   private metadata: StudyMetadata | undefined;
   private state: StudyState = 'starting';
-  private current: { index: number; run: StudyRun; startedAt: Date; phase: string } | undefined;
+  /** The runs in progress (several while a wave of bound runs runs at once), by run id. */
+  private readonly active = new Map<string, ActiveRun>();
   private lastProgressAt = 0;
   private message = '';
   /** Each arm's preflight, once per runner process, before the arm's first run. */
   private readonly preflights = new Map<string, PreflightRecord>();
+  /** The Kubernetes API and the replicas, with retries on transient faults (retry.ts). */
+  private readonly cluster: Cluster;
+  private readonly replicas: Replicas;
+  /** The study folder, once the study is chosen; lines logged before that wait in `earlyLines`. */
+  private files: StudyFiles | undefined;
+  private studyId: string | undefined;
+  private readonly earlyLines: string[] = [];
 
   constructor(
     private readonly deps: RunnerDeps,
@@ -216,6 +260,9 @@ class StudyRunner {
     private readonly options: Resolved<RunnerOptions>,
   ) {
     this.startedAt = deps.clock.now();
+    const retry = { policy: options.retry, clock: deps.clock, log: (line: string) => this.say(line) };
+    this.cluster = retryingCluster(deps.cluster, retry);
+    this.replicas = retryingReplicas(deps.replicas, retry);
   }
 
   async run(): Promise<StudyRecord> {
@@ -224,6 +271,13 @@ class StudyRunner {
     } catch (error) {
       this.state = 'failed';
       const message = (error as Error).message;
+      if (error instanceof StudyStopError && this.metadata && this.files) {
+        this.metadata = {
+          ...this.metadata,
+          stopped: { at: this.deps.clock.now().toISOString(), ...error.verdict },
+        };
+        await this.writeStudy();
+      }
       await this.say(`study stopped: ${message}`);
       await this.writeStatus(message);
       throw error;
@@ -232,48 +286,90 @@ class StudyRunner {
 
   private async execute(): Promise<StudyRecord> {
     const { store } = this.deps;
-    const existing = await store.readStudy();
-    if (existing && canonicalJson(existing.metadata.config) !== canonicalJson(this.config)) {
-      throw new Error(
-        'the results folder holds a study of a different configuration (study.json metadata.config); move study.json, status.json and runs/ away to start a new study',
-      );
-    }
+    // Each study has its own folder: the latest unfinished one of this configuration is
+    // resumed (restored from S3 by the bootstrap on a new host), or a new one is started.
+    const fresh = await store.takeNewStudyRequest();
+    const { studies, unreadable } = await store.listStudies();
+    for (const problem of unreadable) await this.say(`not a study to resume: ${problem}`);
+    const choice = chooseStudy(studies, this.config, this.startedAt, fresh);
+    this.studyId = choice.id;
+    this.files = store.study(choice.id);
+    const existing = choice.kind === 'resume' ? await this.files.readStudy() : undefined;
     const inPlan = new Set(this.plan.runs.map((r) => r.id));
     for (const record of existing?.runs ?? []) if (inPlan.has(record.id)) this.records.set(record.id, record);
+    if (existing) {
+      // A folder restored from S3 can hold run files synced after its study.json: the newer wins.
+      const { runs, unreadable: bad } = await this.files.readRuns();
+      for (const problem of bad) await this.say(`run record not read: ${problem}`);
+      for (const record of runs) {
+        const known = this.records.get(record.id);
+        if (
+          inPlan.has(record.id) &&
+          (!known || Date.parse(record.finishedAt) > Date.parse(known.finishedAt))
+        ) {
+          this.records.set(record.id, record);
+        }
+      }
+    }
     const pending = this.plan.runs.filter((run) => !this.records.get(run.id)?.valid);
     await this.say(
       existing
-        ? `resuming the study: ${this.plan.runs.length - pending.length} of ${this.plan.runs.length} runs have a valid record`
-        : `starting the study: ${this.plan.runs.length} runs`,
+        ? `resuming study ${choice.id} (${choice.why}): ${this.plan.runs.length - pending.length} of ${this.plan.runs.length} runs have a valid record`
+        : `starting study ${choice.id} (${choice.why}): ${this.plan.runs.length} runs`,
     );
     await this.writeStatus();
 
     const sets = [...new Set(pending.map((run) => run.reset.prefixCaches))];
-    for (const servers of sets) await this.waitForReplicas(servers);
+    for (const servers of sets) await this.waitForReplicas(servers, this.options.startupTimeoutMs);
 
     if (existing) {
-      const { finishedAt: _previous, ...kept } = existing.metadata;
-      this.metadata = kept;
+      const { finishedAt: _previous, stopped: _stopped, ...kept } = existing.metadata;
+      this.metadata = { ...kept, studyId: choice.id };
     } else {
       this.metadata = await this.collectMetadata();
     }
     await this.writeStudy();
 
     this.state = 'running';
-    for (const [i, run] of this.plan.runs.entries()) {
-      if (this.records.get(run.id)?.valid) {
-        await this.say(`run ${i + 1}/${this.plan.runs.length} ${run.id}: valid record exists, skipped`);
-        continue;
+    const position = new Map(this.plan.runs.map((run, i) => [run.id, i + 1]));
+    const total = this.plan.runs.length;
+    for (const wave of runWaves(this.plan)) {
+      const todo: StudyRun[] = [];
+      for (const run of wave) {
+        if (this.records.get(run.id)?.valid) {
+          await this.say(`run ${position.get(run.id)}/${total} ${run.id}: valid record exists, skipped`);
+        } else todo.push(run);
       }
-      const record = await this.executeRun(i + 1, run);
-      this.records.set(run.id, record);
-      await this.applyStudyChecks(record.id);
-      const saved = this.records.get(run.id) ?? record;
-      await this.say(
-        `run ${i + 1}/${this.plan.runs.length} ${run.id}: ${saved.valid ? 'valid' : `INVALID: ${saved.invalidReasons.join('; ')}`}`,
+      if (todo.length === 0) continue;
+      if (todo.length > 1)
+        await this.say(`runs ${todo.map((r) => r.id).join(', ')} run at once, one per replica`);
+      const done = await Promise.all(
+        todo.map((run) => this.runWithRetry(position.get(run.id) as number, run)),
       );
+      const stopped = done.find((d): d is { error: unknown } => 'error' in d);
+      const recorded = done.flatMap((d) => (d.record ? [d.record] : []));
+      for (const record of recorded) {
+        const others = todo.filter((r) => r.id !== record.id).map((r) => r.id);
+        this.records.set(record.id, others.length > 0 ? { ...record, overlappedWith: others } : record);
+        if (!done.some((d) => 'error' in d && d.record?.id === record.id)) this.active.delete(record.id);
+      }
+      for (const record of recorded) await this.applyStudyChecks(record.id);
+      if (stopped) throw stopped.error;
+      for (const run of todo) {
+        const saved = this.records.get(run.id) as RunRecord;
+        await this.say(
+          `run ${position.get(run.id)}/${total} ${run.id}: ${saved.valid ? 'valid' : `INVALID: ${saved.invalidReasons.join('; ')}`}`,
+        );
+      }
+      const last = position.get(todo[todo.length - 1].id) as number;
+      const stop = identicalPrefixStop(
+        [...this.records.values()],
+        this.plan.runs.slice(last).filter((r) => !this.records.get(r.id)?.valid),
+        this.config.benchmark.image,
+      );
+      if (stop) throw new StudyStopError(stop);
     }
-    this.current = undefined;
+    this.active.clear();
     this.state = 'finished';
     this.metadata = { ...(this.metadata as StudyMetadata), finishedAt: this.deps.clock.now().toISOString() };
     const study = await this.writeStudy();
@@ -283,32 +379,114 @@ class StudyRunner {
     return study;
   }
 
+  /**
+   * A run, with the attempts it needs: an invalid record of an earlier runner becomes its first
+   * attempt(s), and a run during which a replica restarted is tried once more from a fresh,
+   * verified reset (the readiness wait before it rides out the restart). Never throws: a failure
+   * comes back as `error`, with the record of an attempt that finished before it, so that runs of
+   * the same wave can all be recorded first.
+   */
+  private async runWithRetry(
+    index: number,
+    run: StudyRun,
+  ): Promise<{ record: RunRecord } | { error: unknown; record?: RunRecord }> {
+    const earlier = this.records.get(run.id);
+    const resumed = earlier
+      ? [
+          ...(earlier.attempts ?? []),
+          asAttempt(earlier, 'the study was resumed and this run had no valid record'),
+        ]
+      : [];
+    let record: RunRecord;
+    try {
+      record = await this.attemptRun(index, run, resumed);
+    } catch (error) {
+      return { error };
+    }
+    if (!replicaRestarted(record)) return { record };
+    await this.say(
+      `run ${index}/${this.plan.runs.length} ${run.id}: a replica restarted during it; trying again once`,
+    );
+    try {
+      return {
+        record: await this.attemptRun(index, run, [
+          ...(record.attempts ?? []),
+          asAttempt(record, 'a replica restarted during the run'),
+        ]),
+      };
+    } catch (error) {
+      // A stop during the second attempt keeps the first one on record.
+      return { error, record };
+    }
+  }
+
+  /**
+   * One attempt of a run, after `earlier` ones: the client files already in the study folder are
+   * moved aside first (the last attempt's, or those of an attempt a killed runner never
+   * recorded), so this attempt never overwrites them, and the earlier attempts stay in the record.
+   */
+  private async attemptRun(index: number, run: StudyRun, earlier: readonly RunAttempt[]): Promise<RunRecord> {
+    const last = earlier.at(-1);
+    const label = last
+      ? String(last.attempt ?? earlier.length)
+      : `unrecorded-${this.deps.clock.now().getTime()}`;
+    const moved = await this.studyFiles().archiveAttempt(
+      run.id,
+      label,
+      run.benchmarks.map((spec) => ({ benchmarkId: spec.id, resultFile: spec.resultFile })),
+    );
+    if (moved > 0)
+      await this.say(
+        `${run.id}: kept ${moved} client file(s) of the earlier attempt in attempts/${run.id}/${label}/`,
+      );
+    const record = await this.executeRun(index, run);
+    return earlier.length > 0 ? { ...record, attempt: earlier.length + 1, attempts: earlier } : record;
+  }
+
+  private studyFiles(): StudyFiles {
+    if (!this.files) throw new Error('internal: the study folder is used before the study was chosen');
+    return this.files;
+  }
+
   // ---- One run -----------------------------------------------------------------------------
 
   private async executeRun(index: number, run: StudyRun): Promise<RunRecord> {
-    const { clock, cluster, store } = this.deps;
+    const { clock, store } = this.deps;
+    const { cluster } = this;
     const startedAt = clock.now();
-    this.current = { index, run, startedAt, phase: 'starting' };
+    this.active.set(run.id, { index, run, startedAt, phase: 'starting' });
     const servers = run.reset.prefixCaches;
-    const urls = this.options.replicaUrls(servers);
-    const pods = urls.map((_, i) => `${replicaSetName(this.config, servers)}-${i}`);
+    const allUrls = this.options.replicaUrls(servers);
+    // A bound run owns one replica; the bound runs beside it own the others.
+    const indices = run.reset.replicas ?? allUrls.map((_, i) => i);
+    const urls = indices.map((i) => allUrls[i]);
+    const pods = indices.map((i) => `${replicaSetName(this.config, servers)}-${i}`);
     const jobs = run.benchmarks.map((spec) => ({ spec, job: this.deps.jobManifest(spec) }));
 
     // Lab-spec 4.4: a Job of an earlier attempt of this run (a resumed study) and its pods are
     // gone before anything else happens, so their requests cannot warm the caches reset below.
-    await this.phase('clearing earlier attempts');
+    await this.phase(run, 'clearing earlier attempts');
     for (const { spec, job } of jobs) {
       await this.deletePreviousJob(job.metadata.name);
       await store.removeClientResult(spec.id, spec.resultFile);
     }
 
-    // The preflight's request lands in a cache and an index that the reset and restart clear.
+    // A replica that restarted (or a front end that crashed) since the last run is waited for,
+    // bounded, instead of turning this run and every later one invalid within seconds.
     const arm = run.arm ? armById(this.config, run.arm) : undefined;
+    await this.phase(run, 'waiting until ready');
+    await this.waitForReplicas(servers, this.options.readyTimeoutMs);
+    const frontEndDown = arm ? await this.waitForFrontEnd(arm) : undefined;
+    if (frontEndDown) {
+      return this.record(run, startedAt, 'endpoint', [], [], [`not started: ${frontEndDown}`]);
+    }
+
+    // The preflight's request lands in a cache and an index that the reset and restart clear.
     let preflight: PreflightRecord | undefined;
     if (arm) {
       const known = this.preflights.get(arm.id);
       if (!known) {
-        await this.phase('preflight');
+        await this.phase(run, 'preflight');
         preflight = await this.preflight(arm);
         this.preflights.set(arm.id, preflight);
         await this.say(`preflight of ${arm.id}: ${preflight.ok ? 'passed' : 'FAILED'}: ${preflight.detail}`);
@@ -329,14 +507,17 @@ class StudyRunner {
       }
     }
 
-    await this.phase('resetting prefix caches');
-    const resets = await this.resetCaches(servers, urls, pods);
+    await this.phase(run, 'resetting prefix caches');
+    const resets = (await this.resetCaches(servers, urls, pods)).map((r) => ({
+      ...r,
+      replica: indices[r.replica],
+    }));
     const preconditions = resets
       .filter((r) => r.verifiedBy === 'unverified')
       .map((r) => `replica ${r.pod}: prefix cache reset not verified: ${r.detail}`);
 
     if (run.reset.restartFrontEndOf && preconditions.length === 0) {
-      await this.phase('restarting front end');
+      await this.phase(run, 'restarting front end');
       const deployments = frontEnd(
         this.config,
         armById(this.config, run.reset.restartFrontEndOf),
@@ -365,22 +546,30 @@ class StudyRunner {
       );
     }
 
-    await this.phase('scraping metrics');
+    await this.phase(run, 'scraping metrics');
+    const uidsBefore = await this.podUids(servers);
     const before = await this.scrape(urls);
+    const blind = noMetricsStop(pods.map((pod, i) => ({ pod, ...before[i] })));
+    if (blind) throw new StudyStopError(blind);
 
-    await this.phase('starting job');
+    await this.phase(run, 'starting job');
     for (const { job } of jobs) await cluster.createJob(job);
 
-    await this.phase('waiting for job');
+    await this.phase(run, 'waiting for job');
     const outcomes = await this.waitForJobs(
       jobs.map(({ spec, job }) => ({ benchmarkId: spec.id, name: job.metadata.name })),
     );
 
-    await this.phase('reading results');
+    await this.phase(run, 'reading results');
     const readings: ResultFileReading[] = [];
     const clients: ClientRecord[] = [];
     for (const { spec, job } of jobs) {
       const text = await store.readClientResult(spec.id, spec.resultFile);
+      if (text !== undefined) {
+        // The study folder keeps the client's JSON; the Job's output folder is only its scratch.
+        await this.studyFiles().saveClientResult(spec.id, spec.resultFile, text);
+        await store.removeClientResult(spec.id, spec.resultFile);
+      }
       const reading = { benchmarkId: spec.id, resultFile: spec.resultFile, text };
       readings.push(reading);
       const read = readResultFile(reading);
@@ -394,10 +583,11 @@ class StudyRunner {
       await this.saveClientLog(spec.id, job.metadata.name);
     }
 
-    await this.phase('scraping metrics');
+    await this.phase(run, 'scraping metrics');
     const after = await this.scrape(urls);
+    const restarts = replicaRestartReasons(pods, uidsBefore, await this.podUids(servers));
     const scrapes: ReplicaScrapes[] = pods.map((pod, i) => ({
-      replica: i,
+      replica: indices[i],
       pod,
       ...(before[i].snapshot ? { before: before[i].snapshot } : { beforeError: before[i].error }),
       ...(after[i].snapshot ? { after: after[i].snapshot } : { afterError: after[i].error }),
@@ -426,6 +616,7 @@ class StudyRunner {
       replicas,
       ...(evidence ? { promptEvidence: evidence } : {}),
     });
+    reasons.push(...restarts);
     return this.record(run, startedAt, reset, clients, replicas, reasons, {
       ...extra,
       ...(evidence ? { promptEvidence: evidence } : {}),
@@ -516,7 +707,8 @@ class StudyRunner {
     url: string,
     pod: string,
   ): Promise<ReplicaReset | RestartNeeded> {
-    const { clock, cluster } = this.deps;
+    const { clock } = this.deps;
+    const { cluster } = this;
     const busy = await this.waitUntilIdle(url);
     if (busy) return { replica, why: busy };
 
@@ -532,7 +724,7 @@ class StudyRunner {
 
     let status: number;
     try {
-      status = await this.deps.replicas.resetPrefixCache(url);
+      status = await this.replicas.resetPrefixCache(url);
     } catch (error) {
       return { replica, why: `POST /reset_prefix_cache failed: ${(error as Error).message}` };
     }
@@ -590,7 +782,7 @@ class StudyRunner {
     for (;;) {
       let state: string;
       try {
-        const snapshot = vllmSnapshot(await this.deps.replicas.metrics(url));
+        const snapshot = vllmSnapshot(await this.replicas.metrics(url));
         const idle = replicaIdle(snapshot);
         if (idle) return undefined;
         state =
@@ -615,7 +807,8 @@ class StudyRunner {
     pods: string[],
     indices: number[],
   ): Promise<string | undefined> {
-    const { cluster, clock } = this.deps;
+    const { clock } = this.deps;
+    const { cluster } = this;
     const selector = `app=${replicaSetName(this.config, servers)}`;
     const oldUids = new Map((await cluster.listPods(selector)).map((p) => [p.name, p.uid]));
     for (const i of indices) await cluster.deletePod(pods[i]);
@@ -640,34 +833,94 @@ class StudyRunner {
 
   private async modelsStatus(url: string): Promise<number | undefined> {
     try {
-      return await this.deps.replicas.models(url);
+      return await this.replicas.models(url);
     } catch {
       return undefined;
     }
   }
 
-  /** Every replica of a set serves /v1/models (/health can pass before the engine serves). */
-  private async waitForReplicas(servers: ServerSet): Promise<void> {
+  /**
+   * Every replica of a set serves /v1/models (/health can pass before the engine serves), within
+   * `timeoutMs`. A model server that never becomes ready makes every run of the study invalid,
+   * so the study stops.
+   */
+  private async waitForReplicas(servers: ServerSet, timeoutMs: number): Promise<void> {
     const { clock } = this.deps;
     const urls = this.options.replicaUrls(servers);
-    const deadline = clock.now().getTime() + this.options.startupTimeoutMs;
-    const waiting = new Set(urls);
+    const pods = urls.map((_, i) => `${replicaSetName(this.config, servers)}-${i}`);
+    const deadline = clock.now().getTime() + timeoutMs;
+    const waiting = new Set(urls.keys());
+    const since = clock.now().getTime();
     let said = false;
     for (;;) {
-      for (const url of [...waiting]) if ((await this.modelsStatus(url)) === 200) waiting.delete(url);
-      if (waiting.size === 0) return;
+      for (const i of [...waiting]) if ((await this.modelsStatus(urls[i])) === 200) waiting.delete(i);
+      if (waiting.size === 0) {
+        if (said)
+          await this.say(
+            `replicas of ${replicaSetName(this.config, servers)} serve /v1/models after ${formatElapsed(clock.now().getTime() - since)}`,
+          );
+        return;
+      }
+      const late = [...waiting].map((i) => pods[i]);
       if (clock.now().getTime() >= deadline) {
-        throw new Error(
-          `replicas ${[...waiting].join(', ')} did not serve /v1/models within ${formatElapsed(this.options.startupTimeoutMs)}`,
-        );
+        throw new StudyStopError({
+          reason: `the model server never became ready: ${late.join(', ')} did not serve /v1/models within ${formatElapsed(timeoutMs)} (${urls.filter((_, i) => waiting.has(i)).join(', ')})`,
+          change: `find why in kubectl -n ${this.config.namespace} describe pod ${late[0]} and its vllm log (model download, GPU, vllm.* settings), then run the study again: it resumes where it stopped`,
+        });
       }
       if (!said) {
         await this.say(
-          `waiting for ${waiting.size} replica(s) of ${replicaSetName(this.config, servers)} to serve /v1/models`,
+          `waiting up to ${formatElapsed(timeoutMs)} for ${late.join(', ')} to serve /v1/models`,
         );
         said = true;
       }
+      await this.progress();
       await clock.sleep(this.options.pollIntervalMs);
+    }
+  }
+
+  /**
+   * The arm's front-end Deployments are available (a crashed router or EPP comes back), within
+   * `readyTimeoutMs`; a problem, or undefined when ready.
+   */
+  private async waitForFrontEnd(arm: Arm): Promise<string | undefined> {
+    const { clock } = this.deps;
+    const deployments = frontEnd(this.config, arm).restartDeployments;
+    const deadline = clock.now().getTime() + this.options.readyTimeoutMs;
+    let said = false;
+    for (;;) {
+      const down: string[] = [];
+      for (const name of deployments) {
+        const state = await this.cluster.getDeployment(name);
+        if (!state) down.push(`deployment/${name} does not exist`);
+        else if (state.available < state.desired)
+          down.push(`deployment/${name} has ${state.available}/${state.desired} available`);
+      }
+      if (down.length === 0) return undefined;
+      if (clock.now().getTime() >= deadline) {
+        return `front end of ${arm.id} not ready within ${formatElapsed(this.options.readyTimeoutMs)}: ${down.join('; ')}`;
+      }
+      if (!said) {
+        await this.say(
+          `waiting up to ${formatElapsed(this.options.readyTimeoutMs)} for the front end of ${arm.id}: ${down.join('; ')}`,
+        );
+        said = true;
+      }
+      await this.progress();
+      await clock.sleep(this.options.pollIntervalMs);
+    }
+  }
+
+  /** Pod name to uid of a server set's replicas, to tell a restart during a run. */
+  private async podUids(servers: ServerSet): Promise<Map<string, string>> {
+    try {
+      const pods = await this.cluster.listPods(`app=${replicaSetName(this.config, servers)}`);
+      return new Map(pods.map((p) => [p.name, p.uid]));
+    } catch (error) {
+      await this.say(
+        `replica pods not listed (a restart during the run cannot be told): ${(error as Error).message}`,
+      );
+      return new Map();
     }
   }
 
@@ -675,7 +928,8 @@ class StudyRunner {
 
   /** Waits for a restarted Deployment's rollout; a problem or undefined. */
   private async waitForRollout(name: string): Promise<string | undefined> {
-    const { cluster, clock } = this.deps;
+    const { clock } = this.deps;
+    const { cluster } = this;
     const deadline = clock.now().getTime() + this.options.rolloutTimeoutMs;
     for (;;) {
       const state = await cluster.getDeployment(name);
@@ -691,7 +945,7 @@ class StudyRunner {
 
   /** Deletes a previous Job of the same name and waits until it and its pods are gone. */
   private async deletePreviousJob(name: string): Promise<void> {
-    if (!(await this.deps.cluster.getJob(name))) return;
+    if (!(await this.cluster.getJob(name))) return;
     await this.say(`deleting the previous job/${name}`);
     await this.deleteJobAndWait(name);
   }
@@ -701,7 +955,8 @@ class StudyRunner {
    * its pods sends requests into a later run. Throws when they outlive the rollout timeout.
    */
   private async deleteJobAndWait(name: string): Promise<void> {
-    const { cluster, clock } = this.deps;
+    const { clock } = this.deps;
+    const { cluster } = this;
     await cluster.deleteJob(name);
     const deadline = clock.now().getTime() + this.options.rolloutTimeoutMs;
     while ((await cluster.getJob(name)) || (await cluster.listPods(`job-name=${name}`)).length > 0) {
@@ -722,7 +977,8 @@ class StudyRunner {
   private async waitForJobs(
     jobs: readonly { readonly benchmarkId: string; readonly name: string }[],
   ): Promise<Map<string, JobOutcome>> {
-    const { cluster, clock } = this.deps;
+    const { clock } = this.deps;
+    const { cluster } = this;
     const names = jobs.map((j) => j.name);
     const outcomes = new Map<string, JobOutcome>();
     const deadline = clock.now().getTime() + this.options.jobTimeoutMs;
@@ -758,9 +1014,9 @@ class StudyRunner {
 
   private async saveClientLog(benchmarkId: string, jobName: string): Promise<void> {
     try {
-      const pods = await this.deps.cluster.listPods(`job-name=${jobName}`);
-      const logs = await Promise.all(pods.map((p) => this.deps.cluster.podLog(p.name)));
-      if (logs.length > 0) await this.deps.store.writeClientLog(benchmarkId, logs.join('\n'));
+      const pods = await this.cluster.listPods(`job-name=${jobName}`);
+      const logs = await Promise.all(pods.map((p) => this.cluster.podLog(p.name)));
+      if (logs.length > 0) await this.studyFiles().writeClientLog(benchmarkId, logs.join('\n'));
     } catch (error) {
       await this.say(`could not save the log of job/${jobName}: ${(error as Error).message}`);
     }
@@ -774,7 +1030,8 @@ class StudyRunner {
    * server set (a replica's `vllm:request_success_total` grows).
    */
   private async preflight(arm: Arm): Promise<PreflightRecord> {
-    const { cluster, clock } = this.deps;
+    const { clock } = this.deps;
+    const { cluster } = this;
     const problems: string[] = [];
     for (const check of this.options.statusChecks[arm.id] ?? []) {
       try {
@@ -847,7 +1104,7 @@ class StudyRunner {
     return Promise.all(
       urls.map(async (url) => {
         try {
-          return { snapshot: vllmSnapshot(await this.deps.replicas.metrics(url)) };
+          return { snapshot: vllmSnapshot(await this.replicas.metrics(url)) };
         } catch (error) {
           return { error: (error as Error).message };
         }
@@ -868,7 +1125,7 @@ class StudyRunner {
         previous?.valid !== record.valid ||
         previous?.invalidReasons.join('\n') !== record.invalidReasons.join('\n');
       this.records.set(record.id, record);
-      if (changed) await this.deps.store.writeRun(record);
+      if (changed) await this.studyFiles().writeRun(record);
     }
     await this.writeStudy();
   }
@@ -879,12 +1136,13 @@ class StudyRunner {
       metadata: this.metadata as StudyMetadata,
       runs: this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []),
     };
-    await this.deps.store.writeStudy(study);
+    await this.studyFiles().writeStudy(study);
     return study;
   }
 
   private async collectMetadata(): Promise<StudyMetadata> {
-    const { store, cluster } = this.deps;
+    const { store } = this.deps;
+    const { cluster } = this;
     const notes: string[] = [];
     const c = this.config;
     const versions: Record<string, string> = {
@@ -958,6 +1216,7 @@ class StudyRunner {
     }
 
     return {
+      ...(this.studyId ? { studyId: this.studyId } : {}),
       startedAt: this.startedAt.toISOString(),
       config: c,
       versions,
@@ -975,47 +1234,58 @@ class StudyRunner {
 
   // ---- Progress ------------------------------------------------------------------------------
 
-  private async phase(phase: string): Promise<void> {
-    if (!this.current) return;
-    this.current = { ...this.current, phase };
+  /** The run in progress that comes first in the plan: the one status.json shows. */
+  private get current(): ActiveRun | undefined {
+    return [...this.active.values()].sort((a, b) => a.index - b.index)[0];
+  }
+
+  private async phase(run: StudyRun, phase: string): Promise<void> {
+    const entry = this.active.get(run.id);
+    if (!entry) return;
+    const updated = { ...entry, phase };
+    this.active.set(run.id, updated);
     this.lastProgressAt = this.deps.clock.now().getTime();
-    await this.say(this.progressText());
+    await this.say(this.progressText(updated));
     await this.writeStatus();
   }
 
-  /** Status on every poll, a log line every `progressEveryMs`. */
+  /** Status on every poll, a log line per run in progress every `progressEveryMs`. */
   private async progress(): Promise<void> {
     const now = this.deps.clock.now().getTime();
-    if (this.current && now - this.lastProgressAt >= this.options.progressEveryMs) {
+    if (this.active.size > 0 && now - this.lastProgressAt >= this.options.progressEveryMs) {
       this.lastProgressAt = now;
-      await this.say(this.progressText());
+      for (const entry of [...this.active.values()].sort((a, b) => a.index - b.index))
+        await this.say(this.progressText(entry));
     }
     await this.writeStatus();
   }
 
-  private eta(): { elapsedMs: number; etaMs: number | undefined } {
-    if (!this.current) return { elapsedMs: 0, etaMs: undefined };
-    const elapsedMs = this.deps.clock.now().getTime() - this.current.startedAt.getTime();
+  private eta(entry = this.current): { elapsedMs: number; etaMs: number | undefined } {
+    if (!entry) return { elapsedMs: 0, etaMs: undefined };
+    const elapsedMs = this.deps.clock.now().getTime() - entry.startedAt.getTime();
     const durations = [...this.records.values()]
-      .filter((r) => r.id !== this.current?.run.id)
+      .filter((r) => !this.active.has(r.id))
       .map((r) => Date.parse(r.finishedAt) - Date.parse(r.startedAt));
     const after = this.plan.runs
-      .slice(this.current.index)
-      .filter((run) => !this.records.get(run.id)?.valid).length;
+      .slice(entry.index)
+      .filter((run) => !this.records.get(run.id)?.valid && !this.active.has(run.id)).length;
     return { elapsedMs, etaMs: studyEtaMs(durations, elapsedMs, after) };
   }
 
-  private progressText(): string {
-    if (!this.current) return this.message;
-    const { elapsedMs, etaMs } = this.eta();
-    const { index, run, phase } = this.current;
-    return progressLine(index, this.plan.runs.length, run.id, phase, elapsedMs, etaMs);
+  private progressText(entry = this.current): string {
+    if (!entry) return this.message;
+    const { elapsedMs, etaMs } = this.eta(entry);
+    return progressLine(entry.index, this.plan.runs.length, entry.run.id, entry.phase, elapsedMs, etaMs);
   }
 
   private async say(line: string): Promise<void> {
     this.message = line;
     this.deps.log(line);
-    await this.deps.store.appendLog(`${this.deps.clock.now().toISOString()} ${line}`);
+    // The log lives in the study folder; lines from before the study was chosen go in first.
+    this.earlyLines.push(`${this.deps.clock.now().toISOString()} ${line}`);
+    if (!this.files) return;
+    const lines = this.earlyLines.splice(0);
+    for (const l of lines) await this.files.appendLog(l);
   }
 
   private async writeStatus(error?: string): Promise<void> {
@@ -1023,12 +1293,17 @@ class StudyRunner {
     const { elapsedMs, etaMs } = this.eta();
     const status: StudyStatus = {
       state: this.state,
+      ...(this.studyId ? { studyId: this.studyId } : {}),
+      ...(this.metadata ? { studyStartedAt: this.metadata.startedAt } : {}),
       startedAt: this.startedAt.toISOString(),
       updatedAt: this.deps.clock.now().toISOString(),
       totalRuns: this.plan.runs.length,
       recordedRuns: records.length,
       validRuns: records.filter((r) => r.valid).length,
       invalidRuns: records.filter((r) => !r.valid).length,
+      invalidRunIds: this.plan.runs.flatMap((run) =>
+        this.records.get(run.id)?.valid === false ? [run.id] : [],
+      ),
       ...(this.current && this.state !== 'finished'
         ? {
             current: {

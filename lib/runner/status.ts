@@ -17,6 +17,10 @@ export interface CurrentRun {
 
 export interface StudyStatus {
   readonly state: StudyState;
+  /** The study at work (`studies/<id>/`); absent while the runner has not chosen it yet. */
+  readonly studyId?: string;
+  /** When the study started (a resumed study keeps its first start). */
+  readonly studyStartedAt?: string;
   /** When this runner process started (a resumed study has a later one than study.json). */
   readonly startedAt: string;
   readonly updatedAt: string;
@@ -25,6 +29,8 @@ export interface StudyStatus {
   readonly recordedRuns: number;
   readonly validRuns: number;
   readonly invalidRuns: number;
+  /** Ids of the runs recorded invalid so far. */
+  readonly invalidRunIds?: readonly string[];
   /** Present while a run is in progress. */
   readonly current?: CurrentRun;
   /** Seconds until the study is done, from the mean duration of recorded runs; absent before one. */

@@ -64,6 +64,11 @@ export interface StudyRun {
 export interface RunReset {
   /** Replicas whose prefix caches are reset. */
   readonly prefixCaches: ServerSet;
+  /**
+   * Only these replicas of the set belong to the run (reset, scraped, judged): a bound run uses
+   * one replica and runs beside the bound runs on the others (`runWaves`). Absent: every replica.
+   */
+  readonly replicas?: readonly number[];
   /** The arm whose front end keeps its own prefix index and is restarted, if any. */
   readonly restartFrontEndOf?: string;
 }
@@ -76,7 +81,9 @@ export function studyPlan(config: LabConfig): StudyPlan {
   const arms = studyArms(config);
   const byId = new Map(arms.map((arm) => [arm.id, arm]));
   const runs: StudyRun[] = [
-    ...config.study.boundSweepPrefixes.map((prefixes) => boundRun(config, prefixes)),
+    ...config.study.boundSweepPrefixes.map((prefixes, i) =>
+      boundRun(config, prefixes, i % config.vllm.replicas),
+    ),
     partitionRun(config),
     ...arms.filter((arm) => !arm.optional).flatMap((arm) => armRuns(config, arm)),
     ...config.study.concurrencySweep.levels.flatMap((level) =>
@@ -120,7 +127,33 @@ function boundFor(config: LabConfig, prefixes: number, prompts: number, api: Api
   return upperBound({ ...config.workload, chatTemplateTokens, prefixes, prompts });
 }
 
-function boundRun(config: LabConfig, prefixes: number): StudyRun {
+/**
+ * Runs that may execute at once, in plan order: consecutive runs that each own different
+ * replicas of the same set (the bound sweep, one run per replica) form one wave; every other
+ * run is a wave of its own. The runs of a wave share the host's CPUs, but no GPU or cache.
+ */
+export function runWaves(plan: StudyPlan): StudyRun[][] {
+  const waves: StudyRun[][] = [];
+  for (const run of plan.runs) {
+    const wave = waves.at(-1);
+    const own = run.reset.replicas;
+    const fits =
+      wave !== undefined &&
+      own !== undefined &&
+      wave.every(
+        (other) =>
+          other.reset.replicas !== undefined &&
+          other.reset.prefixCaches === run.reset.prefixCaches &&
+          other.reset.replicas.every((r) => !own.includes(r)),
+      );
+    if (fits) wave.push(run);
+    else waves.push([run]);
+  }
+  return waves;
+}
+
+/** A bound run: one replica, directly. Its replica alternates so the sweep runs one run per replica at once. */
+function boundRun(config: LabConfig, prefixes: number, replica: number): StudyRun {
   const id = `bound-p${prefixes}`;
   const { prompts, concurrency, seed } = config.workload;
   return {
@@ -131,7 +164,7 @@ function boundRun(config: LabConfig, prefixes: number): StudyRun {
     benchmarks: [
       {
         id,
-        target: { kind: 'replica', servers: 'standard', replica: 0 },
+        target: { kind: 'replica', servers: 'standard', replica },
         api: 'chat',
         dataset: 'prefix',
         prompts,
@@ -141,7 +174,7 @@ function boundRun(config: LabConfig, prefixes: number): StudyRun {
         resultFile: `${id}.json`,
       },
     ],
-    reset: { prefixCaches: 'standard' },
+    reset: { prefixCaches: 'standard', replicas: [replica] },
     expectedRequests: prompts + 1,
     upperBound: boundFor(config, prefixes, prompts),
   };

@@ -145,6 +145,34 @@ export interface RunRecord {
   /** A run that fails any validity check is invalid and never enters a comparison. */
   readonly valid: boolean;
   readonly invalidReasons: readonly string[];
+  /**
+   * Runs that executed at the same time as this one, on other replicas (the bound sweep runs one
+   * run per replica at once). They shared the host's CPUs and PCIe, not a GPU or a cache.
+   */
+  readonly overlappedWith?: readonly string[];
+  /** Which attempt of the run this record is (1 when absent). */
+  readonly attempt?: number;
+  /**
+   * The run's earlier attempts, oldest first, each as it was recorded (without its own
+   * `attempts`): an attempt retried because a replica restarted during it, or an invalid record
+   * of an earlier runner that a resumed study ran again. Nothing recorded is ever dropped.
+   */
+  readonly attempts?: readonly RunAttempt[];
+}
+
+/** An earlier attempt of a run, and why another one followed. */
+export type RunAttempt = Omit<RunRecord, 'attempts'> & {
+  /** Why the run was attempted again (`replica qwen3-1 restarted during the run`, `resumed study`). */
+  readonly retriedBecause: string;
+};
+
+/** Why a study stopped early: a check proved the rest of it could not be valid (issue 11). */
+export interface StudyStop {
+  readonly at: string;
+  /** What the check found. */
+  readonly reason: string;
+  /** What to change before running the study again. */
+  readonly change: string;
 }
 
 /** The outcome of an arm's preflight: one request through its front end reached a replica. */
@@ -155,6 +183,8 @@ export interface PreflightRecord {
 
 /** Recorded once per study (lab-spec 4.3). */
 export interface StudyMetadata {
+  /** The study's id (`studies/<id>/` in the results folder and in S3); absent before ids existed. */
+  readonly studyId?: string;
   readonly startedAt: string;
   readonly finishedAt?: string;
   readonly config: LabConfig;
@@ -176,6 +206,8 @@ export interface StudyMetadata {
    * absent in records of runner versions before it, when the report computes them from the config.
    */
   readonly predictions?: StudyPredictions;
+  /** Set when a study-level check stopped the study before its end. */
+  readonly stopped?: StudyStop;
 }
 
 export const STUDY_SCHEMA_VERSION = 1;

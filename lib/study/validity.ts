@@ -318,11 +318,13 @@ export function metricsReasons(scrapes: readonly ReplicaScrapes[]): string[] {
  * for a front-end run, where only the total is known.
  */
 export function expectedRequestsPerReplica(run: StudyRun, replicas: number): number[] | undefined {
-  const expected = Array.from({ length: replicas }, () => 0);
-  for (const spec of run.benchmarks) {
-    if (spec.target.kind !== 'replica') return undefined;
-    expected[spec.target.replica] += spec.prompts + 1;
-  }
+  const targets = run.benchmarks.map((spec) => (spec.target.kind === 'replica' ? spec.target.replica : -1));
+  if (targets.includes(-1)) return undefined;
+  // A bound run is judged on its own replica, which may have any index.
+  const expected = Array.from({ length: Math.max(replicas, ...targets.map((t) => t + 1)) }, () => 0);
+  run.benchmarks.forEach((spec, i) => {
+    expected[targets[i]] += spec.prompts + 1;
+  });
   return expected;
 }
 
@@ -483,4 +485,76 @@ export function runReasons(evidence: RunEvidence): string[] {
     ...outputLengthReasons(evidence.scrapes),
     ...promptEvidenceReasons(evidence.promptEvidence),
   ];
+}
+
+// ---- Faults during a run and study-level stops (issue 11) --------------------------------------
+
+/** Every reason of this kind names a replica that restarted while the run's clients were sending. */
+export const REPLICA_RESTARTED_REASON = 'restarted during the run';
+
+/**
+ * A replica whose pod changed (new uid, or gone) between just before the clients started and
+ * just after they finished lost its cache and its counters in the middle of the run: the run
+ * measured a cold cache and its counts are incomplete. `uids` map pod name to uid; a pod missing
+ * from `before` could not be seen and is not judged.
+ */
+export function replicaRestartReasons(
+  pods: readonly string[],
+  before: ReadonlyMap<string, string>,
+  after: ReadonlyMap<string, string>,
+): string[] {
+  return pods.flatMap((pod) => {
+    const was = before.get(pod);
+    if (was === undefined) return [];
+    const now = after.get(pod);
+    if (now === was) return [];
+    return [
+      `replica ${pod}: ${REPLICA_RESTARTED_REASON} (${now === undefined ? 'its pod was gone after the run' : 'its pod has a new uid'}): its cache and counters started again mid-run`,
+    ];
+  });
+}
+
+/** Whether a record's reasons say a replica restarted during the run (worth one more attempt). */
+export function replicaRestarted(record: Pick<RunRecord, 'invalidReasons'>): boolean {
+  return record.invalidReasons.some((r) => r.includes(REPLICA_RESTARTED_REASON));
+}
+
+/** A study-level check that proves the rest of the study cannot be valid. */
+export interface StudyStopVerdict {
+  readonly reason: string;
+  readonly change: string;
+}
+
+/**
+ * Identical prefixes: once the distinct-prefix check has failed, every later prefix run is
+ * invalid by the same rule, so running them only spends GPU time. Undefined while no run
+ * carries that reason or no prefix run remains.
+ */
+export function identicalPrefixStop(
+  records: readonly RunRecord[],
+  remaining: readonly StudyRun[],
+  clientImage: string,
+): StudyStopVerdict | undefined {
+  const failed = records.find((r) => r.invalidReasons.some((x) => x.startsWith(IDENTICAL_PREFIXES_REASON)));
+  if (!failed || !remaining.some((run) => run.dataset === 'prefix')) return undefined;
+  const reason = failed.invalidReasons.find((x) => x.startsWith(IDENTICAL_PREFIXES_REASON)) as string;
+  return {
+    reason: `${reason}; the ${remaining.filter((r) => r.dataset === 'prefix').length} prefix run(s) left would all be invalid`,
+    change: `use a benchmark client whose prefix_repetition generator makes distinct prefixes (benchmark.image is ${clientImage}), then start a new study (lab run --new)`,
+  };
+}
+
+/**
+ * No metrics on any replica: with no `vllm:` series on every replica of the set just before a
+ * run, no run can be judged (hit rates, request counts and output lengths all come from there).
+ */
+export function noMetricsStop(
+  before: readonly { readonly pod: string; readonly snapshot?: VllmSnapshot }[],
+): StudyStopVerdict | undefined {
+  if (before.length === 0 || before.some((s) => !s.snapshot || s.snapshot.vllmSeries > 0)) return undefined;
+  return {
+    reason: `no replica exposes vLLM metrics: /metrics of ${before.map((s) => s.pod).join(', ')} has no vllm: series`,
+    change:
+      'start vLLM without --disable-log-stats and make sure the runner scrapes the server port (vllm.* settings, charts/model-servers.ts), then run the study again',
+  };
 }

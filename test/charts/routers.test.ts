@@ -1,4 +1,9 @@
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { routerStartScript } from '../../charts/routers.ts';
 import { container, find, synthLab } from './synth.ts';
 
 const WORKERS = [
@@ -24,11 +29,56 @@ describe('vllm-router arms', () => {
     expect(names('Service')).toEqual(expected);
   });
 
-  test('pip-installs the pinned router into the pinned base image', () => {
-    const c = container(find(objects, 'Deployment', 'vllm-router-round-robin'));
-    expect(c.image).toBe('python:3.12-slim');
+  test('installs the pinned router offline from the host wheelhouse into the base image pinned by digest', () => {
+    const deployment = find(objects, 'Deployment', 'vllm-router-round-robin');
+    const c = container(deployment);
+    expect(c.image).toBe(
+      'python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36',
+    );
     expect(c.command[0]).toBe('sh');
-    expect(c.command[2]).toMatch(/^pip install --no-cache-dir vllm-router==0\.1\.15 && exec vllm-router /);
+    expect(c.command[2]).toMatch(
+      /^if ls \/wheels\/vllm_router-0\.1\.15-\*\.whl >\/dev\/null 2>&1; then pip install --no-cache-dir --no-index --find-links \/wheels vllm-router==0\.1\.15; else echo "no vllm-router 0\.1\.15 wheel in \/var\/lib\/lab\/models\/wheels\/vllm-router-0\.1\.15: installing from PyPI" >&2; pip install --no-cache-dir vllm-router==0\.1\.15; fi && exec vllm-router /,
+    );
+    expect(c.volumeMounts).toEqual([{ name: 'wheelhouse', mountPath: '/wheels', readOnly: true }]);
+    expect(deployment.spec.template.spec.volumes).toEqual([
+      {
+        name: 'wheelhouse',
+        hostPath: { path: '/var/lib/lab/models/wheels/vllm-router-0.1.15', type: 'DirectoryOrCreate' },
+      },
+    ]);
+  });
+
+  test('the start script installs offline when the wheel is there, and says so when it falls back to PyPI', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'router-start-'));
+    const bin = join(dir, 'bin');
+    mkdirSync(bin);
+    // Fake pip and vllm-router that log their argv.
+    for (const name of ['pip', 'vllm-router']) {
+      writeFileSync(join(bin, name), `#!/bin/sh\necho "${name} $*" >> "${dir}/calls"\n`);
+      chmodSync(join(bin, name), 0o755);
+    }
+    const wheels = join(dir, 'wheels');
+    mkdirSync(wheels);
+    const script = routerStartScript('0.1.15', ['--policy', 'round_robin']).replaceAll(
+      ' /wheels',
+      ` ${wheels}`,
+    );
+    const run = () =>
+      spawnSync('sh', ['-c', script], { env: { PATH: `${bin}:/usr/bin:/bin` }, encoding: 'utf8' });
+    const empty = run();
+    expect(empty.status).toBe(0);
+    expect(empty.stderr).toContain(
+      'no vllm-router 0.1.15 wheel in /var/lib/lab/models/wheels/vllm-router-0.1.15: installing from PyPI',
+    );
+    writeFileSync(join(wheels, 'vllm_router-0.1.15-cp38-abi3-manylinux_2_28_x86_64.whl'), '');
+    const staged = run();
+    expect(staged.stderr).toBe('');
+    expect(readFileSync(join(dir, 'calls'), 'utf8').trim().split('\n')).toEqual([
+      'pip install --no-cache-dir vllm-router==0.1.15',
+      'vllm-router --policy round_robin',
+      `pip install --no-cache-dir --no-index --find-links ${wheels} vllm-router==0.1.15`,
+      'vllm-router --policy round_robin',
+    ]);
   });
 
   test('overrides host, port and metrics host and lists the replicas by stable name', () => {

@@ -21,6 +21,11 @@ describe('lab plan', () => {
     expect(run.stdout).toMatch(
       /^Arms: best predicted hit rate \(indistinguishable within the noise\): router-cache-aware-completions/m,
     );
+    // The configured study's duration and cost, per run group.
+    expect(run.stdout).toMatch(
+      /^Estimated study duration after the bootstrap: \d+\.\d min \(\d+\.\d min if every run were serial\), about \d+\.\d\d USD at 4\.6 USD\/h$/m,
+    );
+    expect(run.stdout).toMatch(/^ {2}arm +18 run\(s\)/m);
   });
 
   it('reads right for the failed first design, 8 x 512', () => {
@@ -49,6 +54,8 @@ describe('lab plan', () => {
     }
     expect(json.arms.partition.model).toBe('ideal-partition');
     expect(json.armsVerdict).toMatch(/^best predicted hit rate/);
+    expect(json.estimate.runs).toHaveLength(27);
+    expect(json.estimate.totalSeconds).toBeGreaterThan(0);
   });
 
   it('names the option, the bad value and what is allowed', () => {

@@ -188,6 +188,18 @@ describe('lab run', () => {
     );
   });
 
+  it('with --new sends the script that asks the runner for a fresh study', async () => {
+    deployed();
+    hostAnswers('runner job: succeeded\n--- no status.json\n');
+    const run = await lab('run', '--new', '--stack', STACK, '--region', 'us-west-2');
+    expect(run.code, run.stderr).toBe(0);
+    expect(ssm).toHaveReceivedCommandWith(SendCommandCommand, {
+      Parameters: { commands: renderStartStudy(job, { fresh: true }), executionTimeout: ['300'] },
+    });
+    const lines = ssm.commandCalls(SendCommandCommand)[0]?.args[0].input.Parameters?.commands ?? [];
+    expect(lines).toContain("  date -u +%FT%TZ > '/var/lib/lab/results/new-study.request'");
+  });
+
   it('uses the namespace of the configuration', async () => {
     deployed();
     hostAnswers('runner job: absent\n--- no status.json\n');
@@ -427,6 +439,41 @@ describe('lab status', () => {
         'message:   run 8/25 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
         '',
       ].join('\n'),
+    );
+  });
+
+  it('adds the study id, the invalid runs, the cost so far and the shutdown time', async () => {
+    deployed();
+    ec2.on(DescribeInstancesCommand, { InstanceIds: [INSTANCE] }).resolves({
+      Reservations: [
+        {
+          Instances: [
+            {
+              InstanceId: INSTANCE,
+              State: { Name: 'running' },
+              LaunchTime: new Date(NOW.getTime() - 3_600_000),
+            },
+          ],
+        },
+      ],
+    });
+    const status = {
+      ...STATUS,
+      studyId: '20251014-090000-3f2a9c1e',
+      studyStartedAt: '2025-10-14T09:00:00.000Z',
+      invalidRunIds: ['bound-p64'],
+    };
+    hostAnswers(`runner job: active\n${statusBlock(status)}`);
+    const run = await lab('status', '--stack', STACK);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stdout.split('\n');
+    expect(lines).toContain(
+      'study:     20251014-090000-3f2a9c1e, started 2025-10-14T09:00:00.000Z (results in studies/20251014-090000-3f2a9c1e/)',
+    );
+    expect(lines).toContain('invalid:   bound-p64');
+    expect(lines).toContain('cost:      about 4.60 USD so far (instance up 1h00m00s at 4.6 USD/h)');
+    expect(lines).toContain(
+      `shutdown:  ${new Date(NOW.getTime() + 7 * 3_600_000).toISOString()} at the latest (instance.maxLifetimeHours 8), in 7h00m00s`,
     );
   });
 

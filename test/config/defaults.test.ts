@@ -42,7 +42,9 @@ describe('LabConfig defaults', () => {
 
   it('runs vllm-router 0.1.15 in three variants with the published thresholds (lab-spec 3.3)', () => {
     expect(config.router.version).toBe('0.1.15');
-    expect(config.router.image).toBe('python:3.12-slim');
+    expect(config.router.image).toBe(
+      'python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36',
+    );
     expect(config.router.variants).toEqual([
       { name: 'round-robin', policy: 'round_robin' },
       {
@@ -116,6 +118,8 @@ describe('LabConfig defaults', () => {
       image: 'node:22.20.0-bookworm-slim',
       autoStart: true,
       terminateWhenDone: false,
+      readyTimeoutMinutes: 10,
+      retry: { attempts: 5, initialDelaySeconds: 1, maxDelaySeconds: 30 },
     });
   });
 

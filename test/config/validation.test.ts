@@ -44,6 +44,14 @@ describe('LabConfig validation', () => {
     ]);
   });
 
+  it('rejects a runner retry whose longest delay is below its first', () => {
+    expect(problems({ runner: { retry: { initialDelaySeconds: 10, maxDelaySeconds: 5 } } })).toEqual([
+      'runner.retry.maxDelaySeconds = 5: is 5 s, below runner.retry.initialDelaySeconds (10 s); allowed: at least the initial delay',
+    ]);
+    expect(problems({ runner: { retry: { attempts: 0 } } })).toHaveLength(1);
+    expect(problems({ runner: { readyTimeoutMinutes: 30, retry: { attempts: 1 } } })).toEqual([]);
+  });
+
   it('rejects a block size vLLM does not accept', () => {
     expect(problems({ vllm: { blockSize: 24 } })).toEqual([
       'vllm.blockSize = 24: must be one of 1, 8, 16, 32, 64, 128',

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { synthesizeCluster } from '../../charts/synthesize.ts';
@@ -22,6 +22,7 @@ const STATUS = { state: 'running', totalRuns: 25, recordedRuns: 7, validRuns: 7,
 describe('the host scripts', () => {
   const scripts = {
     start: renderStartStudy(job),
+    startNew: renderStartStudy(job, { fresh: true }),
     status: renderReadStatus(job),
     sync: renderSyncResults(),
   };
@@ -113,6 +114,30 @@ describe('lab run on the host', () => {
       expect(JSON.parse(result.report.statusText ?? '')).toMatchObject({ state: 'finished' });
     },
   );
+
+  test('lab run --new leaves the fresh-study request for the runner, then starts it', () => {
+    const { run, box } = host({ status: { ...STATUS, state: 'finished' } });
+    mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
+    const result = run(renderStartStudy(job, { fresh: true }), 'succeeded');
+    expect(result.status, result.stderr).toBe(0);
+    expect(readFileSync(box.path('/var/lib/lab/results/new-study.request'), 'utf8')).toMatch(
+      /^\d{4}-\d\d-\d\dT/,
+    );
+    expect(result.report.lines).toContain(
+      'lab run --new: the runner starts a fresh study; earlier studies stay as they are',
+    );
+    expect(result.calls.at(-1)).toMatch(/^kubectl apply /);
+  });
+
+  test('lab run --new does nothing while a runner is at work', () => {
+    const { run, box } = host({ status: STATUS });
+    const result = run(renderStartStudy(job, { fresh: true }), 'active');
+    expect(result.status).toBe(0);
+    expect(existsSync(box.path('/var/lib/lab/results/new-study.request'))).toBe(false);
+    expect(result.report.lines).toContain(
+      'lab run --new: not applied while a runner is at work; run it again once the runner has ended',
+    );
+  });
 
   test('an active Job is left alone: resume is automatic', () => {
     const { run } = host({ status: STATUS });

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runLabCli } from '../cli/run-lab.ts';
@@ -61,6 +61,19 @@ describe('lab report', () => {
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/^lab report: Partial study: 7 of \d+ planned runs recorded/);
     expect(await readFile(join(dir, 'report.md'), 'utf8')).toContain('> **Partial study: 7 of ');
+  });
+
+  it('in a downloaded results folder reads the latest study of studies/', async () => {
+    const dir = tempDir('lab-report-studies-');
+    for (const id of ['20251013-090000-aaaaaaaa', '20251014-090000-bbbbbbbb']) {
+      await mkdir(join(dir, 'studies', id), { recursive: true });
+      await writeFile(join(dir, 'studies', id, 'study.json'), JSON.stringify(fixtureStudy()));
+    }
+    await mkdir(join(dir, 'studies', '20251015-090000-cccccccc'), { recursive: true });
+    const run = runLabCli(['report', dir]);
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toContain(`read ${join(dir, 'studies', '20251014-090000-bbbbbbbb', 'study.json')}`);
+    expect(existsSync(join(dir, 'report.md'))).toBe(true);
   });
 
   it('fails clearly when study.json is missing', async () => {

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { BENCHMARK_LABEL } from '../../charts/benchmark-job.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
+import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
 import type {
   Clock,
   Cluster,
@@ -59,6 +60,11 @@ export class FakeReplica {
   /** Log lines with the fake time they were written at. */
   log: { at: number; line: string }[] = [];
   clock: FakeClock | undefined;
+  /**
+   * An outage in fake time: from `from` the process is gone (it restarts: counters 0, new uid)
+   * and every connection is reset until `until`, when the new process serves again.
+   */
+  outage: { from: number; until: number; restarted?: boolean } | undefined;
   private server: Server | undefined;
   url = '';
 
@@ -66,8 +72,25 @@ export class FakeReplica {
     this.log = this.startupLog(0);
   }
 
+  /** Whether the replica is in its outage now; its restart happens at the first look after it began. */
+  down(): boolean {
+    const o = this.outage;
+    const now = this.clock?.ms ?? 0;
+    if (!o || now < o.from) return false;
+    if (!o.restarted) {
+      o.restarted = true;
+      this.restart();
+    }
+    return now < o.until;
+  }
+
   async start(): Promise<void> {
     this.server = createServer((req, res) => {
+      if (this.down()) {
+        // A process that is gone: the connection is reset, as a pod being replaced does.
+        req.socket.destroy();
+        return;
+      }
       if (req.method === 'POST' && req.url === '/reset_prefix_cache') {
         if (!this.devMode) {
           res.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}');
@@ -296,6 +319,20 @@ export interface FakeClusterOptions {
   /** Throws from createJob for this run id: an interrupted runner. */
   readonly throwAtRun?: string;
   /**
+   * A replica outage that begins `afterSeconds` after this run's Job was created and lasts
+   * `seconds` (the replica restarts: its cache and counters start again).
+   */
+  readonly outageAtRun?: {
+    readonly run: string;
+    readonly replica: number;
+    readonly afterSeconds: number;
+    readonly seconds: number;
+  };
+  /** The first this-many Job polls after a Job was created answer HTTP 500, as an overloaded API server. */
+  readonly pollErrorsAfterCreate?: number;
+  /** Every Job poll answers this HTTP status (a wrong request: not retried). */
+  readonly pollStatus?: number;
+  /**
    * Seconds a deleted Job and its pods take to disappear (foreground propagation: the Job object
    * stays until its pods are gone). @default 0
    */
@@ -334,6 +371,10 @@ export class FakeCluster implements Cluster {
   private readonly podReadyAt = new Map<string, number>();
   /** Happens once: the restarted runner finds the Job. */
   private leaveJobAtRun: string | undefined;
+  private outageDone = false;
+  private pollErrors = 0;
+  /** Job polls answered with HTTP 500 so far. */
+  pollErrorsAnswered = 0;
 
   constructor(private readonly o: FakeClusterOptions) {
     this.leaveJobAtRun = o.leaveJobAtRun;
@@ -369,6 +410,13 @@ export class FakeCluster implements Cluster {
     this.created.push(job);
     this.events.push(`create job/${job.metadata.name}`);
     const now = this.o.clock.ms;
+    const outage = this.o.outageAtRun;
+    if (outage && this.runOf.get(id) === outage.run && !this.outageDone) {
+      this.outageDone = true;
+      const from = now + outage.afterSeconds * 1000;
+      this.o.replicas[outage.replica].outage = { from, until: from + outage.seconds * 1000 };
+    }
+    this.pollErrors = this.o.pollErrorsAfterCreate ?? 0;
     const b = this.o.behaviour?.[id] ?? {};
     if (b.failAfterSeconds !== undefined) {
       this.jobs.set(job.metadata.name, {
@@ -392,6 +440,20 @@ export class FakeCluster implements Cluster {
   }
 
   async getJob(name: string): Promise<JobCounts | undefined> {
+    const path = `/apis/batch/v1/namespaces/${this.o.config.namespace}/jobs/${name}`;
+    if (this.o.pollStatus !== undefined) {
+      throw new KubeApiError(
+        'GET',
+        path,
+        this.o.pollStatus,
+        '{"kind":"Status","message":"jobs.batch is forbidden"}',
+      );
+    }
+    if (this.pollErrors > 0) {
+      this.pollErrors--;
+      this.pollErrorsAnswered++;
+      throw new KubeApiError('GET', path, 500, '{"kind":"Status","message":"etcdserver: request timed out"}');
+    }
     const job = this.liveJob(name);
     if (!job) return undefined;
     if (job.goneAt !== undefined) return { active: job.outcome === 'never' ? 1 : 0 };
@@ -421,11 +483,14 @@ export class FakeCluster implements Cluster {
     const [key, value] = labelSelector.split('=');
     const served = this.o.config.model.servedName;
     if (key === 'app' && (value === served || value === `${served}-kv`)) {
-      return this.o.replicas.map((r, i) => ({
-        name: `${value}-${i}`,
-        uid: r.uid,
-        ready: this.o.clock.ms >= (this.podReadyAt.get(r.pod) ?? 0),
-      }));
+      return this.o.replicas.map((r, i) => {
+        const down = r.down();
+        return {
+          name: `${value}-${i}`,
+          uid: r.uid,
+          ready: !down && this.o.clock.ms >= (this.podReadyAt.get(r.pod) ?? 0),
+        };
+      });
     }
     if (key === 'job-name' && this.liveJob(value))
       return [{ name: `${value}-x7k2p`, uid: value, ready: false }];

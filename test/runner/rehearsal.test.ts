@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
@@ -18,6 +18,7 @@ import {
   type ClientBehaviour,
   FakeClock,
   FakeCluster,
+  type FakeClusterOptions,
   FakeEndpointPickers,
   FakeFrontEnds,
   FakeReplica,
@@ -53,6 +54,8 @@ interface Rehearsal {
   readonly cluster: FakeCluster;
   readonly lines: string[];
   readonly run: () => Promise<StudyRecord>;
+  /** The folder of the study the runner worked on (`studies/<id>`), named by status.json. */
+  readonly study: () => string;
 }
 
 let replicas: FakeReplica[];
@@ -89,6 +92,9 @@ function rehearsal(
     config?: LabConfig;
     statuses?: Record<string, Record<string, unknown>>;
     leaveJobAtRun?: string;
+    outageAtRun?: FakeClusterOptions['outageAtRun'];
+    pollErrorsAfterCreate?: number;
+    pollStatus?: number;
     /** Continue on the cluster and clock of an earlier rehearsal (a runner restarted in the same cluster). */
     resume?: Rehearsal;
   } = {},
@@ -100,6 +106,7 @@ function rehearsal(
     r.resetBehaviour = 'succeeds';
     r.neverReadyAfterRestart = false;
     r.onReset = undefined;
+    r.outage = undefined;
   }
   frontEnds.failing.clear();
   frontEnds.onRequest = undefined;
@@ -126,6 +133,9 @@ function rehearsal(
       throwAtRun: setup.throwAtRun,
       jobDeleteSeconds: setup.jobDeleteSeconds,
       leaveJobAtRun: setup.leaveJobAtRun,
+      outageAtRun: setup.outageAtRun,
+      pollErrorsAfterCreate: setup.pollErrorsAfterCreate,
+      pollStatus: setup.pollStatus,
     });
   const lines: string[] = [];
   const run = () =>
@@ -150,7 +160,12 @@ function rehearsal(
         ...setup.options,
       },
     );
-  return { dir, clock, cluster, lines, run };
+  const study = () => {
+    const { studyId } = readJson<StudyStatus>(join(dir, 'status.json'));
+    if (!studyId) throw new Error(`status.json in ${dir} names no study`);
+    return join(dir, 'studies', studyId);
+  };
+  return { dir, clock, cluster, lines, run, study };
 }
 
 function readJson<T>(path: string): T {
@@ -185,19 +200,29 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       expect(run.invalidReasons, run.id).toEqual([]);
       expect(run.valid, run.id).toBe(true);
       expect(run.reset, run.id).toBe('endpoint');
+      // A bound run owns one replica and resets only its cache.
       expect(
-        run.resets?.map((x) => x.verifiedBy),
+        run.resets?.map((x) => `${x.pod} ${x.verifiedBy}`),
         run.id,
-      ).toEqual(['log-confirmed', 'log-confirmed']);
+      ).toEqual((findRun(plan, run.id).reset.replicas ?? [0, 1]).map((i) => `qwen3-${i} log-confirmed`));
     }
+    // The bound sweep ran one run per replica at once, and the records say which overlapped.
+    expect(study.runs.slice(0, 5).map((run) => [run.id, run.overlappedWith])).toEqual([
+      ['bound-p128', ['bound-p64']],
+      ['bound-p64', ['bound-p128']],
+      ['bound-p16', ['bound-p8']],
+      ['bound-p8', ['bound-p16']],
+      ['partition', undefined],
+    ]);
+    expect(byId(study).get('bound-p64')?.startedAt).toBe(byId(study).get('bound-p128')?.startedAt);
     // The completions arm of the EPP proved it saw prompts; its chat arm is a prompt-blind control.
     expect(byId(study).get('arm-epp-completions-prefix')?.promptEvidence?.status).toBe('seen');
     expect(byId(study).get('arm-epp-prefix')?.promptEvidence).toBeUndefined();
   });
 
   it('writes study.json, one file per run and a finished status', () => {
-    expect(readJson<StudyRecord>(join(r.dir, 'study.json'))).toEqual(study);
-    for (const run of study.runs) expect(readJson(join(r.dir, 'runs', `${run.id}.json`))).toEqual(run);
+    expect(readJson<StudyRecord>(join(r.study(), 'study.json'))).toEqual(study);
+    for (const run of study.runs) expect(readJson(join(r.study(), 'runs', `${run.id}.json`))).toEqual(run);
     const status = readJson<StudyStatus>(join(r.dir, 'status.json'));
     expect(status).toMatchObject({
       state: 'finished',
@@ -207,15 +232,30 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       invalidRuns: 0,
     });
     expect(status.current).toBeUndefined();
-    expect(readFileSync(join(r.dir, 'runner.log'), 'utf8')).toMatch(/study finished: 27 of 27 runs valid\n$/);
-    expect(readFileSync(join(r.dir, 'partition-r1', 'partition-r1.log'), 'utf8')).toMatch(
+    expect(status.studyId).toMatch(/^20251014-090000-[0-9a-f]{8}$/);
+    expect(status.invalidRunIds).toEqual([]);
+    expect(r.study()).toBe(join(r.dir, 'studies', status.studyId as string));
+    expect(study.metadata.studyId).toBe(status.studyId);
+    // The study folder keeps the client's JSON; the Job's output folder was only its scratch.
+    expect(existsSync(join(r.study(), 'bound-p128', 'bound-p128.json'))).toBe(true);
+    expect(existsSync(join(r.dir, 'bound-p128', 'bound-p128.json'))).toBe(false);
+    expect(existsSync(join(r.dir, 'study.json'))).toBe(false);
+    expect(readFileSync(join(r.study(), 'runner.log'), 'utf8')).toMatch(
+      /study finished: 27 of 27 runs valid\n$/,
+    );
+    expect(readFileSync(join(r.study(), 'partition-r1', 'partition-r1.log'), 'utf8')).toMatch(
       /bench-partition-r1/,
     );
   });
 
   it('creates each client Job exactly as benchmarkJob builds it, the partition clients together', () => {
     const expected = plan.runs.flatMap((run) => run.benchmarks.map((spec) => benchmarkJob(config, spec)));
-    expect(r.cluster.created).toEqual(expected);
+    // The two runs of a bound-sweep wave create their Jobs in either order.
+    const byName = (a: { metadata: { name: string } }, b: { metadata: { name: string } }) =>
+      a.metadata.name.localeCompare(b.metadata.name);
+    expect(r.cluster.created.slice(0, 2).sort(byName)).toEqual(expected.slice(0, 2).sort(byName));
+    expect(r.cluster.created.slice(2, 4).sort(byName)).toEqual(expected.slice(2, 4).sort(byName));
+    expect(r.cluster.created.slice(4)).toEqual(expected.slice(4));
     expect(r.cluster.created.map((j) => j.metadata.name)).toContain('bench-partition-r1');
   });
 
@@ -228,7 +268,12 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       byId(study)
         .get(id)
         ?.replicas.map((rep) => rep.requests);
-    expect(split('bound-p128')).toEqual([1025, 0]);
+    expect(split('bound-p128')).toEqual([1025]);
+    expect(
+      byId(study)
+        .get('bound-p64')
+        ?.replicas.map((rep) => [rep.pod, rep.requests]),
+    ).toEqual([['qwen3-1', 1025]]);
     expect(split('partition')).toEqual([513, 513]);
     expect(split('arm-epp-prefix')).toEqual([513, 512]);
   });
@@ -245,7 +290,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       expect(rates.get(`arm-${arm}-sharegpt`)?.summary?.hitRate, arm).toBeCloseTo(0.05, 6);
     }
     expect(rates.get('sweep-c4-router-cache-aware')?.summary?.hitRate).toBeCloseTo(0.58, 6);
-    expect(rates.get('bound-p128')?.replicas[1].hitRate).toBeNull();
+    expect(rates.get('bound-p128')?.replicas.map((rep) => rep.pod)).toEqual(['qwen3-0']);
+    expect(rates.get('bound-p8')?.replicas.map((rep) => rep.pod)).toEqual(['qwen3-1']);
     expect(rates.get('bound-p128')?.upperBound).toBeCloseTo(0.82, 3);
   });
 
@@ -261,7 +307,10 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
   });
 
   it('reset every cache through the endpoint and restarted each front end that keeps a prefix index', () => {
-    expect(replicas.every((rep) => rep.resets >= plan.runs.length)).toBe(true);
+    replicas.forEach((rep, i) => {
+      const own = plan.runs.filter((run) => !run.reset.replicas || run.reset.replicas.includes(i));
+      expect(rep.resets).toBeGreaterThanOrEqual(own.length);
+    });
     expect(r.cluster.restarted).toHaveLength(plan.runs.filter((run) => run.reset.restartFrontEndOf).length);
     // epp over chat and over completions: one EPP Deployment restarted before each of their four runs.
     expect(r.cluster.restarted.filter((name) => name === 'qwen3-epp')).toHaveLength(4);
@@ -359,26 +408,40 @@ describe('rehearsal: broken runs are marked invalid with the right reason', () =
 });
 
 describe('rehearsal: identical prefixes', () => {
-  it('marks every prefix run invalid when 128 prefixes hit as often as 8, and keeps the ShareGPT controls', async () => {
+  it('stops the study after the bound sweep with the reason and what to change, before any later run', async () => {
     const r = rehearsal({
       hitRate: (spec) =>
         spec.prefix?.prefixes === 128 && spec.target.kind === 'replica' ? 0.93 : hitRate(spec),
     });
-    const study = await r.run();
+    await expect(r.run()).rejects.toThrow(
+      /identical prefixes.*14 prefix run\(s\) left would all be invalid\. To change: use a benchmark client/,
+    );
+    const study = readJson<StudyRecord>(join(r.study(), 'study.json'));
+    expect(study.runs.map((run) => run.id)).toEqual(['bound-p128', 'bound-p64', 'bound-p16', 'bound-p8']);
     for (const run of study.runs) {
-      if (run.dataset === 'sharegpt') {
-        expect(run.valid, run.id).toBe(true);
-      } else {
-        expect(run.valid, run.id).toBe(false);
-        expect(run.invalidReasons, run.id).toEqual([
-          `${IDENTICAL_PREFIXES_REASON}: bound-p128 hit 93.0%, not at least 5 points below bound-p8 (92.3%)`,
-        ]);
-      }
+      expect(run.valid, run.id).toBe(false);
+      expect(run.invalidReasons, run.id).toEqual([
+        `${IDENTICAL_PREFIXES_REASON}: bound-p128 hit 93.0%, not at least 5 points below bound-p8 (92.3%)`,
+      ]);
     }
+    expect(study.metadata.stopped?.reason).toMatch(/^the dataset generator produced identical prefixes/);
+    expect(study.metadata.stopped?.change).toContain('benchmark.image is vllm/vllm-openai:v0.11.0');
+    expect(study.metadata.finishedAt).toBeUndefined();
+    // No Job after the sweep: the rest would have cost about an hour of GPU time for nothing.
+    // (The runs of a wave create their Jobs in either order.)
+    expect(r.cluster.created.map((j) => j.metadata.name).sort()).toEqual([
+      'bench-bound-p128',
+      'bench-bound-p16',
+      'bench-bound-p64',
+      'bench-bound-p8',
+    ]);
     // bound-p128 was recorded valid first, then marked invalid once bound-p8 was measured.
-    const file = readJson<RunRecord>(join(r.dir, 'runs', 'bound-p128.json'));
+    const file = readJson<RunRecord>(join(r.study(), 'runs', 'bound-p128.json'));
     expect(file.valid).toBe(false);
-    expect(readJson<StudyStatus>(join(r.dir, 'status.json')).invalidRuns).toBe(18);
+    const status = readJson<StudyStatus>(join(r.dir, 'status.json'));
+    expect(status).toMatchObject({ state: 'failed', invalidRuns: 4 });
+    expect(status.invalidRunIds).toEqual(['bound-p128', 'bound-p64', 'bound-p16', 'bound-p8']);
+    expect(status.error).toMatch(/To change: use a benchmark client/);
   });
 });
 
@@ -390,7 +453,7 @@ describe('rehearsal: an interrupted study resumes without repeating valid runs',
     expect(status).toMatchObject({ state: 'failed', recordedRuns: 6, validRuns: 6 });
     expect(status.error).toMatch(/interrupted/);
     expect(status.current?.id).toBe('arm-kube-proxy-sharegpt');
-    const before = readJson<StudyRecord>(join(first.dir, 'study.json'));
+    const before = readJson<StudyRecord>(join(first.study(), 'study.json'));
     expect(before.runs.map((run) => run.id)).toEqual(plan.runs.slice(0, 6).map((run) => run.id));
     expect(first.cluster.created).toHaveLength(7); // six runs, the partition with two clients
 
@@ -405,31 +468,45 @@ describe('rehearsal: an interrupted study resumes without repeating valid runs',
     expect(study.runs.slice(0, 6)).toEqual(before.runs);
     expect(study.metadata.startedAt).toBe(before.metadata.startedAt);
     expect(second.lines).toContain('run 1/27 bound-p128: valid record exists, skipped');
+    expect(second.study()).toBe(first.study());
+    expect(second.lines.some((l) => l.startsWith(`resuming study ${before.metadata.studyId}`))).toBe(true);
   });
 
-  it('refuses a results folder of a different configuration', async () => {
+  it('starts a study of its own for a different configuration, leaving the earlier one untouched', async () => {
     const first = rehearsal({ plan: { runs: plan.runs.slice(0, 1) } });
     await first.run();
+    const earlier = first.study();
+    const snapshot = readFileSync(join(earlier, 'study.json'), 'utf8');
     const other = { ...config, workload: { ...config.workload, prompts: 2048 } };
-    const store = new FileResultStore(first.dir);
-    const clock = new FakeClock();
-    await expect(
-      runStudy(
-        {
-          cluster: first.cluster,
-          replicas: new HttpReplicas(),
-          frontEnds: new HttpFrontEnds(),
-          endpointPickers: new HttpEndpointPickers(tokenFile),
-          store,
-          clock,
-          jobManifest: (spec) => benchmarkJob(other, spec),
-          log: () => {},
-        },
-        other,
-        studyPlan(other),
-        { replicaUrls: () => replicas.map((rep) => rep.url) },
+    const second = rehearsal({
+      dir: first.dir,
+      config: other,
+      plan: { runs: studyPlan(other).runs.slice(0, 1) },
+    });
+    second.clock.ms += 3_600_000;
+    const study = await second.run();
+    expect(second.study()).not.toBe(earlier);
+    expect(study.metadata.config.workload.prompts).toBe(2048);
+    expect(readFileSync(join(earlier, 'study.json'), 'utf8')).toBe(snapshot);
+    expect(
+      second.lines.some((l) =>
+        l.includes('none of the 1 earlier studies is an unfinished study of this configuration'),
       ),
-    ).rejects.toThrow(/results folder holds a study of a different configuration/);
+    ).toBe(true);
+  });
+
+  it('starts a fresh study of the same configuration when lab run --new asked for one', async () => {
+    const first = rehearsal({ throwAtRun: plan.runs[1].id, plan: { runs: plan.runs.slice(0, 2) } });
+    await expect(first.run()).rejects.toThrow(/interrupted/);
+    const earlier = first.study();
+    writeFileSync(join(first.dir, 'new-study.request'), '');
+    const second = rehearsal({ dir: first.dir, plan: { runs: plan.runs.slice(0, 2) } });
+    second.clock.ms += 60_000;
+    const study = await second.run();
+    expect(second.study()).not.toBe(earlier);
+    expect(study.runs.map((run) => run.valid)).toEqual([true, true]);
+    expect(existsSync(join(first.dir, 'new-study.request'))).toBe(false);
+    expect(readJson<StudyRecord>(join(earlier, 'study.json')).runs).toHaveLength(1);
   });
 });
 
@@ -469,8 +546,9 @@ describe('rehearsal: Jobs that fail or hang', () => {
   });
 
   it('waits until a timed-out Job and its pods are gone before the next run resets the caches', async () => {
+    // The partition run uses both replicas, so it runs after bound-p128, not beside it.
     const r = rehearsal({
-      plan: { runs: plan.runs.slice(0, 2) },
+      plan: { runs: [findRun(plan, 'bound-p128'), findRun(plan, 'partition')] },
       behaviour: { 'bound-p128': { hangs: true } },
       options: { jobTimeoutMs: 10 * 60_000 },
       jobDeleteSeconds: 30,
@@ -484,11 +562,11 @@ describe('rehearsal: Jobs that fail or hang', () => {
     expect(deleted, events.join('\n')).toBeGreaterThan(-1);
     expect(gone, events.join('\n')).toBeGreaterThan(deleted);
     expect(nextReset, events.join('\n')).toBeGreaterThan(gone);
-    expect(events.indexOf('create job/bench-bound-p64')).toBeGreaterThan(nextReset);
+    expect(events.indexOf('create job/bench-partition-r0')).toBeGreaterThan(nextReset);
     // The timed-out run lasted until its Job was gone: the timeout plus the 30 s deletion.
     expect(durationMs(study.runs[0])).toBe(10 * 60_000 + 30_000);
     // Its client log was saved before its pod went away.
-    expect(readFileSync(join(r.dir, 'bound-p128', 'bound-p128.log'), 'utf8')).toContain(
+    expect(readFileSync(join(r.study(), 'bound-p128', 'bound-p128.log'), 'utf8')).toContain(
       '(log of bench-bound-p128-x7k2p)',
     );
   });
@@ -507,15 +585,16 @@ describe('rehearsal: reset without dev mode', () => {
     // The new pod took 90 s to become ready; the run waited for it.
     expect(durationMs(study.runs[0])).toBeGreaterThanOrEqual(90_000);
     expect(r.lines.some((l) => l.includes('qwen3-1: /reset_prefix_cache answered 404'))).toBe(true);
-    expect(existsSync(join(r.dir, 'runs', 'partition.json'))).toBe(true);
+    expect(existsSync(join(r.study(), 'runs', 'partition.json'))).toBe(true);
   });
 });
 
 describe('rehearsal: resets are verified, not assumed', () => {
-  const one = { runs: [findRun(plan, 'bound-p128')] };
+  // The partition run uses both replicas (a bound run owns one).
+  const one = { runs: [findRun(plan, 'partition')] };
 
   it('records how every reset of the default study was verified: by the log line after the call', async () => {
-    const r = rehearsal({ plan: { runs: plan.runs.slice(0, 2) } });
+    const r = rehearsal({ plan: { runs: plan.runs.slice(4, 6) } });
     const study = await r.run();
     for (const run of study.runs) {
       expect(run.resets?.map((x) => x.verifiedBy)).toEqual(['log-confirmed', 'log-confirmed']);
@@ -588,10 +667,12 @@ describe('rehearsal: resets are verified, not assumed', () => {
 
 describe('rehearsal: a resumed run clears its leftover Job first', () => {
   it('deletes the interrupted run’s Job and waits until it and its pods are gone before the first reset', async () => {
-    const runs = plan.runs.slice(0, 2);
-    const first = rehearsal({ plan: { runs }, leaveJobAtRun: 'bound-p64', jobDeleteSeconds: 30 });
-    await expect(first.run()).rejects.toThrow(/runner killed after creating job\/bench-bound-p64/);
-    expect(await first.cluster.getJob('bench-bound-p64')).toEqual({ active: 1 });
+    const runs = plan.runs.slice(4, 6);
+    const first = rehearsal({ plan: { runs }, leaveJobAtRun: 'arm-kube-proxy-prefix', jobDeleteSeconds: 30 });
+    await expect(first.run()).rejects.toThrow(
+      /runner killed after creating job\/bench-arm-kube-proxy-prefix/,
+    );
+    expect(await first.cluster.getJob('bench-arm-kube-proxy-prefix')).toEqual({ active: 1 });
 
     const second = rehearsal({ plan: { runs }, dir: first.dir, resume: first });
     const events = second.cluster.events;
@@ -600,12 +681,12 @@ describe('rehearsal: a resumed run clears its leftover Job first', () => {
     const study = await second.run();
     const after = events.slice(resumedAt);
     expect(after.slice(0, 4), after.join('\n')).toEqual([
-      'delete job/bench-bound-p64',
-      'gone job/bench-bound-p64',
+      'delete job/bench-arm-kube-proxy-prefix',
+      'gone job/bench-arm-kube-proxy-prefix',
       'reset qwen3-0',
       'reset qwen3-1',
     ]);
-    expect(after).toContain('create job/bench-bound-p64');
+    expect(after).toContain('create job/bench-arm-kube-proxy-prefix');
     expect(study.runs.map((run) => run.valid)).toEqual([true, true]);
   });
 });
@@ -794,5 +875,207 @@ describe('rehearsal: a preflight per front end', () => {
       expect(frontEnds.requests).toEqual([]);
       expect(r.cluster.created).toEqual([]);
     });
+  });
+});
+
+// ---- Issue 11: faults the runner survives ------------------------------------------------------
+
+/** Every file under a folder, relative path to content. */
+function tree(root: string): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const relative = dir ? `${dir}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) walk(relative);
+      else files.set(relative, readFileSync(join(root, relative), 'utf8'));
+    }
+  };
+  walk('');
+  return files;
+}
+
+describe('rehearsal: faults the runner survives', () => {
+  it('a 3-minute replica outage in the middle of a run costs no run: the run is tried again once the replica serves', async () => {
+    const outageRun = 'arm-router-round-robin-prefix';
+    const r = rehearsal({ outageAtRun: { run: outageRun, replica: 1, afterSeconds: 30, seconds: 180 } });
+    const study = await r.run();
+    expect(study.runs).toHaveLength(27);
+    for (const run of study.runs) expect(run.valid, `${run.id}: ${run.invalidReasons.join('; ')}`).toBe(true);
+    const hit = byId(study).get(outageRun) as RunRecord;
+    expect(hit.attempt).toBe(2);
+    expect(hit.attempts).toHaveLength(1);
+    const [first] = hit.attempts ?? [];
+    expect(first.valid).toBe(false);
+    expect(first.retriedBecause).toBe('a replica restarted during the run');
+    expect(first.invalidReasons).toContain(
+      'replica qwen3-1: restarted during the run (its pod has a new uid): its cache and counters started again mid-run',
+    );
+    expect(
+      first.invalidReasons.some((x) =>
+        x.startsWith('replica qwen3-1: /metrics could not be read after the run'),
+      ),
+    ).toBe(true);
+    // The scrape was retried with backoff, each retry logged, before the runner gave up on it.
+    expect(r.lines.some((l) => /^retry 1\/4 of GET http:\/\/127\.0\.0\.1:\d+\/metrics in 1s: /.test(l))).toBe(
+      true,
+    );
+    // The second attempt waited for the replica instead of failing at once, and reset from scratch.
+    expect(r.lines.some((l) => /waiting up to 10m00s for qwen3-1 to serve \/v1\/models/.test(l))).toBe(true);
+    expect(Date.parse(hit.startedAt)).toBeGreaterThanOrEqual(Date.parse(first.finishedAt));
+    expect(hit.resets?.map((x) => x.verifiedBy)).toEqual(['log-confirmed', 'log-confirmed']);
+    // Both attempts' client files are kept.
+    expect(existsSync(join(r.study(), 'attempts', outageRun, '1', outageRun, `${outageRun}.json`))).toBe(
+      true,
+    );
+    expect(existsSync(join(r.study(), outageRun, `${outageRun}.json`))).toBe(true);
+  });
+
+  it('an HTTP 500 from the API server on a Job poll is retried and the study finishes', async () => {
+    const runs = ['bound-p128', 'partition', 'arm-kube-proxy-prefix'].map((id) => findRun(plan, id));
+    const r = rehearsal({ plan: { runs }, pollErrorsAfterCreate: 2 });
+    const study = await r.run();
+    expect(study.runs.map((run) => run.valid)).toEqual([true, true, true]);
+    expect(r.cluster.pollErrorsAnswered).toBe(6);
+    expect(r.lines).toContain(
+      'retry 1/4 of get job/bench-bound-p128 in 1s: GET /apis/batch/v1/namespaces/vllm/jobs/bench-bound-p128: HTTP 500: etcdserver: request timed out',
+    );
+    expect(r.lines).toContain(
+      'retry 2/4 of get job/bench-bound-p128 in 2s: GET /apis/batch/v1/namespaces/vllm/jobs/bench-bound-p128: HTTP 500: etcdserver: request timed out',
+    );
+    expect(readJson<StudyStatus>(join(r.dir, 'status.json')).state).toBe('finished');
+  });
+
+  it('does not retry a request the API server refused on its merits (403)', async () => {
+    const r = rehearsal({ plan: { runs: plan.runs.slice(0, 1) }, pollStatus: 403 });
+    await expect(r.run()).rejects.toThrow(/HTTP 403: jobs.batch is forbidden/);
+    expect(r.lines.some((l) => l.startsWith('retry '))).toBe(false);
+  });
+
+  it('a runner on a new host with an empty disk restores the half-done study from S3 and resumes at the right run, overwriting nothing', async () => {
+    const oldHost = rehearsal({ throwAtRun: plan.runs[9].id });
+    await expect(oldHost.run()).rejects.toThrow(/interrupted/);
+    const oldStudy = oldHost.study();
+    // What the host's sync uploaded to s3://<bucket>/<stack>/ (aws s3 sync of the results folder).
+    const s3 = tempDir('lab-s3-');
+    cpSync(oldHost.dir, s3, { recursive: true });
+    const uploaded = tree(s3);
+
+    // The new host: an empty results folder into which the bootstrap restores studies/ from S3.
+    const newDir = tempDir('lab-results-');
+    cpSync(join(s3, 'studies'), join(newDir, 'studies'), { recursive: true });
+    const newHost = rehearsal({ dir: newDir });
+    newHost.clock.ms += 2 * 3_600_000;
+    const study = await newHost.run();
+
+    // Resumed the same study at run 10: only runs 10-27 made Jobs.
+    expect(newHost.study().replace(newDir, '')).toBe(oldStudy.replace(oldHost.dir, ''));
+    expect(newHost.cluster.created.map((j) => j.metadata.name)).toEqual(
+      plan.runs.slice(9).flatMap((run) => run.benchmarks.map((spec) => `bench-${spec.id}`)),
+    );
+    expect(study.runs).toHaveLength(27);
+    expect(study.runs.every((run) => run.valid)).toBe(true);
+    expect(newHost.lines.some((l) => l.includes('9 of 27 runs have a valid record'))).toBe(true);
+
+    // Nothing uploaded by the old host is overwritten by what the new host would upload.
+    const after = tree(newDir);
+    for (const [path, content] of uploaded) {
+      if (!path.startsWith('studies/')) continue;
+      if (path.endsWith('/study.json') || path.endsWith('/runner.log')) continue;
+      expect(after.get(path), path).toBe(content);
+    }
+    const studyPath = [...uploaded.keys()].find((p) => p.endsWith('/study.json')) as string;
+    const oldRecord = JSON.parse(uploaded.get(studyPath) as string) as StudyRecord;
+    expect(study.runs.slice(0, 9)).toEqual(oldRecord.runs);
+    expect(study.metadata.startedAt).toBe(oldRecord.metadata.startedAt);
+    const logPath = studyPath.replace('study.json', 'runner.log');
+    expect(after.get(logPath)?.startsWith(uploaded.get(logPath) as string)).toBe(true);
+  });
+
+  it('resumes from run files synced after study.json (the sync runs every 5 minutes)', async () => {
+    const oldHost = rehearsal({ throwAtRun: plan.runs[4].id, plan: { runs: plan.runs.slice(0, 6) } });
+    await expect(oldHost.run()).rejects.toThrow(/interrupted/);
+    // The S3 copy of study.json is from before run 4 was recorded; runs/bound-p8.json is newer.
+    const studyFile = join(oldHost.study(), 'study.json');
+    const record = readJson<StudyRecord>(studyFile);
+    writeFileSync(studyFile, JSON.stringify({ ...record, runs: record.runs.slice(0, 3) }));
+    const resumed = rehearsal({ dir: oldHost.dir, plan: { runs: plan.runs.slice(0, 6) } });
+    const study = await resumed.run();
+    expect(resumed.cluster.created.map((j) => j.metadata.name)).toEqual([
+      'bench-partition-r0',
+      'bench-partition-r1',
+      'bench-arm-kube-proxy-prefix',
+    ]);
+    expect(study.runs.map((run) => run.id)).toEqual(plan.runs.slice(0, 6).map((run) => run.id));
+  });
+
+  it('keeps an invalid attempt when a resumed study runs it again', async () => {
+    const runs = plan.runs.slice(0, 4);
+    const first = rehearsal({
+      plan: { runs },
+      behaviour: { 'bound-p64': { completed: 1000 } },
+      throwAtRun: 'bound-p8',
+    });
+    await expect(first.run()).rejects.toThrow(/interrupted/);
+    const invalid = readJson<RunRecord>(join(first.study(), 'runs', 'bound-p64.json'));
+    expect(invalid.valid).toBe(false);
+
+    const second = rehearsal({ dir: first.dir, plan: { runs } });
+    const study = await second.run();
+    const run = byId(study).get('bound-p64') as RunRecord;
+    expect(run.valid).toBe(true);
+    expect(run.attempt).toBe(2);
+    expect(run.attempts).toEqual([
+      { ...invalid, retriedBecause: 'the study was resumed and this run had no valid record' },
+    ]);
+    expect(readJson<RunRecord>(join(second.study(), 'runs', 'bound-p64.json')).attempts).toHaveLength(1);
+    // The first attempt's client files moved aside; the second attempt's are in place.
+    const kept = join(second.study(), 'attempts', 'bound-p64', '1', 'bound-p64');
+    expect(readJson<{ completed: number }>(join(kept, 'bound-p64.json')).completed).toBe(1000);
+    expect(existsSync(join(kept, 'bound-p64.log'))).toBe(true);
+    expect(
+      readJson<{ completed: number }>(join(second.study(), 'bound-p64', 'bound-p64.json')).completed,
+    ).toBe(1024);
+  });
+});
+
+describe('rehearsal: study-level stops', () => {
+  it('stops when the model server never becomes ready before a run, with the reason and what to change', async () => {
+    const r = rehearsal({
+      plan: { runs: plan.runs.slice(0, 3) },
+      outageAtRun: { run: 'bound-p128', replica: 0, afterSeconds: 130, seconds: 3 * 3_600 },
+    });
+    await expect(r.run()).rejects.toThrow(
+      /the model server never became ready: qwen3-0 did not serve \/v1\/models within 10m00s .*To change: find why in kubectl -n vllm describe pod qwen3-0/,
+    );
+    // The outage began during bound-p16 (on qwen3-0 after the first wave); its retry waited 10
+    // minutes for qwen3-0, then the study stopped.
+    const study = readJson<StudyRecord>(join(r.study(), 'study.json'));
+    expect(study.runs.map((run) => [run.id, run.valid])).toEqual([
+      ['bound-p128', true],
+      ['bound-p64', true],
+      ['bound-p16', false],
+    ]);
+    expect(study.runs[2].invalidReasons).toContain(
+      'replica qwen3-0: restarted during the run (its pod has a new uid): its cache and counters started again mid-run',
+    );
+    expect(study.metadata.stopped?.reason).toMatch(/^the model server never became ready/);
+    expect(r.cluster.created.map((j) => j.metadata.name).sort()).toEqual([
+      'bench-bound-p128',
+      'bench-bound-p16',
+      'bench-bound-p64',
+    ]);
+    expect(readJson<StudyStatus>(join(r.dir, 'status.json')).state).toBe('failed');
+  });
+
+  it('stops when no replica exposes vLLM metrics before a run', async () => {
+    const r = rehearsal({ plan: { runs: plan.runs.slice(0, 3) }, options: { idleTimeoutMs: 10_000 } });
+    for (const replica of replicas) replica.blankScrapes = 1_000;
+    await expect(r.run()).rejects.toThrow(
+      /no replica exposes vLLM metrics: \/metrics of qwen3-0 has no vllm: series\. To change: start vLLM without --disable-log-stats/,
+    );
+    expect(r.cluster.created).toHaveLength(0);
+    expect(readJson<StudyRecord>(join(r.study(), 'study.json')).metadata.stopped?.change).toMatch(
+      /--disable-log-stats/,
+    );
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
-import { findRun, studyPlan } from '../../lib/study/plan.ts';
+import { findRun, runWaves, studyPlan } from '../../lib/study/plan.ts';
 
 const ids = (overrides: object = {}) => studyPlan(parseLabConfig(overrides)).runs.map((run) => run.id);
 
@@ -36,13 +36,13 @@ describe('studyPlan (lab-spec 4.2)', () => {
     expect(new Set(plan.runs.map((run) => run.id)).size).toBe(plan.runs.length);
   });
 
-  it('sends the upper-bound sweep straight to replica 0 with the swept prefix count', () => {
+  it('sends each upper-bound run straight to one replica, alternating, with the swept prefix count', () => {
     const run = findRun(plan, 'bound-p64');
     expect(run.group).toBe('bound');
     expect(run.benchmarks).toEqual([
       {
         id: 'bound-p64',
-        target: { kind: 'replica', servers: 'standard', replica: 0 },
+        target: { kind: 'replica', servers: 'standard', replica: 1 },
         api: 'chat',
         dataset: 'prefix',
         prompts: 1024,
@@ -52,9 +52,30 @@ describe('studyPlan (lab-spec 4.2)', () => {
         resultFile: 'bound-p64.json',
       },
     ]);
-    expect(run.reset).toEqual({ prefixCaches: 'standard' });
+    expect(run.reset).toEqual({ prefixCaches: 'standard', replicas: [1] });
+    expect(
+      ['bound-p128', 'bound-p16', 'bound-p8'].map((id) => findRun(plan, id).benchmarks[0].target),
+    ).toEqual([0, 0, 1].map((replica) => ({ kind: 'replica', servers: 'standard', replica })));
     expect(run.expectedRequests).toBe(1025);
     expect(findRun(plan, 'bound-p128').upperBound).toBeCloseTo((7 / 8) * (2048 / 2186), 12);
+  });
+
+  it('groups the bound runs into waves of one run per replica; every other run is alone', () => {
+    const waves = runWaves(plan).map((wave) => wave.map((run) => run.id));
+    expect(waves.slice(0, 3)).toEqual([
+      ['bound-p128', 'bound-p64'],
+      ['bound-p16', 'bound-p8'],
+      ['partition'],
+    ]);
+    expect(waves.slice(2).every((wave) => wave.length === 1)).toBe(true);
+    expect(waves.flat()).toEqual(plan.runs.map((run) => run.id));
+    // Three bound runs on two replicas: the third waits for a replica of its own.
+    const three = studyPlan(parseLabConfig({ study: { boundSweepPrefixes: [128, 64, 16] } }));
+    expect(
+      runWaves(three)
+        .slice(0, 2)
+        .map((wave) => wave.map((run) => run.id)),
+    ).toEqual([['bound-p128', 'bound-p64'], ['bound-p16']]);
   });
 
   it('gives each replica 64 prefixes, 512 prompts and concurrency 16 with its own seed in the ideal partition', () => {

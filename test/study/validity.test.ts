@@ -253,9 +253,15 @@ describe('requests per replica', () => {
   });
 
   it('fails a direct run whose requests reached the wrong replica', () => {
-    expect(requestReasons(findRun(plan, 'bound-p8'), [replica(0, 1000), replica(1, 25)])).toEqual([
+    expect(requestReasons(findRun(plan, 'bound-p16'), [replica(0, 1000), replica(1, 25)])).toEqual([
       "replica qwen3-0 served 1000 requests, expected 1025 for this run's target",
       "replica qwen3-1 served 25 requests, expected 0 for this run's target",
+    ]);
+    // A bound run on replica 1 is judged on that replica alone.
+    expect(requestReasons(findRun(plan, 'bound-p8'), [replica(1, 1025)])).toEqual([]);
+    expect(requestReasons(findRun(plan, 'bound-p8'), [replica(1, 1000)])).toEqual([
+      'replicas served 1000 requests (qwen3-1 1000), expected 1025 (prompts plus one warm-up per client)',
+      "replica qwen3-1 served 1000 requests, expected 1025 for this run's target",
     ]);
   });
 });

@@ -251,7 +251,7 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     expect(prefetch).toBeLessThan(index(/^kubectl apply/));
     for (const image of [
       'envoyproxy/envoy:v1.35.3',
-      'python:3.12-slim',
+      'python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36',
       'nvcr.io/nvidia/k8s-device-plugin:v0.17.1',
     ]) {
       expect(calls).toContain(`k3s crictl pull ${image}`);

@@ -1,0 +1,82 @@
+import { createHash } from 'node:crypto';
+import type { LabConfig } from '../config/schema.ts';
+import type { StudyMetadata } from '../study/results.ts';
+
+/**
+ * Study ids: every study lives in its own folder (`studies/<id>/`, layout.ts), which the host's
+ * sync uploads under its own S3 prefix, so no study ever overwrites another's files. A runner
+ * that starts resumes the latest unfinished study of the same configuration found there (on a
+ * new host, the bootstrap restores that folder from S3 first); `lab run --new` starts a fresh one.
+ */
+
+/** JSON with sorted keys, to compare two configurations regardless of key order. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
+/** The first 8 hex digits of the SHA-256 of the canonical configuration. */
+export function configHash(config: LabConfig): string {
+  return createHash('sha256').update(canonicalJson(config)).digest('hex').slice(0, 8);
+}
+
+/** `20251014-090000-3f2a9c1e`: when the study started (UTC, to the second) and its configuration. */
+export function newStudyId(config: LabConfig, at: Date): string {
+  const stamp = at.toISOString().slice(0, 19).replace(/[-:]/g, '').replace('T', '-');
+  return `${stamp}-${configHash(config)}`;
+}
+
+/** A study id as newStudyId makes it; anything else in `studies/` is not the runner's. */
+export function isStudyId(id: string): boolean {
+  return /^\d{8}-\d{6}-[0-9a-f]{8}$/.test(id);
+}
+
+/** A study found in the results folder. */
+export interface StoredStudy {
+  readonly id: string;
+  readonly metadata: StudyMetadata;
+}
+
+/** Which study a starting runner works on, and why (for the log). */
+export type StudyChoice =
+  | { readonly kind: 'resume'; readonly id: string; readonly why: string }
+  | { readonly kind: 'new'; readonly id: string; readonly why: string };
+
+/**
+ * The study to work on: with `fresh` (`lab run --new`) always a new one; else the latest
+ * unfinished study of the same configuration (by its start time), else a new one. A study of
+ * another configuration, or a finished one, is never resumed and never touched.
+ */
+export function chooseStudy(
+  stored: readonly StoredStudy[],
+  config: LabConfig,
+  now: Date,
+  fresh: boolean,
+): StudyChoice {
+  const id = newStudyId(config, now);
+  if (fresh) return { kind: 'new', id, why: 'lab run --new asked for a fresh study' };
+  const same = canonicalJson(config);
+  const candidates = stored
+    .filter((s) => !s.metadata.finishedAt && canonicalJson(s.metadata.config) === same)
+    .sort((a, b) => Date.parse(b.metadata.startedAt) - Date.parse(a.metadata.startedAt));
+  if (candidates.length > 0) {
+    const latest = candidates[0];
+    return {
+      kind: 'resume',
+      id: latest.id,
+      why: `study ${latest.id} (started ${latest.metadata.startedAt}) has the same configuration and is unfinished`,
+    };
+  }
+  const others = stored.length;
+  return {
+    kind: 'new',
+    id,
+    why:
+      others === 0
+        ? 'no earlier study in the results folder'
+        : `none of the ${others} earlier studies is an unfinished study of this configuration`,
+  };
+}

@@ -1,0 +1,202 @@
+import type { LabConfig } from '../config/schema.ts';
+import { type Arm, studyArms } from './arms.ts';
+import { type RunGroup, runWaves, type StudyPlan, type StudyRun } from './plan.ts';
+import { planEngine, planInput } from './planner.ts';
+import { type RoutingPolicy, type SimulationInput, simulate } from './simulator.ts';
+
+/**
+ * How long the study occupies the instance after the bootstrap, and what that costs (issue 11):
+ * the benchmark load of every run from the simulator's virtual time, plus the runner's per-run
+ * overheads. Pure: numbers in, numbers out.
+ */
+
+/** Seconds the runner spends around a run's benchmark load. */
+export interface RunOverheads {
+  /**
+   * From creating a client Job to its first request: pod start with the image on the node, the
+   * client's Python imports, the tokenizer and dataset from the host cache, the warm-up request.
+   */
+  readonly jobStartSeconds: number;
+  /** Restart of a front end that keeps its own prefix index, until its rollout is complete. */
+  readonly frontEndRestartSeconds: number;
+  /** Idle check, POST /reset_prefix_cache and its confirmation in the log, per run. */
+  readonly resetSeconds: number;
+  /** The runner's own work per run: scrapes, polls (5 s apart), result files, records. */
+  readonly runnerSeconds: number;
+  /** The preflight request through a front end, once per arm. */
+  readonly preflightSeconds: number;
+}
+
+/**
+ * The overheads the estimate assumes, and where each figure comes from.
+ * - `runnerSeconds`: measured in the rehearsal (`scripts/bench-study.ts` prints it): the time a
+ *   run takes beyond its Job and front-end restart is the poll granularity, 5 s at most.
+ * - `resetSeconds`: the runner confirms a reset at 1 s polls of the pod log; 3 s allows two polls.
+ * - `jobStartSeconds`: not measurable without a cluster. The issue's review measured 30-60 s with
+ *   the image pulled and the tokenizer downloaded at each start; with both pre-staged by the
+ *   bootstrap the start is the pod start and the client's imports, taken here as 30 s.
+ * - `frontEndRestartSeconds`: a router that installs offline (charts/routers.ts) starts its
+ *   process only; an EPP is a Go binary. Taken as 20 s, the fake cluster's rollout time.
+ * - `preflightSeconds`: one request of one token.
+ */
+export const DEFAULT_RUN_OVERHEADS: RunOverheads = {
+  jobStartSeconds: 30,
+  frontEndRestartSeconds: 20,
+  resetSeconds: 3,
+  runnerSeconds: 5,
+  preflightSeconds: 2,
+};
+
+/**
+ * ShareGPT's shape for the simulator, which has no ShareGPT dataset: unique prompts of the mean
+ * lengths `vllm bench serve` reported for 1,000 ShareGPT prompts in vllm-project/vllm pull
+ * request #18566 (229,711 input and 203,068 generated tokens, Llama 3.1 tokenizer). With
+ * `--ignore-eos` every output runs to the dataset's length, so the real mean is at least that.
+ */
+export const SHAREGPT_MEAN_TOKENS = { input: 230, output: 203 } as const;
+
+/** One run's estimate. */
+export interface RunEstimate {
+  readonly id: string;
+  readonly group: RunGroup;
+  /** Virtual time of the benchmark load (the simulator's `timing.durationSeconds`). */
+  readonly loadSeconds: number;
+  /** Everything else the run needs: Job start, reset, front-end restart, preflight, runner. */
+  readonly overheadSeconds: number;
+}
+
+/** The study's estimate, per run group and in all. */
+export interface StudyEstimate {
+  readonly runs: readonly RunEstimate[];
+  /** Per run group: load and overhead seconds as the instance spends them (a wave counts once). */
+  readonly groups: Readonly<
+    Record<RunGroup, { readonly loadSeconds: number; readonly overheadSeconds: number }>
+  >;
+  /** Instance seconds after the bootstrap, runs of a wave overlapping. */
+  readonly totalSeconds: number;
+  /** The same study with every run one after the other. */
+  readonly serialSeconds: number;
+  readonly pricePerHourUsd: number;
+  readonly costUsd: number;
+}
+
+/** The routing policy of the simulator that stands for an arm's front end, for its load time. */
+export function simulatedPolicy(config: LabConfig, arm: Arm): RoutingPolicy {
+  if (arm.frontEnd === 'service') return 'per-connection';
+  if (arm.frontEnd === 'router') {
+    const variant = config.router.variants.find((v) => `router-${v.name}` === arm.frontEndId);
+    if (variant?.policy === 'round_robin') return 'round-robin';
+    if (variant?.policy === 'random') return 'random';
+    // consistent_hash hashes headers or the whole request: to the cache, a random spread.
+    if (variant?.policy === 'consistent_hash') return 'random';
+  }
+  // A front end that routes on the prompt keeps each prefix mostly on one replica; one that
+  // cannot read it balances by load.
+  return arm.prefixAware && !arm.promptBlind ? 'prefix-hash' : 'least-loaded';
+}
+
+/** The simulator input and policy of a run's benchmark load. */
+export function runSimulation(
+  config: LabConfig,
+  run: StudyRun,
+  arms: ReadonlyMap<string, Arm>,
+): { input: SimulationInput; policy: RoutingPolicy } {
+  const base = planInput(config);
+  const spec = run.benchmarks[0];
+  const shape: Partial<SimulationInput> =
+    run.dataset === 'sharegpt'
+      ? {
+          prefixes: base.prompts,
+          prefixLen: SHAREGPT_MEAN_TOKENS.input,
+          suffixLen: 1,
+          outputLen: SHAREGPT_MEAN_TOKENS.output,
+          chatTemplateTokens: 0,
+        }
+      : { prefixes: spec.prefix?.prefixes ?? base.prefixes };
+  if (run.group === 'bound') {
+    return {
+      input: { ...base, ...shape, replicas: 1, concurrency: spec.concurrency },
+      policy: 'single-replica',
+    };
+  }
+  if (run.group === 'partition') {
+    return { input: { ...base, ...shape }, policy: 'ideal-partition' };
+  }
+  const arm = arms.get(run.arm ?? '');
+  if (!arm) throw new Error(`run ${run.id}: arm "${run.arm}" is not an arm of this study`);
+  return {
+    input: { ...base, ...shape, concurrency: spec.concurrency },
+    policy: simulatedPolicy(config, arm),
+  };
+}
+
+/** Estimates every run of the plan and the study's instance time and cost. */
+export function estimateStudy(
+  config: LabConfig,
+  plan: StudyPlan,
+  overheads: RunOverheads = DEFAULT_RUN_OVERHEADS,
+): StudyEstimate {
+  const arms = new Map(studyArms(config).map((arm) => [arm.id, arm]));
+  const engine = planEngine(config);
+  const preflighted = new Set<string>();
+  const runs = plan.runs.map((run): RunEstimate => {
+    const { input, policy } = runSimulation(config, run, arms);
+    const loadSeconds = simulate(input, policy, engine).timing.durationSeconds;
+    const firstOfArm = run.arm !== undefined && !preflighted.has(run.arm);
+    if (run.arm) preflighted.add(run.arm);
+    const overheadSeconds =
+      overheads.jobStartSeconds +
+      overheads.resetSeconds +
+      overheads.runnerSeconds +
+      (run.reset.restartFrontEndOf ? overheads.frontEndRestartSeconds : 0) +
+      (firstOfArm ? overheads.preflightSeconds : 0);
+    return { id: run.id, group: run.group, loadSeconds, overheadSeconds };
+  });
+  const byId = new Map(runs.map((r) => [r.id, r]));
+  const groups = {
+    bound: { loadSeconds: 0, overheadSeconds: 0 },
+    partition: { loadSeconds: 0, overheadSeconds: 0 },
+    arm: { loadSeconds: 0, overheadSeconds: 0 },
+    sweep: { loadSeconds: 0, overheadSeconds: 0 },
+  } satisfies Record<RunGroup, { loadSeconds: number; overheadSeconds: number }>;
+  let totalSeconds = 0;
+  for (const wave of runWaves(plan)) {
+    // A wave lasts as long as its longest run; its runs share the wall clock.
+    const longest = wave
+      .map((run) => byId.get(run.id) as RunEstimate)
+      .reduce((a, b) => (a.loadSeconds + a.overheadSeconds >= b.loadSeconds + b.overheadSeconds ? a : b));
+    groups[longest.group].loadSeconds += longest.loadSeconds;
+    groups[longest.group].overheadSeconds += longest.overheadSeconds;
+    totalSeconds += longest.loadSeconds + longest.overheadSeconds;
+  }
+  const serialSeconds = runs.reduce((sum, r) => sum + r.loadSeconds + r.overheadSeconds, 0);
+  const pricePerHourUsd = config.instance.pricePerHourUsd;
+  return {
+    runs,
+    groups,
+    totalSeconds,
+    serialSeconds,
+    pricePerHourUsd,
+    costUsd: (totalSeconds / 3600) * pricePerHourUsd,
+  };
+}
+
+const minutes = (seconds: number) => `${(seconds / 60).toFixed(1)} min`;
+
+/** The estimate as `lab plan` prints it. */
+export function formatEstimate(estimate: StudyEstimate): string {
+  const rows = (
+    Object.entries(estimate.groups) as [RunGroup, { loadSeconds: number; overheadSeconds: number }][]
+  )
+    .filter(([group]) => estimate.runs.some((r) => r.group === group))
+    .map(([group, g]) => {
+      const count = estimate.runs.filter((r) => r.group === group).length;
+      return `  ${group.padEnd(10)} ${String(count).padStart(3)} run(s)  load ${minutes(g.loadSeconds).padStart(9)}  overhead ${minutes(g.overheadSeconds).padStart(9)}`;
+    });
+  return [
+    `Estimated study duration after the bootstrap: ${minutes(estimate.totalSeconds)} (${minutes(estimate.serialSeconds)} if every run were serial), about ${estimate.costUsd.toFixed(2)} USD at ${estimate.pricePerHourUsd} USD/h`,
+    ...rows,
+    '  load: simulated benchmark time; overhead: Job start, verified reset, front-end restart, preflight, runner (lib/study/duration.ts)',
+    '',
+  ].join('\n');
+}

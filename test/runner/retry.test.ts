@@ -1,0 +1,156 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { HttpReplicas } from '../../lib/runner/http-replicas.ts';
+import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
+import type { Replicas } from '../../lib/runner/ports.ts';
+import {
+  backoffDelayMs,
+  HttpStatusError,
+  type RetryContext,
+  retryable,
+  retryingReplicas,
+  withRetry,
+} from '../../lib/runner/retry.ts';
+import { FakeClock } from './fakes.ts';
+
+function context(attempts = 5): RetryContext & { lines: string[]; clock: FakeClock } {
+  const lines: string[] = [];
+  const clock = new FakeClock();
+  return {
+    policy: { attempts, initialDelayMs: 1_000, maxDelayMs: 8_000 },
+    clock,
+    lines,
+    log: (line) => {
+      lines.push(line);
+    },
+  };
+}
+
+describe('which failures are retried', () => {
+  it('retries 429, 5xx and connection faults, not a request that was wrong', () => {
+    expect(retryable(new KubeApiError('GET', '/x', 500, ''))).toBe(true);
+    expect(retryable(new KubeApiError('GET', '/x', 503, ''))).toBe(true);
+    expect(retryable(new KubeApiError('GET', '/x', 429, ''))).toBe(true);
+    expect(retryable(new HttpStatusError('GET /metrics answered HTTP 502', 502))).toBe(true);
+    for (const status of [400, 401, 403, 404, 409, 422]) {
+      expect(retryable(new KubeApiError('GET', '/x', status, '')), String(status)).toBe(false);
+    }
+    expect(
+      retryable(Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:443'), { code: 'ECONNREFUSED' })),
+    ).toBe(true);
+    expect(retryable(new Error('GET http://qwen3-0:8000/metrics: ECONNRESET'))).toBe(true);
+    expect(retryable(new Error('GET /apis/batch/v1/x: no answer within 60000 ms'))).toBe(true);
+    expect(retryable(new Error('job/x is for namespace a, not b'))).toBe(false);
+  });
+
+  it('doubles the delay from the first one up to the maximum', () => {
+    const policy = { attempts: 8, initialDelayMs: 1_000, maxDelayMs: 8_000 };
+    expect([1, 2, 3, 4, 5, 6].map((n) => backoffDelayMs(policy, n))).toEqual([
+      1_000, 2_000, 4_000, 8_000, 8_000, 8_000,
+    ]);
+  });
+});
+
+describe('withRetry', () => {
+  it('tries again after a transient fault, logging each retry and sleeping the backoff', async () => {
+    const ctx = context();
+    let calls = 0;
+    const result = await withRetry(
+      'get job/x',
+      async () => {
+        calls++;
+        if (calls < 3) throw new KubeApiError('GET', '/jobs/x', 500, '{"kind":"Status","message":"boom"}');
+        return 'ok';
+      },
+      ctx,
+    );
+    expect(result).toBe('ok');
+    expect(calls).toBe(3);
+    expect(ctx.lines).toEqual([
+      'retry 1/4 of get job/x in 1s: GET /jobs/x: HTTP 500: boom',
+      'retry 2/4 of get job/x in 2s: GET /jobs/x: HTTP 500: boom',
+    ]);
+    expect(ctx.clock.ms - Date.parse('2025-10-14T09:00:00.000Z')).toBe(3_000);
+  });
+
+  it('gives up after the last try with the last error, and never retries a 4xx', async () => {
+    const ctx = context(3);
+    let calls = 0;
+    await expect(
+      withRetry(
+        'x',
+        async () => {
+          calls++;
+          throw new KubeApiError('GET', '/x', 503, '');
+        },
+        ctx,
+      ),
+    ).rejects.toThrow('GET /x: HTTP 503');
+    expect(calls).toBe(3);
+    expect(ctx.lines).toHaveLength(2);
+
+    const forbidden = context();
+    calls = 0;
+    await expect(
+      withRetry(
+        'x',
+        async () => {
+          calls++;
+          throw new KubeApiError('GET', '/x', 403, '');
+        },
+        forbidden,
+      ),
+    ).rejects.toThrow('HTTP 403');
+    expect(calls).toBe(1);
+    expect(forbidden.lines).toEqual([]);
+  });
+});
+
+describe('retrying replicas over real HTTP', () => {
+  it('retries a /metrics answered 503 and a reset answered 502, then returns what the replica says', async () => {
+    const answers = { metrics: [503, 503, 200], reset: [502, 200] };
+    const server = createServer((req, res) => {
+      const list = req.url === '/metrics' ? answers.metrics : answers.reset;
+      const status = list.shift() ?? 200;
+      res.writeHead(status).end(status === 200 ? 'vllm:num_requests_running 0\n' : 'busy');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const ctx = context();
+      const replicas = retryingReplicas(new HttpReplicas(5_000), ctx);
+      expect(await replicas.metrics(url)).toContain('vllm:num_requests_running');
+      expect(await replicas.resetPrefixCache(url)).toBe(200);
+      expect(ctx.lines).toHaveLength(3);
+      expect(ctx.lines[0]).toMatch(
+        /^retry 1\/4 of GET http:\/\/127\.0\.0\.1:\d+\/metrics in 1s: .*answered HTTP 503$/,
+      );
+      expect(ctx.lines[2]).toMatch(/reset_prefix_cache in 1s: .*answered HTTP 502$/);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it('hands a 404 reset straight back (no dev mode is an answer) and retries a refused connection', async () => {
+    const calls: string[] = [];
+    const fake: Replicas = {
+      resetPrefixCache: async () => {
+        calls.push('reset');
+        return 404;
+      },
+      metrics: async (url) => {
+        calls.push('metrics');
+        if (calls.length < 2)
+          throw Object.assign(new Error(`GET ${url}/metrics: ECONNREFUSED`), { code: 'ECONNREFUSED' });
+        return 'ok';
+      },
+      models: async () => 200,
+    };
+    const ctx = context();
+    const replicas = retryingReplicas(fake, ctx);
+    expect(await replicas.metrics('http://r')).toBe('ok');
+    expect(await replicas.resetPrefixCache('http://r')).toBe(404);
+    expect(calls).toEqual(['metrics', 'metrics', 'reset']);
+  });
+});
