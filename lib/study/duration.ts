@@ -1,8 +1,9 @@
 import type { LabConfig } from '../config/schema.ts';
+import { armInput, armRouting } from './arm-predictions.ts';
 import { type Arm, studyArms } from './arms.ts';
 import { type RunGroup, runWaves, type StudyPlan, type StudyRun } from './plan.ts';
 import { planEngine, planInput } from './planner.ts';
-import { type RoutingPolicy, type SimulationInput, simulate } from './simulator.ts';
+import { type Routing, type SimulationInput, simulate } from './simulator.ts';
 
 /**
  * How long the study occupies the instance after the bootstrap, and what that costs (issue 11):
@@ -80,27 +81,15 @@ export interface StudyEstimate {
   readonly costUsd: number;
 }
 
-/** The routing policy of the simulator that stands for an arm's front end, for its load time. */
-export function simulatedPolicy(config: LabConfig, arm: Arm): RoutingPolicy {
-  if (arm.frontEnd === 'service') return 'per-connection';
-  if (arm.frontEnd === 'router') {
-    const variant = config.router.variants.find((v) => `router-${v.name}` === arm.frontEndId);
-    if (variant?.policy === 'round_robin') return 'round-robin';
-    if (variant?.policy === 'random') return 'random';
-    // consistent_hash hashes headers or the whole request: to the cache, a random spread.
-    if (variant?.policy === 'consistent_hash') return 'random';
-  }
-  // A front end that routes on the prompt keeps each prefix mostly on one replica; one that
-  // cannot read it balances by load.
-  return arm.prefixAware && !arm.promptBlind ? 'prefix-hash' : 'least-loaded';
-}
-
-/** The simulator input and policy of a run's benchmark load. */
+/**
+ * The simulator input and routing of a run's benchmark load: an arm runs through its front end's
+ * model, the same one `lab plan` predicts it with (lib/study/arm-predictions.ts).
+ */
 export function runSimulation(
   config: LabConfig,
   run: StudyRun,
   arms: ReadonlyMap<string, Arm>,
-): { input: SimulationInput; policy: RoutingPolicy } {
+): { input: SimulationInput; routing: Routing } {
   const base = planInput(config);
   const spec = run.benchmarks[0];
   const shape: Partial<SimulationInput> =
@@ -116,17 +105,17 @@ export function runSimulation(
   if (run.group === 'bound') {
     return {
       input: { ...base, ...shape, replicas: 1, concurrency: spec.concurrency },
-      policy: 'single-replica',
+      routing: 'single-replica',
     };
   }
   if (run.group === 'partition') {
-    return { input: { ...base, ...shape }, policy: 'ideal-partition' };
+    return { input: { ...base, ...shape }, routing: 'ideal-partition' };
   }
   const arm = arms.get(run.arm ?? '');
   if (!arm) throw new Error(`run ${run.id}: arm "${run.arm}" is not an arm of this study`);
   return {
-    input: { ...base, ...shape, concurrency: spec.concurrency },
-    policy: simulatedPolicy(config, arm),
+    input: armInput(config, arm, { ...base, ...shape, concurrency: spec.concurrency }),
+    routing: armRouting(config, arm),
   };
 }
 
@@ -140,8 +129,8 @@ export function estimateStudy(
   const engine = planEngine(config);
   const preflighted = new Set<string>();
   const runs = plan.runs.map((run): RunEstimate => {
-    const { input, policy } = runSimulation(config, run, arms);
-    const loadSeconds = simulate(input, policy, engine).timing.durationSeconds;
+    const { input, routing } = runSimulation(config, run, arms);
+    const loadSeconds = simulate(input, routing, engine).timing.durationSeconds;
     const firstOfArm = run.arm !== undefined && !preflighted.has(run.arm);
     if (run.arm) preflighted.add(run.arm);
     const overheadSeconds =

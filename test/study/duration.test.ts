@@ -6,9 +6,9 @@ import {
   estimateStudy,
   formatEstimate,
   runSimulation,
-  simulatedPolicy,
 } from '../../lib/study/duration.ts';
 import { findRun, studyPlan } from '../../lib/study/plan.ts';
+import { routingName } from '../../lib/study/simulator.ts';
 
 const config = defaultLabConfig();
 const plan = studyPlan(config);
@@ -67,21 +67,30 @@ describe('estimateStudy', () => {
 });
 
 describe('what the simulator runs for each run', () => {
-  it('maps front ends to routing policies', () => {
-    expect(simulatedPolicy(config, arms.get('kube-proxy') as never)).toBe('per-connection');
-    expect(simulatedPolicy(config, arms.get('router-round-robin') as never)).toBe('round-robin');
-    // vllm-router 0.1.15 and GAIE's EPP v1.0.1 cannot read chat prompts: they balance by load.
-    expect(simulatedPolicy(config, arms.get('router-cache-aware') as never)).toBe('least-loaded');
-    expect(simulatedPolicy(config, arms.get('router-cache-aware-completions') as never)).toBe(
-      'consistent-hash',
-    );
-    expect(simulatedPolicy(config, arms.get('epp') as never)).toBe('least-loaded');
-    expect(simulatedPolicy(config, arms.get('epp-completions') as never)).toBe('consistent-hash');
+  it("runs each arm through its front end's model, the one lab plan predicts it with", () => {
+    const name = (id: string) => {
+      const run = plan.runs.find((r) => r.arm === id);
+      if (!run) throw new Error(`no run of ${id}`);
+      return routingName(runSimulation(config, run, arms).routing);
+    };
+    expect(name('kube-proxy')).toBe('per-connection');
+    expect(name('router-round-robin')).toBe('round-robin');
+    expect(name('router-cache-aware')).toBe('vllm-router-cache-aware');
+    expect(name('epp-completions')).toBe('gaie-epp');
+    // Prompt visibility travels with the model: the chat arm is blind, the completions arm is not.
+    const epp = (id: string) =>
+      runSimulation(config, findRun(plan, `arm-${id}-prefix`), arms).routing as { promptVisible: boolean };
+    expect(epp('epp').promptVisible).toBe(false);
+    expect(epp('epp-completions').promptVisible).toBe(true);
+    // Completions send no chat template.
+    expect(
+      runSimulation(config, findRun(plan, 'arm-epp-completions-prefix'), arms).input.chatTemplateTokens,
+    ).toBe(0);
   });
 
   it('simulates bound runs on one replica, ShareGPT as unique prompts of its mean lengths', () => {
     expect(runSimulation(config, findRun(plan, 'bound-p16'), arms)).toMatchObject({
-      policy: 'single-replica',
+      routing: 'single-replica',
       input: { replicas: 1, prefixes: 16 },
     });
     expect(runSimulation(config, findRun(plan, 'arm-kube-proxy-sharegpt'), arms).input).toMatchObject({
