@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type CfnElement, CfnWaitConditionHandle, Stack, Validations } from 'aws-cdk-lib';
@@ -10,7 +10,7 @@ import * as s3assets from 'aws-cdk-lib/aws-s3-assets';
 import { Construct } from 'constructs';
 import { synthesizeCluster } from '../../charts/synthesize.ts';
 import type { LabConfig } from '../config/schema.ts';
-import { renderBootstrap, renderLauncher } from './bootstrap/index.ts';
+import { renderLauncher, writeBootstrapFolder } from './bootstrap/index.ts';
 
 /** CDK context key whose new value makes the next deploy launch a fresh host. */
 export const RELAUNCH_CONTEXT_KEY = 'relaunch';
@@ -55,9 +55,10 @@ export class GpuHost extends Construct {
     const manifestsDir = mkdtempSync(join(tmpdir(), 'lab-manifests-'));
     synthesizeCluster(config, manifestsDir);
     const manifests = new s3assets.Asset(this, 'Manifests', { path: manifestsDir });
+    // The bootstrap folder: the shell program of lib/aws/bootstrap/sh and its settings.env.
     const bootstrapDir = mkdtempSync(join(tmpdir(), 'lab-bootstrap-'));
-    writeFileSync(join(bootstrapDir, 'bootstrap.sh'), renderBootstrap(config), { mode: 0o755 });
-    const bootstrap = new s3assets.Asset(this, 'Bootstrap', { path: join(bootstrapDir, 'bootstrap.sh') });
+    writeBootstrapFolder(config, bootstrapDir);
+    const bootstrap = new s3assets.Asset(this, 'Bootstrap', { path: bootstrapDir });
     // Exactly the two asset objects, not the whole staging bucket.
     this.role.addToPolicy(
       new iam.PolicyStatement({
@@ -132,6 +133,8 @@ export class GpuHost extends Construct {
       role: this.role,
       userData,
       requireImdsv2: true,
+      // One-minute CloudWatch metrics: a stuck bootstrap shows in CPU and network at once.
+      detailedMonitoring: true,
       // One hop: pods (one network namespace further) cannot reach the metadata service and so
       // never see the instance role's credentials.
       httpPutResponseHopLimit: 1,

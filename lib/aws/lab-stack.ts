@@ -1,6 +1,7 @@
 import {
   CfnOutput,
   CfnWaitCondition,
+  Duration,
   RemovalPolicy,
   Stack,
   type StackProps,
@@ -11,10 +12,15 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
 import type { LabConfig } from '../config/schema.ts';
 import { KUBE_PROXY_NODE_PORT } from '../study/topology.ts';
+import { acknowledgeControlTowerRules } from './acknowledgements.ts';
+import { LOG_OBJECT } from './bootstrap/bootstrap.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import { GpuHost } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
 import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
+
+/** Days a replaced or deleted result file is kept as a noncurrent version of the results bucket. */
+export const RESULTS_NONCURRENT_DAYS = 7;
 
 export interface LabStackProps extends StackProps {
   /** The lab configuration both synthesizers share. */
@@ -42,6 +48,15 @@ export class LabStack extends Stack {
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       enforceSSL: true,
       versioned: true,
+      // The host syncs every 5 minutes, and each sync of a changed file leaves the old copy as a
+      // noncurrent version: without expiry a long study piles them up in a bucket kept forever.
+      lifecycleRules: [
+        {
+          id: 'ExpireReplacedResults',
+          noncurrentVersionExpiration: Duration.days(RESULTS_NONCURRENT_DAYS),
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
+      ],
       removalPolicy: RemovalPolicy.RETAIN,
     });
     // The TLS-only policy must stay with the retained bucket.
@@ -64,6 +79,9 @@ export class LabStack extends Stack {
       preferredAzs: config.instance.preferredAzs,
       vcpusNeeded: config.instance.vcpus,
       instanceRole: this.host.role,
+      // A replacement waits for the old host to terminate (its final upload may take up to 10
+      // minutes), then launches and waits for the new one: more than the default 30 minutes.
+      totalTimeout: Duration.minutes(50),
       // Relaunch exactly when the wait condition below is new, so every new host is waited for.
       generation: this.host.generation,
     });
@@ -84,6 +102,7 @@ export class LabStack extends Stack {
     ready.node.addDependency(this.launch);
 
     this.addOutputs(config, ready);
+    acknowledgeControlTowerRules(this);
     Validations.of(this).acknowledge({
       id: 'CloudFormation-Validate::F6101',
       reason:
@@ -118,6 +137,11 @@ export class LabStack extends Stack {
       'ResultsLocation',
       `s3://${this.resultsBucket.bucketName}/${this.stackName}/`,
       'Where the host syncs results',
+    );
+    output(
+      'BootstrapLog',
+      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${LOG_OBJECT}`,
+      'The bootstrap log, uploaded every few minutes: readable even when the host never signalled (a WaitCondition timeout)',
     );
     output(
       'EstimatedCostPerHour',

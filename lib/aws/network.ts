@@ -15,7 +15,7 @@ export interface LabNetworkProps {
 
 /**
  * The lab's own VPC: one public subnet per Availability Zone, no NAT gateway (the host reaches the
- * internet through its public IP), and a security group with no inbound rule: access is through
+ * internet through the public IP its launch asks for; the subnets assign none by themselves), and a security group with no inbound rule: access is through
  * SSM Session Manager only.
  */
 export class LabNetwork extends Construct {
@@ -29,7 +29,11 @@ export class LabNetwork extends Construct {
     this.vpc = new ec2.Vpc(this, 'Vpc', {
       ...(props.availabilityZones ? { availabilityZones: props.availabilityZones } : { maxAzs: 99 }),
       natGateways: 0,
-      subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }],
+      // No automatic public IP: the capacity launch asks for one on the host's network interface
+      // (AssociatePublicIpAddress), so nothing else started in these subnets gets one by accident.
+      subnetConfiguration: [
+        { name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20, mapPublicIpOnLaunch: false },
+      ],
       restrictDefaultSecurityGroup: true,
     });
     this.vpc.addFlowLog('FlowLog', {

@@ -5,3 +5,10 @@
 
 /** On every instance the lab launches; the value is the stack's name. */
 export const STACK_TAG_KEY = 'llm-gateway-lab:stack';
+
+/**
+ * On every instance the lab launches; the value is the capacity launch's Generation (what the
+ * host boots with). A repeated launch request adopts a live instance carrying this stack's tag
+ * and this generation instead of launching a second one.
+ */
+export const GENERATION_TAG_KEY = 'llm-gateway-lab:generation';

@@ -1,5 +1,4 @@
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
-import { loadLabConfig } from '../config/load.ts';
 
 /** Exit codes of `lab check`: 1 when a lesson or schema is broken, 2 when the folder cannot be checked. */
 export const CHECK_FAILED = 1;
@@ -71,7 +70,9 @@ export function registerCheckCommand(program: Command): void {
         options.kvCacheTokens === undefined ||
         options.nodeCpu === undefined ||
         options.nodeMemoryGib === undefined;
-      const config = needsConfig ? loadLabConfig({ file: program.opts().config }).config : undefined;
+      const config = needsConfig
+        ? (await import('../config/load.ts')).loadLabConfig({ file: program.opts().config }).config
+        : undefined;
       const report = check.inspectManifests(folder.objects, {
         kvCacheTokensPerReplica: options.kvCacheTokens ?? config?.vllm.kvCacheTokensPerReplica,
         nodeCpu: options.nodeCpu ?? config?.instance.vcpus,

@@ -1,7 +1,4 @@
 import type { Command } from 'commander';
-import { stringify } from 'yaml';
-import { loadLabConfig } from '../config/load.ts';
-import { labSettings } from '../config/sections.ts';
 
 /** `lab config`: print the effective configuration and validate it. */
 export function registerConfigCommand(program: Command): void {
@@ -9,7 +6,10 @@ export function registerConfigCommand(program: Command): void {
     .command('config')
     .description('print the effective configuration (defaults merged with overrides) and validate it')
     .option('--json', 'print JSON instead of YAML')
-    .action((options: { json?: boolean }) => {
+    .action(async (options: { json?: boolean }) => {
+      const { loadLabConfig } = await import('../config/load.ts');
+      const { stringify } = await import('yaml');
+      const { labSettings } = await import('../config/sections.ts');
       const { config, source, warnings } = loadLabConfig({ file: program.opts().config });
       const settings = labSettings(config);
       process.stdout.write(options.json ? `${JSON.stringify(settings, null, 2)}\n` : stringify(settings));

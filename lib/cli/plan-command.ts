@@ -1,13 +1,5 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { loadLabConfig } from '../config/load.ts';
-import {
-  formatPlan,
-  type PlanOverrides,
-  planEngine,
-  planInput,
-  planJson,
-  planWorkload,
-} from '../study/planner.ts';
+import type { PlanOverrides } from '../study/planner.ts';
 
 function positiveInteger(option: string) {
   return (value: string): number => {
@@ -43,7 +35,11 @@ export function registerPlanCommand(program: Command): void {
       positiveInteger('--kv-tokens'),
     )
     .option('--json', 'print JSON for other tools (hit rates as fractions 0-1)')
-    .action((options: PlanOverrides & { json?: boolean }) => {
+    .action(async (options: PlanOverrides & { json?: boolean }) => {
+      const { loadLabConfig } = await import('../config/load.ts');
+      const { formatPlan, planEngine, planInput, planJson, planWorkload } = await import(
+        '../study/planner.ts'
+      );
       const { config } = loadLabConfig({ file: program.opts().config });
       const plan = planWorkload(planInput(config, options), planEngine(config));
       process.stdout.write(options.json ? `${JSON.stringify(planJson(plan), null, 2)}\n` : formatPlan(plan));

@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { loadLabConfig } from '../config/load.ts';
-import { afterApplyCommands, installCommand, prerequisites } from '../prereqs/prerequisites.ts';
 
 /** `lab prereqs`: the commands that install the third-party prerequisites, in order. */
 export function registerPrereqsCommand(program: Command): void {
@@ -10,7 +8,11 @@ export function registerPrereqsCommand(program: Command): void {
       'print the commands that install the prerequisites (CRDs, controllers) before the lab manifests',
     )
     .option('--json', 'print the list as JSON (as in dist/prerequisites.json)')
-    .action((options: { json?: boolean }) => {
+    .action(async (options: { json?: boolean }) => {
+      const { loadLabConfig } = await import('../config/load.ts');
+      const { afterApplyCommands, installCommand, prerequisites } = await import(
+        '../prereqs/prerequisites.ts'
+      );
       const { config } = loadLabConfig({ file: program.opts().config });
       const list = prerequisites(config);
       if (options.json) {

@@ -1,30 +1,13 @@
-import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
-import { EC2Client } from '@aws-sdk/client-ec2';
-import { IAMClient } from '@aws-sdk/client-iam';
 import { type Command, CommanderError } from 'commander';
-import { explainAwsError, TeardownError } from '../teardown/errors.ts';
-import { executeTeardown } from '../teardown/execute.ts';
-import { formatOutcome, formatPlan, summarizePlan } from '../teardown/format.ts';
-import { planIsEmpty, planTeardown, type TeardownClients } from '../teardown/plan.ts';
+import type { TeardownClients } from '../teardown/plan.ts';
+import { resolveStackName, type StackOptions, withStackOptions } from './stack-option.ts';
 
-interface TeardownOptions {
-  readonly stack: string;
-  readonly region?: string;
+interface TeardownOptions extends StackOptions {
   readonly yes?: boolean;
 }
 
 /** Builds the AWS clients for a region (`undefined`: the SDK's own resolution). */
 export type TeardownClientFactory = (region: string | undefined) => TeardownClients;
-
-/** Real SDK v3 clients with the standard credential chain. */
-export function sdkClients(region: string | undefined): TeardownClients {
-  const config = region ? { region } : {};
-  return {
-    cloudFormation: new CloudFormationClient(config),
-    iam: new IAMClient(config),
-    ec2: new EC2Client(config),
-  };
-}
 
 function fail(message: string): never {
   process.stderr.write(`lab teardown: ${message}\n`);
@@ -32,30 +15,35 @@ function fail(message: string): never {
 }
 
 /**
- * `lab teardown --stack <name>`: recovery for a stack whose `cdk destroy` failed (or is about to)
- * because policies the stack never declared sit on its roles, or because an instance it no longer
- * tracks still runs. Prints the plan; acts only with `--yes`.
+ * `lab teardown`: recovery for a stack whose `cdk destroy` failed (or is about to) because
+ * policies the stack never declared sit on its roles, or because an instance it no longer tracks
+ * still runs. Prints the plan; acts only with `--yes`. The stack defaults to the configuration's
+ * stackName; the AWS SDK loads only when the command runs.
  */
-export function registerTeardownCommand(
-  program: Command,
-  createClients: TeardownClientFactory = sdkClients,
-): void {
-  program
-    .command('teardown')
-    .description(
-      'strip policies the stack did not declare from its IAM roles and terminate untracked lab instances, so that cdk destroy can finish (prints the plan; acts only with --yes)',
-    )
-    .requiredOption('--stack <name>', 'the CloudFormation stack of the lab (its stackName setting)')
-    .option('--region <region>', "the stack's region (default: the AWS SDK's: AWS_REGION, then the profile)")
+export function registerTeardownCommand(program: Command, createClients?: TeardownClientFactory): void {
+  withStackOptions(
+    program
+      .command('teardown')
+      .description(
+        'strip policies the stack did not declare from its IAM roles and terminate untracked lab instances, so that cdk destroy can finish (prints the plan; acts only with --yes)',
+      ),
+  )
     .option('--yes', 'do what the plan says (detach and delete the policies, terminate the instances)')
     .action(async (options: TeardownOptions) => {
+      const stackName = await resolveStackName(program, options);
+      const { explainAwsError, TeardownError } = await import('../teardown/errors.ts');
+      const { executeTeardown } = await import('../teardown/execute.ts');
+      const { formatOutcome, formatPlan, summarizePlan } = await import('../teardown/format.ts');
+      const { planIsEmpty, planTeardown } = await import('../teardown/plan.ts');
       const write = (line: string) => process.stdout.write(`${line}\n`);
       try {
-        const clients = createClients(options.region);
+        const clients = (createClients ?? (await import('./aws-clients.ts')).sdkTeardownClients)(
+          options.region,
+        );
         const region = await clients.cloudFormation.config.region().catch((error: unknown) => {
-          throw explainAwsError(error, 'region', { stackName: options.stack, region: '(no region)' });
+          throw explainAwsError(error, 'region', { stackName, region: '(no region)' });
         });
-        const plan = await planTeardown(clients, options.stack, region);
+        const plan = await planTeardown(clients, stackName, region);
         for (const line of formatPlan(plan)) write(line);
         write(summarizePlan(plan));
         if (planIsEmpty(plan)) return;

@@ -1,4 +1,9 @@
 import type { z } from 'zod';
+import {
+  BOOT_MARGIN_MINUTES,
+  describeBaseBudgets,
+  minimumReadyTimeoutMinutes,
+} from '../aws/bootstrap/budgets.ts';
 import { allArms, studyArms } from '../study/arms.ts';
 import {
   cpuText,
@@ -51,6 +56,14 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
     fail(
       ['study', 'optionalArms'],
       `llmd-precise runs its own ${vllm.replicas} replica(s) beside the standard ${vllm.replicas}, needing ${2 * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Lower vllm.replicas to ${Math.floor(instance.gpus / 2)} or use a larger instance`,
+    );
+  }
+
+  // The bootstrap's steps share the WaitCondition's time; each is ended when its budget runs out.
+  if (isInt(instance.readyTimeoutMinutes) && instance.readyTimeoutMinutes < minimumReadyTimeoutMinutes()) {
+    fail(
+      ['instance', 'readyTimeoutMinutes'],
+      `must be at least ${minimumReadyTimeoutMinutes()}, got ${instance.readyTimeoutMinutes}: the bootstrap's step budgets (minutes: ${describeBaseBudgets()}) and ${BOOT_MARGIN_MINUTES} minutes of boot must fit in the time CloudFormation waits for the ready signal`,
     );
   }
 

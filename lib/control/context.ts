@@ -18,7 +18,7 @@ export interface ControlClients {
   readonly s3: S3Client;
 }
 
-/** Why `lab run`, `lab status` or `lab results` stopped, beyond the kinds every AWS command has. */
+/** Why `lab run`, `lab status`, `lab results` or `lab logs` stopped, beyond the kinds every AWS command has. */
 export type ControlErrorKind =
   | AwsErrorKind
   /** The stack has no InstanceId or results bucket output. */
@@ -38,7 +38,11 @@ export type ControlErrorKind =
   /** status.json is not what the runner writes. */
   | 'bad-status'
   /** Nothing under the stack's prefix in the results bucket. */
-  | 'no-results';
+  | 'no-results'
+  /** `lab logs`: the log file is not there (yet). */
+  | 'no-log'
+  /** `lab logs`: the pod, Deployment or Job is not there. */
+  | 'no-pod';
 
 export type ControlError = AwsCliError<ControlErrorKind>;
 

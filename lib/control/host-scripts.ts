@@ -37,6 +37,10 @@ export const HOST_EXIT = {
   noRunnerManifest: 4,
   /** RESULTS_SYNC_SCRIPT is not installed. */
   noSyncScript: 5,
+  /** `lab logs`: the log file is not there (yet). */
+  noLogFile: 6,
+  /** `lab logs`: the pod, Deployment or Job is not in the namespace. */
+  noPod: 7,
 } as const;
 
 export const JOB_LINE_PREFIX = 'runner job: ';
@@ -59,7 +63,8 @@ export function runnerJob(config: LabConfig): RunnerJob {
 /** The field manager of `lab run`'s server-side apply. */
 export const APPLY_FIELD_MANAGER = 'lab-run';
 
-function preamble(purpose: string): string[] {
+/** The first lines of every script: bash, strict mode, kubectl and its kubeconfig. */
+export function preamble(purpose: string): string[] {
   return [
     '#!/bin/bash',
     `# ${purpose} (sent by the lab CLI through SSM Run Command; rendered by lib/control/host-scripts.ts)`,

@@ -127,6 +127,14 @@ function emptyNote(rows: readonly unknown[], what: string): string[] {
   return rows.length === 0 ? [`No valid ${what}.`] : [];
 }
 
+/** True when any table holds a valid run: an empty study must not read as one that passed. */
+function anyValidRun(tables: ReportTables): boolean {
+  return (
+    tables.partition !== undefined ||
+    [tables.prefixArms, tables.bounds, tables.sharegpt, tables.sweep].some((rows) => rows.length > 0)
+  );
+}
+
 /** Every table of the report, in reading order. */
 export function reportSections(tables: ReportTables): ReportSection[] {
   const armRows = tables.prefixArms.map((row) => armCells(row, armLabel(row)));
@@ -244,7 +252,13 @@ export function reportSections(tables: ReportTables): ReportSection[] {
             },
             notes: [],
           }
-        : { notes: ['Every run passed every validity check.'] }),
+        : {
+            notes: [
+              anyValidRun(tables)
+                ? 'Every recorded run passed every validity check.'
+                : 'No run was recorded, so no validity check has run.',
+            ],
+          }),
     },
     {
       id: 'metadata',

@@ -14,6 +14,7 @@ h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
 h2 { font-size: 1.2rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
 p.intro { color: #555; max-width: 60rem; }
 p.note { color: #8a4b00; }
+p.banner { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.6rem 0.8rem; font-weight: bold; }
 table { border-collapse: collapse; font-size: 0.88rem; margin: 0.6rem 0; }
 th, td { border: 1px solid #d6d6d6; padding: 0.25rem 0.55rem; vertical-align: top; }
 th { background: #f3f5f8; text-align: left; }
@@ -102,7 +103,7 @@ export async function htmlReport(tables: ReportTables, heading: ReportHeading): 
 <body>
 <h1>LLM-gateway study report</h1>
 <p class="intro">Generated from <code>${escapeHtml(heading.source)}</code>, which stays the source of truth. Only valid runs enter the tables, comparisons and charts; invalid runs are listed with their reasons under Invalid runs.</p>
-${body.join('\n')}
+${heading.banner ? `<p class="banner" id="banner" role="status">${escapeHtml(heading.banner)}</p>\n` : ''}${body.join('\n')}
 </body>
 </html>
 `;

@@ -6,6 +6,8 @@ import type { ReportTables } from './tables.ts';
 export interface ReportHeading {
   /** Where the study JSON was read from, shown under the title. */
   readonly source: string;
+  /** Shown above the tables when the study is partial or empty (banner.ts). */
+  readonly banner?: string;
 }
 
 /** A cell's text made safe inside a Markdown table row. */
@@ -31,6 +33,7 @@ export function markdownReport(tables: ReportTables, heading: ReportHeading): st
     '# LLM-gateway study report',
     `Generated from \`${heading.source}\`, which stays the source of truth. Only valid runs enter the ` +
       'tables, comparisons and charts; invalid runs are listed with their reasons under Invalid runs.',
+    ...(heading.banner ? [`> **${heading.banner}**`] : []),
   ];
   return `${[...intro, ...reportSections(tables).map(section)].join('\n\n')}\n`;
 }

@@ -1,11 +1,18 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CfnGuardValidator } from '@cdklabs/cdk-validator-cfnguard';
 import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { LabStack } from '../../lib/aws/lab-stack.ts';
+import { CONTROL_TOWER_ACKNOWLEDGEMENTS } from '../../lib/aws/acknowledgements.ts';
+import { LabStack, RESULTS_NONCURRENT_DAYS } from '../../lib/aws/lab-stack.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
+import { tempDir } from '../temp.ts';
+import { ControlTowerChecks } from './control-tower.ts';
 
 const ACCOUNT = '123456789012';
 const REGION = 'us-west-2';
@@ -39,7 +46,11 @@ describe('LabStack', () => {
     const { template: concrete } = synth(defaultLabConfig(), { account: ACCOUNT, region: REGION });
     concrete.resourceCountIs('AWS::EC2::Subnet', AZS.length);
     for (const az of AZS) {
-      concrete.hasResourceProperties('AWS::EC2::Subnet', { AvailabilityZone: az, MapPublicIpOnLaunch: true });
+      // The launch asks for the host's public IP; the subnets give none by themselves.
+      concrete.hasResourceProperties('AWS::EC2::Subnet', {
+        AvailabilityZone: az,
+        MapPublicIpOnLaunch: false,
+      });
     }
   });
 
@@ -153,6 +164,27 @@ describe('LabStack', () => {
     expect(generationOf({ relaunch: '1732900000' })).not.toBe(generationOf({}));
   });
 
+  it('expires replaced result versions, which the 5-minute sync leaves behind', () => {
+    template.hasResourceProperties('AWS::S3::Bucket', {
+      VersioningConfiguration: { Status: 'Enabled' },
+      LifecycleConfiguration: {
+        Rules: [
+          Match.objectLike({
+            Status: 'Enabled',
+            NoncurrentVersionExpiration: { NoncurrentDays: RESULTS_NONCURRENT_DAYS },
+            AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+          }),
+        ],
+      },
+    });
+  });
+
+  it('turns on detailed monitoring of the host', () => {
+    template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
+      LaunchTemplateData: Match.objectLike({ Monitoring: { Enabled: true } }),
+    });
+  });
+
   it('keeps the TLS-only policy with the retained bucket', () => {
     template.hasResource('AWS::S3::BucketPolicy', { DeletionPolicy: 'Retain' });
   });
@@ -230,6 +262,7 @@ describe('LabStack', () => {
         'ConnectCommand',
         'PortForwardCommand',
         'ResultsBucketName',
+        'BootstrapLog',
         'EstimatedCostPerHour',
         'MaxLifetime',
         'ReadyReport',
@@ -238,6 +271,7 @@ describe('LabStack', () => {
     expect(outputs.EstimatedCostPerHour.Value).toBe('4.60 USD/hour on demand (g6.12xlarge, instance only)');
     expect(outputs.MaxLifetime.Value).toContain('8 h after boot');
     expect(JSON.stringify(outputs.PortForwardCommand.Value)).toContain('portNumber=30800');
+    expect(JSON.stringify(outputs.BootstrapLog.Value)).toContain('/LlmGatewayLab/host/bootstrap.log');
   });
 
   it('passes the AwsSolutions checks; every acknowledged finding carries its reason in the code', () => {
@@ -245,6 +279,37 @@ describe('LabStack', () => {
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
     // cdk-nag v3 reports through CDK's policy validation: synth throws on any unacknowledged finding.
     expect(() => app.synth()).not.toThrow();
+  });
+
+  it('passes the Control Tower proactive controls (cfn-guard); the rest is acknowledged in one place', () => {
+    const { app } = build();
+    Validations.of(app).addPlugins(new ControlTowerChecks());
+    // The plugin runs the cfn-guard binary it ships; synth throws on any unacknowledged rule.
+    expect(() => app.synth()).not.toThrow();
+  });
+
+  it('acknowledges exactly the Control Tower rules the template breaks: none stale, none missing', () => {
+    const dir = tempDir('lab-guard-');
+    const path = join(dir, 'LlmGatewayLab.template.json');
+    writeFileSync(path, JSON.stringify(template.toJSON()));
+    // Straight from the plugin, before CDK applies the acknowledgements.
+    const report = new CfnGuardValidator().validate({
+      templatePaths: [path],
+      appConstruct: new App(),
+    });
+    const broken = new Set(report.violations.map((violation) => violation.ruleName));
+    expect([...broken].sort()).toEqual(Object.keys(CONTROL_TOWER_ACKNOWLEDGEMENTS).sort());
+  });
+
+  it('would fail the Control Tower checks on a new finding', () => {
+    const { app, stack } = build();
+    new ec2.CfnSubnet(stack, 'AutoPublic', {
+      vpcId: stack.network.vpc.vpcId,
+      cidrBlock: '10.0.240.0/24',
+      mapPublicIpOnLaunch: true,
+    });
+    Validations.of(app).addPlugins(new ControlTowerChecks());
+    expect(() => app.synth()).toThrow(/CT\.EC2\.PR\.11.*\n.*LlmGatewayLab\/AutoPublic/);
   });
 
   it('would fail the AwsSolutions checks on a real finding', () => {

@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { tempDir } from '../temp.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -15,12 +15,8 @@ function run(entry: string, env: NodeJS.ProcessEnv) {
   });
 }
 
-function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), 'lab-entry-'));
-}
-
 function overrideFile(text: string): string {
-  const path = join(tempDir(), 'lab.yaml');
+  const path = join(tempDir('lab-entry-'), 'lab.yaml');
   writeFileSync(path, text);
   return path;
 }
@@ -28,7 +24,7 @@ function overrideFile(text: string): string {
 // Both synthesizers read the same configuration, the CDK app also through `-c labConfig=`.
 describe('synthesizer entry points', () => {
   it('the CDK app takes -c labConfig=<file> and names the stack from it', () => {
-    const out = tempDir();
+    const out = tempDir('lab-entry-');
     const config = overrideFile('stackName: MyLab\n');
     const result = run('bin/cdk-app.ts', {
       CDK_OUTDIR: out,
@@ -40,7 +36,7 @@ describe('synthesizer entry points', () => {
 
   it('the CDK app stops with every problem of a bad configuration', () => {
     const config = overrideFile('vllm:\n  replicas: 0\n');
-    const result = run('bin/cdk-app.ts', { CDK_OUTDIR: tempDir(), LAB_CONFIG: config });
+    const result = run('bin/cdk-app.ts', { CDK_OUTDIR: tempDir('lab-entry-'), LAB_CONFIG: config });
     expect(result.status).toBe(1);
     expect(result.stderr).toContain('vllm.replicas = 0: must be greater than 0');
   });
@@ -64,7 +60,7 @@ describe('synthesizer entry points', () => {
   });
 
   it('the cdk8s app honours $LAB_CONFIG', () => {
-    const out = tempDir();
+    const out = tempDir('lab-entry-');
     const config = overrideFile('namespace: other-lab\n');
     const result = run('bin/cdk8s-app.ts', { CDK8S_OUTDIR: out, LAB_CONFIG: config });
     expect(result.status, result.stderr).toBe(0);

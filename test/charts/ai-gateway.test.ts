@@ -1,5 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Testing } from 'cdk8s';
 import { describe, expect, test } from 'vitest';
@@ -12,6 +11,7 @@ import { checkManifests, type KubeObject } from '../../lib/check/index.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { prerequisites } from '../../lib/prereqs/prerequisites.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
+import { tempDir } from '../temp.ts';
 import { container, find, synthLab } from './synth.ts';
 import { type Manifest, validateEnvoyGatewayConfig, validateManifest } from './validate.ts';
 
@@ -249,7 +249,7 @@ describe('the Envoy AI Gateway arm', () => {
   });
 
   test('the configuration survives the YAML file synth writes', () => {
-    const outdir = mkdtempSync(join(tmpdir(), 'lab-aigw-'));
+    const outdir = tempDir('lab-aigw-');
     buildLabApp(parseLabConfig(AI_GATEWAY), { outdir }).synth();
     expect(readdirSync(outdir)).toEqual(
       expect.arrayContaining(['70-ai-gateway-config.yaml', '71-ai-gateway.yaml']),

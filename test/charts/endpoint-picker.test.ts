@@ -1,18 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import {
-  lstatSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { parse } from 'yaml';
 import { tokenizerSeedScript } from '../../charts/endpoint-picker.ts';
+import { tempDir } from '../temp.ts';
 import { container, find, synthLab } from './synth.ts';
 import { validateEndpointPickerConfig, validateManifest } from './validate.ts';
 
@@ -205,7 +197,7 @@ describe('optional EPP arms', () => {
   });
 
   test('the seed script copies the snapshot refs/main names, and fails clearly without it', () => {
-    const root = mkdtempSync(join(tmpdir(), 'seed-'));
+    const root = tempDir('seed-');
     const cache = join(root, 'models');
     const out = join(root, 'tokenizers');
     const seed = { image: 'x', model: 'Qwen/Qwen3-0.6B-FP8', servedName: 'qwen3' };

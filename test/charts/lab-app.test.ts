@@ -1,5 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -7,6 +6,7 @@ import { buildBenchmarkJobsApp } from '../../charts/benchmark-job.ts';
 import { buildLabApp } from '../../charts/lab-app.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
+import { tempDir } from '../temp.ts';
 import { synthLab } from './synth.ts';
 import { validateManifest } from './validate.ts';
 
@@ -82,7 +82,7 @@ describe('the lab app', () => {
 describe('synth to disk', () => {
   test('writes one file per chart named by its id, and the study Jobs to their own folder', () => {
     const config = parseLabConfig({});
-    const outdir = mkdtempSync(join(tmpdir(), 'lab-dist-'));
+    const outdir = tempDir('lab-dist-');
     buildLabApp(config, { outdir }).synth();
     const plan = studyPlan(config);
     buildBenchmarkJobsApp(config, plan, join(outdir, 'jobs')).synth();

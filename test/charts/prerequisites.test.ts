@@ -1,11 +1,11 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { afterApplyCommands, installCommand, prerequisites } from '../../lib/prereqs/prerequisites.ts';
 import { captureOutput } from '../cli/capture.ts';
+import { tempDir } from '../temp.ts';
 
 const GAIE_CRDS =
   'https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.0.1/manifests.yaml';
@@ -66,7 +66,7 @@ describe('lab prereqs', () => {
   });
 
   test('prints the steps that go between the lab files, after the file they follow', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lab-prereqs-'));
+    const dir = tempDir('lab-prereqs-');
     const file = join(dir, 'lab.yaml');
     writeFileSync(file, 'study:\n  optionalArms: [ai-gateway]\n');
     const { value: code, stdout: text } = await captureOutput(() => runLab(['--config', file, 'prereqs']));

@@ -1,10 +1,8 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Testing } from 'cdk8s';
 import { buildLabApp } from '../../charts/lab-app.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
+import { tempDir } from '../temp.ts';
 import type { Manifest } from './validate.ts';
 
 export interface SynthesizedLab {
@@ -17,7 +15,7 @@ export interface SynthesizedLab {
 /** Synthesizes the lab for a configuration override, in memory. */
 export function synthLab(overrides: unknown = {}): SynthesizedLab {
   const config = parseLabConfig(overrides);
-  const app = buildLabApp(config, { outdir: mkdtempSync(join(tmpdir(), 'lab-synth-')) });
+  const app = buildLabApp(config, { outdir: tempDir('lab-synth-') });
   const charts: Record<string, Manifest[]> = {};
   for (const chart of app.charts) charts[chart.node.id] = Testing.synth(chart) as Manifest[];
   return { config, charts, objects: Object.values(charts).flat() };

@@ -1,13 +1,13 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { synthesizeCluster } from '../../charts/synthesize.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
+import { tempDir } from '../temp.ts';
 
 function synthesize(overrides: object = {}): string {
-  const outdir = mkdtempSync(join(tmpdir(), 'lab-cluster-'));
+  const outdir = tempDir('lab-cluster-');
   synthesizeCluster(parseLabConfig(overrides), outdir);
   return outdir;
 }

@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -8,10 +7,11 @@ import { stringify } from 'yaml';
 import type { KubeObject } from '../../lib/check/index.ts';
 import { runLab } from '../../lib/cli/program.ts';
 import { captureOutput } from '../cli/capture.ts';
+import { tempDir } from '../temp.ts';
 import { container, goodTestbed } from './fixtures.ts';
 
 async function manifestFolder(objects: KubeObject[]): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'lab-check-cli-'));
+  const dir = tempDir('lab-check-cli-');
   await writeFile(join(dir, 'testbed.yaml'), objects.map((o) => stringify(o)).join('---\n'));
   return dir;
 }
@@ -84,14 +84,14 @@ describe('lab check', () => {
     expect(await lab('check', '/no/such/folder')).toEqual(
       expect.objectContaining({ code: 2, err: 'lab check: /no/such/folder: no such folder\n' }),
     );
-    const empty = await mkdtemp(join(tmpdir(), 'lab-check-empty-'));
+    const empty = tempDir('lab-check-empty-');
     const { code, err } = await lab('check', empty);
     expect(code).toBe(2);
     expect(err).toContain(`no Kubernetes objects found in ${empty}`);
   });
 
   it('exits 2 on a file that does not parse, naming it', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'lab-check-bad-'));
+    const dir = tempDir('lab-check-bad-');
     await writeFile(join(dir, 'bad.yaml'), 'kind: [\n');
     const { code, err } = await lab('check', dir);
     expect(code).toBe(2);

@@ -1,12 +1,12 @@
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fileOf, loadManifestFolder, loadManifests, ManifestLoadError } from '../../lib/check/index.ts';
 import { nameOf } from '../../lib/check/manifest.ts';
+import { tempDir } from '../temp.ts';
 
 async function folder(files: Record<string, string>): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'lab-check-'));
+  const dir = tempDir('lab-check-');
   for (const [path, content] of Object.entries(files)) {
     await mkdir(join(dir, path, '..'), { recursive: true });
     await writeFile(join(dir, path), content);

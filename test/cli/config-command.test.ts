@@ -1,13 +1,16 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { defaultLabConfig } from '../../lib/config/load.ts';
+import { tempDir } from '../temp.ts';
 import { runLabCli } from './run-lab.ts';
 
 function overrideFile(text: string): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'lab-cli-')), 'lab.yaml');
+  const path = join(tempDir('lab-cli-'), 'lab.yaml');
   writeFileSync(path, text);
   return path;
 }
@@ -68,14 +71,62 @@ describe('lab config', () => {
     expect(run.stderr).not.toContain('    at ');
   });
 
-  it('has help, and rejects an unknown command with a suggestion', () => {
+  it('has help, and rejects an unknown command in one line with a suggestion and where the help is', () => {
     const help = runLabCli(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Usage: lab [options] [command]');
     expect(help.stdout).toContain('config [options]');
     const typo = runLabCli(['confg']);
     expect(typo.code).toBe(1);
-    expect(typo.stderr).toContain("unknown command 'confg'");
-    expect(typo.stderr).toContain('Did you mean config?');
+    expect(typo.stdout).toBe('');
+    expect(typo.stderr).toBe("lab: unknown command 'confg' (did you mean config?); see lab --help\n");
+  });
+
+  it('rejects an unknown option of a subcommand in one line that names the subcommand', () => {
+    const typo = runLabCli(['status', '--stak', 'X']);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toBe(
+      "lab status: unknown option '--stak' (did you mean --stack?); see lab status --help\n",
+    );
+  });
+});
+
+describe('the bin/lab.ts entry', () => {
+  const entry = fileURLToPath(new URL('../../bin/lab.ts', import.meta.url));
+
+  const root = fileURLToPath(new URL('../..', import.meta.url));
+
+  function labFrom(command: string, cwd: string, env: NodeJS.ProcessEnv = {}) {
+    return spawnSync(command, ['plan', '--prefixes', '4', '--json'], {
+      cwd,
+      env: { ...process.env, LAB_CONFIG: '', ...env },
+      encoding: 'utf8',
+    });
+  }
+
+  it('runs from outside the repository, directly, through a symlink on PATH, and without the bundle', () => {
+    const elsewhere = tempDir('lab-elsewhere-');
+    const link = join(elsewhere, 'lab');
+    symlinkSync(entry, link);
+    for (const run of [
+      labFrom(entry, elsewhere),
+      labFrom(link, elsewhere),
+      labFrom(entry, elsewhere, { LAB_CLI_BUNDLE: 'off' }),
+    ]) {
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout).workingSetTokens).toBe(4 * 2048);
+    }
+  });
+
+  it('starts from a bundle cached under node_modules/.cache, built from the sources it lists', () => {
+    expect(labFrom(entry, root).status).toBe(0);
+    // One cache folder per checkout: the first 12 hex digits of the SHA-256 of its path (bin/launch.mjs).
+    const checkout = createHash('sha256').update(resolve(root)).digest('hex').slice(0, 12);
+    const manifest = join(root, 'node_modules', '.cache', 'llm-gateway-lab', checkout, 'manifest.json');
+    const { inputs } = JSON.parse(readFileSync(manifest, 'utf8')) as { inputs: [string, number, number][] };
+    const files = inputs.map(([file]) => file);
+    expect(files).toContain('bin/lab.ts');
+    expect(files).toContain('lib/control/logs.ts');
+    expect(files.every((file) => !file.includes('node_modules'))).toBe(true);
   });
 });

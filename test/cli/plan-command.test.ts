@@ -32,6 +32,8 @@ describe('lab plan', () => {
   it('names the option, the bad value and what is allowed', () => {
     const run = runLabCli(['plan', '--prefixes', 'many']);
     expect(run.code).toBe(1);
-    expect(run.stderr).toContain('--prefixes must be a whole number greater than 0, got "many".');
+    expect(run.stderr).toBe(
+      `lab plan: option '--prefixes <n>' argument 'many' is invalid. --prefixes must be a whole number greater than 0, got "many"; see lab plan --help\n`,
+    );
   });
 });

@@ -1,5 +1,4 @@
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   CloudFormationClient,
@@ -30,8 +29,9 @@ import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { sdkControlClients } from '../../lib/cli/aws-clients.ts';
 import { runLab } from '../../lib/cli/program.ts';
-import { registerStudyCommands, sdkControlClients } from '../../lib/cli/study-commands.ts';
+import { registerStudyCommands } from '../../lib/cli/study-commands.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import {
   renderReadStatus,
@@ -39,6 +39,7 @@ import {
   renderSyncResults,
   runnerJob,
 } from '../../lib/control/host-scripts.ts';
+import { tempDir } from '../temp.ts';
 
 expect.extend(allCustomMatcher);
 
@@ -190,7 +191,7 @@ describe('lab run', () => {
   it('uses the namespace of the configuration', async () => {
     deployed();
     hostAnswers('runner job: absent\n--- no status.json\n');
-    const dir = mkdtempSync(join(tmpdir(), 'lab-config-'));
+    const dir = tempDir('lab-config-');
     writeFileSync(join(dir, 'lab.yaml'), 'namespace: lab2\n');
     const run = await lab('--config', join(dir, 'lab.yaml'), 'run', '--stack', STACK);
     expect(run.code, run.stderr).toBe(0);
@@ -357,7 +358,7 @@ describe('errors every study command explains', () => {
   ])('access denied on the bucket names %s', async (permission, arrange) => {
     deployed('terminated');
     arrange();
-    const run = await lab('results', '--stack', STACK, '--out', mkdtempSync(join(tmpdir(), 'lab-results-')));
+    const run = await lab('results', '--stack', STACK, '--out', tempDir('lab-results-'));
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(
       `Access denied: the caller lacks permission ${permission}, which lab results needs`,
@@ -556,7 +557,7 @@ describe('lab results', () => {
     deployed();
     hostAnswers('uploaded /var/lib/lab/results/ to the results bucket\n');
     bucketWith(files);
-    const out = join(mkdtempSync(join(tmpdir(), 'lab-results-')), 'LlmGatewayLab');
+    const out = join(tempDir('lab-results-'), 'LlmGatewayLab');
 
     const first = await lab('results', '--stack', STACK, '--out', out);
     expect(first.code, first.stderr).toBe(0);
@@ -603,7 +604,7 @@ describe('lab results', () => {
   it('instance gone: downloads the last synced copy without asking the host', async () => {
     deployed('terminated');
     bucketWith(files);
-    const run = await lab('results', '--stack', STACK, '--out', mkdtempSync(join(tmpdir(), 'lab-results-')));
+    const run = await lab('results', '--stack', STACK, '--out', tempDir('lab-results-'));
     expect(run.code, run.stderr).toBe(0);
     expect(ssm).not.toHaveReceivedCommand(SendCommandCommand);
     expect(run.stdout).toMatch(/is terminated: .*: downloading the last synced copy\./);
@@ -617,7 +618,7 @@ describe('lab results', () => {
       stderr: 'upload failed: An error occurred (AccessDenied)\n',
     });
     bucketWith(files);
-    const run = await lab('results', '--stack', STACK, '--out', mkdtempSync(join(tmpdir(), 'lab-results-')));
+    const run = await lab('results', '--stack', STACK, '--out', tempDir('lab-results-'));
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain(
       'warning: the upload on the host failed with exit code 1: upload failed: An error occurred (AccessDenied)',
@@ -628,7 +629,7 @@ describe('lab results', () => {
   it('nothing in the bucket yet', async () => {
     deployed('stopped');
     s3.on(ListObjectsV2Command).resolves({ KeyCount: 0 });
-    const run = await lab('results', '--stack', STACK, '--out', mkdtempSync(join(tmpdir(), 'lab-results-')));
+    const run = await lab('results', '--stack', STACK, '--out', tempDir('lab-results-'));
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(`lab results: There are no results in s3://${BUCKET}/${STACK}/ yet`);
   });
@@ -641,7 +642,7 @@ describe('lab results', () => {
         message: 'The specified bucket does not exist',
       }),
     );
-    const run = await lab('results', '--stack', STACK, '--out', mkdtempSync(join(tmpdir(), 'lab-results-')));
+    const run = await lab('results', '--stack', STACK, '--out', tempDir('lab-results-'));
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(`The results bucket ${BUCKET} of stack ${STACK} does not exist any more`);
   });
@@ -649,7 +650,7 @@ describe('lab results', () => {
   it('a key that would leave the download folder is refused', async () => {
     deployed('terminated');
     s3.on(ListObjectsV2Command).resolves({ Contents: [object('../../etc/evil', 3)] });
-    const run = await lab('results', '--stack', STACK, '--out', mkdtempSync(join(tmpdir(), 'lab-results-')));
+    const run = await lab('results', '--stack', STACK, '--out', tempDir('lab-results-'));
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('Refusing to write results object ../../etc/evil outside');
     expect(s3).not.toHaveReceivedCommand(GetObjectCommand);

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   CloudFormationClient,
   CloudFormationServiceException,
@@ -24,11 +26,11 @@ import {
 } from '@aws-sdk/client-iam';
 import { mockClient } from 'aws-sdk-client-mock';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
+import { tempDir } from '../temp.ts';
 import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
-import { runLabCli } from './run-lab.ts';
 
 expect.extend(allCustomMatcher);
 
@@ -91,6 +93,15 @@ interface Run {
   readonly code: number;
   readonly stdout: string;
   readonly stderr: string;
+}
+
+async function withEnv<T>(name: string, value: string, action: () => Promise<T>): Promise<T> {
+  vi.stubEnv(name, value);
+  try {
+    return await action();
+  } finally {
+    vi.unstubAllEnvs();
+  }
 }
 
 async function teardown(...args: string[]): Promise<Run> {
@@ -477,11 +488,36 @@ describe('lab teardown', () => {
       expect(cfn).not.toHaveReceivedAnyCommand();
     });
 
-    it('needs --stack (the real entry point, in a child process)', () => {
-      const run = runLabCli(['teardown', '--region', 'us-west-2']);
+    it('a bad configuration stops it only when --stack is not given', async () => {
+      const file = join(tempDir('lab-teardown-config-'), 'lab.yaml');
+      writeFileSync(file, 'stackName: 9lives\n');
+      vi.stubEnv('LAB_CONFIG', file);
+
+      const run = await teardown('--region', 'us-west-2');
 
       expect(run.code).toBe(1);
-      expect(run.stderr).toContain("error: required option '--stack <name>' not specified");
+      expect(run.stderr).toContain('stackName = "9lives": must be a CloudFormation stack name');
+      expect(cfn).not.toHaveReceivedAnyCommand();
     });
+  });
+
+  it("--stack defaults to the configuration's stackName ($LAB_CONFIG or --config)", async () => {
+    observedCase();
+    const file = join(tempDir('lab-teardown-config-'), 'lab.yaml');
+    writeFileSync(file, `stackName: ${STACK}\n`);
+
+    const viaEnv = await withEnv('LAB_CONFIG', file, () => teardown('--region', 'us-west-2'));
+    expect(cfn).toHaveReceivedCommandWith(DescribeStacksCommand, { StackName: STACK });
+    for (const client of [cfn, iam, ec2]) client.reset();
+    observedCase();
+    const viaOption = await captureOutput(() =>
+      runLab(['--config', file, 'teardown', '--region', 'us-west-2']),
+    );
+
+    expect(viaEnv.code, viaEnv.stderr).toBe(0);
+    expect(viaEnv.stdout).toMatch(/^Stack lab in us-west-2: DELETE_FAILED\n/);
+    expect(viaOption.value).toBe(0);
+    expect(viaOption.stdout).toBe(viaEnv.stdout);
+    expect(cfn).toHaveReceivedCommandWith(DescribeStacksCommand, { StackName: STACK });
   });
 });

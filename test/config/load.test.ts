@@ -1,12 +1,12 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LAB_CONFIG_ENV, loadLabConfig } from '../../lib/config/load.ts';
 import { LabConfigError } from '../../lib/config/problems.ts';
+import { tempDir } from '../temp.ts';
 
 function file(name: string, text: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'lab-config-'));
+  const dir = tempDir('lab-config-');
   const path = join(dir, name);
   writeFileSync(path, text);
   return path;

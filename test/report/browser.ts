@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium } from 'playwright-core';
@@ -20,13 +20,28 @@ const ARGS = [
   '--disable-sync',
 ];
 
-/** Headless Chromium with a fresh user-data dir; close the context to end it. */
-export async function launchChromium(viewport = { width: 1280, height: 900 }): Promise<BrowserContext> {
+/**
+ * Runs `use` with headless Chromium on a fresh user-data dir; the browser is closed and the dir
+ * removed afterwards, whatever `use` does.
+ */
+export async function withChromium<T>(
+  use: (context: BrowserContext) => Promise<T>,
+  viewport = { width: 1280, height: 900 },
+): Promise<T> {
   const userDataDir = await mkdtemp(join(tmpdir(), 'lab-report-chromium-'));
-  return chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM_PATH,
-    headless: true,
-    args: ARGS,
-    viewport,
-  });
+  try {
+    const context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM_PATH,
+      headless: true,
+      args: ARGS,
+      viewport,
+    });
+    try {
+      return await use(context);
+    } finally {
+      await context.close();
+    }
+  } finally {
+    await rm(userDataDir, { recursive: true, force: true });
+  }
 }

@@ -1,12 +1,12 @@
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadStudy, parseStudy, StudyFileError } from '../../lib/report/load.ts';
+import { tempDir } from '../temp.ts';
 import { fixtureStudy } from './fixture.ts';
 
 async function studyFile(content: string): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'lab-report-load-'));
+  const dir = tempDir('lab-report-load-');
   const file = join(dir, 'study.json');
   await writeFile(file, content);
   return file;
@@ -53,7 +53,7 @@ describe('loadStudy', () => {
   it('rejects text that is not JSON and a directory named study.json', async () => {
     const file = await studyFile('{"schemaVersion": 1,');
     expect(await messageOf(loadStudy(file))).toMatch(new RegExp(`^${file} is not JSON: `));
-    const dir = await mkdtemp(join(tmpdir(), 'lab-report-dir-'));
+    const dir = tempDir('lab-report-dir-');
     await mkdir(join(dir, 'study.json'));
     expect(await messageOf(loadStudy(join(dir, 'study.json')))).toBe(
       `${join(dir, 'study.json')} is a directory, not a study JSON`,

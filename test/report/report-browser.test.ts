@@ -1,10 +1,10 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { writeReport } from '../../lib/report/write.ts';
-import { CHROMIUM_PATH, chromiumInstalled, launchChromium } from './browser.ts';
+import { tempDir } from '../temp.ts';
+import { CHROMIUM_PATH, chromiumInstalled, withChromium } from './browser.ts';
 import { fixtureStudy } from './fixture.ts';
 
 const VALID_ARMS = 8;
@@ -24,12 +24,11 @@ describe('report.html in headless Chromium', () => {
   it.skipIf(!canRun)(
     'renders the three charts with one bar per valid arm, reference rules and axis titles',
     async () => {
-      const dir = await mkdtemp(join(tmpdir(), 'lab-report-browser-'));
+      const dir = tempDir('lab-report-browser-');
       await writeFile(join(dir, 'study.json'), JSON.stringify(fixtureStudy()));
       const { html } = await writeReport(dir);
 
-      const context = await launchChromium();
-      try {
+      await withChromium(async (context) => {
         const page = await context.newPage();
         const requests: string[] = [];
         page.on('request', (request) => requests.push(request.url()));
@@ -69,9 +68,7 @@ describe('report.html in headless Chromium', () => {
         expect(invalid.every((row) => row.includes('invalid'))).toBe(true);
         // Self-contained: the page asked for nothing but itself.
         expect(requests).toEqual([pathToFileURL(html).href]);
-      } finally {
-        await context.close();
-      }
+      });
     },
   );
 });

@@ -1,13 +1,13 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runLabCli } from '../cli/run-lab.ts';
+import { tempDir } from '../temp.ts';
 import { fixtureStudy } from './fixture.ts';
 
 async function resultsDir(study: unknown = fixtureStudy()): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'lab-report-cli-'));
+  const dir = tempDir('lab-report-cli-');
   await writeFile(
     join(dir, 'study.json'),
     typeof study === 'string' ? study : JSON.stringify(study, null, 2),
@@ -41,8 +41,28 @@ describe('lab report', () => {
     expect(existsSync(join(dir, 'report.md'))).toBe(false);
   });
 
+  it('an --out that cannot be created is named with the reason, without a stack trace', async () => {
+    const dir = await resultsDir();
+    const out = join(dir, 'study.json', 'reports');
+    const run = runLabCli(['report', dir, '--out', out]);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toBe(
+      `lab report: cannot write ${out}: a part of the path is a file, not a folder (ENOTDIR); choose another folder with --out\n`,
+    );
+  });
+
+  it('a partial study: the reports carry the banner and the command says it too', async () => {
+    const study = fixtureStudy();
+    const dir = await resultsDir({ ...study, runs: study.runs.slice(0, 7) });
+    const run = runLabCli(['report', dir]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/^lab report: Partial study: 7 of \d+ planned runs recorded/);
+    expect(await readFile(join(dir, 'report.md'), 'utf8')).toContain('> **Partial study: 7 of ');
+  });
+
   it('fails clearly when study.json is missing', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'lab-report-empty-'));
+    const dir = tempDir('lab-report-empty-');
     const run = runLabCli(['report', dir]);
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(

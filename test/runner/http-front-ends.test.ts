@@ -1,16 +1,16 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpEndpointPickers, preflightBody } from '../../lib/runner/http-front-ends.ts';
+import { tempDir } from '../temp.ts';
 
 describe('the EPP metrics port', () => {
   let server: Server;
   let url = '';
   const seen: (string | undefined)[] = [];
-  const tokenFile = join(mkdtempSync(join(tmpdir(), 'lab-sa-')), 'token');
+  const tokenFile = join(tempDir('lab-sa-'), 'token');
 
   beforeAll(async () => {
     server = createServer((req, res) => {

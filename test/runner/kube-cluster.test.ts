@@ -1,8 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
@@ -17,6 +16,7 @@ import {
 } from '../../lib/runner/kube-cluster.ts';
 import { rolloutComplete } from '../../lib/runner/run-study.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
+import { tempDir } from '../temp.ts';
 
 interface Call {
   method: string;
@@ -219,7 +219,7 @@ describe('inClusterTransport over TLS with the ServiceAccount files', () => {
   const seen: { auth?: string; path?: string; method?: string; body: string }[] = [];
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'lab-sa-'));
+    dir = tempDir('lab-sa-');
     // A throw-away self-signed certificate for 127.0.0.1, made for this test only.
     execFileSync(
       'openssl',
@@ -285,7 +285,7 @@ describe('inClusterTransport over TLS with the ServiceAccount files', () => {
 
   it('refuses a server whose certificate the CA does not sign', async () => {
     const port = (server.address() as AddressInfo).port;
-    const other = mkdtempSync(join(tmpdir(), 'lab-sa-other-'));
+    const other = tempDir('lab-sa-other-');
     execFileSync(
       'openssl',
       [

@@ -1,5 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
@@ -14,6 +13,7 @@ import type { StudyStatus } from '../../lib/runner/status.ts';
 import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
 import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
 import { IDENTICAL_PREFIXES_REASON } from '../../lib/study/validity.ts';
+import { tempDir } from '../temp.ts';
 import {
   type ClientBehaviour,
   FakeClock,
@@ -67,7 +67,7 @@ beforeAll(async () => {
   await frontEnds.start();
   pickers = new FakeEndpointPickers();
   await pickers.start();
-  tokenFile = join(mkdtempSync(join(tmpdir(), 'lab-sa-')), 'token');
+  tokenFile = join(tempDir('lab-sa-'), 'token');
   writeFileSync(tokenFile, `${pickers.token}\n`);
 });
 
@@ -109,7 +109,7 @@ function rehearsal(
   pickers.llmdWithoutMetrics = false;
   pickers.scraped.length = 0;
   const usedConfig = setup.config ?? config;
-  const dir = setup.dir ?? mkdtempSync(join(tmpdir(), 'lab-results-'));
+  const dir = setup.dir ?? tempDir('lab-results-');
   const clock = setup.resume?.clock ?? new FakeClock();
   const usedPlan = setup.plan ?? plan;
   const cluster =

@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Testing } from 'cdk8s';
 import { describe, expect, it } from 'vitest';
@@ -11,6 +10,7 @@ import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
 import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
 import { type Manifest, validateManifest } from '../charts/validate.ts';
+import { tempDir } from '../temp.ts';
 
 const config = defaultLabConfig();
 
@@ -160,7 +160,7 @@ describe('the StudyRunner chart', () => {
   });
 
   it('the bundle runs in Node and stops with a clear message outside a cluster', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lab-runner-'));
+    const dir = tempDir('lab-runner-');
     const data = of('ConfigMap').data as Record<string, string>;
     for (const [file, text] of Object.entries(data)) writeFileSync(join(dir, file), text);
     let stderr = '';

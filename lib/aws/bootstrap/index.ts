@@ -4,11 +4,13 @@ export {
   K3S_EXEC,
   lifetimeMinutes,
   RESULTS_SYNC_SCRIPT,
-  renderBootstrap,
+  renderSettings,
   replicaSets,
   SHAREGPT_URL,
   sharegptHostPath,
+  writeBootstrapFolder,
 } from './bootstrap.ts';
+export { minimumReadyTimeoutMinutes, STEP_NAMES, stepBudgetSeconds } from './budgets.ts';
 export { type LauncherInputs, renderLauncher, USER_DATA_LIMIT_BYTES } from './launcher.ts';
 export {
   BOOTSTRAP_ENVIRONMENT,

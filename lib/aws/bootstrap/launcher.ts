@@ -1,4 +1,5 @@
 import {
+  BOOTSTRAP_DIR_ON_HOST,
   BOOTSTRAP_LOG,
   JSON_STRING_FUNCTION,
   MANIFESTS_DIR,
@@ -15,7 +16,7 @@ import {
 export interface LauncherInputs {
   /** Region of the stack, for the AWS CLI. */
   readonly region: string;
-  /** `s3://bucket/key` of the rendered bootstrap script (a file asset). */
+  /** `s3://bucket/key.zip` of the bootstrap folder (a directory asset: main.sh, settings.env, ...). */
   readonly bootstrapS3Uri: string;
   /**
    * `s3://bucket/key.zip` of the manifests folder (a directory asset is a zip), or an `s3://` prefix
@@ -47,9 +48,9 @@ export function renderLauncher(inputs: LauncherInputs): string {
       throw new Error(`renderLauncher: ${name} must not contain a single quote: ${value}`);
   }
   return `#!/bin/bash
-# Lab launcher (user data): fetch the bootstrap and the manifests from S3 and run the bootstrap,
-# which signals the WaitCondition. A failure before any signal is signalled here, so the stack
-# rolls back at once. WAIT_HANDLE_URL is presigned (how a WaitCondition is signalled): never log it.
+# Lab launcher (user data): fetch the bootstrap folder and the manifests from S3 and run the
+# bootstrap, which signals the WaitCondition. A failure before any signal is signalled here, so the
+# stack rolls back at once. WAIT_HANDLE_URL is presigned (how a WaitCondition is signalled): never log it.
 set -euo pipefail
 exec >>${BOOTSTRAP_LOG} 2>&1
 export LAB_REGION='${inputs.region}'
@@ -72,16 +73,27 @@ on_exit() {
   exit "$rc"
 }
 trap on_exit EXIT
-mkdir -p ${MANIFESTS_DIR}
+# S3 right after boot can answer slowly or not at all: a few tries, further apart each time.
+fetch() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    if aws s3 cp --only-show-errors "$@"; then return 0; fi
+    echo "launcher: aws s3 cp failed (attempt $attempt of 5)"
+    if [ "$attempt" -lt 5 ]; then sleep $((attempt * 5)); fi
+  done
+  return 1
+}
+mkdir -p ${MANIFESTS_DIR} ${BOOTSTRAP_DIR_ON_HOST}
 cd ${WORK_DIR}
-step="download the bootstrap script"
-aws s3 cp --only-show-errors "$bootstrap_uri" bootstrap.sh
+step="download the bootstrap"
+fetch "$bootstrap_uri" bootstrap.zip
+python3 -m zipfile -e bootstrap.zip ${BOOTSTRAP_DIR_ON_HOST}
 step="download the manifests"
 case "$manifests_uri" in
-*.zip) aws s3 cp --only-show-errors "$manifests_uri" manifests.zip; python3 -m zipfile -e manifests.zip ${MANIFESTS_DIR} ;;
-*) aws s3 cp --only-show-errors --recursive "$manifests_uri" ${MANIFESTS_DIR} ;;
+*.zip) fetch "$manifests_uri" manifests.zip; python3 -m zipfile -e manifests.zip ${MANIFESTS_DIR} ;;
+*) fetch --recursive "$manifests_uri" ${MANIFESTS_DIR} ;;
 esac
 step="run the bootstrap"
-bash bootstrap.sh
+bash ${BOOTSTRAP_DIR_ON_HOST}/main.sh
 `;
 }

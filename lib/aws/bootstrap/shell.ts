@@ -7,6 +7,8 @@
 export const BOOTSTRAP_LOG = '/var/log/lab-bootstrap.log';
 /** Working folder of the bootstrap: the downloaded script, manifests, signal bodies, state. */
 export const WORK_DIR = '/opt/lab';
+/** Where the launcher unpacks the bootstrap folder asset (main.sh, settings.env, ...). */
+export const BOOTSTRAP_DIR_ON_HOST = `${WORK_DIR}/bootstrap`;
 /** Where the launcher unpacks the manifests asset; the bootstrap gets it as LAB_MANIFESTS_DIR. */
 export const MANIFESTS_DIR = `${WORK_DIR}/manifests`;
 /**
@@ -35,7 +37,8 @@ export function shellQuote(value: string): string {
 }
 
 /**
- * Bash function `json_string`: prints stdin as a JSON string literal. It keeps printable ASCII,
+ * Bash function `json_string` of the launcher (the bootstrap has its own in sh/helpers.sh): prints
+ * stdin as a JSON string literal. It keeps printable ASCII,
  * tabs and newlines only (a log tail may hold colour codes or cut UTF-8), so the signal body is
  * valid JSON whatever the log holds. Escaping at most doubles the length: callers cut the input.
  */
@@ -59,9 +62,11 @@ export function fullyQualifiedImage(image: string): string {
 }
 
 /**
- * The PUT that signals the WaitCondition with the JSON in `bodyFile` (a shell word). An empty
- * Content-Type is what the presigned URL was signed for; the URL itself is never echoed.
+ * The launcher's PUT that signals the WaitCondition with the JSON in `bodyFile` (a shell word). An
+ * empty Content-Type is what the presigned URL was signed for; the URL itself is never echoed.
+ * `--fail` makes an HTTP error (403 from an expired or wrong URL) a failure, which
+ * `--retry-all-errors` retries (curl 7.71 or later; Ubuntu 22.04 ships 7.81).
  */
 export function signalCommand(bodyFile: string): string {
-  return `curl -sS --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' --data-binary @${bodyFile} "$WAIT_HANDLE_URL"`;
+  return `curl -sS --fail --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' --data-binary @${bodyFile} "$WAIT_HANDLE_URL"`;
 }

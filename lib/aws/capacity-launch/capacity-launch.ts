@@ -145,6 +145,12 @@ export function launchTemplateProblems(data: Record<string, unknown> | undefined
 /**
  * Launches the lab's GPU host with Availability Zone fallback: a custom resource whose handler tries
  * every AZ that offers the type, then the fallback types, and reports each attempt (lab-spec 2.1).
+ *
+ * One host at a time: when an update changes the launch inputs, `onEvent` terminates the old host
+ * and `isComplete` launches the replacement only once the old one is `terminated`, so an update
+ * needs the vCPU quota of one host, not two. Client tokens derive from the CloudFormation request
+ * id and the AZ, a live instance tagged with this stack and generation is adopted instead of
+ * launching another, and a launch whose reply was lost is looked up by its token.
  */
 export class CapacityLaunch extends Construct {
   /** The launched instance's id. */
@@ -179,12 +185,14 @@ export class CapacityLaunch extends Construct {
     });
 
     this.onEventFunction = this.handlerFunction('OnEvent', 'onEvent', Duration.minutes(10), retention);
+    // isComplete launches too: a replacement launches only once the old host is terminated.
     this.isCompleteFunction = this.handlerFunction(
       'IsComplete',
       'isComplete',
-      Duration.minutes(1),
+      Duration.minutes(10),
       retention,
     );
+    const launchers = [this.onEventFunction, this.isCompleteFunction];
 
     const arn = (resource: string, resourceName: string, account?: string) =>
       stack.formatArn({
@@ -197,72 +205,67 @@ export class CapacityLaunch extends Construct {
     const templateArn = arn('launch-template', templateId);
     const instanceArns = arn('instance', '*');
 
-    this.onEventFunction.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'RunInstancesFromTheLabTemplateOnly',
-        actions: ['ec2:RunInstances'],
-        resources: [instanceArns],
-        conditions: {
-          ArnLike: { 'ec2:LaunchTemplate': templateArn },
-          StringEquals: { [`aws:RequestTag/${stackTag.key}`]: stackTag.value },
-        },
-      }),
-    );
-    this.onEventFunction.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'RunInstancesUsesTheLabNetworkAndTemplate',
-        actions: ['ec2:RunInstances'],
-        // Interfaces and volumes are created by the launch, so their ids are not known beforehand;
-        // the image comes from the template (a public AMI: no account in its ARN).
-        resources: [
-          templateArn,
-          ...props.subnets.map((s) => arn('subnet', s.subnetId)),
-          arn('security-group', props.securityGroup.securityGroupId),
-          arn('network-interface', '*'),
-          arn('volume', '*'),
-          arn('image', '*', ''),
-        ],
-      }),
-    );
-    this.onEventFunction.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'TagOnlyWhileLaunching',
-        actions: ['ec2:CreateTags'],
-        resources: [instanceArns, arn('volume', '*')],
-        conditions: { StringEquals: { 'ec2:CreateAction': 'RunInstances' } },
-      }),
-    );
-    this.onEventFunction.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'PassOnlyTheInstanceRole',
-        actions: ['iam:PassRole'],
-        resources: [props.instanceRole.roleArn],
-        conditions: { StringEquals: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
-      }),
-    );
-    this.onEventFunction.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'TerminateOnlyTheStacksInstances',
-        actions: ['ec2:TerminateInstances'],
-        resources: [instanceArns],
-        conditions: { StringEquals: { [`aws:ResourceTag/${stackTag.key}`]: stackTag.value } },
-      }),
-    );
-    // DescribeInstances and DescribeInstanceTypeOfferings do not support resource-level permissions.
-    this.onEventFunction.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'ReadInstancesAndOfferings',
-        actions: ['ec2:DescribeInstances', 'ec2:DescribeInstanceTypeOfferings'],
-        resources: ['*'],
-      }),
-    );
-    this.isCompleteFunction.addToRolePolicy(
-      new iam.PolicyStatement({
-        sid: 'ReadInstances',
-        actions: ['ec2:DescribeInstances'],
-        resources: ['*'],
-      }),
-    );
+    for (const fn of launchers) {
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'RunInstancesFromTheLabTemplateOnly',
+          actions: ['ec2:RunInstances'],
+          resources: [instanceArns],
+          conditions: {
+            ArnLike: { 'ec2:LaunchTemplate': templateArn },
+            StringEquals: { [`aws:RequestTag/${stackTag.key}`]: stackTag.value },
+          },
+        }),
+      );
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'RunInstancesUsesTheLabNetworkAndTemplate',
+          actions: ['ec2:RunInstances'],
+          // Interfaces and volumes are created by the launch, so their ids are not known beforehand;
+          // the image comes from the template (a public AMI: no account in its ARN).
+          resources: [
+            templateArn,
+            ...props.subnets.map((s) => arn('subnet', s.subnetId)),
+            arn('security-group', props.securityGroup.securityGroupId),
+            arn('network-interface', '*'),
+            arn('volume', '*'),
+            arn('image', '*', ''),
+          ],
+        }),
+      );
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'TagOnlyWhileLaunching',
+          actions: ['ec2:CreateTags'],
+          resources: [instanceArns, arn('volume', '*')],
+          conditions: { StringEquals: { 'ec2:CreateAction': 'RunInstances' } },
+        }),
+      );
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'PassOnlyTheInstanceRole',
+          actions: ['iam:PassRole'],
+          resources: [props.instanceRole.roleArn],
+          conditions: { StringEquals: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
+        }),
+      );
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'TerminateOnlyTheStacksInstances',
+          actions: ['ec2:TerminateInstances'],
+          resources: [instanceArns],
+          conditions: { StringEquals: { [`aws:ResourceTag/${stackTag.key}`]: stackTag.value } },
+        }),
+      );
+      // DescribeInstances and DescribeInstanceTypeOfferings do not support resource-level permissions.
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'ReadInstancesAndOfferings',
+          actions: ['ec2:DescribeInstances', 'ec2:DescribeInstanceTypeOfferings'],
+          resources: ['*'],
+        }),
+      );
+    }
 
     const provider = new cr.Provider(this, 'Provider', {
       onEventHandler: this.onEventFunction,
@@ -277,36 +280,33 @@ export class CapacityLaunch extends Construct {
     acknowledgeProviderFramework(provider, [this.onEventFunction, this.isCompleteFunction]);
     const wildcard = (resource: string, account = '<AWS::AccountId>') =>
       `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:${account}:${resource}/*]`;
-    Validations.of(this.onEventFunction).acknowledge(
-      {
-        id: wildcard('instance'),
-        reason:
-          'The instance id is not known before RunInstances; launching requires this template and the stack tag, terminating requires the stack tag',
-      },
-      {
-        id: wildcard('network-interface'),
-        reason:
-          'RunInstances creates the interface, so its id cannot be known; it is created only with the lab template in the lab subnets',
-      },
-      {
-        id: wildcard('volume'),
-        reason:
-          'RunInstances creates the root volume, so its id cannot be known; tagging is allowed only during RunInstances',
-      },
-      {
-        id: wildcard('image', ''),
-        reason: 'The AMI is a public DLAMI resolved from SSM at deploy time; the template fixes which one',
-      },
-      {
-        id: 'AwsSolutions-IAM5[Resource::*]',
-        reason:
-          'DescribeInstances and DescribeInstanceTypeOfferings do not support resource-level permissions',
-      },
-    );
-    Validations.of(this.isCompleteFunction).acknowledge({
-      id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'DescribeInstances does not support resource-level permissions',
-    });
+    for (const fn of launchers)
+      Validations.of(fn).acknowledge(
+        {
+          id: wildcard('instance'),
+          reason:
+            'The instance id is not known before RunInstances; launching requires this template and the stack tag, terminating requires the stack tag',
+        },
+        {
+          id: wildcard('network-interface'),
+          reason:
+            'RunInstances creates the interface, so its id cannot be known; it is created only with the lab template in the lab subnets',
+        },
+        {
+          id: wildcard('volume'),
+          reason:
+            'RunInstances creates the root volume, so its id cannot be known; tagging is allowed only during RunInstances',
+        },
+        {
+          id: wildcard('image', ''),
+          reason: 'The AMI is a public DLAMI resolved from SSM at deploy time; the template fixes which one',
+        },
+        {
+          id: 'AwsSolutions-IAM5[Resource::*]',
+          reason:
+            'DescribeInstances and DescribeInstanceTypeOfferings do not support resource-level permissions',
+        },
+      );
 
     const resource = new CustomResource(this, 'Resource', {
       serviceToken: provider.serviceToken,

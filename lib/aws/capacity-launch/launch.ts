@@ -1,7 +1,10 @@
-import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import {
+  DescribeInstancesCommand,
   DescribeInstanceTypeOfferingsCommand,
   type EC2Client,
+  type Filter,
+  type Instance,
   RunInstancesCommand,
   type RunInstancesCommandInput,
 } from '@aws-sdk/client-ec2';
@@ -31,6 +34,16 @@ export interface LaunchRequest {
   /** vCPUs of the primary type, for the quota message. */
   readonly vcpusNeeded: number;
   readonly stackTag: StackTag;
+  /**
+   * What this host boots with (`llm-gateway-lab:generation` = the resource's Generation): put on
+   * the instance, so that a repeated request finds and adopts the host it launched before.
+   */
+  readonly generationTag: StackTag;
+  /**
+   * The CloudFormation request this launch serves. Client tokens are derived from it, so a
+   * retried or duplicated call of the same request can never launch a second instance.
+   */
+  readonly requestId: string;
 }
 
 /** The outcome of one RunInstances attempt (after any transient retries in the same AZ). */
@@ -62,7 +75,6 @@ export interface LaunchDeps {
   readonly ec2: EC2Client;
   readonly sleep?: (ms: number) => Promise<void>;
   readonly log?: (line: string) => void;
-  readonly newClientToken?: () => string;
   readonly retry?: RetryPolicy;
 }
 
@@ -217,6 +229,64 @@ export function orderCandidateAzs(
   return [...first, ...rest];
 }
 
+/**
+ * The ClientToken of one attempt: the same for the same CloudFormation request, type and AZ, and
+ * different for any other. EC2 returns the instance of an earlier request with the same token
+ * instead of launching again; a token holds at most 64 ASCII characters and stays valid for at
+ * least 24 hours after the instance terminates (EC2 API Reference, "Ensuring idempotency").
+ */
+export function clientTokenFor(requestId: string, instanceType: string, az: string): string {
+  const digest = createHash('sha256').update(`${requestId}\n${instanceType}\n${az}`).digest('hex');
+  return `lab-${digest.slice(0, 60)}`;
+}
+
+/** Every token this request may have launched with: one per type and lab subnet AZ. */
+export function requestClientTokens(request: LaunchRequest): string[] {
+  const azs = [...new Set(request.subnets.map((s) => s.availabilityZone))].sort();
+  return request.instanceTypes.flatMap((type) =>
+    azs.map((az) => clientTokenFor(request.requestId, type, az)),
+  );
+}
+
+/** Instances matching the filters, over every page, oldest launch first. */
+export async function describeInstancesWhere(ec2: EC2Client, filters: Filter[]): Promise<Instance[]> {
+  const found: Instance[] = [];
+  let nextToken: string | undefined;
+  do {
+    const page = await ec2.send(new DescribeInstancesCommand({ Filters: filters, NextToken: nextToken }));
+    for (const reservation of page.Reservations ?? []) found.push(...(reservation.Instances ?? []));
+    nextToken = page.NextToken;
+  } while (nextToken);
+  const time = (i: Instance) => i.LaunchTime?.getTime() ?? 0;
+  return found.sort((a, b) => time(a) - time(b));
+}
+
+/** Instances launched with any of the tokens (DescribeInstances filter `client-token`), in any state. */
+export function instancesByClientToken(ec2: EC2Client, tokens: readonly string[]): Promise<Instance[]> {
+  return describeInstancesWhere(ec2, [{ Name: 'client-token', Values: [...tokens] }]);
+}
+
+/** Pending or running instances of this stack and host generation: the host a repeated request adopts. */
+export function liveHosts(ec2: EC2Client, stackTag: StackTag, generationTag: StackTag): Promise<Instance[]> {
+  return describeInstancesWhere(ec2, [
+    { Name: `tag:${stackTag.key}`, Values: [stackTag.value] },
+    { Name: `tag:${generationTag.key}`, Values: [generationTag.value] },
+    { Name: 'instance-state-name', Values: ['pending', 'running'] },
+  ]);
+}
+
+/**
+ * Whether a failed RunInstances may still have launched: no answer (timeout, connection reset),
+ * a server error, throttling that outlasted the retries, or a token EC2 already knows with other
+ * parameters. Such an attempt is looked up by its token before the next AZ is tried.
+ */
+export function launchMayHaveHappened(err: unknown): boolean {
+  const { code, httpStatusCode } = errorFacts(err);
+  if (code === 'IdempotentParameterMismatch') return true;
+  if (httpStatusCode === undefined) return true;
+  return classifyLaunchError(err) === 'transient';
+}
+
 /** The RunInstances input of one attempt. */
 export function runInstancesInput(
   request: LaunchRequest,
@@ -224,7 +294,10 @@ export function runInstancesInput(
   subnetId: string,
   clientToken: string,
 ): RunInstancesCommandInput {
-  const tags = [{ Key: request.stackTag.key, Value: request.stackTag.value }];
+  const tags = [
+    { Key: request.stackTag.key, Value: request.stackTag.value },
+    { Key: request.generationTag.key, Value: request.generationTag.value },
+  ];
   return {
     MinCount: 1,
     MaxCount: 1,
@@ -269,9 +342,12 @@ interface Runtime {
   readonly ec2: EC2Client;
   readonly sleep: (ms: number) => Promise<void>;
   readonly say: (line: string) => void;
-  readonly newClientToken: () => string;
   readonly retry: RetryPolicy;
 }
+
+/** How often, and how far apart, an uncertain launch is looked up by its token. */
+export const TOKEN_LOOKUPS = 3;
+export const TOKEN_LOOKUP_DELAY_MS = 5000;
 
 /** Calls `call` again after transient errors, with bounded doubling delays; rethrows the rest. */
 async function withTransientRetry<T>(rt: Runtime, what: string, call: () => Promise<T>): Promise<T> {
@@ -320,19 +396,66 @@ async function attemptInAz(
   instanceType: string,
   subnet: LabSubnet,
 ): Promise<AttemptOutcome> {
-  // One token per AZ attempt: a retry after a throttle or timeout must not launch a second instance,
-  // while the next AZ is a new request.
-  const input = runInstancesInput(request, instanceType, subnet.subnetId, rt.newClientToken());
+  // One token per request, type and AZ: a retry after a throttle or timeout, or a repeated call of
+  // the handler, must not launch a second instance, while the next AZ is a new request.
+  const az = subnet.availabilityZone;
+  const token = clientTokenFor(request.requestId, instanceType, az);
+  const input = runInstancesInput(request, instanceType, subnet.subnetId, token);
   try {
-    const output = await withTransientRetry(rt, `${instanceType} in ${subnet.availabilityZone}`, () =>
+    const output = await withTransientRetry(rt, `${instanceType} in ${az}`, () =>
       rt.ec2.send(new RunInstancesCommand(input)),
     );
     const instanceId = output.Instances?.[0]?.InstanceId;
     if (!instanceId) throw new Error('RunInstances answered without an instance id');
     return { instanceId };
   } catch (error) {
-    return { error };
+    if (!launchMayHaveHappened(error)) return { error };
+    const found = await lookUpUncertainLaunch(rt, instanceType, az, token, error);
+    return found ? { instanceId: found } : { error };
   }
+}
+
+/**
+ * After a RunInstances whose outcome is unknown: the instance launched with its token, if any.
+ * Looked up a few times, since a new instance can take seconds to show in DescribeInstances. When
+ * the lookup itself fails, nobody can tell whether a host runs: the launch stops rather than risk
+ * a second, untracked one.
+ */
+async function lookUpUncertainLaunch(
+  rt: Runtime,
+  instanceType: string,
+  az: string,
+  token: string,
+  cause: unknown,
+): Promise<string | undefined> {
+  const { code } = errorFacts(cause);
+  rt.say(`${instanceType}: no answer to RunInstances in ${az} (${code}), looking it up by its client token`);
+  for (let lookup = 1; lookup <= TOKEN_LOOKUPS; lookup++) {
+    let found: Instance[];
+    try {
+      found = await withTransientRetry(rt, `${instanceType}: client token lookup in ${az}`, () =>
+        instancesByClientToken(rt.ec2, [token]),
+      );
+    } catch (err) {
+      const facts = errorFacts(err);
+      throw new CapacityLaunchError(
+        `Launch stopped: RunInstances in ${az} ended with ${code} and the lookup of its client token ${token} ` +
+          `failed (${facts.code}: ${facts.message}), so it is unknown whether an instance was launched. ` +
+          `Look for an instance with that client token (aws ec2 describe-instances --filters Name=client-token,Values=${token}) ` +
+          'before deploying again.',
+        [],
+        [],
+      );
+    }
+    const instanceId = found[0]?.InstanceId;
+    if (instanceId) {
+      rt.say(`${instanceType}: the lost RunInstances in ${az} did launch ${instanceId}`);
+      return instanceId;
+    }
+    if (lookup < TOKEN_LOOKUPS) await rt.sleep(TOKEN_LOOKUP_DELAY_MS);
+  }
+  rt.say(`${instanceType}: no instance carries the client token of ${az}: nothing was launched there`);
+  return undefined;
 }
 
 function whatComesNext(azs: readonly string[], index: number, types: readonly string[], typeIndex: number) {
@@ -351,7 +474,6 @@ export async function launchWithFallback(request: LaunchRequest, deps: LaunchDep
   const rt: Runtime = {
     ec2: deps.ec2,
     sleep: deps.sleep ?? defaultSleep,
-    newClientToken: deps.newClientToken ?? randomUUID,
     retry: deps.retry ?? DEFAULT_RETRY,
     say: (line) => {
       log.push(line);

@@ -3,7 +3,9 @@ import {
   DetachRolePolicyCommand,
   type IAMClient,
   ListAttachedRolePoliciesCommand,
+  ListInstanceProfilesForRoleCommand,
   ListRolePoliciesCommand,
+  RemoveRoleFromInstanceProfileCommand,
 } from '@aws-sdk/client-iam';
 
 /**
@@ -59,6 +61,9 @@ export interface Removal {
   readonly outcome: 'removed' | 'already-gone';
 }
 
+/** How a `RoleCleanupError` about an instance profile (not a policy) names it. */
+const INSTANCE_PROFILE_SUBJECT = 'instance profile ';
+
 /** An IAM call failed with something other than not-found; names the role and the policy. */
 export class RoleCleanupError extends Error {
   override readonly name = 'RoleCleanupError';
@@ -70,7 +75,8 @@ export class RoleCleanupError extends Error {
     readonly policy: string | undefined,
     override readonly cause: unknown,
   ) {
-    const what = policy === undefined ? `role ${roleName}` : `role ${roleName}, policy ${policy}`;
+    const subject = policy?.startsWith(INSTANCE_PROFILE_SUBJECT) ? policy : `policy ${policy}`;
+    const what = policy === undefined ? `role ${roleName}` : `role ${roleName}, ${subject}`;
     super(`${action} failed on ${what}: ${errorText(cause)}`);
   }
 }
@@ -185,4 +191,63 @@ export async function cleanupRole(
   onRemoval?: (removal: Removal) => void,
 ): Promise<RoleCleanupResult> {
   return stripForeignPolicies(iam, await findRolePolicies(iam, allow), onRemoval);
+}
+
+/** What removing a role from the instance profiles the stack did not create did. */
+export interface InstanceProfileCleanupResult {
+  readonly roleName: string;
+  /** Names of the foreign instance profiles the role was removed from. */
+  readonly removedFrom: readonly string[];
+  /** The stack's own instance profiles, left to CloudFormation (it deletes them before the role). */
+  readonly kept: readonly string[];
+}
+
+/**
+ * Removes the role from every instance profile the stack did not create. IAM refuses `DeleteRole`
+ * with `DeleteConflict` while any instance profile still holds the role, and a profile made by hand
+ * or by another tool (to start a debugging instance with the lab's role, say) is not CloudFormation's
+ * to delete. The profiles themselves are left in place, empty. Not-found is success.
+ */
+export async function removeFromForeignInstanceProfiles(
+  iam: IAMClient,
+  roleName: string,
+  ownProfileNames: readonly string[],
+  onRemoval: (profileName: string) => void = () => {},
+): Promise<InstanceProfileCleanupResult> {
+  const names: string[] = [];
+  try {
+    let marker: string | undefined;
+    do {
+      const page = await iam.send(
+        new ListInstanceProfilesForRoleCommand({ RoleName: roleName, Marker: marker }),
+      );
+      for (const profile of page.InstanceProfiles ?? []) {
+        if (profile.InstanceProfileName) names.push(profile.InstanceProfileName);
+      }
+      marker = page.IsTruncated ? page.Marker : undefined;
+    } while (marker);
+  } catch (error) {
+    if (isNoSuchEntity(error)) return { roleName, removedFrom: [], kept: [] };
+    throw new RoleCleanupError('iam:ListInstanceProfilesForRole', roleName, undefined, error);
+  }
+  const own = new Set(ownProfileNames);
+  const removedFrom: string[] = [];
+  for (const name of names.filter((n) => !own.has(n))) {
+    try {
+      await iam.send(
+        new RemoveRoleFromInstanceProfileCommand({ RoleName: roleName, InstanceProfileName: name }),
+      );
+      removedFrom.push(name);
+      onRemoval(name);
+    } catch (error) {
+      if (!isNoSuchEntity(error))
+        throw new RoleCleanupError(
+          'iam:RemoveRoleFromInstanceProfile',
+          roleName,
+          `${INSTANCE_PROFILE_SUBJECT}${name}`,
+          error,
+        );
+    }
+  }
+  return { roleName, removedFrom, kept: names.filter((n) => own.has(n)) };
 }

@@ -1,6 +1,24 @@
 import { IAMClient } from '@aws-sdk/client-iam';
-import { cleanupRole, type RoleAllowList, type RoleCleanupResult } from './cleanup.ts';
-import { INLINE_POLICY_NAMES, MANAGED_POLICY_ARNS, PHYSICAL_ID_PREFIX, ROLE_NAME, ROLES } from './props.ts';
+import {
+  cleanupRole,
+  type InstanceProfileCleanupResult,
+  type RoleAllowList,
+  type RoleCleanupResult,
+  removeFromForeignInstanceProfiles,
+} from './cleanup.ts';
+import {
+  INLINE_POLICY_NAMES,
+  INSTANCE_PROFILE_NAMES,
+  MANAGED_POLICY_ARNS,
+  PHYSICAL_ID_PREFIX,
+  ROLE_NAME,
+  ROLES,
+} from './props.ts';
+
+/** One role's allow-list and the instance profiles the stack made for it. */
+export interface RoleEntry extends RoleAllowList {
+  readonly instanceProfileNames: readonly string[];
+}
 
 /**
  * The `RoleCleanup` handler (the Provider framework's `onEvent`; no `isComplete`: IAM calls are
@@ -21,7 +39,7 @@ export interface RoleCleanupResponse {
 }
 
 /** Reads the `Roles` property; a malformed one is a bug in the construct, reported as such. */
-export function parseAllowLists(properties: Readonly<Record<string, unknown>>): RoleAllowList[] {
+export function parseAllowLists(properties: Readonly<Record<string, unknown>>): RoleEntry[] {
   const roles = properties[ROLES];
   if (!Array.isArray(roles) || roles.length === 0) {
     throw new Error(`RoleCleanup: property ${ROLES} must be a non-empty list, got ${JSON.stringify(roles)}`);
@@ -38,6 +56,10 @@ export function parseAllowLists(properties: Readonly<Record<string, unknown>>): 
       roleName,
       managedPolicyArns: stringList(record[MANAGED_POLICY_ARNS], `${ROLES}[${index}].${MANAGED_POLICY_ARNS}`),
       inlinePolicyNames: stringList(record[INLINE_POLICY_NAMES], `${ROLES}[${index}].${INLINE_POLICY_NAMES}`),
+      instanceProfileNames: stringList(
+        record[INSTANCE_PROFILE_NAMES],
+        `${ROLES}[${index}].${INSTANCE_PROFILE_NAMES}`,
+      ),
     };
   });
 }
@@ -69,22 +91,29 @@ export async function handleEvent(
     }
     case 'Delete': {
       const results: RoleCleanupResult[] = [];
+      const profiles: InstanceProfileCleanupResult[] = [];
       const failures: string[] = [];
       // Every role is tried even when one fails, so one stubborn role does not leave the others dirty.
-      for (const allow of allowLists) {
+      for (const entry of allowLists) {
         try {
-          results.push(await cleanupRole(iam, allow, (removal) => log(JSON.stringify({ removal }))));
+          results.push(await cleanupRole(iam, entry, (removal) => log(JSON.stringify({ removal }))));
+          profiles.push(
+            await removeFromForeignInstanceProfiles(iam, entry.roleName, entry.instanceProfileNames, (name) =>
+              log(JSON.stringify({ removedFromInstanceProfile: { roleName: entry.roleName, name } })),
+            ),
+          );
         } catch (error) {
           failures.push(error instanceof Error ? error.message : String(error));
         }
       }
-      log(JSON.stringify({ requestType: 'Delete', results }));
+      log(JSON.stringify({ requestType: 'Delete', results, profiles }));
       if (failures.length > 0)
-        throw new Error(`RoleCleanup could not strip foreign policies: ${failures.join('; ')}`);
-      const removed = results.reduce(
-        (sum, result) => sum + result.detached.length + result.deleted.length,
-        0,
-      );
+        throw new Error(
+          `RoleCleanup could not strip foreign policies and instance profiles: ${failures.join('; ')}`,
+        );
+      const removed =
+        results.reduce((sum, result) => sum + result.detached.length + result.deleted.length, 0) +
+        profiles.reduce((sum, result) => sum + result.removedFrom.length, 0);
       return {
         PhysicalResourceId: event.PhysicalResourceId ?? physicalIdOf(allowLists),
         Data: { Removed: String(removed) },

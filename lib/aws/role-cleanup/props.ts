@@ -15,5 +15,11 @@ export const MANAGED_POLICY_ARNS = 'ManagedPolicyArns';
 /** Key in each role entry: names of the inline policies the stack puts on the role. */
 export const INLINE_POLICY_NAMES = 'InlinePolicyNames';
 
+/**
+ * Key in each role entry: names of the instance profiles the stack creates for the role; the role
+ * is removed from every other instance profile before CloudFormation deletes it.
+ */
+export const INSTANCE_PROFILE_NAMES = 'InstanceProfileNames';
+
 /** Prefix of the physical id; the rest is the comma-separated role names. */
 export const PHYSICAL_ID_PREFIX = 'RoleCleanup:';

@@ -1,5 +1,13 @@
 import { fileURLToPath } from 'node:url';
-import { CustomResource, Duration, type IResolveContext, Lazy, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import {
+  CustomResource,
+  Duration,
+  type IResolveContext,
+  Lazy,
+  RemovalPolicy,
+  Stack,
+  Validations,
+} from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
@@ -9,6 +17,7 @@ import { Construct, type IConstruct } from 'constructs';
 import { acknowledgeHandler, acknowledgeProviderFramework } from '../acknowledgements.ts';
 import {
   INLINE_POLICY_NAMES,
+  INSTANCE_PROFILE_NAMES,
   MANAGED_POLICY_ARNS,
   ROLE_CLEANUP_RESOURCE_TYPE,
   ROLE_NAME,
@@ -38,6 +47,10 @@ export interface RoleCleanupProps {
  *   `Policy({ roles })`) and `AWS::IAM::RolePolicy` in the stack attached to the role: IAM stores
  *   those as inline policies of the role under that name.
  * It is computed lazily, so policies added after this construct is created are still included.
+ *
+ * On delete the roles are also removed from every instance profile the stack did not create (IAM
+ * refuses `DeleteRole` while a profile holds the role); the stack's own profiles (every
+ * `AWS::IAM::InstanceProfile` naming the role) are left to CloudFormation.
  *
  * Dependency order on delete (CloudFormation deletes a resource only after every resource that
  * depends on it has been deleted, i.e. in reverse dependency order):
@@ -108,6 +121,22 @@ export class RoleCleanup extends Construct {
         resources: roles.map((role) => role.roleArn),
       }),
     );
+    // IAM refuses DeleteRole while any instance profile holds the role; RemoveRoleFromInstanceProfile
+    // is authorized on the instance profile, whose name (someone else's) is not known here.
+    this.handler.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['iam:ListInstanceProfilesForRole'],
+        resources: roles.map((role) => role.roleArn),
+      }),
+    );
+    this.handler.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['iam:RemoveRoleFromInstanceProfile'],
+        resources: [
+          stack.formatArn({ service: 'iam', region: '', resource: 'instance-profile', resourceName: '*' }),
+        ],
+      }),
+    );
     this.provider = new cr.Provider(this, 'Provider', {
       onEventHandler: this.handler,
       logGroup: new logs.LogGroup(this, 'ProviderLogs', {
@@ -117,6 +146,11 @@ export class RoleCleanup extends Construct {
     });
     acknowledgeHandler(this.handler);
     acknowledgeProviderFramework(this.provider, [this.handler]);
+    Validations.of(this.handler).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/*]',
+      reason:
+        "The profiles to leave are ones the stack did not create, so their names cannot be known; IAM authorizes the action on the profile alone, and the handler only removes the stack's own roles, found through ListInstanceProfilesForRole scoped to those roles",
+    });
     this.resource = new CustomResource(this, 'Resource', {
       serviceToken: this.provider.serviceToken,
       resourceType: ROLE_CLEANUP_RESOURCE_TYPE,
@@ -150,6 +184,7 @@ function declaredPolicies(role: iam.Role, context: IResolveContext): Record<stri
   const namesRole = (names: unknown): boolean =>
     Array.isArray(names) && names.some((name) => JSON.stringify(name) === roleRef);
   const managed: unknown[] = [...asList(context.resolve(cfnRole.managedPolicyArns))];
+  const profiles: unknown[] = [];
   const inline: unknown[] = asList(context.resolve(cfnRole.policies)).map(
     (policy) => (policy as iam.CfnRole.PolicyProperty).policyName,
   );
@@ -162,12 +197,16 @@ function declaredPolicies(role: iam.Role, context: IResolveContext): Record<stri
       }
     } else if (construct instanceof iam.CfnManagedPolicy && namesRole(context.resolve(construct.roles))) {
       managed.push(context.resolve(construct.ref));
+    } else if (construct instanceof iam.CfnInstanceProfile && namesRole(context.resolve(construct.roles))) {
+      // Ref of an instance profile is its name.
+      profiles.push(context.resolve(construct.ref));
     }
   }
   return {
     [ROLE_NAME]: context.resolve(role.roleName),
     [MANAGED_POLICY_ARNS]: managed,
     [INLINE_POLICY_NAMES]: inline,
+    [INSTANCE_PROFILE_NAMES]: profiles,
   };
 }
 

@@ -1,19 +1,21 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { synthesizeCluster } from '../../../charts/synthesize.ts';
 import {
+  BOOTSTRAP_SOURCES,
   bootstrapSteps,
+  DEADLINE_SCRIPT,
   READY_MARKER,
-  renderBootstrap,
-  renderTerminateWhenDone,
+  renderSettings,
   sharegptHostPath,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { STEP_NAMES } from '../../../lib/aws/bootstrap/budgets.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
-import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+import { tempDir } from '../../temp.ts';
+import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable, shellcheckFiles } from './sandbox.ts';
 
 const defaults = parseLabConfig({});
 /** Another K3s line, three replicas and llm-d's second set: six GPUs, so a g6.48xlarge. */
@@ -25,6 +27,7 @@ const other = parseLabConfig({
   study: { optionalArms: ['llmd-precise'] },
 });
 const aiGateway = parseLabConfig({ study: { optionalArms: ['ai-gateway'] } });
+const whenDone = parseLabConfig({ runner: { terminateWhenDone: true } });
 
 const configs: [string, LabConfig][] = [
   ['default', defaults],
@@ -32,66 +35,112 @@ const configs: [string, LabConfig][] = [
   ['ai-gateway', aiGateway],
 ];
 
-/** The step titles in the order main runs them. */
-function runSteps(script: string): string[] {
-  return [...script.matchAll(/^ {2}run_step (\d+) '([^']*)' \w+$/gm)].map((m) => `${m[1]} ${m[2]}`);
+/** Every .sh file of the bootstrap, as it is in the repository. */
+function shellFiles(dir = BOOTSTRAP_SOURCES): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? shellFiles(join(dir, entry.name))
+      : entry.name.endsWith('.sh')
+        ? [join(dir, entry.name)]
+        : [],
+  );
 }
 
-describe.each(configs)('renderBootstrap (%s)', (_, config) => {
-  const script = renderBootstrap(config);
+const checkShell = shellcheckAvailable || Boolean(process.env.CI);
 
-  test.skipIf(!shellcheckAvailable && !process.env.CI)('passes shellcheck', () => {
-    expect(shellcheck(script)).toBe('');
-  });
-
-  test('is a strict bash script run as main, every step logged with a marker', () => {
-    expect(script.startsWith('#!/bin/bash\n')).toBe(true);
-    expect(script).toContain('set -Eeuo pipefail');
-    expect(script).toContain(`readonly LOG_FILE='/var/log/lab-bootstrap.log'`);
-    expect(script).toContain('log "==> $CURRENT_STEP"');
-    expect(script).toContain('CURRENT_STEP="[step $1/$TOTAL_STEPS] $2"');
-  });
-
-  test('runs the steps in dependency order', () => {
-    expect(runSteps(script)).toEqual([
-      `1 arm the cost guard: shut down in ${config.instance.maxLifetimeHours * 60} min (instance.maxLifetimeHours ${config.instance.maxLifetimeHours}), results to S3`,
-      '2 wait for the apt/dpkg locks (cloud-init, unattended-upgrades)',
-      '3 preflight: tools, manifests folder, prerequisites resolve',
-      `4 check the GPUs: nvidia-smi lists ${config.instance.gpus} (instance.gpus)`,
-      '5 check nvidia-container-runtime (K3s needs it for the nvidia RuntimeClass)',
-      `6 install K3s ${config.k3s.version} and check RuntimeClass nvidia`,
-      `7 pre-fetch ${config.model.name} and the ShareGPT file into the shared cache; pull images in parallel`,
-      '8 apply the prerequisites of prerequisites.json in order, waiting for their CRDs and Deployments',
-      '9 apply the lab charts (NN-*.yaml) in file-name order, not jobs/, with their after-apply steps',
-      `10 wait for the device plugin: ${config.instance.gpus} allocatable nvidia.com/gpu`,
-      expect.stringMatching(/^11 wait for \d+ vLLM replica\(s\) .* to be Ready and serve \/v1\/models$/),
-      '12 record the GPU UUID of every replica and check they are distinct',
-      '13 signal SUCCESS to the WaitCondition',
+describe('the bootstrap as a shell program', () => {
+  test.skipIf(!checkShell)('every .sh file passes shellcheck, following what it sources', () => {
+    const files = shellFiles();
+    expect(files.map((f) => f.slice(BOOTSTRAP_SOURCES.length)).sort()).toEqual([
+      'helpers.sh',
+      'host/lab-deadline.sh',
+      'host/lab-sync-results.sh',
+      'host/lab-terminate-when-done.sh',
+      'host/lab-upload-log.sh',
+      'main.sh',
+      'steps/01-cost-guard.sh',
+      'steps/02-os-updates.sh',
+      'steps/03-preflight.sh',
+      'steps/04-gpus.sh',
+      'steps/05-k3s.sh',
+      'steps/06-prefetch.sh',
+      'steps/07-apply.sh',
+      'steps/08-replicas.sh',
+      'steps/09-signal.sh',
     ]);
-    expect(script).toContain(`readonly TOTAL_STEPS=${bootstrapSteps(config).length}`);
+    expect(shellcheckFiles(files)).toBe('');
   });
 
-  test('renders the settings of the configuration', () => {
-    expect(script).toContain(`readonly LIFETIME_MINUTES=${config.instance.maxLifetimeHours * 60}`);
-    expect(script).toContain(`readonly EXPECTED_GPUS=${config.instance.gpus}`);
-    expect(script).toContain(`readonly K3S_VERSION='${config.k3s.version}'`);
-    expect(script).toContain(`readonly K3S_EXEC='--write-kubeconfig-mode 644 --disable traefik'`);
-    expect(script).toContain(`readonly MODEL_NAME='${config.model.name}'`);
-    expect(script).toContain(`readonly REPLICAS=${config.vllm.replicas}`);
-    expect(script).toContain('shutdown -h "+$LIFETIME_MINUTES"');
-    expect(script).toContain('INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC"');
-    expect(script).toContain('kubectl get runtimeclass "$RUNTIME_CLASS"');
-    expect(script).toContain('"$LAB_MANIFESTS_DIR/prerequisites.json"');
-    expect(script).toContain('for file in "$LAB_MANIFESTS_DIR"/[0-9]*.yaml; do');
-    expect(script).toContain('replicas share a physical GPU');
+  test.skipIf(!checkShell).each(configs)('the settings of the %s config pass shellcheck', (_, config) => {
+    expect(shellcheck(renderSettings(config))).toBe('');
+  });
+
+  test('bootstrap.ts renders settings and assembles the folder, and holds no bash body', () => {
+    const source = readFileSync(join(BOOTSTRAP_SOURCES, '..', 'bootstrap.ts'), 'utf8');
+    expect(source).not.toMatch(/^\s*[a-z_]+\(\) \{/m);
+    expect(source).not.toMatch(/set -[Eeuo]+/);
+    expect(source).not.toContain('<<');
+  });
+
+  test('every step has a bash function, and every step function is in the table', () => {
+    const defined = shellFiles()
+      .flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/^([a-z0-9_]+)\(\) \{/gm)])
+      .map((m) => m[1]);
+    for (const name of STEP_NAMES) expect(defined).toContain(name);
+  });
+
+  test('every curl has --max-time', () => {
+    const curls = shellFiles()
+      .flatMap((f) => readFileSync(f, 'utf8').split('\n'))
+      .filter((line) => /(^|[\s(|&])curl -/.test(line) && !line.trim().startsWith('#'));
+    expect(curls.length).toBeGreaterThan(5);
+    for (const line of curls) expect(line).toContain('--max-time');
+  });
+});
+
+describe.each(configs)('settings.env (%s)', (_, config) => {
+  const settings = renderSettings(config);
+
+  test('holds the values of the configuration', () => {
+    expect(settings).toContain(`LIFETIME_MINUTES=${config.instance.maxLifetimeHours * 60}`);
+    expect(settings).toContain(`EXPECTED_GPUS=${config.instance.gpus}`);
+    expect(settings).toContain(`K3S_VERSION='${config.k3s.version}'`);
+    expect(settings).toContain(`K3S_EXEC='--write-kubeconfig-mode 644 --disable traefik'`);
+    expect(settings).toContain(`MODEL_NAME='${config.model.name}'`);
+    expect(settings).toContain(`REPLICAS=${config.vllm.replicas}`);
+    expect(settings).toContain(`CONTAINERD_CONFIG='/var/lib/rancher/k3s/agent/etc/containerd/config.toml'`);
+    expect(settings).toContain(`HELD_PACKAGES_PATTERN='^(nvidia|libnvidia|cuda)'`);
+  });
+
+  test('lists the steps in dependency order, each with its budget', () => {
+    const steps = bootstrapSteps(config);
+    expect(steps.map((s) => s.name)).toEqual([...STEP_NAMES]);
+    expect(steps.map((s) => s.title)).toEqual([
+      `arm the cost guard: shut down in ${config.instance.maxLifetimeHours * 60} min (instance.maxLifetimeHours ${config.instance.maxLifetimeHours}), results to S3`,
+      'hold OS updates: apt timers off, NVIDIA/CUDA packages held, apt/dpkg idle',
+      'preflight: tools, manifests folder, prerequisites resolve',
+      `check the GPUs: nvidia-smi lists ${config.instance.gpus} (instance.gpus)`,
+      'check nvidia-container-runtime (K3s needs it for the nvidia runtime)',
+      `install K3s ${config.k3s.version}, check its containerd has the nvidia runtime and RuntimeClass nvidia`,
+      `pre-fetch ${config.model.name} and the ShareGPT file into the shared cache; pull images in parallel`,
+      'apply the prerequisites of prerequisites.json in order, waiting for their CRDs and Deployments',
+      'apply the lab charts (NN-*.yaml) in file-name order, not jobs/, with their after-apply steps',
+      `wait for the device plugin: ${config.instance.gpus} allocatable nvidia.com/gpu`,
+      expect.stringMatching(/^wait for \d+ vLLM replica\(s\) .* to be Ready and serve \/v1\/models$/),
+      'record the GPU UUID of every replica and check they are distinct',
+      'signal SUCCESS to the WaitCondition',
+    ]);
+    const total = steps.reduce((sum, s) => sum + s.budgetSeconds, 0);
+    expect(total).toBeLessThanOrEqual((config.instance.readyTimeoutMinutes - 4) * 60);
+    expect(settings).toContain(`STEP_BUDGETS=(${steps.map((s) => s.budgetSeconds).join(' ')})`);
   });
 });
 
 test('the replica sets waited for follow the optional arms', () => {
-  expect(renderBootstrap(defaults)).toContain("readonly REPLICA_SETS=('qwen3')");
-  expect(renderBootstrap(other)).toContain("readonly REPLICA_SETS=('qwen3' 'qwen3-kv')");
-  expect(runSteps(renderBootstrap(other))[10]).toBe(
-    '11 wait for 6 vLLM replica(s) (qwen3, qwen3-kv) to be Ready and serve /v1/models',
+  expect(renderSettings(defaults)).toContain("REPLICA_SETS=('qwen3')");
+  expect(renderSettings(other)).toContain("REPLICA_SETS=('qwen3' 'qwen3-kv')");
+  expect(bootstrapSteps(other)[10]?.title).toBe(
+    'wait for 6 vLLM replica(s) (qwen3, qwen3-kv) to be Ready and serve /v1/models',
   );
 });
 
@@ -99,31 +148,47 @@ test('the ShareGPT file goes to the host side of the shared cache, or nowhere wi
   expect(sharegptHostPath(defaults)).toBe(
     '/var/lib/lab/models/datasets/ShareGPT_V3_unfiltered_cleaned_split.json',
   );
-  const noControl = renderBootstrap(parseLabConfig({ study: { sharegptControl: false } }));
-  expect(noControl).toContain("readonly SHAREGPT_FILE=''");
+  const noControl = renderSettings(parseLabConfig({ study: { sharegptControl: false } }));
+  expect(noControl).toContain("SHAREGPT_FILE=''");
   expect(() =>
     sharegptHostPath(parseLabConfig({ benchmark: { sharegptPath: '/data/sharegpt.json' } })),
   ).toThrow(/benchmark.sharegptPath must lie in the shared cache \/models\//);
 });
 
+const ENV = {
+  WAIT_HANDLE_URL: 'https://wait.example/handle?X-Amz-Signature=secret',
+  LAB_REGION: 'us-west-2',
+  LAB_RESULTS_BUCKET: 'results-bucket',
+  LAB_STACK_NAME: 'LlmGatewayLab',
+};
+const LOG_OBJECT = 's3://results-bucket/LlmGatewayLab/host/bootstrap.log';
+/** No waiting between polls or signal retries: the fakes answer at once. */
+const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0' };
+
 /** A bootstrap run against fake system commands and a manifests folder synthesized from the config. */
-function rehearse(config: LabConfig, fakes: Record<string, string> = {}, prepare?: (box: Sandbox) => void) {
-  const box = makeSandbox();
-  const manifests = mkdtempSync(join(tmpdir(), 'lab-manifests-'));
+function rehearse(
+  config: LabConfig,
+  fakes: Record<string, string> = {},
+  prepare?: (box: Sandbox) => void,
+  settings: Record<string, string> = {},
+  box = makeSandbox(),
+) {
+  const manifests = tempDir('lab-manifests-');
   synthesizeCluster(config, manifests);
   prepare?.(box);
   const gpus = String(config.instance.gpus);
-  const result = box.run(renderBootstrap(config), {
-    WAIT_HANDLE_URL: 'https://wait.example/handle?X-Amz-Signature=secret',
-    LAB_REGION: 'us-west-2',
-    LAB_RESULTS_BUCKET: 'results-bucket',
-    LAB_STACK_NAME: 'LlmGatewayLab',
-    LAB_MANIFESTS_DIR: manifests,
-    FAKE_GPUS: gpus,
-    FAKE_ALLOCATABLE: gpus,
-    FAKE_SERVED: config.model.servedName,
-    ...fakes,
-  });
+  const result = box.bootstrap(
+    config,
+    {
+      ...ENV,
+      LAB_MANIFESTS_DIR: manifests,
+      FAKE_GPUS: gpus,
+      FAKE_ALLOCATABLE: gpus,
+      FAKE_SERVED: config.model.servedName,
+      ...fakes,
+    },
+    { ...FAST, ...settings },
+  );
   const calls = box.calls();
   const index = (pattern: RegExp) => calls.findIndex((c) => pattern.test(c));
   return { box, result, calls, index, manifests };
@@ -142,10 +207,12 @@ describe('waiting for apt at first boot', () => {
   });
 
   test('waits while a lock is held', () => {
-    const script = renderBootstrap(defaults).replace('then main "$@"; fi', 'then :; fi');
     const box = makeSandbox();
+    box.writeBootstrap(defaults);
     writeFileSync(join(box.root, 'bin', 'fuser'), '#!/bin/bash\nexit 0\n');
-    const held = box.run(`${script}\napt_is_idle && echo idle || echo busy\n`);
+    const held = box.run(
+      `source '${join(box.bootstrapDir, 'main.sh')}'\napt_is_idle && echo idle || echo busy\n`,
+    );
     expect(held.stdout.trim().split('\n').at(-1)).toBe('busy');
   });
 });
@@ -157,19 +224,23 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
 
     const markers = [...box.log().matchAll(/==> \[step (\d+)\/13\]/g)].map((m) => Number(m[1]));
     expect(markers).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    expect(box.log()).toContain('==> [step 7/13] pre-fetch Qwen/Qwen3-0.6B-FP8 and the ShareGPT file');
+    expect(box.log()).toMatch(/shared cache; pull images in parallel \(budget 10 min 0 s\)/);
 
     // The cost guard comes first, results sync on a timer and at shutdown.
-    expect(calls[0]).toMatch(/^shutdown -h \+480 /);
+    expect(calls[0]).toBe('systemctl daemon-reload');
+    expect(calls[1]).toBe('systemctl enable --now lab-deadline.timer');
     expect(calls).toContain('systemctl enable --now lab-results-sync.timer lab-results-final-upload.service');
     const syncScript = readFileSync(box.path('/usr/local/sbin/lab-sync-results'), 'utf8');
-    expect(syncScript).toMatch(
-      /s3 sync \S+\/var\/lib\/lab\/results\/ s3:\/\/results-bucket\/LlmGatewayLab\/ --region us-west-2/,
-    );
+    expect(syncScript).toContain(`export LAB_SETTINGS=${join(box.bootstrapDir, 'settings.env')}`);
     expect(readFileSync(box.path('/opt/lab/deadline'), 'utf8')).toMatch(
       /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$/,
     );
 
     expect(calls).toContain('k3s-install v1.36.4+k3s1|--write-kubeconfig-mode 644 --disable traefik');
+    expect(box.log()).toContain(
+      'containerd runtime nvidia:   BinaryName = "/usr/bin/nvidia-container-runtime"',
+    );
 
     // The model is fetched once, in the vLLM image, before anything is applied; every image of the
     // charts and of the Jobs is pulled.
@@ -201,7 +272,10 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     expect(calls.some((c) => c.includes('/jobs/') && !c.startsWith('sed'))).toBe(false);
 
     expect(index(/get runtimeclass nvidia/)).toBeLessThan(index(/^kubectl apply/));
-    expect(calls).toContain('kubectl -n vllm rollout status statefulset/qwen3 --timeout=1200s');
+    // Waits are bounded by what is left of the step's budget (5 minutes for the replicas).
+    expect(calls).toContainEqual(
+      expect.stringMatching(/^kubectl -n vllm rollout status statefulset\/qwen3 --timeout=(29\d|300)s$/),
+    );
     expect(calls.filter((c) => c.includes(' exec '))).toEqual([
       'kubectl -n vllm exec qwen3-0 -- nvidia-smi -L',
       'kubectl -n vllm exec qwen3-1 -- nvidia-smi -L',
@@ -214,9 +288,9 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
 
     const signals = box.signals();
     expect(signals).toHaveLength(1);
-    expect(signals[0].url).toBe('https://wait.example/handle?X-Amz-Signature=secret');
-    expect(signals[0].body).toMatchObject({ Status: 'SUCCESS', UniqueId: 'bootstrap' });
-    expect(signals[0].body.Data).toMatch(
+    expect(signals[0]?.url).toBe('https://wait.example/handle?X-Amz-Signature=secret');
+    expect(signals[0]?.body).toMatchObject({ Status: 'SUCCESS', UniqueId: 'bootstrap' });
+    expect(signals[0]?.body.Data).toMatch(
       /^2 replicas ready on distinct GPUs: qwen3-0=GPU-qwen3-0 qwen3-1=GPU-qwen3-1; the instance shuts down at \d{4}-/,
     );
     expect(existsSync(box.path('/opt/lab/signalled'))).toBe(true);
@@ -229,7 +303,6 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
       availabilityZone: 'us-west-2b',
       k3sVersion: 'v1.36.4+k3s1',
     });
-    expect(box.log()).toContain('host: g6.12xlarge in us-west-2b, K3s v1.36.4+k3s1');
     // runner.terminateWhenDone is off by default: nothing watches for the end of the study.
     expect(calls.filter((c) => c.includes('lab-terminate-when-done'))).toEqual([]);
     expect(existsSync(box.path(TERMINATE_WHEN_DONE_SCRIPT))).toBe(false);
@@ -248,10 +321,10 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     const { box, result, calls } = rehearse(other);
     expect(result.status, box.log()).toBe(0);
     expect(calls).toContain('k3s-install v1.35.2+k3s1|--write-kubeconfig-mode 644 --disable traefik');
-    expect(calls).toContain('kubectl -n vllm rollout status statefulset/qwen3-kv --timeout=1200s');
+    expect(calls.some((c) => c.startsWith('kubectl -n vllm rollout status statefulset/qwen3-kv'))).toBe(true);
     const pods = calls.filter((c) => c.includes(' exec ')).map((c) => c.split(' ')[4]);
     expect(pods).toEqual(['qwen3-0', 'qwen3-1', 'qwen3-2', 'qwen3-kv-0', 'qwen3-kv-1', 'qwen3-kv-2']);
-    expect(box.signals()[0].body.Data).toMatch(/^6 replicas ready on distinct GPUs/);
+    expect(box.signals()[0]?.body.Data).toMatch(/^6 replicas ready on distinct GPUs/);
   });
 
   test('ai-gateway: Helm charts after Envoy Gateway is up, and its restart right after 70-ai-gateway-config', () => {
@@ -269,31 +342,34 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
       helm('upgrade --install aieg-crd oci://docker.io/envoyproxy/ai-gateway-crds-helm'),
     );
     expect(helm('upgrade --install aieg-crd')).toBeLessThan(helm('upgrade --install aieg oci://'));
-    expect(calls[helm('upgrade --install aieg oci://')]).toContain(
-      '--version v1.1.0 --namespace envoy-ai-gateway-system --create-namespace --wait --timeout 10m',
+    expect(calls[helm('upgrade --install aieg oci://')]).toMatch(
+      /--version v1\.1\.0 --namespace envoy-ai-gateway-system --create-namespace --wait --timeout \d+s$/,
     );
     const restart = index(/^kubectl -n envoy-gateway-system rollout restart deployment\/envoy-gateway$/);
     expect(restart).toBeGreaterThan(index(/apply .*70-ai-gateway-config\.yaml$/));
     expect(restart).toBeLessThan(index(/apply .*71-ai-gateway\.yaml$/));
   });
 
-  test('a wrong GPU count fails step 4 and signals FAILURE with the step and the log tail', () => {
+  test('a wrong GPU count fails step 4 and signals FAILURE with the step, the log location and the tail', () => {
     const { box, result, calls } = rehearse(defaults, { FAKE_GPUS: '3' });
     expect(result.status).toBe(1);
     expect(calls.some((c) => c.startsWith('k3s'))).toBe(false);
     const [signal] = box.signals();
-    expect(signal.body).toMatchObject({
+    expect(signal?.body).toMatchObject({
       Status: 'FAILURE',
       UniqueId: 'bootstrap',
       Data: '[step 4/13] check the GPUs: nvidia-smi lists 4 (instance.gpus)',
     });
-    const reason = signal.body.Reason as string;
+    const reason = signal?.body.Reason as string;
     expect(reason).toMatch(
-      /^\[step 4\/13\] check the GPUs: .* failed: nvidia-smi -L lists 3 GPU\(s\), expected 4 \(instance.gpus for g6.12xlarge\)\n--- last lines of /,
+      /^\[step 4\/13\] check the GPUs: .* failed: nvidia-smi -L lists 3 GPU\(s\), expected 4 \(instance.gpus for g6.12xlarge\)\nfull log: s3:\/\/results-bucket\/LlmGatewayLab\/host\/bootstrap\.log\n--- last lines of /,
     );
     expect(reason).toContain('GPU 2: NVIDIA L4 (UUID: GPU-host-2)');
-    expect(signal.raw.length).toBeLessThan(4000);
-    // The log goes with the results, which are uploaded at once.
+    expect(signal?.raw.length).toBeLessThan(4000);
+    // The log goes to S3 at once, and with the results.
+    expect(calls).toContain(
+      `aws s3 cp --only-show-errors --region us-west-2 ${box.path('/var/log/lab-bootstrap.log')} ${LOG_OBJECT}`,
+    );
     expect(existsSync(box.path('/var/lib/lab/results/host/bootstrap.log'))).toBe(true);
     expect(calls.some((c) => c.startsWith('aws s3 sync'))).toBe(true);
   });
@@ -302,36 +378,35 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     const { box, result } = rehearse(defaults, { FAKE_SHARED_GPU: '1' });
     expect(result.status).toBe(1);
     const [signal] = box.signals();
-    expect(signal.body.Status).toBe('FAILURE');
-    expect(signal.body.Reason).toMatch(
+    expect(signal?.body.Status).toBe('FAILURE');
+    expect(signal?.body.Reason).toMatch(
       /^\[step 12\/13\] .* failed: replicas share a physical GPU \(GPU-shared\)/,
     );
   });
 
   test('a failing command is named in the reason; a long, binary log tail stays valid and short', () => {
-    const noisy = makeSandbox();
+    const box = makeSandbox();
     // A log tail with colour codes, UTF-8, quotes, backslashes and tabs, far above the limit.
-    writeFileSync(noisy.path('/var/log/lab-bootstrap.log'), `${'\u001b[31mé"\\\t'.repeat(3000)}\n`);
-    const failing = renderBootstrap(defaults).replace(
-      'arm_cost_guard() {',
-      'arm_cost_guard() {\n  false_command_for_the_test --flag',
+    writeFileSync(box.path('/var/log/lab-bootstrap.log'), `${'\u001b[31mé"\\\t'.repeat(3000)}\n`);
+    box.writeBootstrap(defaults, FAST);
+    const step = join(box.bootstrapDir, 'steps', '01-cost-guard.sh');
+    writeFileSync(
+      step,
+      readFileSync(step, 'utf8').replace(
+        'arm_cost_guard() {',
+        'arm_cost_guard() {\n  false_command_for_the_test --flag',
+      ),
     );
-    const run = noisy.run(failing, {
-      WAIT_HANDLE_URL: 'https://wait.example/h',
-      LAB_REGION: 'r',
-      LAB_RESULTS_BUCKET: 'b',
-      LAB_STACK_NAME: 's',
-      LAB_MANIFESTS_DIR: noisy.root,
-    });
+    const run = box.runFile(join(box.bootstrapDir, 'main.sh'), { ...ENV, LAB_MANIFESTS_DIR: box.root });
     expect(run.status).toBe(127);
-    const [signal] = noisy.signals();
-    expect(signal.body.Reason).toMatch(/exit code 127 from: false_command_for_the_test --flag \(line \d+\)/);
-    expect(signal.raw.length).toBeLessThan(4000);
+    const [signal] = box.signals();
+    expect(signal?.body.Reason).toMatch(/exit code 127 from: false_command_for_the_test --flag \(line \d+\)/);
+    expect(signal?.raw.length).toBeLessThan(4000);
   });
 
   test('without its environment it stops before doing anything and leaves the signal to the launcher', () => {
     const box = makeSandbox();
-    const result = box.run(renderBootstrap(defaults), { LAB_REGION: 'us-west-2' });
+    const result = box.bootstrap(defaults, { LAB_REGION: 'us-west-2' });
     expect(result.status).toBe(2);
     expect(box.log()).toContain(
       'environment variables missing: WAIT_HANDLE_URL LAB_RESULTS_BUCKET LAB_STACK_NAME LAB_MANIFESTS_DIR',
@@ -341,32 +416,153 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 });
 
-describe('runner.terminateWhenDone', () => {
-  const whenDone = parseLabConfig({ runner: { terminateWhenDone: true } });
-  const script = renderBootstrap(whenDone);
-
-  test.skipIf(!shellcheckAvailable && !process.env.CI)(
-    'the bootstrap and the watcher pass shellcheck',
-    () => {
-      expect(shellcheck(script)).toBe('');
-      expect(shellcheck(renderTerminateWhenDone())).toBe('');
-    },
-  );
-
-  test('step 1 says so; the default script installs no watcher', () => {
-    expect(runSteps(script)[0]).toBe(
-      '1 arm the cost guard: shut down in 480 min (instance.maxLifetimeHours 8), results to S3; terminate when the study is done (runner.terminateWhenDone)',
-    );
-    expect(script).toContain('readonly TERMINATE_WHEN_DONE=1');
-    expect(renderBootstrap(defaults)).toContain('readonly TERMINATE_WHEN_DONE=0');
+describe('4. the ready signal is delivered or the failure is known', () => {
+  test('a 403 from the WaitCondition URL is retried until the signal is accepted', () => {
+    const { box, result } = rehearse(defaults, { FAKE_SIGNAL_403: '2' });
+    expect(result.status, box.log()).toBe(0);
+    expect(box.log()).toContain('the SUCCESS signal was not accepted (attempt 1 of 5)');
+    expect(box.log()).toContain('the SUCCESS signal was not accepted (attempt 2 of 5)');
+    expect(box.log()).toContain('the SUCCESS signal reached the WaitCondition');
+    expect(box.signals()).toHaveLength(1);
+    expect(existsSync(box.path('/opt/lab/signalled'))).toBe(true);
+    expect(existsSync(box.path(READY_MARKER))).toBe(true);
   });
 
-  test('the bootstrap installs the watcher script and its timer', () => {
+  test('a signal refused every time is not counted as delivered, and the bootstrap fails', () => {
+    const { box, result, calls } = rehearse(defaults, { FAKE_SIGNAL_403: '99' });
+    expect(result.status).toBe(1);
+    expect(box.signals()).toEqual([]);
+    expect(existsSync(box.path('/opt/lab/signalled'))).toBe(false);
+    expect(existsSync(box.path(READY_MARKER))).toBe(false);
+    expect(box.log()).toContain('could not deliver the SUCCESS signal to the WaitCondition');
+    expect(box.log()).toContain('FAILED [step 13/13] signal SUCCESS to the WaitCondition: could not deliver');
+    // Five tries for SUCCESS, five for the FAILURE that follows; the log still reaches S3.
+    expect(calls.filter((c) => c.startsWith('curl -sS --fail --max-time 60 -X PUT'))).toHaveLength(10);
+    expect(calls.some((c) => c.endsWith(LOG_OBJECT))).toBe(true);
+  });
+});
+
+describe('5. the OS cannot derail the boot or the study', () => {
+  test('the apt timers are off for the host’s life and the NVIDIA and CUDA packages are held', () => {
+    const { box, result, calls, index } = rehearse(defaults);
+    expect(result.status, box.log()).toBe(0);
+    const disable = index(/^systemctl disable --now apt-daily\.timer apt-daily-upgrade\.timer$/);
+    expect(disable).toBeGreaterThan(-1);
+    expect(readFileSync(box.path('/etc/apt/apt.conf.d/99lab-no-periodic'), 'utf8')).toContain(
+      'APT::Periodic::Unattended-Upgrade "0";',
+    );
+    // Held once apt is idle, before K3s or anything else is installed.
+    const hold = index(/^apt-mark hold /);
+    expect(calls[hold]).toBe('apt-mark hold nvidia-driver-550 libnvidia-compute-550 cuda-toolkit-12-4');
+    expect(hold).toBeGreaterThan(index(/^fuser /));
+    expect(hold).toBeLessThan(index(/^k3s-install/));
+    expect(box.log()).toContain('held 3 NVIDIA/CUDA package(s) at their versions');
+  });
+});
+
+describe('6. the cost guard survives a reboot', () => {
+  test('a persistent timer on the absolute deadline, kept when the bootstrap runs again', () => {
+    const box = makeSandbox();
+    const first = rehearse(defaults, {}, undefined, {}, box);
+    expect(first.result.status, box.log()).toBe(0);
+    const deadline = readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim();
+    const timer = readFileSync(box.path('/etc/systemd/system/lab-deadline.timer'), 'utf8');
+    const [, date, time] = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)Z$/.exec(deadline) ?? [];
+    expect(timer).toContain(`OnCalendar=${date} ${time} UTC`);
+    expect(timer).toContain('Persistent=true');
+    expect(timer).toContain('WantedBy=timers.target');
+    // Nothing that lives in /run: no shutdown -h +N.
+    expect(first.calls.filter((c) => c.startsWith('shutdown'))).toEqual([]);
+    const minutes = (Date.parse(deadline) - Date.now()) / 60_000;
+    expect(minutes).toBeGreaterThan(478);
+    expect(minutes).toBeLessThanOrEqual(480);
+
+    // A second boot of the same host: the deadline stays the first one.
+    const second = rehearse(defaults, {}, undefined, {}, box);
+    expect(second.result.status, box.log()).toBe(0);
+    expect(readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim()).toBe(deadline);
+    expect(readFileSync(box.path('/etc/systemd/system/lab-deadline.timer'), 'utf8')).toBe(timer);
+    expect(box.log()).toContain(`keeping the deadline set at first boot: ${deadline}`);
+  });
+
+  test('at the deadline the results and the log are uploaded before the host shuts down', () => {
+    const { box, result } = rehearse(defaults);
+    expect(result.status, box.log()).toBe(0);
+    const before = box.calls().length;
+    const fired = box.runFile(box.path(DEADLINE_SCRIPT));
+    expect(fired.status).toBe(0);
+    const calls = box.calls().slice(before);
+    expect(calls).toEqual([
+      `aws s3 sync ${box.path('/var/lib/lab/results')}/ s3://results-bucket/LlmGatewayLab/ --region us-west-2 --only-show-errors`,
+      `aws s3 cp --only-show-errors --region us-west-2 ${box.path('/var/log/lab-bootstrap.log')} ${LOG_OBJECT}`,
+      'shutdown -h now lab lifetime reached (instance.maxLifetimeHours): results uploaded, terminating',
+    ]);
+    const service = readFileSync(box.path('/etc/systemd/system/lab-deadline.service'), 'utf8');
+    expect(service).toContain(`ExecStart=${box.path(DEADLINE_SCRIPT)}`);
+  });
+});
+
+describe('7. diagnosis', () => {
+  test('K3s without the nvidia runtime in its containerd config fails step 6, though the RuntimeClass exists', () => {
+    const { box, result, calls } = rehearse(defaults, { FAKE_NO_NVIDIA_RUNTIME: '1' });
+    expect(result.status).toBe(1);
+    // kubectl get runtimeclass would have answered: the static manifest creates it anyway.
+    expect(calls.some((c) => c.startsWith('kubectl get runtimeclass'))).toBe(false);
+    const [signal] = box.signals();
+    expect(signal?.body.Reason).toMatch(
+      /^\[step 6\/13\] install K3s .* failed: K3s's containerd has no nvidia runtime: \S+\/var\/lib\/rancher\/k3s\/agent\/etc\/containerd\/config\.toml lacks a runtimes "nvidia" table/,
+    );
+  });
+
+  test('a step that hangs is ended at its budget; the reason names it and where the log is, which is uploaded', () => {
+    const budgets = bootstrapSteps(defaults).map((s, i) => (i === 10 ? 2 : s.budgetSeconds));
+    const started = Date.now();
+    const { box, result, calls } = rehearse(
+      defaults,
+      { FAKE_HANG: '*rollout status statefulset/*' },
+      undefined,
+      { STEP_BUDGETS: `(${budgets.join(' ')})` },
+    );
+    expect(result.status).toBe(1);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    const [signal] = box.signals();
+    expect(signal?.body.Status).toBe('FAILURE');
+    expect(signal?.body.Reason).toMatch(
+      /^\[step 11\/13\] wait for 2 vLLM replica\(s\) .* failed: the step ran out of its budget of 0 min 2 s \(the step budgets share instance\.readyTimeoutMinutes\)\nfull log: s3:\/\/results-bucket\/LlmGatewayLab\/host\/bootstrap\.log\n/,
+    );
+    expect(calls.some((c) => c.endsWith(LOG_OBJECT))).toBe(true);
+  });
+
+  test('the bootstrap log reaches S3 on a timer, so a WaitCondition timeout leaves it readable', () => {
+    const { box, result } = rehearse(defaults);
+    expect(result.status, box.log()).toBe(0);
+    const timer = readFileSync(box.path('/etc/systemd/system/lab-log-upload.timer'), 'utf8');
+    expect(timer).toContain('OnUnitActiveSec=2min');
+    expect(box.calls()).toContain('systemctl enable --now lab-log-upload.timer');
+    const before = box.calls().length;
+    expect(box.runFile(box.path('/usr/local/sbin/lab-upload-log')).status).toBe(0);
+    expect(box.calls().slice(before)).toEqual([
+      `aws s3 cp --only-show-errors --region us-west-2 ${box.path('/var/log/lab-bootstrap.log')} ${LOG_OBJECT}`,
+    ]);
+    expect(box.log()).toContain(`bootstrap log: ${LOG_OBJECT} every 2 minutes`);
+  });
+});
+
+describe('runner.terminateWhenDone', () => {
+  test('step 1 says so; the default installs no watcher', () => {
+    expect(bootstrapSteps(whenDone)[0]?.title).toBe(
+      'arm the cost guard: shut down in 480 min (instance.maxLifetimeHours 8), results to S3; terminate when the study is done (runner.terminateWhenDone)',
+    );
+    expect(renderSettings(whenDone)).toContain('TERMINATE_WHEN_DONE=1');
+    expect(renderSettings(defaults)).toContain('TERMINATE_WHEN_DONE=0');
+  });
+
+  test('the bootstrap installs the watcher and its timer', () => {
     const { box, result, calls } = rehearse(whenDone);
     expect(result.status, box.log()).toBe(0);
     expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
-    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toBe(
-      box.relocate(renderTerminateWhenDone()),
+    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
+      readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
     );
     const timer = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.timer'), 'utf8');
     expect(timer).toContain('OnUnitActiveSec=1min');
@@ -374,15 +570,18 @@ describe('runner.terminateWhenDone', () => {
     expect(service).toContain(`ExecStart=${box.path(TERMINATE_WHEN_DONE_SCRIPT)}`);
   });
 
-  /** Runs the watcher once with the given status.json (or none). */
-  function watch(status?: Record<string, unknown>) {
+  /** Runs the watcher (host/lab-terminate-when-done.sh itself) once with the given status.json. */
+  function watch(status?: Record<string, unknown>, sync = 'exit 0') {
     const box = makeSandbox();
+    box.writeBootstrap(whenDone);
     if (status) {
       mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
       writeFileSync(box.path('/var/lib/lab/results/status.json'), JSON.stringify(status));
     }
-    box.fake('/usr/local/sbin/lab-sync-results', 'exit 0');
-    const result = box.run(renderTerminateWhenDone());
+    box.fake('/usr/local/sbin/lab-sync-results', sync);
+    const result = box.runFile(join(box.bootstrapDir, 'host', 'lab-terminate-when-done.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+    });
     return { box, result, calls: box.calls() };
   }
 
@@ -407,12 +606,9 @@ describe('runner.terminateWhenDone', () => {
   });
 
   test('a failed upload still shuts down (the shutdown hook uploads once more)', () => {
-    const box = makeSandbox();
-    mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
-    writeFileSync(box.path('/var/lib/lab/results/status.json'), '{"state":"finished"}');
-    box.fake('/usr/local/sbin/lab-sync-results', 'exit 1');
-    expect(box.run(renderTerminateWhenDone()).status).toBe(0);
-    expect(box.calls()[1]).toMatch(/^shutdown -h now /);
+    const { result, calls, box } = watch({ state: 'finished' }, 'exit 1');
+    expect(result.status).toBe(0);
+    expect(calls[1]).toMatch(/^shutdown -h now /);
     expect(box.log()).toContain('results upload failed');
   });
 });

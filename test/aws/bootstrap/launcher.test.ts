@@ -1,9 +1,10 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the strings are CDK token placeholders, which look like template placeholders on purpose
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { renderLauncher, USER_DATA_LIMIT_BYTES } from '../../../lib/aws/bootstrap/launcher.ts';
-import { makeSandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
 
 /** What CDK tokens look like in a string at synth time. */
 const tokens = {
@@ -19,7 +20,7 @@ const tokens = {
 const WAIT_URL = `https://cloudformation-waitcondition-us-west-2.s3-us-west-2.amazonaws.com/arn%3Aaws%3Acloudformation%3Aus-west-2%3A123456789012%3Astack/LlmGatewayLab/abc/Ready?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20250101T000000Z&X-Amz-SignedHeaders=host&X-Amz-Expires=86399&X-Amz-Credential=AKIAEXAMPLE%2F20250101%2Fus-west-2%2Fs3%2Faws4_request&X-Amz-Signature=${'f'.repeat(700)}`;
 const concrete = {
   region: 'us-west-2',
-  bootstrapS3Uri: 's3://cdk-hnb659fds-assets-123456789012-us-west-2/0a1b2c.sh',
+  bootstrapS3Uri: 's3://cdk-hnb659fds-assets-123456789012-us-west-2/0a1b2c.zip',
   manifestsS3Uri: 's3://cdk-hnb659fds-assets-123456789012-us-west-2/3d4e5f.zip',
   waitHandleUrl: WAIT_URL,
   resultsBucket: 'llmgatewaylab-results1234-abcdef',
@@ -32,7 +33,7 @@ describe('renderLauncher', () => {
     expect(script.startsWith('#!/bin/bash\n')).toBe(true);
     expect(script).toContain('set -euo pipefail');
     expect(script).toContain('exec >>/var/log/lab-bootstrap.log 2>&1');
-    expect(Buffer.byteLength(script)).toBeLessThan(2048);
+    expect(Buffer.byteLength(script)).toBeLessThan(3072);
     expect(Buffer.byteLength(renderLauncher(concrete))).toBeLessThan(USER_DATA_LIMIT_BYTES);
   });
 
@@ -57,7 +58,7 @@ describe('renderLauncher', () => {
       .split('\n')
       .filter((line) => line.includes('$WAIT_HANDLE_URL'));
     expect(expansions).toEqual([
-      `  curl -sS --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' --data-binary @launcher-signal.json "$WAIT_HANDLE_URL" >/dev/null || echo "launcher: no signal sent"`,
+      `  curl -sS --fail --retry 5 --retry-all-errors --max-time 60 -X PUT -H 'Content-Type:' --data-binary @launcher-signal.json "$WAIT_HANDLE_URL" >/dev/null || echo "launcher: no signal sent"`,
     ]);
   });
 
@@ -66,12 +67,33 @@ describe('renderLauncher', () => {
   });
 });
 
+/** A bootstrap folder archive whose main.sh is `main`, as the asset is a zip of the folder. */
+function bootstrapZip(box: Sandbox, main: string): string {
+  const zip = join(box.root, 'bootstrap-stub.zip');
+  const made = spawnSync('python3', [
+    '-c',
+    'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], "w") as z:\n    z.writestr("main.sh", sys.argv[2])\n    z.writestr("settings.env", "")',
+    zip,
+    main,
+  ]);
+  expect(made.status).toBe(0);
+  return zip;
+}
+
+/** A launcher's pauses between S3 tries, made instant. */
+function instantSleep(box: Sandbox): void {
+  writeFileSync(join(box.root, 'bin', 'sleep'), '#!/bin/bash\necho "sleep $*" >>"$SANDBOX/calls.log"\n');
+  chmodSync(join(box.root, 'bin', 'sleep'), 0o755);
+}
+
 describe('the launcher, run in a sandbox', () => {
-  function launch(env: Record<string, string>, bootstrap = 'exit 0\n') {
+  function launch(env: Record<string, string>, bootstrap = 'exit 0\n', inputs = concrete) {
     const box = makeSandbox();
-    const stub = join(box.root, 'bootstrap-stub.sh');
-    writeFileSync(stub, bootstrap);
-    const result = box.run(renderLauncher(concrete), { FAKE_BOOTSTRAP: stub, ...env });
+    instantSleep(box);
+    const result = box.run(renderLauncher(inputs), {
+      FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, bootstrap),
+      ...env,
+    });
     return { box, result };
   }
 
@@ -85,10 +107,18 @@ describe('the launcher, run in a sandbox', () => {
     expect(signal.body).toMatchObject({
       Status: 'FAILURE',
       UniqueId: 'bootstrap',
-      Data: 'launcher: download the bootstrap script',
+      Data: 'launcher: download the bootstrap',
     });
     expect(signal.body.Reason).toContain('AccessDenied');
-    expect(signal.body.Reason).toContain('launcher: download the bootstrap script failed (exit 1)');
+    expect(signal.body.Reason).toContain('launcher: download the bootstrap failed (exit 1)');
+    // Five tries, further apart each time, before giving up.
+    expect(box.calls().filter((c) => c.startsWith('aws s3 cp'))).toHaveLength(5);
+    expect(box.calls().filter((c) => c.startsWith('sleep '))).toEqual([
+      'sleep 5',
+      'sleep 10',
+      'sleep 15',
+      'sleep 20',
+    ]);
     expect(box.calls().some((c) => c.startsWith('curl ') && c.includes('-X PUT'))).toBe(true);
     expect(box.log()).not.toContain('X-Amz-Signature');
     expect(box.log()).not.toContain('cloudformation-waitcondition');
@@ -110,17 +140,31 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     expect(env).toContain(`WAIT_HANDLE_URL=${WAIT_URL}`);
     expect(readFileSync(join(box.root, 'manifests.txt'), 'utf8')).toMatch(/00-namespace\.yaml[\s\S]*jobs/);
     expect(box.calls().filter((c) => c.startsWith('aws '))).toEqual([
-      `aws s3 cp --only-show-errors ${concrete.bootstrapS3Uri} bootstrap.sh`,
+      `aws s3 cp --only-show-errors ${concrete.bootstrapS3Uri} bootstrap.zip`,
       `aws s3 cp --only-show-errors ${concrete.manifestsS3Uri} manifests.zip`,
     ]);
   });
 
+  test('retries an S3 download that fails at first, then goes on', () => {
+    const { box, result } = launch({ FAKE_AWS_FAIL_TIMES: '2' });
+    expect(result.status, box.log()).toBe(0);
+    expect(box.signals()).toEqual([]);
+    expect(box.calls().filter((c) => c.startsWith('aws s3 cp'))).toHaveLength(4);
+    expect(box.log()).toContain('launcher: aws s3 cp failed (attempt 2 of 5)');
+  });
+
+  test('runs main.sh of the unpacked bootstrap folder', () => {
+    const { box, result } = launch({}, 'echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"\n');
+    expect(result.status).toBe(0);
+    expect(readFileSync(join(box.root, 'ran.txt'), 'utf8').trim()).toBe(
+      `main.sh ran from ${box.path('/opt/lab/bootstrap')}`,
+    );
+    expect(existsSync(box.path('/opt/lab/bootstrap/settings.env'))).toBe(true);
+  });
+
   test('copies a manifests prefix recursively', () => {
-    const box = makeSandbox();
-    const stub = join(box.root, 'bootstrap-stub.sh');
-    writeFileSync(stub, 'exit 0\n');
     const prefix = 's3://bucket/manifests/';
-    const result = box.run(renderLauncher({ ...concrete, manifestsS3Uri: prefix }), { FAKE_BOOTSTRAP: stub });
+    const { box, result } = launch({}, 'exit 0\n', { ...concrete, manifestsS3Uri: prefix });
     expect(result.status).toBe(0);
     expect(box.calls()).toContain(
       `aws s3 cp --only-show-errors --recursive ${prefix} ${box.path('/opt/lab/manifests')}`,

@@ -1,20 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { renderSettings, writeBootstrapFolder } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import type { LabConfig } from '../../../lib/config/schema.ts';
+import { tempDir } from '../../temp.ts';
 
 /**
- * Runs the rendered scripts for real, in a temporary folder, with fake system commands (aws, curl,
- * kubectl, k3s, nvidia-smi, shutdown, systemctl, ...) first on the PATH. Each fake appends its
- * command line to calls.log; curl keeps every signal body it is asked to PUT.
+ * Runs the lab's shell programs for real, in a temporary folder, with fake system commands (aws,
+ * curl, kubectl, k3s, nvidia-smi, shutdown, systemctl, dpkg-query, ...) first on the PATH. Each
+ * fake appends its command line to calls.log; curl keeps every signal body it is asked to PUT.
+ * The bootstrap runs from its own .sh files; only its settings.env moves the host paths into the
+ * sandbox.
  */
 
 export const shellcheckAvailable = spawnSync('shellcheck', ['--version']).status === 0;
@@ -26,15 +22,29 @@ export function shellcheck(script: string): string {
   return result.status === 0 ? '' : `${result.stdout}${result.stderr}`;
 }
 
+/** shellcheck's findings for files (empty when clean), following `source` beside each file. */
+export function shellcheckFiles(files: readonly string[]): string {
+  const result = spawnSync('shellcheck', ['-s', 'bash', '-x', '-P', 'SCRIPTDIR', ...files], {
+    encoding: 'utf8',
+  });
+  if (result.error) throw result.error;
+  return result.status === 0 ? '' : `${result.stdout}${result.stderr}`;
+}
+
 /** Absolute host paths of the scripts, moved under the sandbox so that a run touches nothing else. */
 const HOST_PATHS = [
   '/var/log/lab-bootstrap.log',
   '/opt/lab',
   '/var/lib/lab',
-  '/usr/local/sbin/lab-sync-results',
-  '/usr/local/sbin/lab-terminate-when-done',
+  '/usr/local/sbin',
   '/etc/systemd/system',
   '/usr/local/bin/helm',
+  '/etc/apt',
+  '/usr/share/keyrings',
+  '/var/lib/dpkg',
+  '/var/lib/apt',
+  '/var/lib/rancher',
+  '/etc/rancher',
 ];
 
 export interface Signal {
@@ -55,6 +65,24 @@ export interface Sandbox {
     script: string,
     env?: Record<string, string>,
   ): { status: number | null; stdout: string; stderr: string };
+  /**
+   * Writes the bootstrap folder for the configuration (settings.env moved into the sandbox, with
+   * `settings` replacing values by name) and runs its main.sh.
+   */
+  bootstrap(
+    config: LabConfig,
+    env?: Record<string, string>,
+    settings?: Record<string, string>,
+  ): { status: number | null; stdout: string; stderr: string };
+  /** Writes the bootstrap folder (as `bootstrap` does) without running it. */
+  writeBootstrap(config: LabConfig, settings?: Record<string, string>): void;
+  /** Runs a script file with the fakes first on the PATH. */
+  runFile(
+    file: string,
+    env?: Record<string, string>,
+  ): { status: number | null; stdout: string; stderr: string };
+  /** Where `bootstrap` put the folder. */
+  readonly bootstrapDir: string;
   calls(): string[];
   signals(): Signal[];
   log(): string;
@@ -65,15 +93,24 @@ const FAKE = (body: string) => `#!/bin/bash\necho "$(basename "$0") $*" >>"$SAND
 const FAKES: Record<string, string> = {
   shutdown: FAKE('exit 0'),
   systemctl: FAKE('exit 0'),
+  // The DLAMI's GPU packages, and one that is not.
+  'dpkg-query': FAKE(
+    `printf '%s\\n' 'ii  nvidia-driver-550' 'ii  libnvidia-compute-550' 'ii  cuda-toolkit-12-4' 'rc  nvidia-old-535' 'ii  openssl'`,
+  ),
+  'apt-mark': FAKE('exit 0'),
   // No apt process runs and nobody holds the dpkg locks.
   pgrep: FAKE('exit 1'),
   fuser: FAKE('exit 1'),
   'nvidia-container-runtime': FAKE('exit 0'),
   aws: FAKE(`
 if [ -n "\${FAKE_AWS_FAIL:-}" ]; then echo "fatal error: An error occurred (AccessDenied) when calling the GetObject operation" >&2; exit 1; fi
+# FAKE_AWS_FAIL_TIMES=N: the first N calls fail as S3 does right after boot now and then.
+tries=$(cat "$SANDBOX/aws-tries" 2>/dev/null || echo 0)
+echo $((tries + 1)) >"$SANDBOX/aws-tries"
+if [ "$tries" -lt "\${FAKE_AWS_FAIL_TIMES:-0}" ]; then echo "fatal error: Could not connect to the endpoint URL" >&2; exit 1; fi
 args=("$@"); dst=\${args[-1]}
 case "$dst" in
-*bootstrap.sh) cp "$FAKE_BOOTSTRAP" "$dst" ;;
+*bootstrap.zip) cp "$FAKE_BOOTSTRAP_ZIP" "$dst" ;;
 *.zip) python3 -c 'import sys, zipfile
 with zipfile.ZipFile(sys.argv[1], "w") as z:
     z.writestr("00-namespace.yaml", "kind: Namespace\\n")
@@ -90,6 +127,8 @@ fi`),
     `if [ "$1" = --version ]; then echo "k3s version v1.36.4+k3s1 (0123abcd)"; echo "go version go1.24"; fi; exit 0`,
   ),
   kubectl: FAKE(`
+# FAKE_HANG: a command line (glob) that never returns, as a stuck rollout does.
+if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30 ;; esac; fi
 case "$*" in
 "get -f "*envoy-gateway*) echo '{"kind":"List","items":[{"kind":"Deployment","metadata":{"namespace":"envoy-gateway-system","name":"envoy-gateway"}}]}' ;;
 "get -f "*) echo '{"kind":"List","items":[]}' ;;
@@ -102,19 +141,29 @@ case "$*" in
 esac
 exit 0`),
   curl: FAKE(`
-out='' body='' url='' headers=''
+out='' body='' url='' headers='' fail=''
 while [ $# -gt 0 ]; do
   case "$1" in
   -o) out=$2; shift ;;
   --data-binary) body=\${2#@}; shift ;;
   -H) headers+="$2;"; shift ;;
   -X | --retry | --max-time) shift ;;
+  --fail | -fsS | -fsSL) fail=1 ;;
   -*) ;;
   *) url=$1 ;;
   esac
   shift
 done
 if [ -n "$body" ]; then
+  # FAKE_SIGNAL_403=N: the first N PUTs are refused as an expired presigned URL is (HTTP 403);
+  # without --fail curl still exits 0 on it.
+  tries=$(cat "$SANDBOX/signal-tries" 2>/dev/null || echo 0)
+  echo $((tries + 1)) >"$SANDBOX/signal-tries"
+  if [ "$tries" -lt "\${FAKE_SIGNAL_403:-0}" ]; then
+    echo "<Error><Code>AccessDenied</Code></Error>"
+    if [ -n "$fail" ]; then echo "curl: (22) The requested URL returned error: 403" >&2; exit 22; fi
+    exit 0
+  fi
   n=$(find "$SANDBOX" -maxdepth 1 -name 'signal-*.json' | wc -l)
   cp "$body" "$SANDBOX/signal-$n.json"
   printf '%s' "$url" >"$SANDBOX/signal-$n.url"
@@ -134,14 +183,14 @@ http://169.254.169.254/latest/meta-data/*)
   */placement/availability-zone) printf 'us-west-2b' ;;
   *) exit 22 ;;
   esac ;;
-https://get.k3s.io) printf '#!/bin/sh\\necho "k3s-install $INSTALL_K3S_VERSION|$INSTALL_K3S_EXEC" >>"$SANDBOX/calls.log"\\n' >"$out" ;;
+https://get.k3s.io) cp "$SANDBOX/k3s-install.sh" "$out" ;;
 */v1/models) echo '{"object":"list","data":[{"id":"'"$FAKE_SERVED"'"}]}' ;;
 *) if [ -n "$out" ]; then echo "# from $url" >"$out"; fi ;;
 esac`),
 };
 
 export function makeSandbox(): Sandbox {
-  const root = mkdtempSync(join(tmpdir(), 'lab-bootstrap-'));
+  const root = tempDir('lab-bootstrap-');
   const bin = join(root, 'bin');
   mkdirSync(bin);
   for (const [name, text] of Object.entries(FAKES)) {
@@ -149,9 +198,36 @@ export function makeSandbox(): Sandbox {
     chmodSync(join(bin, name), 0o755);
   }
   const path = (hostPath: string) => join(root, 'host', hostPath);
-  for (const dir of ['/var/log', '/etc/systemd/system', '/usr/local/sbin', '/usr/local/bin', '/opt/lab']) {
+  for (const dir of [
+    '/var/log',
+    '/etc/systemd/system',
+    '/usr/local/sbin',
+    '/usr/local/bin',
+    '/opt/lab',
+    '/etc/apt/apt.conf.d',
+    '/etc/apt/sources.list.d',
+    '/usr/share/keyrings',
+  ]) {
     mkdirSync(path(dir), { recursive: true });
   }
+  // The K3s installer: writes the containerd config K3s generates, with the nvidia runtime it
+  // finds (k3s-io/k3s pkg/agent/containerd/nvidia.go), unless FAKE_NO_NVIDIA_RUNTIME is set.
+  const containerdConfig = path('/var/lib/rancher/k3s/agent/etc/containerd/config.toml');
+  writeFileSync(
+    join(root, 'k3s-install.sh'),
+    [
+      '#!/bin/sh',
+      'echo "k3s-install $INSTALL_K3S_VERSION|$INSTALL_K3S_EXEC" >>"$SANDBOX/calls.log"',
+      `mkdir -p '${join(containerdConfig, '..')}'`,
+      `printf '%s\\n' 'version = 3' "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]" > '${containerdConfig}'`,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+      'if [ -z "${FAKE_NO_NVIDIA_RUNTIME:-}" ]; then',
+      `  printf '%s\\n' "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'nvidia']" "  runtime_type = 'io.containerd.runc.v2'" "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'nvidia'.options]" '  BinaryName = "/usr/bin/nvidia-container-runtime"' >> '${containerdConfig}'`,
+      'fi',
+      '',
+    ].join('\n'),
+  );
+  const bootstrapDir = join(root, 'bootstrap');
   return {
     root,
     path,
@@ -160,6 +236,28 @@ export function makeSandbox(): Sandbox {
       chmodSync(path(hostPath), 0o755);
     },
     relocate: (script) => HOST_PATHS.reduce((text, p) => text.replaceAll(p, path(p)), script),
+    bootstrapDir,
+    writeBootstrap(config, settings = {}) {
+      let text = this.relocate(renderSettings(config));
+      for (const [name, value] of Object.entries(settings)) {
+        const line = new RegExp(`^${name}=.*$`, 'm');
+        if (!line.test(text)) throw new Error(`settings.env has no ${name}`);
+        text = text.replace(line, `${name}=${value}`);
+      }
+      writeBootstrapFolder(config, bootstrapDir, text);
+    },
+    bootstrap(config, env = {}, settings = {}) {
+      this.writeBootstrap(config, settings);
+      return this.runFile(join(bootstrapDir, 'main.sh'), env);
+    },
+    runFile(file, env = {}) {
+      const result = spawnSync('bash', [file], {
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, ...env },
+      });
+      return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+    },
     run(script, env = {}) {
       const file = join(root, `script-${readdirSync(root).length}.sh`);
       writeFileSync(file, this.relocate(script));

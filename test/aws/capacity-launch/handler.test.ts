@@ -19,7 +19,11 @@ import {
   launchInputsChanged,
   parseLaunchRequest,
   type ResourceEvent,
+  startFailureAdvice,
 } from '../../../lib/aws/capacity-launch/handler.ts';
+import { clientTokenFor } from '../../../lib/aws/capacity-launch/launch.ts';
+import { REASON_LIMIT, withCappedReason } from '../../../lib/aws/capacity-launch/reason.ts';
+import { FakeEc2 } from './fake-ec2.ts';
 
 const ec2Mock = mockClient(EC2Client);
 
@@ -51,6 +55,9 @@ const PROPS = {
 };
 
 const OLD_ID = 'i-0123456789abcdef0';
+const REQUEST_ID = 'c0ffee00-1111-4222-8333-444455556666';
+const STACK_TAG = { Key: 'llm-gateway-lab:stack', Value: 'LlmGatewayLab' };
+const generationTag = (value: string) => ({ Key: 'llm-gateway-lab:generation', Value: value });
 
 function deps(): HandlerDeps {
   return {
@@ -69,6 +76,8 @@ const notFound = () => ec2Error('InvalidInstanceID.NotFound', `The instance ID '
 
 beforeEach(() => {
   ec2Mock.reset();
+  // No instance of the stack exists unless a test says so.
+  ec2Mock.on(DescribeInstancesCommand).resolves({ Reservations: [] });
   ec2Mock.on(DescribeInstanceTypeOfferingsCommand).resolves({
     InstanceTypeOfferings: [
       { InstanceType: 'g6.12xlarge', LocationType: 'availability-zone', Location: 'us-west-2a' },
@@ -84,7 +93,10 @@ describe('onEvent', () => {
       .rejectsOnce(ec2Error('InsufficientInstanceCapacity', 'no capacity', 500))
       .resolvesOnce({ Instances: [{ InstanceId: 'i-0bbbbbbbbbbbbbbbb' }] });
 
-    const response = await handleEvent({ RequestType: 'Create', ResourceProperties: PROPS }, deps());
+    const response = await handleEvent(
+      { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
+      deps(),
+    );
 
     expect(response).toEqual({
       PhysicalResourceId: 'i-0bbbbbbbbbbbbbbbb',
@@ -100,9 +112,18 @@ describe('onEvent', () => {
     });
     expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
       LaunchTemplate: { LaunchTemplateId: 'lt-0123456789abcdef0', Version: '1' },
+      ClientToken: clientTokenFor(REQUEST_ID, 'g6.12xlarge', 'us-west-2b'),
       TagSpecifications: [
-        { ResourceType: 'instance', Tags: [{ Key: 'llm-gateway-lab:stack', Value: 'LlmGatewayLab' }] },
-        { ResourceType: 'volume', Tags: [{ Key: 'llm-gateway-lab:stack', Value: 'LlmGatewayLab' }] },
+        { ResourceType: 'instance', Tags: [STACK_TAG, generationTag('1')] },
+        { ResourceType: 'volume', Tags: [STACK_TAG, generationTag('1')] },
+      ],
+    });
+    // Before launching, it looked for a live host of this stack and generation to adopt.
+    expect(ec2Mock).toHaveReceivedNthCommandWith(DescribeInstancesCommand, 1, {
+      Filters: [
+        { Name: 'tag:llm-gateway-lab:stack', Values: ['LlmGatewayLab'] },
+        { Name: 'tag:llm-gateway-lab:generation', Values: ['1'] },
+        { Name: 'instance-state-name', Values: ['pending', 'running'] },
       ],
     });
   });
@@ -148,36 +169,9 @@ describe('onEvent', () => {
     });
   });
 
-  it.each([
-    ['a new generation', { LaunchTemplateVersion: '2', Generation: '2' }],
-    ['another subnet list', { Subnets: [{ SubnetId: 'subnet-c', AvailabilityZone: 'us-west-2c' }] }],
-    ['another fallback list', { InstanceTypes: ['g6.12xlarge', 'g5.12xlarge'] }],
-    ['another preference', { PreferredAzs: ['us-west-2b'] }],
-  ])('Update with %s launches a new instance under a new physical id', async (_, change) => {
-    ec2Mock.on(DescribeInstanceTypeOfferingsCommand).resolves({
-      InstanceTypeOfferings: [{ Location: 'us-west-2b' }, { Location: 'us-west-2c' }],
-    });
-    ec2Mock.on(RunInstancesCommand).resolves({ Instances: [{ InstanceId: 'i-0ccccccccccccccc1' }] });
-
-    const response = await handleEvent(
-      {
-        RequestType: 'Update',
-        PhysicalResourceId: OLD_ID,
-        ResourceProperties: { ...PROPS, ...change },
-        OldResourceProperties: PROPS,
-      },
-      deps(),
-    );
-
-    expect(response.PhysicalResourceId).toBe('i-0ccccccccccccccc1');
-    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
-    // CloudFormation deletes the old instance after the update; the handler does not touch it.
-    expect(ec2Mock).not.toHaveReceivedCommand(TerminateInstancesCommand);
-  });
-
   it('Update with unchanged inputs launches anew when the instance is gone', async () => {
     ec2Mock
-      .on(DescribeInstancesCommand)
+      .on(DescribeInstancesCommand, { InstanceIds: [OLD_ID] })
       .resolves(described({ InstanceId: OLD_ID, State: { Name: 'terminated', Code: 48 } }));
     ec2Mock.on(RunInstancesCommand).resolves({ Instances: [{ InstanceId: 'i-0ddddddddddddddd1' }] });
 
@@ -308,7 +302,8 @@ describe('isComplete', () => {
       .on(DescribeInstancesCommand)
       .resolves(described({ InstanceId: OLD_ID, State: { Name: 'shutting-down', Code: 32 } }));
 
-    await expect(checkComplete({ ...create, RequestType: 'Update' }, deps())).rejects.toThrow(
+    const update: ResourceEvent = { ...create, RequestType: 'Update', OldResourceProperties: PROPS };
+    await expect(checkComplete(update, deps())).rejects.toThrow(
       /went to shutting-down instead of running: no code: no reason given/,
     );
   });
@@ -338,7 +333,7 @@ describe('isComplete', () => {
 
 describe('event parsing', () => {
   it('reads the properties as CloudFormation sends them', () => {
-    expect(parseLaunchRequest(PROPS)).toEqual({
+    expect(parseLaunchRequest(PROPS, REQUEST_ID)).toEqual({
       launchTemplateId: 'lt-0123456789abcdef0',
       launchTemplateVersion: '1',
       subnets: [
@@ -350,12 +345,14 @@ describe('event parsing', () => {
       preferredAzs: [],
       vcpusNeeded: 48,
       stackTag: { key: 'llm-gateway-lab:stack', value: 'LlmGatewayLab' },
+      generationTag: { key: 'llm-gateway-lab:generation', value: '1' },
+      requestId: REQUEST_ID,
     });
   });
 
   it('names a missing property', () => {
     const { SecurityGroupId: _, ...rest } = PROPS;
-    expect(() => parseLaunchRequest(rest)).toThrow(
+    expect(() => parseLaunchRequest(rest, REQUEST_ID)).toThrow(
       'CapacityLaunch: property SecurityGroupId must be a non-empty string, got undefined',
     );
   });
@@ -376,5 +373,243 @@ describe('event parsing', () => {
     expect(log).toMatch(/^\(\d+ earlier lines omitted; the launch function's log has them all\)\n/);
     expect(log.endsWith('line 59')).toBe(true);
     expect(attemptLogAttribute(['short'])).toBe('short');
+  });
+});
+
+describe('one host, within the quota', () => {
+  let world: FakeEc2;
+  const old = () =>
+    world.add({
+      InstanceId: OLD_ID,
+      InstanceType: 'g6.12xlarge',
+      Placement: { AvailabilityZone: 'us-west-2a' },
+      State: { Name: 'running', Code: 16 },
+      LaunchTime: new Date(1_600_000_000_000),
+      Tags: [STACK_TAG, generationTag('1')],
+    });
+
+  beforeEach(() => {
+    world = new FakeEc2();
+    ec2Mock.on(DescribeInstancesCommand).callsFake((input) => world.describe(input));
+    ec2Mock.on(RunInstancesCommand).callsFake((input) => world.run(input));
+    ec2Mock.on(TerminateInstancesCommand).callsFake((input) => world.terminate(input));
+  });
+
+  it('an update that replaces the host ends the old one first and fits a 48-vCPU quota', async () => {
+    old();
+    const update: ResourceEvent = {
+      RequestType: 'Update',
+      RequestId: REQUEST_ID,
+      PhysicalResourceId: OLD_ID,
+      ResourceProperties: { ...PROPS, LaunchTemplateVersion: '2', Generation: '2' },
+      OldResourceProperties: PROPS,
+    };
+    const lines: string[] = [];
+    const logging = { ...deps(), log: (line: string) => lines.push(line) };
+
+    // onEvent only ends the old host, keeping its id until the replacement runs.
+    expect(await handleEvent(update, logging)).toEqual({ PhysicalResourceId: OLD_ID });
+    expect(world.stateOf(OLD_ID)).toBe('shutting-down');
+    expect(ec2Mock).not.toHaveReceivedCommand(RunInstancesCommand);
+
+    // isComplete waits for terminated, and launches nothing before.
+    expect(await checkComplete(update, logging)).toEqual({ IsComplete: false });
+    expect(ec2Mock).not.toHaveReceivedCommand(RunInstancesCommand);
+    world.advance();
+
+    // Then it launches (the quota is free again) and waits for the new host to run.
+    expect(await checkComplete(update, logging)).toEqual({ IsComplete: false });
+    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
+    expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
+      TagSpecifications: [
+        { ResourceType: 'instance', Tags: [STACK_TAG, generationTag('2')] },
+        { ResourceType: 'volume', Tags: [STACK_TAG, generationTag('2')] },
+      ],
+    });
+    expect(await checkComplete(update, logging)).toEqual({ IsComplete: false });
+    world.advance();
+
+    const done = await checkComplete(update, logging);
+    const [replacement] = world.alive();
+    expect(done).toEqual({
+      IsComplete: true,
+      PhysicalResourceId: replacement?.InstanceId,
+      Data: {
+        InstanceId: replacement?.InstanceId,
+        AvailabilityZone: 'us-west-2a',
+        InstanceType: 'g6.12xlarge',
+        AttemptLog: `g6.12xlarge: ${replacement?.InstanceId} in us-west-2a replaced ${OLD_ID} (terminated first; every attempt is in the launch function's log)`,
+      },
+    });
+    // Never two hosts at once, one launch in all, and the quota never refused it.
+    expect(world.maxAlive).toBe(1);
+    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
+    expect(lines.join('\n')).not.toContain('VcpuLimitExceeded');
+    expect(lines[0]).toContain(`terminating ${OLD_ID} first`);
+  });
+
+  it('the quota is real: launching beside the running host would be refused', async () => {
+    old();
+    await expect(
+      handleEvent(
+        {
+          RequestType: 'Create',
+          RequestId: REQUEST_ID,
+          ResourceProperties: { ...PROPS, Generation: '2' },
+        },
+        deps(),
+      ),
+    ).rejects.toThrow(/"Running On-Demand G and VT instances" quota .* 48 vCPUs/);
+  });
+
+  it('a duplicated Create adopts the tagged instance instead of launching', async () => {
+    const first = await handleEvent(
+      { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
+      deps(),
+    );
+    world.advance();
+    // The same Create again (a redelivered request), and one under a new request id.
+    const again = await handleEvent(
+      { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
+      deps(),
+    );
+    const other = await handleEvent(
+      { RequestType: 'Create', RequestId: 'another-request', ResourceProperties: PROPS },
+      deps(),
+    );
+
+    expect(again.PhysicalResourceId).toBe(first.PhysicalResourceId);
+    expect(other.PhysicalResourceId).toBe(first.PhysicalResourceId);
+    expect(other.Data?.AttemptLog).toBe(
+      `g6.12xlarge: adopted ${first.PhysicalResourceId} in us-west-2a, launched for this generation before`,
+    );
+    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
+    expect(world.instances).toHaveLength(1);
+  });
+
+  it('a repeated Create that cannot see the first launch yet gets the same instance from its token', async () => {
+    const first = await handleEvent(
+      { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
+      deps(),
+    );
+    // DescribeInstances is eventually consistent: the new instance is not listed yet.
+    world.hidden.add(first.PhysicalResourceId);
+
+    const again = await handleEvent(
+      { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
+      deps(),
+    );
+
+    expect(again.PhysicalResourceId).toBe(first.PhysicalResourceId);
+    expect(world.instances).toHaveLength(1);
+  });
+
+  it('a lost RunInstances reply is resolved by a token lookup, not by a launch in the next AZ', async () => {
+    // Lost on the first try and on each of the three retries with the same token.
+    world.lostReplies = 4;
+
+    const response = await handleEvent(
+      { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
+      deps(),
+    );
+
+    expect(world.instances).toHaveLength(1);
+    expect(response.PhysicalResourceId).toBe(world.instances[0]?.InstanceId);
+    expect(response.Data?.AvailabilityZone).toBe('us-west-2a');
+    expect(ec2Mock).toHaveReceivedCommandWith(DescribeInstancesCommand, {
+      Filters: [{ Name: 'client-token', Values: [clientTokenFor(REQUEST_ID, 'g6.12xlarge', 'us-west-2a')] }],
+    });
+    expect(
+      ec2Mock.commandCalls(RunInstancesCommand).map((c) => c.args[0].input.NetworkInterfaces?.[0]?.SubnetId),
+    ).not.toContain('subnet-b');
+  });
+
+  it('a replacement whose new host dies at start fails with EC2s reason', async () => {
+    const update: ResourceEvent = {
+      RequestType: 'Update',
+      RequestId: REQUEST_ID,
+      PhysicalResourceId: 'AWSCDK::CustomResourceProviderFramework::CREATE_FAILED',
+      ResourceProperties: { ...PROPS, Generation: '2' },
+      OldResourceProperties: PROPS,
+    };
+    expect(await checkComplete(update, deps())).toEqual({ IsComplete: false });
+    const [launched] = world.instances;
+    if (launched) {
+      launched.State = { Name: 'terminated', Code: 48 };
+      launched.StateReason = {
+        Code: 'Client.InternalError',
+        Message: 'Client.InternalError: Client error on launch',
+      };
+    }
+
+    await expect(checkComplete(update, deps())).rejects.toThrow(
+      /went to terminated instead of running: Client\.InternalError: .*customer-managed KMS key/,
+    );
+  });
+});
+
+describe('failure reasons', () => {
+  it('explains Client.InternalError at start as the default EBS key the launch role may not use', () => {
+    const advice = startFailureAdvice('Client.InternalError');
+    expect(advice).toContain('aws ec2 get-ebs-default-kms-key-id');
+    expect(advice).toContain('kms:CreateGrant');
+    expect(advice).toContain('aws ec2 reset-ebs-default-kms-key-id');
+    expect(startFailureAdvice('Server.InternalError')).toBe('');
+  });
+
+  it('caps a 6 KB launch failure at the reason limit, with the AZ table summarized and the full text logged', async () => {
+    const azs = 'abcdef'.split('').map((letter) => `us-west-2${letter}`);
+    const types = ['g6.12xlarge', 'g6.24xlarge', 'g6.48xlarge', 'g6e.12xlarge', 'g5.12xlarge'];
+    ec2Mock.on(DescribeInstanceTypeOfferingsCommand).callsFake((input) => ({
+      InstanceTypeOfferings: azs.map((Location) => ({
+        InstanceType: input.Filters?.[0]?.Values?.[0],
+        Location,
+      })),
+    }));
+    const long = `We currently do not have sufficient capacity in the Availability Zone you requested. ${'Our system will be working on provisioning additional capacity. '.repeat(6)}`;
+    ec2Mock.on(RunInstancesCommand).rejects(ec2Error('InsufficientInstanceCapacity', long, 500));
+    const props = {
+      ...PROPS,
+      InstanceTypes: types,
+      Subnets: azs.map((AvailabilityZone) => ({
+        SubnetId: `subnet-${AvailabilityZone.slice(-1)}`,
+        AvailabilityZone,
+      })),
+    };
+    const lines: string[] = [];
+
+    const failure = await withCappedReason(
+      () => handleEvent({ RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: props }, deps()),
+      (line) => lines.push(line),
+    ).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+
+    const full = lines.join('\n');
+    expect(full.length).toBeGreaterThan(6000);
+    expect(full).toContain('| us-west-2f | g5.12xlarge | InsufficientInstanceCapacity |');
+    expect(failure?.message.length).toBeLessThanOrEqual(REASON_LIMIT);
+    expect(failure?.message).toMatch(
+      /^No instance launched: every offered Availability Zone failed for g6\.12xlarge, g6\.24xlarge, g6\.48xlarge, g6e\.12xlarge, g5\.12xlarge/,
+    );
+    expect(failure?.message).toContain(
+      "30 attempts, by error code (the full table is in the launch function's log):",
+    );
+    expect(failure?.message).toMatch(
+      /\n- InsufficientInstanceCapacity x30: us-west-2a \(g6\.12xlarge\), .*us-west-2f \(g5\.12xlarge\)\. We currently/,
+    );
+    expect(failure?.name).toBe('CapacityLaunchError');
+  });
+
+  it('leaves a short reason alone', async () => {
+    const lines: string[] = [];
+    await expect(
+      withCappedReason(
+        () => Promise.reject(new Error('short')),
+        (line) => lines.push(line),
+      ),
+    ).rejects.toThrow(/^short$/);
+    expect(lines).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import {
+  DescribeInstancesCommand,
   DescribeInstanceTypeOfferingsCommand,
   EC2Client,
   EC2ServiceException,
@@ -11,6 +12,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import {
   CapacityLaunchError,
   classifyLaunchError,
+  clientTokenFor,
   failureTable,
   type LaunchDeps,
   type LaunchRequest,
@@ -45,6 +47,9 @@ const SUBNETS = [
   { subnetId: 'subnet-d', availabilityZone: 'us-west-2d' },
 ];
 
+const REQUEST_ID = '5d4f7c1e-8a5b-4c1e-9f0a-0123456789ab';
+const token = (az: string, type = 'g6.12xlarge') => clientTokenFor(REQUEST_ID, type, az);
+
 function request(overrides: Partial<LaunchRequest> = {}): LaunchRequest {
   return {
     launchTemplateId: 'lt-0123456789abcdef0',
@@ -55,6 +60,8 @@ function request(overrides: Partial<LaunchRequest> = {}): LaunchRequest {
     preferredAzs: [],
     vcpusNeeded: 48,
     stackTag: { key: 'llm-gateway-lab:stack', value: 'LlmGatewayLab' },
+    generationTag: { key: 'llm-gateway-lab:generation', value: 'abcd1234' },
+    requestId: REQUEST_ID,
     ...overrides,
   };
 }
@@ -76,7 +83,6 @@ function launched(instanceId: string) {
 
 let sleeps: number[];
 let logged: string[];
-let tokens: number;
 
 function deps(): LaunchDeps {
   return {
@@ -85,7 +91,6 @@ function deps(): LaunchDeps {
       sleeps.push(ms);
     },
     log: (line) => logged.push(line),
-    newClientToken: () => `token-${++tokens}`,
   };
 }
 
@@ -106,7 +111,8 @@ beforeEach(() => {
   ec2Mock.reset();
   sleeps = [];
   logged = [];
-  tokens = 0;
+  // No instance carries a token unless a test says so.
+  ec2Mock.on(DescribeInstancesCommand).resolves({ Reservations: [] });
   ec2Mock
     .on(DescribeInstanceTypeOfferingsCommand)
     .resolves(offer('g6.12xlarge', ['us-west-2a', 'us-west-2b', 'us-west-2c']));
@@ -126,7 +132,10 @@ describe('launchWithFallback', () => {
       log: ['g6.12xlarge: launched i-0aaa in us-west-2a'],
     });
     expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
-    const tags = [{ Key: 'llm-gateway-lab:stack', Value: 'LlmGatewayLab' }];
+    const tags = [
+      { Key: 'llm-gateway-lab:stack', Value: 'LlmGatewayLab' },
+      { Key: 'llm-gateway-lab:generation', Value: 'abcd1234' },
+    ];
     expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
       MinCount: 1,
       MaxCount: 1,
@@ -141,7 +150,7 @@ describe('launchWithFallback', () => {
           Groups: ['sg-0123'],
         },
       ],
-      ClientToken: 'token-1',
+      ClientToken: token('us-west-2a'),
       TagSpecifications: [
         { ResourceType: 'instance', Tags: tags },
         { ResourceType: 'volume', Tags: tags },
@@ -187,16 +196,73 @@ describe('launchWithFallback', () => {
     ]);
   });
 
-  it('uses a real random client token per attempt by default', async () => {
-    ec2Mock.on(RunInstancesCommand).rejectsOnce(ice('us-west-2a')).resolvesOnce(launched('i-0bbb'));
-    const { newClientToken: _, ...withoutTokens } = deps();
+  it('derives each token from the CloudFormation request, the type and the AZ: a repeated call reuses it', async () => {
+    ec2Mock.on(RunInstancesCommand).rejectsOnce(ice('us-west-2a')).resolves(launched('i-0bbb'));
 
-    await launchWithFallback(request(), withoutTokens);
+    await launchWithFallback(request(), deps());
+    await launchWithFallback(request(), deps());
+    await launchWithFallback(request({ requestId: 'another-request' }), deps());
 
-    const [first, second] = runInputs().map((i) => i.ClientToken ?? '');
-    expect(first).toMatch(/^[0-9a-f-]{36}$/);
-    expect(second).toMatch(/^[0-9a-f-]{36}$/);
-    expect(first).not.toBe(second);
+    const tokens = runInputs().map((i) => i.ClientToken ?? '');
+    expect(tokens.slice(0, 3)).toEqual([token('us-west-2a'), token('us-west-2b'), token('us-west-2a')]);
+    expect(tokens[3]).toBe(clientTokenFor('another-request', 'g6.12xlarge', 'us-west-2a'));
+    // EC2's limit: at most 64 ASCII characters.
+    for (const t of tokens) expect(t).toMatch(/^lab-[0-9a-f]{60}$/);
+    expect(new Set([token('us-west-2a'), token('us-west-2b'), token('us-west-2a', 'g6.48xlarge')]).size).toBe(
+      3,
+    );
+  });
+
+  it('resolves a lost RunInstances reply by its token instead of launching in the next AZ', async () => {
+    const timeout = Object.assign(new Error('socket timed out after 30000 ms'), { name: 'TimeoutError' });
+    ec2Mock.on(RunInstancesCommand).rejects(timeout);
+    ec2Mock
+      .on(DescribeInstancesCommand)
+      .resolvesOnce({ Reservations: [] })
+      .resolvesOnce({
+        Reservations: [{ Instances: [{ InstanceId: 'i-0lost', ClientToken: token('us-west-2a') }] }],
+      });
+
+    const result = await launchWithFallback(request(), deps());
+
+    expect(result.instanceId).toBe('i-0lost');
+    expect(result.availabilityZone).toBe('us-west-2a');
+    // The same token on every retry, then the lookups: one AZ, one instance.
+    expect(runInputs().map((i) => i.ClientToken)).toEqual(Array(4).fill(token('us-west-2a')));
+    expect(ec2Mock).toHaveReceivedCommandWith(DescribeInstancesCommand, {
+      Filters: [{ Name: 'client-token', Values: [token('us-west-2a')] }],
+    });
+    expect(ec2Mock).toHaveReceivedCommandTimes(DescribeInstancesCommand, 2);
+    expect(logged).toContain(
+      'g6.12xlarge: no answer to RunInstances in us-west-2a (TimeoutError), looking it up by its client token',
+    );
+    expect(logged).toContain('g6.12xlarge: the lost RunInstances in us-west-2a did launch i-0lost');
+  });
+
+  it('moves on after a lost reply only when no instance carries the token', async () => {
+    const reset = Object.assign(new Error('read ECONNRESET'), { name: 'Error' });
+    ec2Mock.on(RunInstancesCommand).rejectsOnce(reset).resolves(launched('i-0bbb'));
+
+    const result = await launchWithFallback(request(), deps());
+
+    expect(result.availabilityZone).toBe('us-west-2b');
+    expect(ec2Mock).toHaveReceivedCommandTimes(DescribeInstancesCommand, 3);
+    expect(logged).toContain(
+      'g6.12xlarge: no instance carries the client token of us-west-2a: nothing was launched there',
+    );
+  });
+
+  it('stops when an uncertain launch cannot be looked up, rather than risk a second host', async () => {
+    const timeout = Object.assign(new Error('socket timed out'), { name: 'TimeoutError' });
+    ec2Mock.on(RunInstancesCommand).rejects(timeout);
+    ec2Mock.on(DescribeInstancesCommand).rejects(ec2Error('UnauthorizedOperation', 'not authorized', 403));
+
+    const err = await launchError(launchWithFallback(request(), deps()));
+
+    expect(err.message).toContain(
+      `Launch stopped: RunInstances in us-west-2a ended with TimeoutError and the lookup of its client token ${token('us-west-2a')} failed (UnauthorizedOperation: not authorized)`,
+    );
+    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 4);
   });
 
   it('skips an AZ that answers Unsupported', async () => {
@@ -368,7 +434,7 @@ describe('launchWithFallback', () => {
       'subnet-a',
     ]);
     // A retry repeats the same request: the token keeps EC2 from launching twice.
-    expect(new Set(inputs.map((i) => i.ClientToken))).toEqual(new Set(['token-1']));
+    expect(new Set(inputs.map((i) => i.ClientToken))).toEqual(new Set([token('us-west-2a')]));
     expect(logged).toEqual([
       'g6.12xlarge in us-west-2a: RequestLimitExceeded, retrying in 1s (retry 1 of 3)',
       'g6.12xlarge in us-west-2a: ServiceUnavailable, retrying in 2s (retry 2 of 3)',
@@ -414,7 +480,8 @@ describe('launchWithFallback', () => {
 
     const result = await launchWithFallback(request(), deps());
 
-    expect(sleeps).toEqual([1000, 2000, 4000]);
+    // Backoff, then the token lookups of a launch that may have happened (throttled to the end).
+    expect(sleeps).toEqual([1000, 2000, 4000, 5000, 5000]);
     expect(result.attempts[0]).toEqual({
       az: 'us-west-2a',
       instanceType: 'g6.12xlarge',
@@ -423,11 +490,8 @@ describe('launchWithFallback', () => {
     });
     expect(result.availabilityZone).toBe('us-west-2b');
     expect(runInputs().map((i) => i.ClientToken)).toEqual([
-      'token-1',
-      'token-1',
-      'token-1',
-      'token-1',
-      'token-2',
+      ...Array(4).fill(token('us-west-2a')),
+      token('us-west-2b'),
     ]);
   });
 

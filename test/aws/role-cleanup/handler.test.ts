@@ -4,8 +4,10 @@ import {
   IAMClient,
   IAMServiceException,
   ListAttachedRolePoliciesCommand,
+  ListInstanceProfilesForRoleCommand,
   ListRolePoliciesCommand,
   NoSuchEntityException,
+  RemoveRoleFromInstanceProfileCommand,
   ServiceFailureException,
   UnmodifiableEntityException,
 } from '@aws-sdk/client-iam';
@@ -61,6 +63,87 @@ describe('RoleCleanup handler', () => {
     iamMock.reset();
     iamMock.on(DetachRolePolicyCommand).resolves({});
     iamMock.on(DeleteRolePolicyCommand).resolves({});
+    iamMock.on(ListInstanceProfilesForRoleCommand).resolves({ InstanceProfiles: [], IsTruncated: false });
+    iamMock.on(RemoveRoleFromInstanceProfileCommand).resolves({});
+  });
+
+  describe('Delete: instance profiles', () => {
+    const OWN_PROFILE = 'lab-HostLaunchTemplateProfile-ABC';
+    const profile = (name: string) => ({
+      InstanceProfileName: name,
+      InstanceProfileId: `AIPA${name.length}`,
+      Arn: `arn:aws:iam::123456789012:instance-profile/${name}`,
+      Path: '/',
+      CreateDate: new Date(0),
+      Roles: [],
+    });
+    beforeEach(() => {
+      iamMock.on(ListAttachedRolePoliciesCommand).resolves({ AttachedPolicies: [] });
+      iamMock.on(ListRolePoliciesCommand).resolves({ PolicyNames: [] });
+    });
+
+    it("removes the role from profiles the stack did not create, over every page, and leaves the stack's own", async () => {
+      iamMock
+        .on(ListInstanceProfilesForRoleCommand)
+        .resolvesOnce({
+          InstanceProfiles: [profile(OWN_PROFILE), profile('debug-box')],
+          IsTruncated: true,
+          Marker: 'p2',
+        })
+        .resolvesOnce({ InstanceProfiles: [profile('someone-elses')], IsTruncated: false });
+      const logs: string[] = [];
+
+      const response = await handleEvent(
+        event('Delete', [{ ...instanceRole, InstanceProfileNames: [OWN_PROFILE] }], `RoleCleanup:${ROLE}`),
+        iam,
+        (line) => logs.push(line),
+      );
+
+      expect(response.Data).toEqual({ Removed: '2' });
+      expect(iamMock).toHaveReceivedNthCommandWith(ListInstanceProfilesForRoleCommand, 2, {
+        RoleName: ROLE,
+        Marker: 'p2',
+      });
+      const removed = iamMock
+        .commandCalls(RemoveRoleFromInstanceProfileCommand)
+        .map((call) => call.args[0].input);
+      expect(removed).toEqual([
+        { RoleName: ROLE, InstanceProfileName: 'debug-box' },
+        { RoleName: ROLE, InstanceProfileName: 'someone-elses' },
+      ]);
+      expect(JSON.parse(logs.at(-1) ?? '{}').profiles).toEqual([
+        { roleName: ROLE, removedFrom: ['debug-box', 'someone-elses'], kept: [OWN_PROFILE] },
+      ]);
+    });
+
+    it('counts a profile that went away meanwhile as done', async () => {
+      iamMock.on(ListInstanceProfilesForRoleCommand).resolves({ InstanceProfiles: [profile('gone')] });
+      iamMock
+        .on(RemoveRoleFromInstanceProfileCommand)
+        .rejects(noSuchEntity('Instance Profile gone cannot be found.'));
+
+      const response = await handleEvent(event('Delete', [instanceRole], `RoleCleanup:${ROLE}`), iam, silent);
+
+      expect(response.Data).toEqual({ Removed: '0' });
+    });
+
+    it('fails naming the role and the profile when IAM refuses', async () => {
+      iamMock.on(ListInstanceProfilesForRoleCommand).resolves({ InstanceProfiles: [profile('locked')] });
+      iamMock.on(RemoveRoleFromInstanceProfileCommand).rejects(
+        new IAMServiceException({
+          name: 'AccessDenied',
+          $fault: 'client',
+          $metadata: metadata,
+          message: 'not authorized to perform: iam:RemoveRoleFromInstanceProfile',
+        }),
+      );
+
+      await expect(
+        handleEvent(event('Delete', [instanceRole], `RoleCleanup:${ROLE}`), iam, silent),
+      ).rejects.toThrow(
+        `iam:RemoveRoleFromInstanceProfile failed on role ${ROLE}, instance profile locked: AccessDenied`,
+      );
+    });
   });
 
   describe('Delete', () => {
@@ -310,7 +393,12 @@ describe('RoleCleanup handler', () => {
       expect(response).toEqual({ PhysicalResourceId: `RoleCleanup:${ROLE}` });
       expect(iamMock).not.toHaveReceivedAnyCommand();
       expect(JSON.parse(logs[0] ?? '{}').allowLists).toEqual([
-        { roleName: ROLE, managedPolicyArns: [SSM_CORE], inlinePolicyNames: [DEFAULT_POLICY] },
+        {
+          roleName: ROLE,
+          managedPolicyArns: [SSM_CORE],
+          inlinePolicyNames: [DEFAULT_POLICY],
+          instanceProfileNames: [],
+        },
       ]);
     });
 

@@ -42,6 +42,8 @@ function testStack() {
     statements: [new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: ['*'] })],
     roles: [outsider],
   });
+  // As a launch template with a role makes one: the stack's own profile, left to CloudFormation.
+  new iam.CfnInstanceProfile(stack, 'InstanceProfile', { roles: [instanceRole.roleName] });
   const cleanup = new RoleCleanup(stack, 'RoleCleanup', { roles: [instanceRole, helperRole] });
   // Added after the construct: the allow-list is derived at synthesis, so it still counts.
   instanceRole.addToPrincipalPolicy(
@@ -117,13 +119,19 @@ describe('RoleCleanup construct', () => {
             { Ref: Match.stringLikeRegexp('^WriteResults') },
           ],
           InlinePolicyNames: ['ReadModels', defaultPolicyName],
+          InstanceProfileNames: [{ Ref: 'InstanceProfile' }],
         },
-        { RoleName: { Ref: ids.helperRole }, ManagedPolicyArns: [], InlinePolicyNames: [] },
+        {
+          RoleName: { Ref: ids.helperRole },
+          ManagedPolicyArns: [],
+          InlinePolicyNames: [],
+          InstanceProfileNames: [],
+        },
       ],
     });
   });
 
-  it('grants the handler the four IAM actions on the stack’s roles only', () => {
+  it('grants the handler the policy actions on the stack’s roles only, and instance profile removal', () => {
     const handlerPolicies = Object.values(resources).filter(
       (resource) =>
         resource.Type === 'AWS::IAM::Policy' &&
@@ -142,6 +150,21 @@ describe('RoleCleanup construct', () => {
             'iam:DeleteRolePolicy',
           ],
           Resource: [{ 'Fn::GetAtt': [ids.instanceRole, 'Arn'] }, { 'Fn::GetAtt': [ids.helperRole, 'Arn'] }],
+        },
+        {
+          Effect: 'Allow',
+          Action: 'iam:ListInstanceProfilesForRole',
+          Resource: [{ 'Fn::GetAtt': [ids.instanceRole, 'Arn'] }, { 'Fn::GetAtt': [ids.helperRole, 'Arn'] }],
+        },
+        {
+          Effect: 'Allow',
+          Action: 'iam:RemoveRoleFromInstanceProfile',
+          Resource: {
+            'Fn::Join': [
+              '',
+              ['arn:', { Ref: 'AWS::Partition' }, ':iam::', { Ref: 'AWS::AccountId' }, ':instance-profile/*'],
+            ],
+          },
         },
       ],
     });

@@ -1,0 +1,166 @@
+# shellcheck shell=bash
+# Helpers of the lab bootstrap: logging, failing a step, bounded waits, step budgets, the
+# WaitCondition signal and the uploads of the log and the results. Sourced by main.sh after
+# settings.env, which lib/aws/bootstrap/settings.ts renders from the lab configuration.
+
+log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$*"; }
+
+# Fails the current step with a message; the EXIT trap signals FAILURE.
+die() {
+  FAILURE_DETAIL=$*
+  log "ERROR: $*"
+  exit 1
+}
+
+# Seconds left of the current step's budget (0 when it is spent).
+budget_left() {
+  local left=$((STEP_DEADLINE - SECONDS))
+  if ((left < 0)); then left=0; fi
+  printf '%s\n' "$left"
+}
+
+# wait_until <seconds> <command...>: runs the command every 5 s until it succeeds; 1 on timeout.
+# Never waits past the step's budget.
+wait_until() {
+  local limit=$1 deadline
+  shift
+  if ((limit > $(budget_left))); then limit=$(budget_left); fi
+  deadline=$((SECONDS + limit))
+  until "$@"; do
+    if ((SECONDS >= deadline)); then return 1; fi
+    sleep "$WAIT_INTERVAL_SECONDS"
+  done
+}
+
+# within_budget <command...>: the command, ended when the step's budget runs out.
+within_budget() {
+  timeout "$(budget_left)" "$@"
+}
+
+# The watchdog of one step: when the budget is spent it ends the step's commands and the bootstrap,
+# whose TERM trap reports the step as over budget. A step's own waits stop at the budget first.
+start_watchdog() {
+  local budget=$1 pid=$$
+  (
+    # Stopped at the end of the step: the pending sleep goes with it, leaving nothing behind.
+    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+    sleep "$budget" &
+    sleeper=$!
+    wait "$sleeper"
+    touch "$WORK_DIR/over-budget"
+    # Bash runs the TERM trap only once its foreground command ends: end that command too.
+    kill -TERM "$pid" 2>/dev/null || true
+    for child in $(ps -o pid= --ppid "$pid"); do
+      if [ "$child" != "$BASHPID" ]; then kill -TERM "$child" 2>/dev/null || true; fi
+    done
+  ) &
+  WATCHDOG_PID=$!
+}
+
+stop_watchdog() {
+  if [ -n "${WATCHDOG_PID:-}" ]; then
+    kill "$WATCHDOG_PID" 2>/dev/null || true
+    wait "$WATCHDOG_PID" 2>/dev/null || true
+    WATCHDOG_PID=''
+  fi
+}
+
+# run_step <index>: runs STEP_NAMES[index] within STEP_BUDGETS[index] seconds, with its marker.
+run_step() {
+  local i=$1
+  CURRENT_STEP="[step $((i + 1))/${#STEP_NAMES[@]}] ${STEP_TITLES[$i]}"
+  CURRENT_BUDGET=${STEP_BUDGETS[$i]}
+  STEP_DEADLINE=$((SECONDS + CURRENT_BUDGET))
+  log "==> $CURRENT_STEP (budget $((CURRENT_BUDGET / 60)) min $((CURRENT_BUDGET % 60)) s)"
+  start_watchdog "$CURRENT_BUDGET"
+  "${STEP_NAMES[$i]}"
+  stop_watchdog
+}
+
+on_term() {
+  if [ -e "$WORK_DIR/over-budget" ]; then
+    die "the step ran out of its budget of $((CURRENT_BUDGET / 60)) min $((CURRENT_BUDGET % 60)) s (the step budgets share instance.readyTimeoutMinutes)"
+  fi
+  die "stopped by a signal"
+}
+
+# Prints stdin as a JSON string literal. It keeps printable ASCII, tabs and newlines only (a log
+# tail may hold colour codes or cut UTF-8), so the signal body is valid JSON whatever the log
+# holds. Escaping at most doubles the length: callers cut the input.
+json_string() {
+  local text
+  text=$(LC_ALL=C tr -cd '\11\12\40-\176' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' |
+    awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }')
+  printf '"%s"' "$text"
+}
+
+# send_signal <status> <reason as JSON> <data as JSON>: PUT to the WaitCondition handle. --fail
+# makes an HTTP error (an expired or wrong presigned URL answers 403) a failed delivery, retried
+# SIGNAL_ATTEMPTS times; only a delivered signal sets SIGNALLED_MARKER. The URL is never logged.
+send_signal() {
+  local body="$WORK_DIR/signal.json" attempt
+  printf '{"Status":"%s","Reason":%s,"UniqueId":"%s","Data":%s}\n' "$1" "$2" "$SIGNAL_UNIQUE_ID" "$3" >"$body"
+  for ((attempt = 1; attempt <= SIGNAL_ATTEMPTS; attempt++)); do
+    if curl -sS --fail --max-time 60 -X PUT -H 'Content-Type:' --data-binary "@$body" "$WAIT_HANDLE_URL" >/dev/null; then
+      touch "$SIGNALLED_MARKER"
+      log "the $1 signal reached the WaitCondition"
+      return 0
+    fi
+    log "the $1 signal was not accepted (attempt $attempt of $SIGNAL_ATTEMPTS)"
+    if ((attempt < SIGNAL_ATTEMPTS)); then sleep "$SIGNAL_RETRY_SECONDS"; fi
+  done
+  log "could not deliver the $1 signal to the WaitCondition"
+  return 1
+}
+
+# Where the bootstrap log is readable from outside the host, named in every failure reason.
+log_location() {
+  printf 's3://%s/%s/%s\n' "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$LOG_OBJECT"
+}
+
+# Uploads the bootstrap log now (best effort): a failed or timed-out boot stays readable.
+upload_log() {
+  timeout 120 aws s3 cp --only-show-errors --region "$LAB_REGION" "$LOG_FILE" "$(log_location)" ||
+    log "could not upload $LOG_FILE to $(log_location)"
+}
+
+# Best effort: the log goes with the results, and both are uploaded now.
+upload_results_now() {
+  mkdir -p "$RESULTS_DIR/host"
+  cp "$LOG_FILE" "$RESULTS_DIR/host/bootstrap.log" || true
+  if [ -x "$SYNC_SCRIPT" ]; then
+    timeout 300 "$SYNC_SCRIPT" || log "results upload failed; the timer and the shutdown hook retry"
+  fi
+}
+
+on_exit() {
+  local rc=$? detail reason data
+  trap - ERR EXIT TERM INT HUP
+  set +e
+  stop_watchdog
+  if [ "$rc" -eq 0 ]; then return 0; fi
+  detail=${FAILURE_DETAIL:-"exit code $rc from: $FAILED_COMMAND (line $FAILED_LINE)"}
+  log "FAILED $CURRENT_STEP: $detail"
+  # A small reason: CloudFormation shows it in the stack events, and keeps 4 KB at most.
+  reason=$({
+    printf '%s failed: %s' "$CURRENT_STEP" "$detail" | head -c 500
+    printf '\nfull log: %s\n--- last lines of %s:\n' "$(log_location)" "$LOG_FILE"
+    tail -n 20 "$LOG_FILE" | tail -c 1200
+  } | json_string)
+  data=$(printf '%s' "$CURRENT_STEP" | json_string)
+  send_signal FAILURE "$reason" "$data"
+  upload_log
+  upload_results_now
+  exit "$rc"
+}
+
+check_environment() {
+  local name missing=()
+  for name in "${REQUIRED_ENVIRONMENT[@]}"; do
+    if [ -z "${!name:-}" ]; then missing+=("$name"); fi
+  done
+  if ((${#missing[@]} > 0)); then
+    log "ERROR: environment variables missing: ${missing[*]} (the user-data launcher sets them)"
+    exit 2
+  fi
+}

@@ -1,0 +1,186 @@
+# shellcheck shell=bash
+# Step: arm the cost guard (lab-spec 2.3), first, so that nothing later can leave the GPU host
+# running. The deadline is an absolute time, kept in DEADLINE_FILE and in a persistent systemd
+# timer: `shutdown -h +N` lives in /run and user data runs once, so a reboot would drop it.
+# systemd.timer(5): OnCalendar= takes an absolute timestamp; Persistent=true fires a timer whose
+# time passed while the machine was down at the next boot.
+
+arm_cost_guard() {
+  local deadline
+  if [ -s "$DEADLINE_FILE" ]; then
+    # A second run of the bootstrap (or a reboot) keeps the deadline of the first boot.
+    deadline=$(<"$DEADLINE_FILE")
+    log "keeping the deadline set at first boot: $deadline"
+  else
+    deadline=$(date -u -d "+$LIFETIME_MINUTES minutes" +%Y-%m-%dT%H:%M:%SZ)
+    printf '%s\n' "$deadline" >"$DEADLINE_FILE"
+  fi
+  write_host_environment
+  install_program lab-sync-results "$SYNC_SCRIPT"
+  install_program lab-deadline "$DEADLINE_SCRIPT"
+  install_program lab-upload-log "$LOG_UPLOAD_SCRIPT"
+  install_deadline_timer "$deadline"
+  install_results_upload
+  install_log_upload
+  if ((TERMINATE_WHEN_DONE)); then install_terminate_when_done; fi
+  log "the instance uploads the results, shuts down and terminates at $deadline (to extend: edit OnCalendar= in $SYSTEMD_DIR/lab-deadline.timer and the time in $DEADLINE_FILE, then systemctl daemon-reload)"
+}
+
+# What the installed programs need beyond settings.env: the stack's bucket, name and region
+# (never the WaitCondition URL).
+write_host_environment() {
+  local aws_cli
+  aws_cli=$(command -v aws) || die "the AWS CLI is not on the PATH (expected on the AMI of $AMI_PARAMETER): results could not be uploaded"
+  {
+    echo '# Written by the lab bootstrap: what its installed programs need beyond settings.env.'
+    printf 'LAB_REGION=%q\nLAB_RESULTS_BUCKET=%q\nLAB_STACK_NAME=%q\nAWS_CLI=%q\n' \
+      "$LAB_REGION" "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$aws_cli"
+  } >"$HOST_ENV_FILE"
+}
+
+# install_program <name> <path>: host/<name>.sh from the bootstrap folder, told where the
+# settings are.
+install_program() {
+  {
+    echo '#!/bin/bash'
+    printf '# Installed by the lab bootstrap from %s.\n' "$BOOTSTRAP_DIR/host/$1.sh"
+    printf 'export LAB_SETTINGS=%q\n' "$BOOTSTRAP_DIR/settings.env"
+    cat "$BOOTSTRAP_DIR/host/$1.sh"
+  } >"$2"
+  chmod 755 "$2"
+}
+
+# install_unit <file name>: the unit's text from stdin into SYSTEMD_DIR.
+install_unit() {
+  cat >"$SYSTEMD_DIR/$1"
+}
+
+install_deadline_timer() {
+  local on_calendar
+  # OnCalendar= wants "YYYY-MM-DD HH:MM:SS UTC".
+  on_calendar="$(date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
+  install_unit lab-deadline.service <<UNIT
+[Unit]
+Description=Lab lifetime reached (instance.maxLifetimeHours): upload the results, then shut down and terminate
+
+[Service]
+Type=oneshot
+ExecStart=$DEADLINE_SCRIPT
+UNIT
+  install_unit lab-deadline.timer <<UNIT
+[Unit]
+Description=The lab's cost guard: end the host at $1
+
+[Timer]
+OnCalendar=$on_calendar
+Persistent=true
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now lab-deadline.timer
+}
+
+# Results reach S3 every 5 minutes and once more when the host stops (the deadline too).
+install_results_upload() {
+  mkdir -p "$RESULTS_DIR"
+  install_unit lab-results-sync.service <<UNIT
+[Unit]
+Description=Upload the lab results to S3
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=oneshot
+ExecStart=$SYNC_SCRIPT
+UNIT
+  install_unit lab-results-sync.timer <<'UNIT'
+[Unit]
+Description=Upload the lab results to S3 every 5 minutes
+
+[Timer]
+OnActiveSec=5min
+OnUnitActiveSec=5min
+
+[Install]
+WantedBy=timers.target
+UNIT
+  # Started now and stopped at shutdown: stopping runs the upload while the network is still up
+  # (units stop in the reverse order of After=).
+  install_unit lab-results-final-upload.service <<UNIT
+[Unit]
+Description=Upload the lab results to S3 before the host stops
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+ExecStop=$SYNC_SCRIPT
+TimeoutStopSec=600
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now lab-results-sync.timer lab-results-final-upload.service
+  log "results: $RESULTS_DIR -> s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/ every 5 minutes and at shutdown"
+}
+
+# The bootstrap log reaches S3 every LOG_UPLOAD_MINUTES, so a boot that hangs until the
+# WaitCondition times out (and the stack rolls back) still leaves its log readable.
+install_log_upload() {
+  install_unit lab-log-upload.service <<UNIT
+[Unit]
+Description=Upload the lab bootstrap log to S3
+
+[Service]
+Type=oneshot
+ExecStart=$LOG_UPLOAD_SCRIPT
+UNIT
+  install_unit lab-log-upload.timer <<UNIT
+[Unit]
+Description=Upload the lab bootstrap log to S3 every $LOG_UPLOAD_MINUTES minutes
+
+[Timer]
+OnActiveSec=${LOG_UPLOAD_MINUTES}min
+OnUnitActiveSec=${LOG_UPLOAD_MINUTES}min
+
+[Install]
+WantedBy=timers.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now lab-log-upload.timer
+  log "bootstrap log: $(log_location) every $LOG_UPLOAD_MINUTES minutes"
+}
+
+# runner.terminateWhenDone: a timer checks status.json every minute; a finished or failed study
+# uploads the results and shuts the host down.
+install_terminate_when_done() {
+  install_program lab-terminate-when-done "$DONE_SCRIPT"
+  install_unit lab-terminate-when-done.service <<UNIT
+[Unit]
+Description=Upload the lab results and terminate the host once the study is over
+
+[Service]
+Type=oneshot
+ExecStart=$DONE_SCRIPT
+UNIT
+  install_unit lab-terminate-when-done.timer <<'UNIT'
+[Unit]
+Description=Check every minute whether the lab study is over (runner.terminateWhenDone)
+
+[Timer]
+OnActiveSec=1min
+OnUnitActiveSec=1min
+
+[Install]
+WantedBy=timers.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now lab-terminate-when-done.timer
+  log "runner.terminateWhenDone: the host uploads the results and terminates once status.json says finished or failed"
+}

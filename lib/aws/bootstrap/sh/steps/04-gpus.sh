@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# Steps: the GPUs the driver sees, and the NVIDIA container runtime K3s needs for its RuntimeClass.
+
+check_gpus() {
+  local listing found
+  listing=$(nvidia-smi -L) || die "nvidia-smi failed: the NVIDIA driver is not working (AMI of $AMI_PARAMETER)"
+  printf '%s\n' "$listing"
+  found=$(grep -c '^GPU [0-9]' <<<"$listing" || true)
+  [ "$found" -eq "$EXPECTED_GPUS" ] ||
+    die "nvidia-smi -L lists $found GPU(s), expected $EXPECTED_GPUS (instance.gpus for $INSTANCE_TYPE)"
+  mkdir -p "$RESULTS_DIR/host"
+  printf '%s\n' "$listing" >"$RESULTS_DIR/host/nvidia-smi-L.txt"
+  nvidia-smi topo -m | tee "$RESULTS_DIR/host/nvidia-smi-topo.txt"
+}
+
+check_container_runtime() {
+  if command -v nvidia-container-runtime >/dev/null; then
+    log "found $(command -v nvidia-container-runtime)"
+    return 0
+  fi
+  # The DLAMI ships the toolkit; another AMI gets it from NVIDIA's apt repository (the steps of
+  # NVIDIA's install guide), before K3s starts and looks for the runtime.
+  log "nvidia-container-runtime is missing (the AMI of $AMI_PARAMETER should have it): installing nvidia-container-toolkit"
+  local keyring="$KEYRINGS_DIR/nvidia-container-toolkit-keyring.gpg" arch
+  arch=$(dpkg --print-architecture)
+  curl -fsSL --retry 5 --max-time 60 https://nvidia.github.io/libnvidia-container/gpgkey | gpg --dearmor --yes -o "$keyring"
+  echo "deb [signed-by=$keyring] https://nvidia.github.io/libnvidia-container/stable/deb/$arch /" \
+    >"$APT_SOURCES_DIR/nvidia-container-toolkit.list"
+  within_budget apt-get -o DPkg::Lock::Timeout=60 update -q
+  DEBIAN_FRONTEND=noninteractive within_budget apt-get -o DPkg::Lock::Timeout=60 install -y -q nvidia-container-toolkit
+  command -v nvidia-container-runtime >/dev/null ||
+    die "nvidia-container-runtime still missing after installing nvidia-container-toolkit; use the AMI of $AMI_PARAMETER"
+}

@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# Step: K3s, pinned, with the NVIDIA runtime in its containerd and the RuntimeClass.
+#
+# Why the containerd config is checked: K3s creates RuntimeClasses nvidia and nvidia-experimental
+# from a static manifest whether or not it found the runtime, so `kubectl get runtimeclass nvidia`
+# proves nothing. What proves it is the config K3s generates for its containerd at
+# <data-dir>/agent/etc/containerd/config.toml (k3s-io/k3s pkg/agent/config/config.go, get:
+# nodeConfig.Containerd.Config): it holds a runtimes table "nvidia" with BinaryName
+# .../nvidia-container-runtime only when K3s found the binary at start
+# (pkg/agent/containerd/nvidia.go, findNvidiaContainerRuntimes; rendered from ExtraRuntimes by
+# pkg/agent/templates). Both config versions match: runtimes."nvidia" and runtimes.'nvidia'.
+
+install_k3s() {
+  # The installer is get.k3s.io's; the K3s release it installs is pinned by INSTALL_K3S_VERSION.
+  curl -fsSL --retry 5 --max-time 120 -o "$WORK_DIR/k3s-install.sh" https://get.k3s.io ||
+    die "cannot download the K3s installer from https://get.k3s.io"
+  INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" within_budget sh "$WORK_DIR/k3s-install.sh"
+  k3s --version
+  wait_until 300 node_is_ready || die "the K3s node did not become Ready in time (journalctl -u k3s)"
+  # K3s writes the config before it starts containerd, so a Ready node has it in full.
+  nvidia_runtime_configured ||
+    die "K3s's containerd has no nvidia runtime: $CONTAINERD_CONFIG lacks a runtimes \"nvidia\" table with BinaryName .../nvidia-container-runtime, so K3s did not find nvidia-container-runtime when it started (its RuntimeClass $RUNTIME_CLASS exists either way)"
+  log "containerd runtime nvidia: $(grep -m1 -E 'BinaryName *= *"[^"]*nvidia-container-runtime"' "$CONTAINERD_CONFIG")"
+  wait_until 120 runtime_class_exists || die "RuntimeClass $RUNTIME_CLASS missing 2 minutes after K3s started"
+  kubectl get runtimeclass
+  record_host
+}
+
+# The generated containerd config has the nvidia runtime and its binary.
+nvidia_runtime_configured() {
+  [ -f "$CONTAINERD_CONFIG" ] &&
+    grep -Eq "containerd\.runtimes\.[\"']?nvidia[\"']?\]" "$CONTAINERD_CONFIG" &&
+    grep -Eq 'BinaryName *= *"[^"]*/nvidia-container-runtime"' "$CONTAINERD_CONFIG"
+}
+
+# host/host.json for the study metadata: instance type and AZ from the metadata service (IMDSv2,
+# with a session token), and the K3s version. Best effort: the runner records what is there.
+record_host() {
+  local token='' instance_type='' zone='' installed
+  if token=$(curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
+    instance_type=$(imds_get meta-data/instance-type "$token") || instance_type=''
+    zone=$(imds_get meta-data/placement/availability-zone "$token") || zone=''
+  fi
+  if [ -z "$instance_type" ] || [ -z "$zone" ]; then
+    log "the instance metadata service did not answer: $HOST_FILE lacks the instance type or zone"
+  fi
+  installed=$(k3s --version | awk 'NR == 1 { print $3 }')
+  mkdir -p "$(dirname "$HOST_FILE")"
+  python3 -c 'import json, sys
+keys = ("instanceType", "availabilityZone", "k3sVersion")
+print(json.dumps({k: v for k, v in zip(keys, sys.argv[1:]) if v}, indent=2))' \
+    "$instance_type" "$zone" "$installed" >"$HOST_FILE"
+  log "host: ${instance_type:-unknown type} in ${zone:-unknown zone}, K3s ${installed:-unknown}"
+}
+
+imds_get() { curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $2" "$IMDS/$1"; }
+
+node_is_ready() { kubectl wait --for=condition=Ready node --all --timeout=10s >/dev/null 2>&1; }
+
+runtime_class_exists() { kubectl get runtimeclass "$RUNTIME_CLASS" >/dev/null 2>&1; }

@@ -1,0 +1,65 @@
+# shellcheck shell=bash
+# Steps: the prerequisites of prerequisites.json (third-party manifests and Helm charts), then the
+# lab's charts (NN-*.yaml) in file-name order, never jobs/ (a Job starts load on creation).
+
+apply_prerequisites() {
+  local kind id source release chart version namespace
+  while IFS=$'\t' read -r -u 3 kind id source release chart version namespace; do
+    if [ "$kind" = manifest ]; then
+      log "applying prerequisite $id ($source)"
+      # Server-side: CRD bundles exceed the annotation size limit of client-side apply.
+      kubectl apply --server-side --field-manager=lab-bootstrap -f "$WORK_DIR/prerequisites/$id.yaml"
+      wait_for_crds
+      wait_for_deployments_in "$WORK_DIR/prerequisites/$id.yaml"
+    else
+      log "installing prerequisite $id: Helm chart $chart $version as $release in $namespace"
+      "$HELM" upgrade --install "$release" "$chart" --version "$version" --namespace "$namespace" \
+        --create-namespace --wait --timeout "$(budget_left)s" || die "Helm install of $id ($chart $version) failed"
+      wait_for_crds
+    fi
+  done 3<"$WORK_DIR/prerequisites.tsv"
+}
+
+wait_for_crds() {
+  wait_until 300 crds_established || die "CustomResourceDefinitions not Established in time"
+}
+
+crds_established() { kubectl wait --for=condition=Established crd --all --timeout=30s >/dev/null 2>&1; }
+
+# A controller a later step relies on (Envoy Gateway before the AI Gateway charts) must be up.
+wait_for_deployments_in() {
+  local namespace name
+  kubectl get -f "$1" -o json | python3 -c 'import json, sys
+doc = json.load(sys.stdin)
+for o in doc.get("items", [doc]):
+    if o["kind"] == "Deployment":
+        print(o["metadata"]["namespace"], o["metadata"]["name"])' >"$WORK_DIR/deployments.txt"
+  while read -r -u 3 namespace name; do
+    kubectl -n "$namespace" rollout status "deployment/$name" --timeout="$(budget_left)s" ||
+      die "Deployment $namespace/$name of $1 not available within the step's budget"
+  done 3<"$WORK_DIR/deployments.txt"
+}
+
+apply_charts() {
+  local file
+  # Only the top-level NN-*.yaml files: jobs/ holds the study's Jobs, which start load on creation.
+  for file in "$LAB_MANIFESTS_DIR"/[0-9]*.yaml; do
+    log "applying ${file##*/}"
+    kubectl apply --server-side --field-manager=lab-bootstrap -f "$file"
+    run_after_apply "$(basename "$file" .yaml)"
+  done
+}
+
+# The afterApply steps of prerequisites.json that follow this file (a restart of a controller
+# that must run on what the file wrote before the lab goes on).
+run_after_apply() {
+  local kind id after namespace deployment
+  while IFS=$'\t' read -r -u 3 kind id after namespace deployment; do
+    if [ "$after" = "$1" ]; then
+      log "after $1: $id ($kind deployment/$deployment in $namespace)"
+      kubectl -n "$namespace" rollout restart "deployment/$deployment"
+      kubectl -n "$namespace" rollout status "deployment/$deployment" --timeout="$(budget_left)s" ||
+        die "$id: deployment/$deployment in $namespace did not roll out within the step's budget"
+    fi
+  done 3<"$WORK_DIR/after-apply.tsv"
+}

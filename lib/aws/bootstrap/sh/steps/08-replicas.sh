@@ -1,0 +1,69 @@
+# shellcheck shell=bash
+# Steps: the device plugin's GPUs, the replicas Ready and serving, each on its own physical GPU.
+
+wait_for_device_plugin() {
+  if ! wait_until "$(budget_left)" gpus_allocatable; then
+    kubectl -n kube-system get pods -o wide || true
+    die "the node reports '$(allocatable_gpus)' allocatable nvidia.com/gpu, expected $EXPECTED_GPUS (NVIDIA device plugin DaemonSet in kube-system)"
+  fi
+  log "allocatable nvidia.com/gpu: $EXPECTED_GPUS"
+}
+
+allocatable_gpus() {
+  kubectl get nodes -o 'jsonpath={.items[0].status.allocatable.nvidia\.com/gpu}' 2>/dev/null || true
+}
+
+gpus_allocatable() { [ "$(allocatable_gpus)" = "$EXPECTED_GPUS" ]; }
+
+wait_for_replicas() {
+  local set pod i
+  for set in "${REPLICA_SETS[@]}"; do
+    if ! kubectl -n "$NAMESPACE" rollout status "statefulset/$set" --timeout="$(budget_left)s"; then
+      kubectl -n "$NAMESPACE" get pods -o wide || true
+      for ((i = 0; i < REPLICAS; i++)); do kubectl -n "$NAMESPACE" logs --tail=10 "$set-$i" || true; done
+      die "StatefulSet $set: $REPLICAS replica(s) not Ready within the step's budget"
+    fi
+  done
+  # Ready (/health) can come before the engine serves; /v1/models is what clients need.
+  for set in "${REPLICA_SETS[@]}"; do
+    for ((i = 0; i < REPLICAS; i++)); do
+      pod="$set-$i"
+      wait_until "$(budget_left)" engine_serves "$pod" ||
+        die "$pod is Ready but did not list model $SERVED_MODEL_NAME at GET /v1/models within the step's budget"
+      log "$pod serves $SERVED_MODEL_NAME"
+    done
+  done
+}
+
+# From the host: K3s routes pod IPs on the node.
+engine_serves() {
+  local ip
+  ip=$(kubectl -n "$NAMESPACE" get pod "$1" -o 'jsonpath={.status.podIP}' 2>/dev/null) || return 1
+  [ -n "$ip" ] || return 1
+  curl -fsS --max-time 5 "http://$ip:$VLLM_PORT/v1/models" 2>/dev/null |
+    python3 -c 'import json, sys; sys.exit(sys.argv[1] not in [m["id"] for m in json.load(sys.stdin)["data"]])' \
+      "$SERVED_MODEL_NAME"
+}
+
+record_gpu_uuids() {
+  local set pod i uuids count duplicates all=() pairs=()
+  for set in "${REPLICA_SETS[@]}"; do
+    for ((i = 0; i < REPLICAS; i++)); do
+      pod="$set-$i"
+      uuids=$(kubectl -n "$NAMESPACE" exec "$pod" -- nvidia-smi -L |
+        sed -n -E 's/.*\(UUID: (GPU-[0-9A-Za-z-]+)\).*/\1/p')
+      count=$(grep -c . <<<"$uuids" || true)
+      [ "$count" -eq 1 ] || die "$pod sees $count GPU(s), expected exactly 1: $uuids"
+      log "$pod: $uuids"
+      all+=("$uuids")
+      pairs+=("$pod=$uuids")
+    done
+  done
+  duplicates=$(printf '%s\n' "${all[@]}" | sort | uniq -d)
+  [ -z "$duplicates" ] || die "replicas share a physical GPU ($duplicates): each replica must have its own"
+  mkdir -p "$RESULTS_DIR/host"
+  python3 -c 'import json, sys; print(json.dumps(dict(p.split("=", 1) for p in sys.argv[1:]), indent=2))' \
+    "${pairs[@]}" >"$RESULTS_DIR/host/gpu-uuids.json"
+  GPU_SUMMARY="${#all[@]} replicas ready on distinct GPUs: ${pairs[*]}"
+  log "$GPU_SUMMARY"
+}
