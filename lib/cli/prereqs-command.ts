@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { type Command, CommanderError } from 'commander';
 
 /** `lab prereqs`: the commands that install the third-party prerequisites, in order. */
 export function registerPrereqsCommand(program: Command): void {
@@ -12,7 +12,7 @@ export function registerPrereqsCommand(program: Command): void {
       'print the list as JSON (as in dist/prerequisites.json, or dist/<cell>/ for the network lab)',
     )
     .option('--cell <name>', 'network lab: only this cell (default: every cell)')
-    .action(async (options: { json?: boolean; cell?: string }, command: Command) => {
+    .action(async (options: { json?: boolean; cell?: string }) => {
       const { loadLabConfig } = await import('../config/load.ts');
       const { networkPrerequisites, prerequisiteScript, prerequisites } = await import(
         '../prereqs/prerequisites.ts'
@@ -22,7 +22,9 @@ export function registerPrereqsCommand(program: Command): void {
         // One cluster per cell, each with its own prerequisites (dist/<cell>/prerequisites.json).
         const names = config.network.cells.map((c) => c.name);
         if (options.cell && !names.includes(options.cell)) {
-          command.error(`--cell ${options.cell}: no such cell in network.cells (cells: ${names.join(', ')})`);
+          const message = `--cell ${options.cell}: no such cell in network.cells (cells: ${names.join(', ')})`;
+          process.stderr.write(`lab prereqs: ${message}\n`);
+          throw new CommanderError(1, 'commander.error', message);
         }
         const cells = config.network.cells.filter((c) => !options.cell || c.name === options.cell);
         const lists = cells.map((cell) => ({ cell: cell.name, list: networkPrerequisites(config, cell) }));
