@@ -6,6 +6,7 @@ import { studyPlan } from '../lib/study/plan.ts';
 import { RUNNER_ON_DEMAND_DIR, STUDY_RUNNER_CHART } from '../lib/study/topology.ts';
 import { buildBenchmarkJobsApp } from './benchmark-job.ts';
 import { buildLabApp, LabApp, labLabels } from './lab-app.ts';
+import { synthesizeNetworkLab } from './network/cell-app.ts';
 import { StudyRunnerChart } from './study-runner.ts';
 
 /**
@@ -13,8 +14,13 @@ import { StudyRunnerChart } from './study-runner.ts';
  * `jobs/` (outside the apply order: they start load on creation), the study runner (last in the
  * apply order when it starts by itself, else in `runner/` for `lab run`) and `prerequisites.json`.
  * `cdk8s synth` and the CDK stack's manifests asset both call this, so they cannot differ.
+ * The network lab writes one folder per cell instead (charts/network/cell-app.ts).
  */
 export function synthesizeCluster(config: LabConfig, outdir: string): void {
+  if (config.lab === 'network') {
+    synthesizeNetworkLab(config, outdir);
+    return;
+  }
   const plan = studyPlan(config);
   buildLabApp(config, { outdir }).synth();
   buildBenchmarkJobsApp(config, plan, join(outdir, 'jobs')).synth();

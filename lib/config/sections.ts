@@ -13,8 +13,9 @@ export function labSettings(config: LabConfig): Partial<LabConfig> {
 }
 
 /**
- * For the synthesizers while the network lab's stack and charts are being built (issue 15): a
- * network-lab configuration stops with what exists today instead of deploying the other lab.
+ * For the CDK stack while the network lab's stack is being built (issue 15): a network-lab
+ * configuration stops with what exists today instead of deploying the other lab. The manifests
+ * (`cdk8s synth`) build the network lab's cells and do not call this.
  */
 export function assertLlmGatewayLab(config: LabConfig, what: string): void {
   if (config.lab !== 'llm-gateway') {

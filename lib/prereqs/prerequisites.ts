@@ -1,4 +1,6 @@
+import type { NetworkCell } from '../config/network.ts';
 import type { LabConfig } from '../config/schema.ts';
+import { ciliumValues, NODE_IP_PLACEHOLDER } from '../network/cilium-values.ts';
 
 /**
  * Third-party manifests the lab needs on the cluster before its own charts. The lab vendors none
@@ -26,9 +28,20 @@ export interface ManifestPrerequisite extends PrerequisiteBase {
 export interface HelmPrerequisite extends PrerequisiteBase {
   readonly kind: 'helm';
   readonly release: string;
+  /** An OCI reference, or the chart's name in `repo`. */
   readonly chart: string;
   readonly version: string;
   readonly namespace: string;
+  /** A classic Helm repository (`--repo`), for charts published that way (Cilium, Istio). */
+  readonly repo?: string;
+  /** Helm values, written beside the manifests as `valuesFile` by synth. */
+  readonly values?: object;
+  /** Where synth writes `values`, relative to the manifests folder (`--values`). */
+  readonly valuesFile?: string;
+  /** Placeholders in `values` the installer replaces first, with what to put there. */
+  readonly placeholders?: Readonly<Record<string, string>>;
+  /** Install with `--wait`: what comes next needs the release running (a CNI, istiod's injector). */
+  readonly wait?: boolean;
 }
 
 export type Prerequisite = ManifestPrerequisite | HelmPrerequisite;
@@ -190,6 +203,89 @@ function aiGatewayChart(
  */
 export function installCommand(prerequisite: Prerequisite): string {
   if (prerequisite.kind === 'manifest') return `kubectl apply --server-side -f ${prerequisite.url}`;
-  const { release, chart, version, namespace } = prerequisite;
-  return `helm upgrade --install ${release} ${chart} --version ${version} --namespace ${namespace} --create-namespace`;
+  const { release, chart, version, namespace, repo, valuesFile, wait } = prerequisite;
+  return [
+    `helm upgrade --install ${release} ${chart}`,
+    ...(repo ? [`--repo ${repo}`] : []),
+    `--version ${version} --namespace ${namespace} --create-namespace`,
+    ...(valuesFile ? [`--values ${valuesFile}`] : []),
+    ...(wait ? ['--wait'] : []),
+  ].join(' ');
+}
+
+/** Cilium's Helm repository (the cilium/charts repository's index, served at helm.cilium.io). */
+export const CILIUM_HELM_REPO = 'https://helm.cilium.io';
+/** Istio's repository for release charts (istio/istio manifests/charts/README.md). */
+export const ISTIO_HELM_REPO = 'https://istio-release.storage.googleapis.com/charts';
+/** Folder (in a cell's manifests folder) where synth writes the Helm values files. */
+export const HELM_VALUES_DIR = 'helm-values';
+const ISTIO_NAMESPACE = 'istio-system';
+
+/**
+ * The Helm prerequisites of one network-lab cell, in install order (network-lab-spec 2): Cilium
+ * first on a Cilium cell (the node is not Ready without a CNI), then on a cell with a mesh Istio's
+ * `base` and `istiod`, and for ambient `cni` and `ztunnel`. Each is pinned; they go through the same
+ * install path as the LLM-gateway lab's Helm prerequisites (a checksum-verified Helm).
+ */
+export function networkPrerequisites(config: LabConfig, cell: NetworkCell): PrerequisiteList {
+  const { network } = config;
+  const list: HelmPrerequisite[] = [];
+  const cilium = ciliumValues(network, cell);
+  if (cilium) {
+    list.push({
+      kind: 'helm',
+      id: 'cilium',
+      title: `Cilium ${network.cilium.version}`,
+      reason: 'the CNI and the eBPF kube-proxy replacement of this cell',
+      release: 'cilium',
+      chart: 'cilium',
+      repo: CILIUM_HELM_REPO,
+      version: network.cilium.version,
+      namespace: 'kube-system',
+      values: cilium,
+      valuesFile: `${HELM_VALUES_DIR}/cilium.yaml`,
+      placeholders: {
+        [NODE_IP_PLACEHOLDER]:
+          "the node's private IPv4 address (k8sServiceHost: without kube-proxy Cilium reaches the API server there)",
+      },
+      wait: true,
+    });
+  }
+  if (cell.mesh !== 'none') {
+    const version = network.istio.version;
+    const istio = (id: string, chart: string, reason: string, values?: Record<string, unknown>) => {
+      list.push({
+        kind: 'helm',
+        id,
+        title: `Istio ${version} ${chart}`,
+        reason,
+        release: id,
+        chart,
+        repo: ISTIO_HELM_REPO,
+        version,
+        namespace: ISTIO_NAMESPACE,
+        ...(values ? { values, valuesFile: `${HELM_VALUES_DIR}/${id}.yaml` } : {}),
+        wait: true,
+      });
+    };
+    const ambient = cell.mesh === 'ambient';
+    istio('istio-base', 'base', "Istio's CRDs (PeerAuthentication, AuthorizationPolicy, DestinationRule)");
+    istio(
+      'istiod',
+      'istiod',
+      ambient ? 'the control plane, ambient profile' : 'the control plane and the sidecar injector',
+      ambient ? { profile: 'ambient' } : undefined,
+    );
+    if (ambient) {
+      // The k3s platform profile points the CNI at K3s's flannel CNI folders; with Cilium (flannel
+      // off) containerd uses /etc/cni/net.d, the chart's default (istio-cni zzz_profile.yaml merges
+      // files/profile-platform-<global.platform>.yaml).
+      istio('istio-cni', 'cni', "ambient's node agent: redirects pod traffic to ztunnel", {
+        profile: 'ambient',
+        ...(cell.datapath === 'cilium' ? {} : { global: { platform: 'k3s' } }),
+      });
+      istio('ztunnel', 'ztunnel', "ambient's per-node L4 proxy (mTLS between pods)");
+    }
+  }
+  return { prerequisites: list, afterApply: [] };
 }

@@ -1,0 +1,100 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { type AppProps, type Chart, YamlOutputType } from 'cdk8s';
+import { stringify } from 'yaml';
+import type { NetworkCell } from '../../lib/config/network.ts';
+import { lbEntriesPerService } from '../../lib/config/network-rules.ts';
+import type { LabConfig } from '../../lib/config/schema.ts';
+import { ciliumValues } from '../../lib/network/cilium-values.ts';
+import { cellDescription } from '../../lib/network/topology.ts';
+import { networkPrerequisites } from '../../lib/prereqs/prerequisites.ts';
+import { LabApp } from '../lab-app.ts';
+import { cellLabels } from './common.ts';
+import { FortioClientJobsChart } from './fortio-clients.ts';
+import { FortioServersChart } from './fortio-servers.ts';
+import { HostProbeChart } from './host-probe.ts';
+import { MeshPoliciesChart } from './mesh-policies.ts';
+import { CellNamespacesChart } from './namespaces.ts';
+import { ServiceScaleChart } from './service-scale.ts';
+
+/** Folder (in a cell's folder) of the client Jobs: outside the apply order, they start load on creation. */
+export const CELL_JOBS_DIR = 'jobs';
+
+/** LB map entries the largest E9 step needs on a cell (Services x entries per Service). */
+export function lbEntriesNeeded(config: LabConfig): number {
+  const scale = config.network.experiments.serviceScale;
+  return Math.max(...scale.steps) * lbEntriesPerService(scale.backendsPerService);
+}
+
+/**
+ * The charts of one network-lab cell, in apply order: namespaces (and the cell's description),
+ * fortio servers, the Istio policies on cells with a mesh, the E9 backend, the host probe.
+ */
+export function buildNetworkCellApp(config: LabConfig, cell: NetworkCell, props: AppProps = {}): LabApp {
+  const app = new LabApp({
+    yamlOutputType: YamlOutputType.FILE_PER_CHART,
+    outputFileExtension: '.yaml',
+    ...props,
+  });
+  const { network } = config;
+  const labels = cellLabels(cell.name);
+  const withMesh = cell.mesh !== 'none';
+  const namespaces = new CellNamespacesChart(app, '00-namespaces', {
+    labels,
+    cell: cellDescription(config, cell, lbEntriesNeeded(config)),
+    ciliumValues: ciliumValues(network, cell),
+  });
+  const servers = new FortioServersChart(app, '10-fortio', { labels, cell: cell.name, withMesh, network });
+  servers.addDependency(namespaces);
+  let last: Chart = servers;
+  if (withMesh) {
+    const policies = new MeshPoliciesChart(app, '20-mesh-policies', { labels });
+    policies.addDependency(servers);
+    last = policies;
+  }
+  const scale = new ServiceScaleChart(app, '30-service-scale', { labels, cell: cell.name, network });
+  scale.addDependency(last);
+  const probe = new HostProbeChart(app, '40-host-probe', {
+    labels,
+    cell: cell.name,
+    image: network.probeImage,
+  });
+  probe.addDependency(scale);
+  return app;
+}
+
+/** The client Jobs of a cell, for `jobs/`. */
+export function buildNetworkJobsApp(config: LabConfig, cell: NetworkCell, outdir: string): LabApp {
+  const app = new LabApp({
+    yamlOutputType: YamlOutputType.FILE_PER_CHART,
+    outputFileExtension: '.yaml',
+    outdir,
+  });
+  new FortioClientJobsChart(app, 'fortio-clients', {
+    labels: cellLabels(cell.name),
+    cell: cell.name,
+    withMesh: cell.mesh !== 'none',
+    network: config.network,
+  });
+  return app;
+}
+
+/**
+ * Writes every cell of the network lab into `outdir/<cell>/`: its charts in apply order, its client
+ * Jobs in `jobs/`, `prerequisites.json` and the Helm values files the prerequisites name.
+ */
+export function synthesizeNetworkLab(config: LabConfig, outdir: string): void {
+  for (const cell of config.network.cells) {
+    const dir = join(outdir, cell.name);
+    buildNetworkCellApp(config, cell, { outdir: dir }).synth();
+    buildNetworkJobsApp(config, cell, join(dir, CELL_JOBS_DIR)).synth();
+    const list = networkPrerequisites(config, cell);
+    for (const prerequisite of list.prerequisites) {
+      if (prerequisite.kind !== 'helm' || !prerequisite.values || !prerequisite.valuesFile) continue;
+      const file = join(dir, prerequisite.valuesFile);
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, stringify(prerequisite.values));
+    }
+    writeFileSync(join(dir, 'prerequisites.json'), `${JSON.stringify(list, null, 2)}\n`);
+  }
+}

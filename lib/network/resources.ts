@@ -1,0 +1,16 @@
+import type { ContainerRequests } from '../study/resources.ts';
+
+/**
+ * Requests of the network lab's containers (an 8-vCPU, 16 GiB cell). No CPU limit anywhere: a
+ * throttled fortio would measure the CFS quota, not the datapath. Memory limits bound a runaway.
+ */
+export const NETWORK_REQUESTS = {
+  /** A fortio server: one core keeps the fixed-rate arms far from saturation; the 100 MiB body needs room. */
+  fortioServer: { cpu: '1', memory: '256Mi', memoryLimit: '1Gi' },
+  /** A fortio load client (16 connections). */
+  fortioClient: { cpu: '1', memory: '256Mi', memoryLimit: '1Gi' },
+  /** The E9 backend: it only accepts connections. */
+  scaleBackend: { cpu: '100m', memory: '64Mi', memoryLimit: '256Mi' },
+  /** The host probe: iptables-save, nft, ipvsadm, conntrack now and then. */
+  hostProbe: { cpu: '100m', memory: '128Mi', memoryLimit: '512Mi' },
+} as const satisfies Record<string, ContainerRequests>;
