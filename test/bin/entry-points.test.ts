@@ -50,7 +50,8 @@ describe('synthesizer entry points', () => {
       (r) => r.Type === 'Custom::CapacityLaunch',
     );
     expect(launches).toHaveLength(3);
-  });
+    // Bundles three launch functions and synthesizes three cells' manifests: slower than the rest.
+  }, 240_000);
 
   it('the cdk8s app writes one folder per network-lab cell', () => {
     const out = tempDir();

@@ -29,6 +29,8 @@ export const IPVS_MODULES = ['ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_sh', 'nf_c
 export const CNI_CONF_DIR = '/etc/cni/net.d';
 export const CNI_BIN_DIR = '/opt/cni/bin';
 export const ISTIO_NAMESPACE = 'istio-system';
+/** Seconds a datapath or injector proof waits for its evidence before failing the step. */
+export const PROOF_WAIT_SECONDS = 120;
 
 /** The cell's K3s flags: the bootstrap's common ones, then the cell's datapath flags. */
 export function cellK3sExec(config: LabConfig, cell: NetworkCell): string {
@@ -107,6 +109,9 @@ export function renderCellSettings(config: LabConfig, cell: NetworkCell): string
     assign('K3S_EXEC', cellK3sExec(config, cell)),
     assign('NFTABLES_MIN_KERNEL', NFTABLES_MIN_KERNEL),
     array('IPVS_MODULES', IPVS_MODULES),
+    assign('IPVS_PROC', '/proc/net/ip_vs'),
+    // How long a proof waits for what it looks for (rules appear once kube-proxy or Cilium synced).
+    assign('PROOF_WAIT_SECONDS', PROOF_WAIT_SECONDS),
     assign('CNI_CONF_DIR', CNI_CONF_DIR),
     assign('CNI_BIN_DIR', CNI_BIN_DIR),
     assign('ISTIO_NAMESPACE', ISTIO_NAMESPACE),

@@ -96,7 +96,7 @@ cilium_status() { kubectl -n kube-system exec ds/cilium -c cilium-agent -- ciliu
 # The replacement really happened (network-lab-spec 2): Cilium says so, and kube-proxy left nothing.
 verify_cilium() {
   local status
-  wait_until 120 cilium_status >/dev/null || die "cilium-dbg status did not answer (kubectl -n kube-system logs ds/cilium)"
+  wait_until "$PROOF_WAIT_SECONDS" cilium_status >/dev/null || die "cilium-dbg status did not answer (kubectl -n kube-system logs ds/cilium)"
   status=$(cilium_status)
   grep -Eq '^KubeProxyReplacement:[[:space:]]+True' <<<"$status" ||
     die "Cilium does not replace kube-proxy: cilium-dbg status says '$(grep -m1 '^KubeProxyReplacement' <<<"$status" || echo 'no KubeProxyReplacement line')', expected KubeProxyReplacement: True"
@@ -112,25 +112,25 @@ verify_cilium() {
 # kube-proxy's chains appear once it synced the kubernetes Service.
 iptables_services() { iptables-save -t nat | grep -q '^:KUBE-SERVICES'; }
 verify_iptables() {
-  wait_until 120 iptables_services ||
+  wait_until "$PROOF_WAIT_SECONDS" iptables_services ||
     die "datapath iptables: no KUBE-SERVICES chain in iptables-save -t nat (kube-proxy did not program iptables)"
   log "iptables: $(iptables-save -t nat | grep -c '^-A KUBE-') kube-proxy rule(s) in the nat table"
 }
 
 nft_table() { nft list table ip kube-proxy >/dev/null 2>&1; }
 verify_nftables() {
-  wait_until 120 nft_table || die "datapath nftables: no nft table ip kube-proxy (kube-proxy did not program nftables)"
+  wait_until "$PROOF_WAIT_SECONDS" nft_table || die "datapath nftables: no nft table ip kube-proxy (kube-proxy did not program nftables)"
   if iptables-save -t nat | grep -q '^:KUBE-SERVICES'; then
     die "datapath nftables: kube-proxy's iptables chain KUBE-SERVICES exists as well (proxy-mode not nftables)"
   fi
   log "nftables: table ip kube-proxy present, no KUBE-SERVICES iptables chain"
 }
 
-ipvs_services() { ip link show kube-ipvs0 >/dev/null 2>&1 && grep -q '^TCP' /proc/net/ip_vs; }
+ipvs_services() { ip link show kube-ipvs0 >/dev/null 2>&1 && grep -q '^TCP' "$IPVS_PROC"; }
 verify_ipvs() {
-  wait_until 120 ipvs_services ||
-    die "datapath ipvs: no kube-ipvs0 interface or no virtual service in /proc/net/ip_vs (kube-proxy did not program ipvs)"
-  log "ipvs: $(grep -c '^TCP' /proc/net/ip_vs) virtual service(s)"
+  wait_until "$PROOF_WAIT_SECONDS" ipvs_services ||
+    die "datapath ipvs: no kube-ipvs0 interface or no virtual service in $IPVS_PROC (kube-proxy did not program ipvs)"
+  log "ipvs: $(grep -c '^TCP' "$IPVS_PROC") virtual service(s)"
 }
 
 # A server-side dry run of a pod in the mesh namespace goes through the mutating webhooks (Istio's
@@ -150,7 +150,7 @@ verify_mesh_injector() {
     log "ambient mesh: istiod and ztunnel ready"
     return 0
   fi
-  wait_until 120 injected_pod ||
+  wait_until "$PROOF_WAIT_SECONDS" injected_pod ||
     die "istiod's injector did not answer: a dry-run pod in namespace $MESH_NAMESPACE got no istio-proxy container (is the namespace labelled istio-injection=enabled?)"
   log "istiod's injector adds istio-proxy to pods in $MESH_NAMESPACE"
 }
