@@ -1,6 +1,7 @@
-import type { k8s } from 'cdk8s-plus-34';
+import { k8s } from 'cdk8s-plus-34';
+import type { Construct } from 'constructs';
 import { CELL_LABEL } from '../../lib/network/topology.ts';
-import { labLabels } from '../common.ts';
+import { COMPONENT_LABEL, labLabels } from '../common.ts';
 
 /** Labels on every object of a network-lab cell: the project's, and the cell's name. */
 export function cellLabels(cell: string): Record<string, string> {
@@ -18,4 +19,30 @@ export function cellNodeSelector(cell: string): Record<string, string> {
 /** Containers of the lab's own test servers: no privilege, image's user. */
 export function unprivilegedContainer(): k8s.SecurityContext {
   return { allowPrivilegeEscalation: false, readOnlyRootFilesystem: false, runAsNonRoot: false };
+}
+
+export interface CellDeploymentProps {
+  readonly name: string;
+  readonly namespace: string;
+  /** The lab component (`app.kubernetes.io/component`). */
+  readonly component: string;
+  readonly cell: string;
+  /** The pod, without its node selector (the cell's is added). */
+  readonly pod: Omit<k8s.PodSpec, 'nodeSelector'>;
+  readonly strategy?: k8s.DeploymentStrategy;
+}
+
+/** A one-replica Deployment pinned to the cell's node, selected by `app: <name>`. */
+export function cellDeployment(scope: Construct, id: string, props: CellDeploymentProps): k8s.KubeDeployment {
+  const selector = { app: props.name };
+  const labels = { ...selector, [COMPONENT_LABEL]: props.component };
+  return new k8s.KubeDeployment(scope, id, {
+    metadata: { name: props.name, namespace: props.namespace, labels },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: selector },
+      ...(props.strategy ? { strategy: props.strategy } : {}),
+      template: { metadata: { labels }, spec: { ...props.pod, nodeSelector: cellNodeSelector(props.cell) } },
+    },
+  });
 }

@@ -18,7 +18,7 @@ import {
   TCP_PORT_NAME,
 } from '../../lib/network/topology.ts';
 import { COMPONENT_LABEL, containerResources, port } from '../common.ts';
-import { cellNodeSelector, unprivilegedContainer } from './common.ts';
+import { cellDeployment, unprivilegedContainer } from './common.ts';
 
 export interface FortioServersChartProps extends ChartProps {
   readonly cell: string;
@@ -57,26 +57,21 @@ function fortioServer(scope: Construct, namespace: string, name: string, props: 
     resources: containerResources(NETWORK_REQUESTS.fortioServer),
     securityContext: unprivilegedContainer(),
   });
-  new k8s.KubeDeployment(scope, `${namespace}-${name}`, {
-    metadata: { name, namespace, labels },
-    spec: {
-      replicas: 1,
-      selector: { matchLabels: selector },
-      template: {
-        metadata: { labels },
-        spec: {
-          nodeSelector: cellNodeSelector(props.cell),
-          containers: [
-            container('fortio', fortioServerArgs(network), [
-              { name: 'http', containerPort: FORTIO_HTTP_PORT, protocol: 'TCP' },
-              { name: 'grpc', containerPort: FORTIO_GRPC_PORT, protocol: 'TCP' },
-            ]),
-            container('fortio-l4', fortioL4ServerArgs(network), [
-              { name: 'http-l4', containerPort: FORTIO_L4_PORT, protocol: 'TCP' },
-            ]),
-          ],
-        },
-      },
+  cellDeployment(scope, `${namespace}-${name}`, {
+    name,
+    namespace,
+    component: 'fortio-server',
+    cell: props.cell,
+    pod: {
+      containers: [
+        container('fortio', fortioServerArgs(network), [
+          { name: 'http', containerPort: FORTIO_HTTP_PORT, protocol: 'TCP' },
+          { name: 'grpc', containerPort: FORTIO_GRPC_PORT, protocol: 'TCP' },
+        ]),
+        container('fortio-l4', fortioL4ServerArgs(network), [
+          { name: 'http-l4', containerPort: FORTIO_L4_PORT, protocol: 'TCP' },
+        ]),
+      ],
     },
   });
   new k8s.KubeService(scope, `${namespace}-${name}-service`, {

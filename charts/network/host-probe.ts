@@ -1,10 +1,9 @@
 import { Chart, type ChartProps } from 'cdk8s';
-import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 import { NETWORK_REQUESTS } from '../../lib/network/resources.ts';
 import { HOST_PROBE, PLAIN_NAMESPACE } from '../../lib/network/topology.ts';
-import { COMPONENT_LABEL, containerResources } from '../common.ts';
-import { cellNodeSelector } from './common.ts';
+import { containerResources } from '../common.ts';
+import { cellDeployment } from './common.ts';
 
 export interface HostProbeChartProps extends ChartProps {
   readonly cell: string;
@@ -21,34 +20,27 @@ export interface HostProbeChartProps extends ChartProps {
 export class HostProbeChart extends Chart {
   constructor(scope: Construct, id: string, props: HostProbeChartProps) {
     super(scope, id, props);
-    const selector = { app: HOST_PROBE };
-    const labels = { ...selector, [COMPONENT_LABEL]: 'host-probe' };
-    new k8s.KubeDeployment(this, 'probe', {
-      metadata: { name: HOST_PROBE, namespace: PLAIN_NAMESPACE, labels },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: selector },
-        // Never two at once: two probes changing nf_conntrack_max would race.
-        strategy: { type: 'Recreate' },
-        template: {
-          metadata: { labels },
-          spec: {
-            hostNetwork: true,
-            dnsPolicy: 'ClusterFirstWithHostNet',
-            nodeSelector: cellNodeSelector(props.cell),
-            terminationGracePeriodSeconds: 1,
-            containers: [
-              {
-                name: 'netshoot',
-                image: props.image,
-                imagePullPolicy: 'IfNotPresent',
-                command: ['sleep', 'infinity'],
-                resources: containerResources(NETWORK_REQUESTS.hostProbe),
-                securityContext: { privileged: true, runAsNonRoot: false, readOnlyRootFilesystem: false },
-              },
-            ],
+    cellDeployment(this, 'probe', {
+      name: HOST_PROBE,
+      namespace: PLAIN_NAMESPACE,
+      component: 'host-probe',
+      cell: props.cell,
+      // Never two at once: two probes changing nf_conntrack_max would race.
+      strategy: { type: 'Recreate' },
+      pod: {
+        hostNetwork: true,
+        dnsPolicy: 'ClusterFirstWithHostNet',
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {
+            name: 'netshoot',
+            image: props.image,
+            imagePullPolicy: 'IfNotPresent',
+            command: ['sleep', 'infinity'],
+            resources: containerResources(NETWORK_REQUESTS.hostProbe),
+            securityContext: { privileged: true, runAsNonRoot: false, readOnlyRootFilesystem: false },
           },
-        },
+        ],
       },
     });
   }

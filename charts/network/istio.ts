@@ -65,7 +65,14 @@ export interface DestinationRuleProps extends Named {
   readonly spec: {
     /** The Service's FQDN. */
     readonly host: string;
-    readonly trafficPolicy: { readonly tls: { readonly mode: ClientTlsMode } };
+    readonly trafficPolicy: {
+      readonly tls?: { readonly mode: ClientTlsMode };
+      /** Per Service port (not container port), overriding `tls` there. */
+      readonly portLevelSettings?: readonly {
+        readonly port: { readonly number: number };
+        readonly tls: { readonly mode: ClientTlsMode };
+      }[];
+    };
   };
 }
 

@@ -19,8 +19,9 @@ import { AuthorizationPolicy, DestinationRule, PeerAuthentication } from './isti
  * - PeerAuthentication `port-exception`: on `fortio-permissive` only, port 8080 PERMISSIVE (a
  *   port-level setting needs a selector, and its key is the container port);
  * - AuthorizationPolicy `allow-good`: `fortio-authz` accepts only cluster.local/ns/mesh/sa/good;
- * - DestinationRules per encryption arm: ISTIO_MUTUAL to `fortio` (mTLS on), DISABLE to
- *   `fortio-permissive` (mTLS off: plaintext between sidecars, which its port exception accepts).
+ * - DestinationRules per encryption arm: ISTIO_MUTUAL to `fortio` (mTLS on); DISABLE to
+ *   `fortio-permissive` on port 8080 only (mTLS off: plaintext between sidecars, which its port
+ *   exception accepts; its other ports stay STRICT, where plaintext would be dropped).
  */
 export class MeshPoliciesChart extends Chart {
   constructor(scope: Construct, id: string, props: ChartProps) {
@@ -46,11 +47,18 @@ export class MeshPoliciesChart extends Chart {
       },
     });
     destinationRule(this, FORTIO_SERVER, 'on');
-    destinationRule(this, FORTIO_PERMISSIVE_SERVER, 'off');
+    destinationRule(this, FORTIO_PERMISSIVE_SERVER, 'off', FORTIO_HTTP_PORT);
   }
 }
 
-function destinationRule(scope: Construct, service: string, arm: MtlsArm): DestinationRule {
+/** The DestinationRule of an encryption arm: for the whole Service, or only for one Service port. */
+function destinationRule(
+  scope: Construct,
+  service: string,
+  arm: MtlsArm,
+  onlyPort?: number,
+): DestinationRule {
+  const tls = { mode: MTLS_ARMS[arm] };
   return new DestinationRule(scope, `${service}-mtls-${arm}`, {
     metadata: {
       name: `${service}-mtls-${arm}`,
@@ -59,7 +67,8 @@ function destinationRule(scope: Construct, service: string, arm: MtlsArm): Desti
     },
     spec: {
       host: `${service}.${MESH_NAMESPACE}.svc.cluster.local`,
-      trafficPolicy: { tls: { mode: MTLS_ARMS[arm] } },
+      trafficPolicy:
+        onlyPort === undefined ? { tls } : { portLevelSettings: [{ port: { number: onlyPort }, tls }] },
     },
   });
 }

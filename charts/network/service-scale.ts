@@ -9,8 +9,8 @@ import {
   SCALE_BACKEND_PORT,
   SCALE_SERVICE_LABEL,
 } from '../../lib/network/topology.ts';
-import { COMPONENT_LABEL, containerResources } from '../common.ts';
-import { cellNodeSelector, unprivilegedContainer } from './common.ts';
+import { containerResources } from '../common.ts';
+import { cellDeployment, unprivilegedContainer } from './common.ts';
 
 /** ConfigMap holding the E9 Service template, and its key. */
 export const SERVICE_TEMPLATE_CONFIG_MAP = 'service-scale-template';
@@ -52,45 +52,38 @@ export interface ServiceScaleChartProps extends ChartProps {
 export class ServiceScaleChart extends Chart {
   constructor(scope: Construct, id: string, props: ServiceScaleChartProps) {
     super(scope, id, props);
-    const selector = { app: SCALE_BACKEND };
-    const labels = { ...selector, [COMPONENT_LABEL]: 'service-scale' };
-    new k8s.KubeDeployment(this, 'backend', {
-      metadata: { name: SCALE_BACKEND, namespace: PLAIN_NAMESPACE, labels },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: selector },
-        template: {
-          metadata: { labels },
-          spec: {
-            nodeSelector: cellNodeSelector(props.cell),
-            containers: [
-              {
-                name: 'backend',
-                image: props.network.fortio.image,
-                imagePullPolicy: 'IfNotPresent',
-                // Only the port the Services target: every other listener off.
-                args: [
-                  'server',
-                  '-http-port',
-                  String(SCALE_BACKEND_PORT),
-                  ...['-grpc-port', '-tcp-port', '-udp-port', '-redirect-port'].flatMap((flag) => [
-                    flag,
-                    'disabled',
-                  ]),
-                ],
-                ports: [{ name: 'tcp-backend', containerPort: SCALE_BACKEND_PORT, protocol: 'TCP' }],
-                resources: containerResources(NETWORK_REQUESTS.scaleBackend),
-                securityContext: unprivilegedContainer(),
-              },
+    cellDeployment(this, 'backend', {
+      name: SCALE_BACKEND,
+      namespace: PLAIN_NAMESPACE,
+      component: 'service-scale',
+      cell: props.cell,
+      pod: {
+        containers: [
+          {
+            name: 'backend',
+            image: props.network.fortio.image,
+            imagePullPolicy: 'IfNotPresent',
+            // Only the port the Services target: every other listener off.
+            args: [
+              'server',
+              '-http-port',
+              String(SCALE_BACKEND_PORT),
+              ...['-grpc-port', '-tcp-port', '-udp-port', '-redirect-port'].flatMap((flag) => [
+                flag,
+                'disabled',
+              ]),
             ],
+            ports: [{ name: 'tcp-backend', containerPort: SCALE_BACKEND_PORT, protocol: 'TCP' }],
+            resources: containerResources(NETWORK_REQUESTS.scaleBackend),
+            securityContext: unprivilegedContainer(),
           },
-        },
+        ],
       },
     });
     // Rendered, not created: the runner creates the Services at run time.
     const template = k8s.KubeService.manifest(scaleServiceTemplate());
     new k8s.KubeConfigMap(this, 'template-config', {
-      metadata: { name: SERVICE_TEMPLATE_CONFIG_MAP, namespace: PLAIN_NAMESPACE, labels },
+      metadata: { name: SERVICE_TEMPLATE_CONFIG_MAP, namespace: PLAIN_NAMESPACE },
       data: { [SERVICE_TEMPLATE_KEY]: `${JSON.stringify(template, null, 2)}\n` },
     });
   }

@@ -1,6 +1,8 @@
 import { defaultLabConfig } from '../config/load.ts';
 import { gibToBytes } from '../study/quantity.ts';
 import type { KubeObject } from './manifest.ts';
+import { findCell, isNetworkCell } from './network/cell.ts';
+import { istioSchemaViolations } from './network/schemas.ts';
 import {
   envoyAddressesByName,
   poolsSelectReplicas,
@@ -27,6 +29,7 @@ import {
 } from './rules/epp.ts';
 import { oneGpuPerReplica, runtimeClassOnGpuPods } from './rules/gpu.ts';
 import { llmdReplicasMatchIndexer, llmdTokenizerDirWritable } from './rules/llmd.ts';
+import { networkLessonViolations } from './rules/network.ts';
 import {
   devModeForCacheReset,
   prefixCachingAndMetrics,
@@ -97,8 +100,45 @@ function lessonViolations(
   ];
 }
 
+/** Schema violations first, then lesson by lesson; the order of the files within each. */
+function inLessonOrder(violations: readonly Violation[]): Violation[] {
+  return violations
+    .map((v, i) => ({ v, i }))
+    .sort((a, b) => a.v.lesson - b.v.lesson || a.i - b.i)
+    .map(({ v }) => v);
+}
+
+/**
+ * A network-lab cell's folder: the Kubernetes schemas, the Istio kinds' schemas and the network
+ * lessons (network-lab-spec), instead of the LLM-gateway lab's.
+ */
+function inspectNetworkCell(objects: readonly KubeObject[]): CheckReport {
+  const schema = objects.map((object) => {
+    const istio = istioSchemaViolations(object);
+    return istio ? { violations: istio, notes: [] } : validateSchema(object);
+  });
+  const found = findCell(objects);
+  const smallest = defaultLabConfig().network.experiments.smallestExpectedLatencyMs;
+  const notes = schema.flatMap((result) => result.notes);
+  if (!found?.cell) {
+    notes.push({
+      object: '(manifests)',
+      message: `no readable network-cell ConfigMap: the cell's mesh mode and Cilium values were not judged, fortio's -r against the default ${smallest} ms`,
+    });
+  }
+  return {
+    violations: inLessonOrder([
+      ...schema.flatMap((result) => result.violations),
+      ...(found?.violations ?? []),
+      ...networkLessonViolations(objects, found, smallest),
+    ]),
+    notes,
+  };
+}
+
 /** Schema validation and every lesson, with notes on what could not be judged. */
 export function inspectManifests(objects: readonly KubeObject[], options: CheckOptions = {}): CheckReport {
+  if (isNetworkCell(objects)) return inspectNetworkCell(objects);
   const defaults = defaultLabConfig();
   const kv = options.kvCacheTokensPerReplica ?? defaults.vllm.kvCacheTokensPerReplica;
   const capacity: NodeCapacity = {
@@ -128,15 +168,7 @@ export function inspectManifests(objects: readonly KubeObject[], options: CheckO
         'no vLLM replica found (no container runs `vllm serve` or a vLLM image): the replica-side lessons had nothing to check',
     });
   }
-  // Schema failures first, then lesson by lesson; the order of the files within each.
-  const order = (v: Violation) => v.lesson;
-  return {
-    violations: violations
-      .map((v, i) => ({ v, i }))
-      .sort((a, b) => order(a.v) - order(b.v) || a.i - b.i)
-      .map(({ v }) => v),
-    notes,
-  };
+  return { violations: inLessonOrder(violations), notes };
 }
 
 /** Every violation of the Kubernetes schemas and of the lessons of lab-spec section 5. */

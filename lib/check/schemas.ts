@@ -160,7 +160,7 @@ export const EndpointPickerConfigSchema = z
   });
 
 /** Zod issues as schema violations under a field prefix (`spec`, `data["x.yaml"]`). */
-function issueViolations(
+export function issueViolations(
   object: KubeObject,
   prefix: (string | number)[],
   issues: readonly z.core.$ZodIssue[],

@@ -7,9 +7,26 @@ export const AI_GATEWAY = 10;
 /** `lesson` of the resource budget: what runs at once fits the node. */
 export const BUDGET = 11;
 
-/** How output names a `lesson` value: `schema`, `lesson 5`, `ai-gateway`, `budget`. */
+/**
+ * `lesson` of the network lab's rules (network-lab-spec 2, 3): 21-27, shown as `network 1`..`network 7`
+ * (1 fortio resolution, 2 namespaces, 3 protocol ports, 4 port-level mTLS, 5 DestinationRule arms,
+ * 6 Cilium values, 7 exposure).
+ */
+export const NETWORK_LESSONS = {
+  resolution: 21,
+  namespaces: 22,
+  protocolPorts: 23,
+  portLevelMtls: 24,
+  destinationRules: 25,
+  ciliumValues: 26,
+  exposure: 27,
+} as const;
+const NETWORK_LESSON_BASE = 20;
+
+/** How output names a `lesson` value: `schema`, `lesson 5`, `ai-gateway`, `budget`, `network 3`. */
 export function lessonLabel(lesson: number): string {
   if (lesson === SCHEMA) return 'schema';
+  if (lesson > NETWORK_LESSON_BASE) return `network ${lesson - NETWORK_LESSON_BASE}`;
   if (lesson === AI_GATEWAY) return 'ai-gateway';
   if (lesson === BUDGET) return 'budget';
   return `lesson ${lesson}`;

@@ -1,3 +1,4 @@
+import { stringify } from 'yaml';
 import type { NetworkCell } from '../config/network.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { ciliumValues, NODE_IP_PLACEHOLDER } from '../network/cilium-values.ts';
@@ -288,4 +289,41 @@ export function networkPrerequisites(config: LabConfig, cell: NetworkCell): Prer
     }
   }
   return { prerequisites: list, afterApply: [] };
+}
+
+/**
+ * The shell lines that install a list, for `lab prereqs`: each prerequisite with its reason, Helm
+ * values written to the file the install reads (with a note on the placeholders to fill), then the
+ * after-apply steps.
+ */
+export function prerequisiteScript(list: PrerequisiteList): string[] {
+  const lines = list.prerequisites.flatMap((prerequisite) => [
+    `# ${prerequisite.title}: ${prerequisite.reason}`,
+    ...(prerequisite.unconfirmed ? [`# UNCONFIRMED: ${prerequisite.unconfirmed}`] : []),
+    ...(prerequisite.kind === 'helm' ? valuesFileLines(prerequisite) : []),
+    installCommand(prerequisite),
+  ]);
+  // Steps that belong between the lab's own files, e.g. Envoy Gateway's restart (lab-spec 3.6).
+  const between = list.afterApply.flatMap((step) => [
+    `# ${step.title}, right after applying ${step.after}.yaml: ${step.reason}`,
+    ...afterApplyCommands(step),
+  ]);
+  return [...lines, ...between];
+}
+
+function valuesFileLines(prerequisite: HelmPrerequisite): string[] {
+  if (!prerequisite.values || !prerequisite.valuesFile) return [];
+  const placeholders = Object.entries(prerequisite.placeholders ?? {}).map(
+    ([token, what]) => `# replace ${token} in ${prerequisite.valuesFile} with ${what}`,
+  );
+  const folder = prerequisite.valuesFile.includes('/')
+    ? [`mkdir -p ${prerequisite.valuesFile.slice(0, prerequisite.valuesFile.lastIndexOf('/'))}`]
+    : [];
+  return [
+    ...folder,
+    `cat >${prerequisite.valuesFile} <<'VALUES'`,
+    ...stringify(prerequisite.values).trimEnd().split('\n'),
+    'VALUES',
+    ...placeholders,
+  ];
 }
