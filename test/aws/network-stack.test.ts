@@ -4,6 +4,8 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parseLaunchRequest } from '../../lib/aws/capacity-launch/handler.ts';
+import { stopMessage } from '../../lib/aws/capacity-launch/launch.ts';
 import { cellConstructId, LabStack, NETWORK_CELL_QUOTA } from '../../lib/aws/lab-stack.ts';
 import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
@@ -152,6 +154,45 @@ describe('LabStack with lab: network (examples/network-lab.yaml)', () => {
     const { app } = build(example());
     Validations.of(app).addPlugins(new ControlTowerChecks());
     expect(() => app.synth()).not.toThrow();
+  });
+});
+
+describe('the quota a launch names', () => {
+  const attempt = {
+    az: 'us-west-2a',
+    instanceType: 'c7i.2xlarge',
+    code: 'VcpuLimitExceeded',
+    message: 'You have requested more vCPU capacity than your current vCPU limit of 0 allows',
+  };
+
+  it('is the one the stack gave, through the resource properties', () => {
+    const request = parseLaunchRequest(
+      {
+        LaunchTemplateId: 'lt-0123456789abcdef0',
+        LaunchTemplateVersion: '1',
+        Generation: 'abcd1234',
+        SecurityGroupId: 'sg-0123456789abcdef0',
+        StackTagKey: 'llm-gateway-lab:stack',
+        StackTagValue: 'NetworkLab',
+        InstanceTypes: ['c7i.2xlarge'],
+        Subnets: [],
+        VcpusNeeded: '8',
+        QuotaName: NETWORK_CELL_QUOTA.name,
+        QuotaCode: NETWORK_CELL_QUOTA.code,
+      },
+      'request-1',
+    );
+    expect(request.quota).toEqual(NETWORK_CELL_QUOTA);
+    expect(stopMessage(attempt, 8, request.quota)).toContain(
+      'the account\'s "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances" quota in this region does not leave 8 vCPUs',
+    );
+    expect(stopMessage(attempt, 8, request.quota)).toContain('quota code L-1216C47A');
+  });
+
+  it('overrides the one derived from the type', () => {
+    const gpu = { ...attempt, instanceType: 'g6.12xlarge' };
+    expect(stopMessage(gpu, 48)).toContain('Running On-Demand G and VT instances');
+    expect(stopMessage(gpu, 48, NETWORK_CELL_QUOTA)).not.toContain('G and VT');
   });
 });
 
