@@ -91,6 +91,8 @@ verify_datapath() {
   log "$READY_SUMMARY"
 }
 
+# The agent runs as container cilium-agent of DaemonSet kube-system/cilium (Cilium chart's
+# templates/cilium-agent/daemonset.yaml; seen in rendered manifests, not read at chart 1.20.2).
 cilium_status() { kubectl -n kube-system exec ds/cilium -c cilium-agent -- cilium-dbg status 2>/dev/null; }
 
 # The replacement really happened (network-lab-spec 2): Cilium says so, and kube-proxy left nothing.
@@ -133,9 +135,11 @@ verify_ipvs() {
   log "ipvs: $(grep -c '^TCP' "$IPVS_PROC") virtual service(s)"
 }
 
-# A server-side dry run of a pod in the mesh namespace goes through the mutating webhooks (Istio's
-# injector declares sideEffects None, so dry runs reach it): the answer carries istio-proxy only
-# when the injector answered.
+# A server-side dry run of a pod in the mesh namespace goes through the mutating webhooks: the
+# answer carries istio-proxy only when the injector answered. The API server calls a webhook on a
+# dry run only when it declares sideEffects None; istio/istio's
+# manifests/charts/istio-control/istio-discovery/templates/mutatingwebhook.yaml does
+# (sidecar-injector.istio.io), read at an older stored version, not at the pinned 1.31.1.
 injected_pod() {
   kubectl -n "$MESH_NAMESPACE" run lab-injector-probe --image=registry.k8s.io/pause:3.10 \
     --restart=Never --dry-run=server -o json 2>/dev/null | grep -q '"name": *"istio-proxy"'
