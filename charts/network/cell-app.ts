@@ -15,6 +15,7 @@ import { FortioServersChart } from './fortio-servers.ts';
 import { HostProbeChart } from './host-probe.ts';
 import { MeshPoliciesChart } from './mesh-policies.ts';
 import { CellNamespacesChart } from './namespaces.ts';
+import { NodeProbeJobsChart, NodeProbesChart } from './node-probes.ts';
 import { ServiceScaleChart } from './service-scale.ts';
 
 /** Folder (in a cell's folder) of the client Jobs: outside the apply order, they start load on creation. */
@@ -28,7 +29,8 @@ export function lbEntriesNeeded(config: LabConfig): number {
 
 /**
  * The charts of one network-lab cell, in apply order: namespaces (and the cell's description),
- * fortio servers, the Istio policies on cells with a mesh, the E9 backend, the host probe.
+ * fortio servers, the Istio policies on cells with a mesh, the E9 backend, the host probe, the
+ * lab's Node probes (their bundles and the SSE server).
  */
 export function buildNetworkCellApp(config: LabConfig, cell: NetworkCell, props: AppProps = {}): LabApp {
   const app = new LabApp({
@@ -60,10 +62,17 @@ export function buildNetworkCellApp(config: LabConfig, cell: NetworkCell, props:
     image: network.probeImage,
   });
   probe.addDependency(scale);
+  const nodeProbes = new NodeProbesChart(app, '50-node-probes', {
+    labels,
+    cell: cell.name,
+    withMesh,
+    config,
+  });
+  nodeProbes.addDependency(probe);
   return app;
 }
 
-/** The client Jobs of a cell, for `jobs/`. */
+/** The client Jobs of a cell (fortio and the Node probes), for `jobs/`. */
 export function buildNetworkJobsApp(config: LabConfig, cell: NetworkCell, outdir: string): LabApp {
   const app = new LabApp({
     yamlOutputType: YamlOutputType.FILE_PER_CHART,
@@ -75,6 +84,12 @@ export function buildNetworkJobsApp(config: LabConfig, cell: NetworkCell, outdir
     cell: cell.name,
     withMesh: cell.mesh !== 'none',
     network: config.network,
+  });
+  new NodeProbeJobsChart(app, 'node-probes', {
+    labels: cellLabels(cell.name),
+    cell: cell.name,
+    withMesh: cell.mesh !== 'none',
+    config,
   });
   return app;
 }

@@ -11,7 +11,10 @@ function positiveInteger(option: string) {
   };
 }
 
-/** `lab plan`: predicted hit rates per routing policy for the configured (or what-if) workload. */
+/**
+ * `lab plan`: predicted figures for every arm of the configured study (each front end's model, with
+ * its run-to-run spread) and for the reference policies, on the configured (or what-if) workload.
+ */
 export function registerPlanCommand(program: Command): void {
   program
     .command('plan')
@@ -34,14 +37,15 @@ export function registerPlanCommand(program: Command): void {
       'KV cache tokens per replica (default: vllm.kvCacheTokensPerReplica)',
       positiveInteger('--kv-tokens'),
     )
-    .option('--json', 'print JSON for other tools (hit rates as fractions 0-1)')
+    .option(
+      '--json',
+      'print JSON for other tools (hit rates as fractions 0-1; arms.arms holds each arm with mean and spread)',
+    )
     .action(async (options: PlanOverrides & { json?: boolean }) => {
       const { loadLabConfig } = await import('../config/load.ts');
-      const { formatPlan, planEngine, planInput, planJson, planWorkload } = await import(
-        '../study/planner.ts'
-      );
+      const { formatPlan, planJson, planStudy } = await import('../study/planner.ts');
       const { config } = loadLabConfig({ file: program.opts().config });
-      const plan = planWorkload(planInput(config, options), planEngine(config));
+      const plan = planStudy(config, options);
       process.stdout.write(options.json ? `${JSON.stringify(planJson(plan), null, 2)}\n` : formatPlan(plan));
     });
 }

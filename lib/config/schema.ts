@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CACHE_AWARE_DEFAULTS } from '../study/router-defaults.ts';
 import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
 import { NetworkSchema } from './network.ts';
@@ -110,15 +111,6 @@ const RouterVariantSchema = z.strictObject({
   maxTreeSize: z.number().int().positive().optional().describe('--max-tree-size'),
 });
 export type RouterVariant = z.infer<typeof RouterVariantSchema>;
-
-/** The router's own cache_aware defaults, written out so the study records what ran. */
-const CACHE_AWARE_DEFAULTS = {
-  cacheThreshold: 0.3,
-  balanceAbsThreshold: 64,
-  balanceRelThreshold: 1.5,
-  evictionIntervalSecs: 120,
-  maxTreeSize: 67_108_864,
-} as const;
 
 const RouterSchema = z
   .strictObject({
@@ -294,6 +286,17 @@ const StudySchema = z
       .array(z.enum(OPTIONAL_ARMS))
       .default([])
       .describe(`Optional arms to run: ${OPTIONAL_ARMS.join(', ')}`),
+    repeats: count(
+      'Runs of each arm, interleaved across arms (A B C A B C), each with its own id and reset; 2 or more give a measured noise band',
+    )
+      .max(20)
+      .default(1),
+    predictionSeeds: count(
+      'Client seeds each arm is simulated with by lab plan and the report: the simulated run-to-run spread',
+    )
+      .min(2)
+      .max(20)
+      .default(5),
   })
   .prefault({});
 

@@ -11,6 +11,10 @@ export const NETWORK_REQUESTS = {
   fortioClient: { cpu: '1', memory: '256Mi', memoryLimit: '1Gi' },
   /** The E9 backend: it only accepts connections. */
   scaleBackend: { cpu: '100m', memory: '64Mi', memoryLimit: '256Mi' },
+  /** The SSE server and client and the service prober (lib/network/probes): Node, one socket or a few. */
+  nodeProbe: { cpu: '100m', memory: '64Mi', memoryLimit: '256Mi' },
+  /** The conntrack driver: thousands of loopback sockets at once. */
+  conntrackDriver: { cpu: '500m', memory: '256Mi', memoryLimit: '512Mi' },
   /** The host probe: iptables-save, nft, ipvsadm, conntrack now and then. */
   hostProbe: { cpu: '100m', memory: '128Mi', memoryLimit: '512Mi' },
 } as const satisfies Record<string, ContainerRequests>;

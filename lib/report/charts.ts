@@ -36,11 +36,23 @@ export interface BarChartData {
   readonly labelFormat: string;
   readonly bars: readonly BarDatum[];
   readonly references: readonly ReferenceDatum[];
+  /** Arms whose every run was invalid: a labelled empty row, so the gap is visible. */
+  readonly invalid: readonly string[];
 }
 
 const BAR_COLOR = '#4c78a8';
 const BLIND_COLOR = '#bab0ac';
-const REFERENCE_COLORS = ['#e45756', '#54a24b'];
+/**
+ * Reference lines in Okabe-Ito orange and black: distinguishable with every common colour-vision
+ * deficiency (no red against green), and each also has its own dash pattern.
+ */
+export const REFERENCE_COLORS = ['#E69F00', '#000000'];
+const REFERENCE_DASHES = [
+  [6, 3],
+  [2, 2],
+];
+/** Text of the empty row of an arm without a valid run. */
+export const INVALID_ROW_TEXT = 'invalid run: not charted (see Invalid runs)';
 const ROW_HEIGHT = 26;
 /**
  * Without a canvas, Vega estimates text width generously (0.8 x font size per character), so the arm
@@ -59,6 +71,10 @@ function barsOf(tables: ReportTables, value: (row: ArmRow) => number | null): Ba
         : { arm: row.armTitle, value: v, prompt: PROMPT_SEEN },
     ];
   });
+}
+
+function invalidArms(tables: ReportTables): string[] {
+  return tables.invalidPrefixArms.map((a) => `${a.armTitle} (invalid)`);
 }
 
 function idealReference(
@@ -81,6 +97,7 @@ export function hitRateChartData(tables: ReportTables): BarChartData {
     format: '.0%',
     labelFormat: '.1%',
     bars: barsOf(tables, hit),
+    invalid: invalidArms(tables),
     references: [
       ...idealReference(tables, hit, percent),
       {
@@ -100,6 +117,7 @@ export function p99TtftChartData(tables: ReportTables): BarChartData {
     format: ',.0f',
     labelFormat: ',.1f',
     bars: barsOf(tables, p99),
+    invalid: invalidArms(tables),
     references: idealReference(tables, p99, ms),
   };
 }
@@ -113,6 +131,7 @@ export function throughputChartData(tables: ReportTables): BarChartData {
     format: ',.0f',
     labelFormat: ',.0f',
     bars: barsOf(tables, tps),
+    invalid: invalidArms(tables),
     references: idealReference(tables, tps, (v) => `${tokensPerSecond(v)} tok/s`),
   };
 }
@@ -127,7 +146,7 @@ type Layer = LayerOf<TopLevelSpec>;
 
 /** Horizontal bars per arm (study order), reference values as labelled dashed vertical rules. */
 export function barChartSpec(chart: BarChartData): TopLevelSpec {
-  const arms = chart.bars.map((b) => b.arm);
+  const arms = [...chart.bars.map((b) => b.arm), ...chart.invalid];
   const max = Math.max(0, ...chart.bars.map((b) => b.value), ...chart.references.map((r) => r.value));
   const x = {
     field: 'value',
@@ -161,12 +180,25 @@ export function barChartSpec(chart: BarChartData): TopLevelSpec {
       encoding: { y, x, text: { field: 'value', type: 'quantitative', format: chart.labelFormat } },
     },
   ];
+  if (chart.invalid.length > 0) {
+    layers.push({
+      data: { values: chart.invalid.map((arm) => ({ arm, value: 0, text: INVALID_ROW_TEXT })) },
+      mark: { type: 'text', align: 'left', dx: 4, fontSize: 11, fontStyle: 'italic', color: '#b00020' },
+      encoding: { y, x, text: { field: 'text', type: 'nominal' } },
+    });
+  }
   if (chart.references.length > 0) {
     layers.push({
       data: { values: chart.references.map((r) => ({ ...r })) },
-      mark: { type: 'rule', strokeWidth: 2, strokeDash: [6, 3] },
+      mark: { type: 'rule', strokeWidth: 2 },
       encoding: {
         x,
+        strokeDash: {
+          field: 'label',
+          type: 'nominal',
+          scale: { domain: chart.references.map((r) => r.label), range: REFERENCE_DASHES },
+          legend: null,
+        },
         color: {
           field: 'label',
           type: 'nominal',

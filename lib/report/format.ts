@@ -1,4 +1,13 @@
-import type { ArmRow, BoundRow, InvalidRun, ReportTables, Shortfall } from './tables.ts';
+import type { Estimate } from '../study/arm-predictions.ts';
+import type {
+  ArmRow,
+  BoundRow,
+  Comparison,
+  InvalidRun,
+  PredictionCheck,
+  ReportTables,
+  Shortfall,
+} from './tables.ts';
 
 /**
  * The report's tables as text cells, shared by the Markdown and HTML renderers. Numbers get one
@@ -85,6 +94,94 @@ const ARM_HEADERS = [
 ];
 const ARM_ALIGN: Align[] = ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'];
 
+/** The prefix-arm table: the measurement, its prediction, and the verdict against kube-proxy. */
+const PREFIX_ARM_HEADERS = [
+  ...ARM_HEADERS.slice(0, 4),
+  'Predicted hit rate',
+  'Hit rate vs kube-proxy',
+  'Total tok/s',
+  'Predicted tok/s',
+  'Tok/s vs kube-proxy',
+  ...ARM_HEADERS.slice(5),
+];
+const PREFIX_ARM_ALIGN: Align[] = ['left', ...PREFIX_ARM_HEADERS.slice(1).map((): Align => 'right')];
+
+/** `78.1% +-0.6` */
+export function estimateText(e: Estimate | undefined, text: (v: number) => string): string {
+  if (!e || !Number.isFinite(e.mean)) return MISSING;
+  const spread = text(e.spread).replace(/%$/, '').replace(/ ms$/, '');
+  return `${text(e.mean)} +-${spread}`;
+}
+
+/** `+36.0 points, better (noise +-2.1, simulated)`; the baseline itself says so. */
+export function comparisonText(c: Comparison | undefined, isBaseline: boolean): string {
+  if (isBaseline) return 'baseline';
+  if (!c) return 'no noise estimate';
+  const band = c.unit === 'points' ? `${(c.band * 100).toFixed(1)} points` : tokensPerSecond(c.band);
+  return `${signed(c.difference, c.unit)}, ${c.verdict} (noise +-${band}, ${c.noise})`;
+}
+
+function prefixArmCells(row: ArmRow, first: string): string[] {
+  const [, requests, replicas, hit, tps, ...latencies] = armCells(row, first);
+  const isBaseline = row.arm === 'kube-proxy';
+  const vs = row.arm === 'partition' ? '—' : undefined;
+  return [
+    first,
+    requests,
+    replicas,
+    row.repeats > 1 ? `${hit} (mean of ${row.repeats})` : hit,
+    estimateText(row.prediction?.hitRate, percent),
+    vs ?? comparisonText(row.vsBaseline?.hitRate, isBaseline),
+    tps,
+    estimateText(row.prediction?.totalTokensPerSecond, tokensPerSecond),
+    vs ?? comparisonText(row.vsBaseline?.totalTokensPerSecond, isBaseline),
+    ...latencies,
+  ];
+}
+
+const optionalMs = (v: number | undefined) => (v === undefined ? MISSING : ms(v));
+
+function detailCells(row: ArmRow, first: string): string[] {
+  return [
+    first,
+    row.requestsPerSecond === undefined ? MISSING : row.requestsPerSecond.toFixed(2),
+    tokensPerSecond(row.outputTokensPerSecond),
+    optionalMs(row.medianTtftMs),
+    optionalMs(row.meanTpotMs),
+    estimateText(row.prediction?.requestsPerSecond, (v) => v.toFixed(2)),
+    estimateText(row.prediction?.medianTtftMs, ms),
+    estimateText(row.prediction?.p99TtftMs, ms),
+  ];
+}
+
+function checkCells(check: PredictionCheck): string[] {
+  const value = check.metric === 'hitRate' ? percent : tokensPerSecond;
+  const label = check.promptBlind ? `${check.armTitle} [prompt-blind]` : check.armTitle;
+  return [
+    label,
+    check.metric === 'hitRate' ? 'Hit rate' : 'Total tok/s',
+    value(check.measured),
+    value(check.predicted.mean),
+    `${value(check.predicted.mean - check.band)} to ${value(check.predicted.mean + check.band)}`,
+    check.outside ? 'OUTSIDE the predicted band' : 'inside',
+  ];
+}
+
+/** Which noise the verdicts used, in one sentence. */
+function noiseNote(tables: ReportTables): string {
+  const measured = tables.prefixArms.filter((r) => r.repeats > 1).length;
+  const seeds = tables.predictionSeeds.length;
+  const simulated = `the simulated run-to-run spread (${seeds} client seeds)`;
+  const source =
+    tables.predictionsSource === 'study'
+      ? 'Predictions are the ones the study ran with (study JSON).'
+      : 'Predictions were recomputed from the recorded configuration (the study JSON holds none).';
+  if (measured === 0) {
+    return `Noise band of the verdicts: ${simulated}, since every arm ran once (study.repeats = 1); "same within noise" means the difference is within twice the combined spread. ${source}`;
+  }
+  return `Noise band of the verdicts: the measured spread over the repeats where both arms have two or more valid runs, otherwise ${simulated}; each verdict names which. ${source}`;
+}
+
 /** An arm's name as every table shows it: with its prompt-blind label when it has one. */
 export function armLabel(row: ArmRow): string {
   return row.promptBlind ? `${row.armTitle} [${row.promptBlind}]` : row.armTitle;
@@ -137,9 +234,12 @@ function anyValidRun(tables: ReportTables): boolean {
 
 /** Every table of the report, in reading order. */
 export function reportSections(tables: ReportTables): ReportSection[] {
-  const armRows = tables.prefixArms.map((row) => armCells(row, armLabel(row)));
-  if (tables.partition) armRows.push(armCells(tables.partition, 'Ideal partition (reference)'));
+  const armRows = tables.prefixArms.map((row) => prefixArmCells(row, armLabel(row)));
+  if (tables.partition) armRows.push(prefixArmCells(tables.partition, 'Ideal partition (reference)'));
+  const detailRows = tables.prefixArms.map((row) => detailCells(row, armLabel(row)));
+  if (tables.partition) detailRows.push(detailCells(tables.partition, 'Ideal partition (reference)'));
   const lot = tables.leftOnTable;
+  const outside = tables.predictionChecks.filter((c) => c.outside);
   return [
     {
       id: 'arms',
@@ -149,39 +249,87 @@ export function reportSections(tables: ReportTables): ReportSection[] {
         "replicas' vLLM counters; throughput and latencies come from the benchmark client. The ideal " +
         'partition is the reference the arms are judged against. An arm marked prompt-blind goes through a ' +
         'front end that cannot read the prompt over that API at its pinned version: it routes on load ' +
-        'alone and is a control, not a prefix-aware result.',
-      table: { headers: ARM_HEADERS, align: ARM_ALIGN, rows: armRows },
+        'alone and is a control, not a prefix-aware result. Each measurement has its prediction beside it ' +
+        '(mean +- spread over client seeds) and a verdict against the kube-proxy baseline: better, same ' +
+        'within noise, or worse.',
+      table: { headers: PREFIX_ARM_HEADERS, align: PREFIX_ARM_ALIGN, rows: armRows },
       notes: [
         ...emptyNote(tables.prefixArms, 'prefix-workload arm runs'),
+        ...(tables.prefixArms.length > 0 ? [noiseNote(tables)] : []),
         ...omittedNotes([...tables.omitted.prefixArms, ...tables.omitted.partition]),
+      ],
+    },
+    {
+      id: 'arm-details',
+      title: 'Arms: more client figures',
+      intro:
+        'The same runs: request throughput, output tokens per second, median TTFT and TPOT from the ' +
+        "benchmark client, beside the simulator's predictions.",
+      table: {
+        headers: [
+          'Arm',
+          'Requests/s',
+          'Output tok/s',
+          'Median TTFT',
+          'TPOT',
+          'Predicted requests/s',
+          'Predicted median TTFT',
+          'Predicted p99 TTFT',
+        ],
+        align: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+        rows: detailRows,
+      },
+      notes: emptyNote(tables.prefixArms, 'prefix-workload arm runs'),
+    },
+    {
+      id: 'prediction-vs-measurement',
+      title: 'Prediction vs measurement',
+      intro:
+        "Each arm's measured hit rate and throughput against the band its prediction allows: twice the " +
+        "simulated spread plus the model's tolerance (5 points of hit rate, its calibration tolerance; 15% " +
+        'of throughput). An arm outside its band is where the lab learned something: a version behaving ' +
+        'differently from its source reading, a misconfiguration, or a model to correct.',
+      table: {
+        headers: ['Arm', 'Figure', 'Measured', 'Predicted', 'Predicted band', 'Result'],
+        align: ['left', 'left', 'right', 'right', 'right', 'left'],
+        rows: tables.predictionChecks.map(checkCells),
+      },
+      notes: [
+        ...emptyNote(tables.predictionChecks, 'arm run with a prediction'),
+        ...(tables.predictionChecks.length === 0
+          ? []
+          : outside.length === 0
+            ? ['Every measurement is inside its predicted band.']
+            : [
+                `Outside the predicted band: ${unique(outside.map((c) => c.armTitle)).join(', ')}. Look here first.`,
+              ]),
       ],
     },
     {
       id: 'left-on-the-table',
       title: 'Left on the table',
       intro:
-        'The best arm (highest hit rate among valid prefix-workload arm runs, prompt-blind ones excepted) against the ideal partition. ' +
+        'Per metric, the best valid prefix-workload arm (prompt-blind ones excepted) against the ideal partition. ' +
         'Hit rate differs in percentage points; the others as (ideal - best arm) / best arm.',
       ...(lot.available
         ? {
             table: {
-              headers: [
-                'Metric',
-                `Best arm: ${lot.bestArm.armTitle}`,
-                'Ideal partition',
-                'Difference',
-                'Ideal is',
-              ],
-              align: ['left', 'right', 'right', 'right', 'left'] as Align[],
+              headers: ['Metric', 'Best arm', 'Best value', 'Ideal partition', 'Difference', 'Ideal is'],
+              align: ['left', 'left', 'right', 'right', 'right', 'left'] as Align[],
               rows: lot.rows.map((row) => [
                 row.label,
+                row.bestArmTitle,
                 shortfallValue(row, row.bestArm),
                 shortfallValue(row, row.ideal),
                 signed(row.difference, row.unit),
                 verdict(row),
               ]),
             },
-            notes: [],
+            notes: [
+              lot.bestArms.length > 1
+                ? `Best hit rate, indistinguishable within the noise (${lot.noise} spread): ${lot.bestArms.map((r) => `${r.armTitle} ${percent(r.hitRate)}`).join(', ')}.`
+                : `Best hit rate: ${lot.bestArm.armTitle} ${percent(lot.bestArm.hitRate)}; no other arm is within the noise of it.`,
+            ],
           }
         : { notes: [`Not available: ${lot.reason}.`] }),
     },
@@ -273,4 +421,8 @@ export function reportSections(tables: ReportTables): ReportSection[] {
       notes: [],
     },
   ];
+}
+
+function unique(values: readonly string[]): string[] {
+  return [...new Set(values)];
 }

@@ -63,6 +63,35 @@ const RunSummarySchema = z.object({
   meanItlMs: nonNegative,
   p99TtftMs: nonNegative,
   hitRate: fraction.nullable(),
+  requestThroughput: nonNegative.optional(),
+  medianTtftMs: nonNegative.optional(),
+  meanTpotMs: nonNegative.optional(),
+});
+
+const EstimateSchema = z.object({ mean: finite, spread: nonNegative });
+
+const PredictionSchema = z.object({
+  arm: z.string(),
+  title: z.string(),
+  model: z.string(),
+  promptBlind: z.string().optional(),
+  hitRate: EstimateSchema,
+  replicaHitRates: z.array(EstimateSchema),
+  requestsPerReplica: z.array(EstimateSchema),
+  totalTokensPerSecond: EstimateSchema,
+  outputTokensPerSecond: EstimateSchema,
+  requestsPerSecond: EstimateSchema,
+  meanTtftMs: EstimateSchema,
+  medianTtftMs: EstimateSchema,
+  p99TtftMs: EstimateSchema,
+  meanItlMs: EstimateSchema,
+  meanTpotMs: EstimateSchema,
+});
+
+const PredictionsSchema = z.object({
+  seeds: z.array(z.number().int()),
+  arms: z.array(PredictionSchema),
+  partition: PredictionSchema,
 });
 
 const RunRecordSchema = z.object({
@@ -93,6 +122,7 @@ const StudyMetadataSchema = z.object({
   gpuTopology: z.string().optional(),
   kvCacheTokens: nonNegative.optional(),
   k3sVersion: z.string().optional(),
+  predictions: PredictionsSchema.optional(),
 });
 
 export const StudyRecordSchema = z.object({

@@ -14,6 +14,7 @@ import {
   vllmSnapshot,
 } from '../study/metrics.ts';
 import type { StudyPlan, StudyRun } from '../study/plan.ts';
+import { studyPredictions } from '../study/planner.ts';
 import { promptReader } from '../study/prompt-visibility.ts';
 import {
   type ClientRecord,
@@ -967,6 +968,8 @@ class StudyRunner {
       ...(kvCacheTokens !== undefined ? { kvCacheTokens } : {}),
       ...(k3sVersion ? { k3sVersion } : {}),
       ...(notes.length > 0 ? { notes } : {}),
+      // Issue 13: the predictions this study runs with, so a report made later shows the same ones.
+      predictions: studyPredictions(c, kvCacheTokens),
     };
   }
 

@@ -57,6 +57,8 @@ export interface StudyRun {
   readonly expectedRequests: number;
   /** Theoretical single-replica hit-rate bound of the workload (prefix runs only), 0-1. */
   readonly upperBound?: number;
+  /** Arm runs: which of the `study.repeats` runs of this arm and dataset it is, from 1. */
+  readonly repeat?: number;
 }
 
 export interface RunReset {
@@ -81,8 +83,18 @@ export function studyPlan(config: LabConfig): StudyPlan {
       config.study.concurrencySweep.arms.map((id) => sweepRun(config, mustFind(byId, id), level)),
     ),
     ...arms.filter((arm) => arm.optional).flatMap((arm) => armRuns(config, arm)),
+    // Further repeats, interleaved across arms (A B C A B C): a drift over the study's hours (a
+    // warming GPU, a noisy neighbour) spreads over every arm instead of biasing the last one.
+    ...Array.from({ length: config.study.repeats - 1 }, (_, i) =>
+      arms.flatMap((arm) => armRuns(config, arm, i + 2)),
+    ).flat(),
   ];
   return { runs };
+}
+
+/** Id of an arm run: repeat 1 keeps the plain id, so a study without repeats has the ids it always had. */
+export function armRunId(armId: string, dataset: Dataset, repeat = 1): string {
+  return repeat === 1 ? `arm-${armId}-${dataset}` : `arm-${armId}-${dataset}-rep${repeat}`;
 }
 
 /** The run with this id, or an error listing the ids that exist. */
@@ -170,11 +182,21 @@ function partitionRun(config: LabConfig): StudyRun {
   };
 }
 
-function armRuns(config: LabConfig, arm: Arm): StudyRun[] {
+function armRuns(config: LabConfig, arm: Arm, repeat = 1): StudyRun[] {
   const datasets: Dataset[] = config.study.sharegptControl ? ['prefix', 'sharegpt'] : ['prefix'];
-  return datasets.map((dataset) =>
-    frontEndRun(config, arm, dataset, config.workload.concurrency, `arm-${arm.id}-${dataset}`, 'arm'),
-  );
+  return datasets.map((dataset) => {
+    const run = frontEndRun(
+      config,
+      arm,
+      dataset,
+      config.workload.concurrency,
+      armRunId(arm.id, dataset, repeat),
+      'arm',
+    );
+    const title =
+      config.study.repeats > 1 ? `${run.title} (repeat ${repeat} of ${config.study.repeats})` : run.title;
+    return { ...run, title, repeat };
+  });
 }
 
 function sweepRun(config: LabConfig, arm: Arm, concurrency: number): StudyRun {

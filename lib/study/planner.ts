@@ -1,10 +1,16 @@
 import type { LabConfig } from '../config/schema.ts';
 import {
+  type ArmPrediction,
+  type Estimate,
+  predictFigures,
+  predictStudy,
+  type StudyPredictions,
+} from './arm-predictions.ts';
+import {
   ROUTING_POLICIES,
   type RoutingPolicy,
   type SimulationInput,
   type SimulationModel,
-  simulate,
 } from './simulator.ts';
 import { cachePressure, lookedUpTokens, repeatsPerPrefix, upperBound } from './workload.ts';
 
@@ -24,8 +30,10 @@ export interface PlanOverrides {
 }
 
 export interface PolicyPrediction {
-  /** Overall hit rate, 0-1. */
+  /** Overall hit rate, 0-1 (mean over the client seeds). */
   readonly hitRate: number;
+  /** Its sample standard deviation over the client seeds: the run-to-run spread. */
+  readonly hitRateSpread: number;
   /** Hit rate of each replica, 0-1. */
   readonly perReplica: readonly number[];
   /** Requests each replica served. */
@@ -45,7 +53,16 @@ export interface WorkloadPlan {
   /** Single-replica bound of lab-spec 4.1, 0-1. */
   readonly upperBound: number;
   readonly verdict: string;
+  /** Client seeds every policy was simulated with. */
+  readonly seeds: readonly number[];
   readonly policies: Readonly<Record<RoutingPolicy, PolicyPrediction>>;
+}
+
+/** The workload plan plus a prediction for every arm of the configured study. */
+export interface StudyPlanPrediction extends WorkloadPlan {
+  readonly arms: StudyPredictions;
+  /** Which arms are predicted best, from the same numbers as the per-arm table. */
+  readonly armsVerdict: string;
 }
 
 /** The simulation input the configuration describes, with what-if values applied. */
@@ -71,15 +88,24 @@ export function planEngine(config: LabConfig): PlanEngine {
   return { maxNumBatchedTokens: config.vllm.maxNumBatchedTokens, maxNumSeqs: config.vllm.maxNumSeqs };
 }
 
-export function planWorkload(input: SimulationInput, engine: PlanEngine): WorkloadPlan {
+/**
+ * The reference policies over `seeds` client seeds (default: the input's seed and the four after it).
+ * The verdict is read off these same predictions, never from the cache arithmetic alone.
+ */
+export function planWorkload(
+  input: SimulationInput,
+  engine: PlanEngine,
+  seeds: readonly number[] = Array.from({ length: 5 }, (_, i) => input.seed + i),
+): WorkloadPlan {
   const pressure = cachePressure(input, input.replicas, input.kvCacheTokensPerReplica);
   const policies = {} as Record<RoutingPolicy, PolicyPrediction>;
   for (const policy of ROUTING_POLICIES) {
-    const result = simulate(input, policy, engine);
+    const figures = predictFigures(input, policy, engine, seeds);
     policies[policy] = {
-      hitRate: result.hitRate,
-      perReplica: result.perReplica.map((r) => r.hitRate),
-      requestsPerReplica: result.perReplica.map((r) => r.requests),
+      hitRate: figures.hitRate.mean,
+      hitRateSpread: figures.hitRate.spread,
+      perReplica: figures.replicaHitRates.map((e) => e.mean),
+      requestsPerReplica: figures.requestsPerReplica.map((e) => Math.round(e.mean)),
     };
   }
   return {
@@ -90,24 +116,89 @@ export function planWorkload(input: SimulationInput, engine: PlanEngine): Worklo
     partitionFits: pressure.partitionFits,
     fitsOneReplica: pressure.fitsOneReplica,
     upperBound: upperBound(input),
-    verdict: verdict(pressure, input.replicas),
+    verdict: verdict(pressure, input.replicas, policies),
+    seeds,
     policies,
   };
 }
 
-function verdict(pressure: ReturnType<typeof cachePressure>, replicas: number): string {
+/** The smallest hit-rate gain the verdict calls routing that matters: 2 points. */
+export const MATTERS_FROM = 0.02;
+
+/** The load-balancing reference policies: they ignore the prompt. */
+const LOAD_BALANCING: readonly RoutingPolicy[] = ['random', 'per-connection', 'round-robin', 'least-loaded'];
+
+/**
+ * Two predictions differ beyond noise when they are further apart than twice their combined
+ * seed-to-seed spread, and at least a tenth of a point (what the tables print).
+ */
+export function noiseBand(a: number, b: number): number {
+  return Math.max(2 * Math.sqrt(a * a + b * b), 0.001);
+}
+
+function verdict(
+  pressure: ReturnType<typeof cachePressure>,
+  replicas: number,
+  policies: Readonly<Record<RoutingPolicy, PolicyPrediction>>,
+): string {
   if (replicas < 2) return 'routing cannot matter: there is only one replica';
-  if (pressure.fitsOneReplica) {
-    return 'routing cannot matter: the working set fits in one replica, so every policy hits equally';
+  const ideal = policies['ideal-partition'];
+  const balanced = LOAD_BALANCING.map((p) => policies[p]).reduce((best, p) =>
+    p.hitRate > best.hitRate ? p : best,
+  );
+  const gain = ideal.hitRate - balanced.hitRate;
+  // A gain under 2 points would not show above one run's noise (about +-1.5 points at 128 prefixes).
+  const band = Math.max(noiseBand(ideal.hitRateSpread, balanced.hitRateSpread), MATTERS_FROM);
+  const why = pressure.fitsOneReplica
+    ? 'the working set fits in one replica'
+    : !pressure.partitionFits
+      ? 'even a perfect partition overflows each replica'
+      : 'a perfect partition fits and load balancing must evict';
+  const numbers = `the ideal partition is predicted at ${percent(ideal.hitRate)} against ${percent(balanced.hitRate)} for the best load-balancing policy`;
+  if (gain <= band) {
+    return `routing cannot matter: ${numbers}, within the noise (${points(band)}): ${why}`;
   }
-  if (!pressure.partitionFits) {
-    return 'routing cannot fully help: even a perfect partition overflows each replica, so every policy must evict';
-  }
-  return 'routing can matter: a perfect partition fits and random routing must evict';
+  return `routing can matter: ${numbers} (${points(gain, true)}): ${why}`;
+}
+
+/**
+ * Every arm of the configured study predicted over `config.study.predictionSeeds` client seeds,
+ * with what-if values applied, beside the reference policies.
+ */
+export function planStudy(config: LabConfig, overrides: PlanOverrides = {}): StudyPlanPrediction {
+  const input = planInput(config, overrides);
+  const engine = planEngine(config);
+  const arms = predictStudy(config, input, engine);
+  const workload = planWorkload(input, engine, arms.seeds);
+  return { ...workload, arms, armsVerdict: armsVerdict(arms) };
+}
+
+/**
+ * The arms whose predicted hit rate cannot be told from the best one's, prompt-blind arms left
+ * out (they are controls): the planner's answer to "which front end should win".
+ */
+export function bestPredictedArms(arms: readonly ArmPrediction[]): ArmPrediction[] {
+  const candidates = arms.filter((a) => !a.promptBlind);
+  const best = candidates.reduce<ArmPrediction | undefined>(
+    (top, a) => (top === undefined || a.hitRate.mean > top.hitRate.mean ? a : top),
+    undefined,
+  );
+  if (!best) return [];
+  return candidates.filter(
+    (a) => best.hitRate.mean - a.hitRate.mean <= noiseBand(best.hitRate.spread, a.hitRate.spread),
+  );
+}
+
+function armsVerdict(predictions: StudyPredictions): string {
+  const best = bestPredictedArms(predictions.arms);
+  if (best.length === 0) return 'no arm of this study can see the prompt';
+  const ideal = predictions.partition.hitRate.mean;
+  const names = best.map((a) => `${a.arm} ${percent(a.hitRate.mean)}`).join(', ');
+  return `best predicted hit rate (indistinguishable within the noise): ${names}; ideal partition ${percent(ideal)}`;
 }
 
 /** The `--json` shape: hit rates as fractions, stable keys for other tools. */
-export function planJson(plan: WorkloadPlan): object {
+export function planJson(plan: WorkloadPlan | StudyPlanPrediction): object {
   return {
     workingSetTokens: plan.workingSetTokens,
     kvCacheTokensPerReplica: plan.kvCacheTokensPerReplica,
@@ -115,15 +206,20 @@ export function planJson(plan: WorkloadPlan): object {
     partitionFits: plan.partitionFits,
     upperBound: plan.upperBound,
     verdict: plan.verdict,
+    seeds: plan.seeds,
     policies: plan.policies,
+    ...('arms' in plan ? { armsVerdict: plan.armsVerdict, arms: plan.arms } : {}),
   };
 }
 
 const tokens = (n: number) => n.toLocaleString('en-US');
 const percent = (fraction: number) => `${(fraction * 100).toFixed(1)}%`;
+/** A hit-rate difference in points: `+-1.2 points`, or signed with `signed`. */
+const points = (fraction: number, signed = false) =>
+  `${signed ? (fraction >= 0 ? '+' : '') : '+-'}${(fraction * 100).toFixed(1)} points`;
 
 /** The plan as people read it. */
-export function formatPlan(plan: WorkloadPlan): string {
+export function formatPlan(plan: WorkloadPlan | StudyPlanPrediction): string {
   const { input } = plan;
   const r = repeatsPerPrefix(input);
   const share = Math.ceil(input.prefixes / input.replicas) * input.prefixLen;
@@ -137,10 +233,66 @@ export function formatPlan(plan: WorkloadPlan): string {
     '',
     `Verdict: ${plan.verdict}.`,
     '',
-    'Predicted prefix-cache hit rate (simulated):',
+    `Reference policies: predicted prefix-cache hit rate (simulated, mean over ${plan.seeds.length} client seeds):`,
     formatTable(plan),
   ];
+  if ('arms' in plan) {
+    lines.push(
+      '',
+      `Arms of the study, prefix workload (mean +- run-to-run spread over client seeds ${plan.arms.seeds.join(', ')}):`,
+      formatArmTable(plan.arms),
+      '',
+      `Arms: ${plan.armsVerdict}.`,
+    );
+  }
   return `${lines.join('\n')}\n`;
+}
+
+const ARM_COLUMNS: ReadonlyArray<[string, (p: ArmPrediction) => string]> = [
+  ['hit rate', (p) => withSpread(p.hitRate, percentValue)],
+  [
+    'per replica',
+    (p) =>
+      p.replicaHitRates.map((e, i) => (p.requestsPerReplica[i]?.mean ? percent(e.mean) : '-')).join(' / '),
+  ],
+  ['requests', (p) => p.requestsPerReplica.map((e) => Math.round(e.mean)).join(' / ')],
+  ['tok/s', (p) => withSpread(p.totalTokensPerSecond, (v) => Math.round(v).toLocaleString('en-US'))],
+  ['mean TTFT', (p) => withSpread(p.meanTtftMs, msValue)],
+  ['p99 TTFT', (p) => withSpread(p.p99TtftMs, msValue)],
+  ['ITL', (p) => withSpread(p.meanItlMs, msValue)],
+];
+
+function percentValue(fraction: number): string {
+  return `${(fraction * 100).toFixed(1)}%`;
+}
+
+function msValue(value: number): string {
+  return `${value.toFixed(1)} ms`;
+}
+
+function withSpread(e: Estimate, text: (v: number) => string): string {
+  const spread = text(e.spread).replace(/%$/, '').replace(/ ms$/, '');
+  return `${text(e.mean)} +-${spread}`;
+}
+
+function formatArmTable(predictions: StudyPredictions): string {
+  const header = ['arm', 'model', ...ARM_COLUMNS.map(([h]) => h)];
+  const rows = [...predictions.arms, predictions.partition].map((p) => [
+    p.promptBlind ? `${p.arm} (prompt-blind)` : p.arm,
+    p.model,
+    ...ARM_COLUMNS.map(([, cell]) => cell(p)),
+  ]);
+  return alignRows(header, rows);
+}
+
+function alignRows(header: string[], rows: string[][]): string {
+  const widths = header.map((_, col) => Math.max(...[header, ...rows].map((row) => row[col].length)));
+  return [header, ...rows]
+    .map(
+      (row) =>
+        `  ${row.map((cell, col) => (col < 2 ? cell.padEnd(widths[col]) : cell.padStart(widths[col]))).join('  ')}`,
+    )
+    .join('\n');
 }
 
 function formatTable(plan: WorkloadPlan): string {
@@ -169,4 +321,13 @@ function formatTable(plan: WorkloadPlan): string {
 
 function formatNumber(n: number): string {
   return Number.isInteger(n) ? String(n) : n.toFixed(2);
+}
+
+/**
+ * The predictions a study runs with, as its JSON records them: every arm on the configured
+ * workload, with the KV cache size the replicas logged when the runner read it (lab-spec 3.1).
+ */
+export function studyPredictions(config: LabConfig, kvCacheTokens?: number): StudyPredictions {
+  const overrides = kvCacheTokens === undefined ? {} : { kvTokens: kvCacheTokens };
+  return predictStudy(config, planInput(config, overrides), planEngine(config));
 }

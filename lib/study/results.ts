@@ -1,4 +1,5 @@
 import type { LabConfig } from '../config/schema.ts';
+import type { StudyPredictions } from './arm-predictions.ts';
 import type { Dataset, RunGroup } from './plan.ts';
 
 /**
@@ -71,6 +72,12 @@ export interface RunSummary {
    */
   readonly totalTokenThroughput: number;
   readonly outputThroughput: number;
+  /** Completed requests per second, over the whole run as the token rates (absent in older records). */
+  readonly requestThroughput?: number;
+  /** Median TTFT: one client's own; for concurrent clients the completed-weighted mean of their medians. */
+  readonly medianTtftMs?: number;
+  /** Mean time per output token, weighted by each client's output tokens (absent in older records). */
+  readonly meanTpotMs?: number;
   /** Mean TTFT weighted by each client's completed requests. */
   readonly meanTtftMs: number;
   /** Mean ITL weighted by each client's output tokens (it is a per-token mean). */
@@ -164,6 +171,11 @@ export interface StudyMetadata {
   readonly k3sVersion?: string;
   /** What could not be recorded, and why (a missing bootstrap file, a log line not found, ...). */
   readonly notes?: readonly string[];
+  /**
+   * What the simulator predicted for every arm when the study started (lib/study/arm-predictions.ts);
+   * absent in records of runner versions before it, when the report computes them from the config.
+   */
+  readonly predictions?: StudyPredictions;
 }
 
 export const STUDY_SCHEMA_VERSION = 1;
@@ -196,13 +208,22 @@ export function summarizeRun(
 
 type CombinedFigures = Pick<
   RunSummary,
-  'totalTokenThroughput' | 'outputThroughput' | 'meanTtftMs' | 'meanItlMs'
+  | 'totalTokenThroughput'
+  | 'outputThroughput'
+  | 'requestThroughput'
+  | 'medianTtftMs'
+  | 'meanTpotMs'
+  | 'meanTtftMs'
+  | 'meanItlMs'
 >;
 
 function ownFigures(r: ClientResult): CombinedFigures {
   return {
     totalTokenThroughput: r.total_token_throughput,
     outputThroughput: r.output_throughput,
+    requestThroughput: r.request_throughput,
+    medianTtftMs: r.median_ttft_ms,
+    meanTpotMs: r.mean_tpot_ms,
     meanTtftMs: r.mean_ttft_ms,
     meanItlMs: r.mean_itl_ms,
   };
@@ -220,6 +241,9 @@ function combine(done: readonly ClientResult[]): CombinedFigures {
   return {
     totalTokenThroughput: duration > 0 ? (inputTokens + outputTokens) / duration : 0,
     outputThroughput: duration > 0 ? outputTokens / duration : 0,
+    requestThroughput: duration > 0 ? sum(done.map((r) => r.completed)) / duration : 0,
+    medianTtftMs: weighted('median_ttft_ms', 'completed'),
+    meanTpotMs: weighted('mean_tpot_ms', 'total_output_tokens'),
     meanTtftMs: weighted('mean_ttft_ms', 'completed'),
     meanItlMs: weighted('mean_itl_ms', 'total_output_tokens'),
   };

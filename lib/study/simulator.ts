@@ -39,8 +39,97 @@ export type RoutingPolicy =
   | 'least-loaded'
   /** Each prefix pinned to one replica, prefixes split evenly in contiguous blocks (see routePrefixIdeal). */
   | 'ideal-partition'
-  /** Hash of the prefix onto a ring of replica points (ketama style); deterministic, can be uneven. */
-  | 'consistent-hash';
+  /**
+   * Hypothetical: each prefix hashed onto a ring of replica points (ketama style); deterministic, can
+   * be uneven. No front end of the study routes this way: vllm-router's `consistent_hash` hashes
+   * headers or the whole request, not the prefix, hence the distinct name.
+   */
+  | 'prefix-hash';
+
+/**
+ * vllm-router's `cache_aware` policy (vllm-project/router, src/policies/cache_aware.rs,
+ * CacheAwarePolicy::select_worker, the 0.1.x line with `tree.get_smallest_tenant()`):
+ * - load = requests in flight per worker (the router increments it only for cache_aware);
+ * - imbalanced when (max - min) > balanceAbsThreshold and max > min x balanceRelThreshold: the least
+ *   loaded worker (first one on a tie), and the text is still inserted into that worker's tree;
+ * - otherwise the approximate radix tree of routed text: match rate = matched chars / text chars;
+ *   above cacheThreshold the worker with the match, else the worker whose tree holds the fewest
+ *   characters (`get_smallest_tenant`), ties to the first of the router's hash map (replica 0 here);
+ * - every evictionIntervalSecs a background thread trims each tree above maxTreeSize characters,
+ *   least recently used first (`evict_tenant_by_size`).
+ * Without the prompt (chat, lab-spec 3.3) the text is "": the match is 0, nothing enters the trees,
+ * every tree stays at 0 characters, so every request goes to the same worker until the load
+ * imbalance crosses both thresholds - the manual lab's "20/0 to one worker".
+ */
+export interface CacheAwareRouterModel {
+  readonly kind: 'vllm-router-cache-aware';
+  /** The router reads the prompt over this API (lib/study/prompt-visibility.ts). */
+  readonly promptVisible: boolean;
+  readonly cacheThreshold: number;
+  readonly balanceAbsThreshold: number;
+  readonly balanceRelThreshold: number;
+  readonly evictionIntervalSecs: number;
+  readonly maxTreeSize: number;
+}
+
+/**
+ * The GAIE v1.0.1 Endpoint Picker with queue, kv-cache-utilization and prefix-cache scorers and the
+ * max-score picker (pkg/epp/scheduling/framework/...):
+ * - prefix-cache-scorer (plugins/multi/prefix/plugin.go, Score and hashPrompt): the prompt's bytes in
+ *   blocks of hashBlockSize (64), at most maxPrefixBlocksToMatch (256) blocks, chained hashes; a pod's
+ *   score is the blocks of the longest cached run it holds / the request's blocks. After the pick
+ *   (PreRequest) every block hash is added to the picked pod's LRU (indexer.go, Add), lruCapacityPerServer
+ *   (31,250) blocks per pod, least recently added evicted first. An empty prompt has no block: score 0.
+ * - queue-scorer (scorer/queue.go): (max waiting - pod waiting) / (max - min), 1 when all are equal;
+ * - kv-cache-utilization-scorer (scorer/kvcache_utilization.go): 1 - KV usage;
+ * - the profile adds score x integer weight (scheduler_profile.go, runScorerPlugins) and the
+ *   max-score picker (picker/max_score_picker.go) shuffles, then takes the highest: random ties.
+ * Waiting queue and KV usage are what the EPP last scraped, every refreshMetricsMs (50 ms,
+ * server/runserver.go DefaultRefreshMetricsInterval).
+ */
+export interface EndpointPickerModel {
+  readonly kind: 'gaie-epp';
+  readonly promptVisible: boolean;
+  readonly weights: {
+    readonly queue: number;
+    readonly kvCacheUtilization: number;
+    readonly prefixCache: number;
+  };
+  readonly hashBlockSize: number;
+  readonly maxPrefixBlocksToMatch: number;
+  readonly lruCapacityPerServer: number;
+  readonly refreshMetricsMs: number;
+}
+
+/**
+ * llm-d inference scheduler v0.3.2's precise-prefix-cache-scorer (pkg/plugins/scorer/precise_prefix_cache.go,
+ * Score; utils.go indexedScoresToNormalizedScoredPods) with the GAIE queue and KV scorers and the
+ * max-score picker. The index is fed by the replicas' KV events, so it mirrors their caches: a pod's
+ * raw score is its longest run of cached blocks from the prompt's start (llm-d-kv-cache-manager v0.3.2,
+ * pkg/kvcache/kvblock_scorer.go LongestPrefixScorer); pods without a hit are absent and score 0, the
+ * others are min-max normalized (one pod alone, or all equal: 1). Event delivery lag is not modelled.
+ */
+export interface PrecisePrefixModel {
+  readonly kind: 'llmd-precise';
+  readonly promptVisible: boolean;
+  readonly weights: {
+    readonly precisePrefixCache: number;
+    readonly kvCacheUtilization: number;
+    readonly queue: number;
+  };
+  readonly refreshMetricsMs: number;
+}
+
+/** A real front end of the study, derived from its source at the pinned version. */
+export type FrontEndModel = CacheAwareRouterModel | EndpointPickerModel | PrecisePrefixModel;
+
+/** What simulate() routes by: a generic reference policy or a front-end model. */
+export type Routing = RoutingPolicy | FrontEndModel;
+
+/** The name a result carries: the policy, or the front-end model's kind. */
+export function routingName(routing: Routing): string {
+  return typeof routing === 'string' ? routing : routing.kind;
+}
 
 export const ROUTING_POLICIES: readonly RoutingPolicy[] = [
   'single-replica',
@@ -49,7 +138,7 @@ export const ROUTING_POLICIES: readonly RoutingPolicy[] = [
   'round-robin',
   'least-loaded',
   'ideal-partition',
-  'consistent-hash',
+  'prefix-hash',
 ];
 
 export interface SimulationInput {
@@ -95,14 +184,24 @@ export interface SimulationTiming {
   durationSeconds: number;
   /** Dispatch to first token, queueing included. */
   meanTtftMs: number;
-  /** Mean time between output tokens after the first. */
+  /** Median of the requests' TTFTs. */
+  medianTtftMs: number;
+  /** 99th percentile of the requests' TTFTs (nearest rank). */
+  p99TtftMs: number;
+  /** Mean time between output tokens after the first; with every request generating the same
+   * number of tokens (--ignore-eos) it is also the mean TPOT. */
   meanItlMs: number;
   /** (prompt tokens without the chat template + output tokens) / duration, as the benchmark client counts. */
   totalTokensPerSecond: number;
+  /** Output tokens / duration. */
+  outputTokensPerSecond: number;
+  /** Requests / duration. */
+  requestsPerSecond: number;
 }
 
 export interface SimulationResult {
-  policy: RoutingPolicy;
+  /** The reference policy, or the front-end model's kind. */
+  policy: string;
   /** Sum of hits / sum of queries over all replicas. */
   hitRate: number;
   perReplica: ReplicaResult[];
@@ -133,8 +232,14 @@ export interface SimulationModel {
   memoryBandwidthGBps: number;
   /** Compute cost of one prefill token inside a step (about 1.2 GFLOP per token plus attention over the context). */
   prefillMsPerToken: number;
-  /** Points per replica on the consistent-hash ring (ketama uses 160). */
+  /** Points per replica on the prefix-hash ring (ketama uses 160). */
   hashRingVirtualNodes: number;
+  /**
+   * Characters (and UTF-8 bytes) of prompt text per token, for the front ends that hash or match text
+   * rather than tokens (vllm-router's tree, the EPP's 64-byte blocks). An assumption (UNCONFIRMED for
+   * prefix_repetition's random tokens): it moves where the EPP's 256-block window ends.
+   */
+  promptCharsPerToken: number;
 }
 
 export const DEFAULT_SIMULATION_MODEL: SimulationModel = {
@@ -147,6 +252,7 @@ export const DEFAULT_SIMULATION_MODEL: SimulationModel = {
   memoryBandwidthGBps: 300,
   prefillMsPerToken: 0.02,
   hashRingVirtualNodes: 160,
+  promptCharsPerToken: 4,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -359,6 +465,13 @@ export class BlockPool {
   /** Free blocks among the last matchChain() result. */
   matchedEvictable = 0;
 
+  /** Length of the cached chain keyBase, keyBase+1, ... (at most maxBlocks), without side effects. */
+  chainLength(keyBase: number, maxBlocks: number): number {
+    let n = 0;
+    while (n < maxBlocks && (this.keyFirst[keyBase + n] as number) !== NONE) n++;
+    return n;
+  }
+
   /** pin() for blocks[from..to). */
   pinAll(blocks: Int32Array, from: number, to: number): void {
     for (let i = from; i < to; i++) this.pin(blocks[i] as number);
@@ -422,7 +535,19 @@ export class BlockPool {
 // Routing
 
 /** Picks the replica for a request given its prefix and the client connection (slot) it goes out on. */
-type Router = (prefix: number, slot: number, inFlight: Int32Array) => number;
+type Router = (prefix: number, slot: number, now: number, request: number) => number;
+
+/** What a front end can observe of the replicas when it routes a request. */
+interface ClusterView {
+  /** Requests in flight per replica (sent, not yet answered): what a router counts itself. */
+  readonly inFlight: Int32Array;
+  /** vllm:num_requests_waiting of a replica now. */
+  waiting(replica: number): number;
+  /** vllm:kv_cache_usage_perc of a replica now: pinned blocks / usable blocks. */
+  kvUsage(replica: number): number;
+  /** Leading blocks of a prefix's chain the replica holds (pinned or still cached). */
+  cachedPrefixBlocks(replica: number, prefix: number): number;
+}
 
 /**
  * Contiguous blocks of prefix ids per replica. Prefix ids are exchangeable labels (their content is
@@ -461,13 +586,25 @@ function ringOwner(ring: { points: Uint32Array; owners: Int32Array }, hash: numb
 }
 
 function createRouter(
-  policy: RoutingPolicy,
+  routing: Routing,
   input: SimulationInput,
   model: SimulationModel,
   replicas: number,
+  cluster: ClusterView,
 ): Router {
   const rng = mulberry32(mix32(input.seed ^ ROUTING_STREAM));
-  switch (policy) {
+  const { inFlight } = cluster;
+  if (typeof routing !== 'string') {
+    switch (routing.kind) {
+      case 'vllm-router-cache-aware':
+        return cacheAwareRouter(routing, input, model, replicas, inFlight);
+      case 'gaie-epp':
+        return endpointPicker(routing, input, model, replicas, cluster, rng);
+      case 'llmd-precise':
+        return precisePrefixPicker(routing, replicas, cluster, rng);
+    }
+  }
+  switch (routing) {
     case 'single-replica':
       return () => 0;
     case 'random':
@@ -486,21 +623,314 @@ function createRouter(
       };
     }
     case 'least-loaded':
-      return (_prefix, _slot, inFlight) => {
-        let best = 0;
-        for (let r = 1; r < replicas; r++) if ((inFlight[r] as number) < (inFlight[best] as number)) best = r;
-        return best;
-      };
+      return () => leastLoaded(inFlight, replicas);
     case 'ideal-partition':
       return (prefix) => routePrefixIdeal(prefix, input.prefixes, replicas);
-    case 'consistent-hash': {
-      // The router hashes prompt text, which the seed determines; so the seed enters the prefix hash.
+    case 'prefix-hash': {
+      // The hash is of prompt text, which the seed determines; so the seed enters the prefix hash.
       const ring = hashRing(replicas, model.hashRingVirtualNodes);
       const salt = mix32(input.seed ^ PREFIX_HASH_STREAM);
       const owner = Int32Array.from({ length: input.prefixes }, (_, p) => ringOwner(ring, mix32(p ^ salt)));
       return (prefix) => owner[prefix] as number;
     }
   }
+}
+
+/** Fewest in flight, first index on a tie (Rust's min_by_key keeps the first minimum). */
+function leastLoaded(inFlight: Int32Array, replicas: number): number {
+  let best = 0;
+  for (let r = 1; r < replicas; r++) if ((inFlight[r] as number) < (inFlight[best] as number)) best = r;
+  return best;
+}
+
+/** One worker's approximate tree: per prefix its characters and last use, and the total. */
+interface TenantTree {
+  chars: number;
+  readonly prefixes: Map<number, { chars: number; lastUse: number }>;
+}
+
+function cacheAwareRouter(
+  spec: CacheAwareRouterModel,
+  input: SimulationInput,
+  model: SimulationModel,
+  replicas: number,
+  inFlight: Int32Array,
+): Router {
+  const text = spec.promptVisible
+    ? {
+        prefix: input.prefixLen * model.promptCharsPerToken,
+        suffix: (input.suffixLen + input.chatTemplateTokens) * model.promptCharsPerToken,
+      }
+    : { prefix: 0, suffix: 0 };
+  const textChars = text.prefix + text.suffix;
+  const trees: TenantTree[] = Array.from({ length: replicas }, () => ({ chars: 0, prefixes: new Map() }));
+  const intervalMs = spec.evictionIntervalSecs * 1000;
+  let nextEviction = intervalMs > 0 ? intervalMs : Number.POSITIVE_INFINITY;
+
+  const insert = (r: number, prefix: number, now: number): void => {
+    if (textChars === 0) return; // tree.insert("") adds no character
+    const tree = trees[r] as TenantTree;
+    const entry = tree.prefixes.get(prefix);
+    // A new prefix adds its text and the unique suffix; a known one only the suffix.
+    const added = entry ? text.suffix : textChars;
+    tree.chars += added;
+    if (entry) {
+      entry.chars += added;
+      entry.lastUse = now;
+    } else tree.prefixes.set(prefix, { chars: added, lastUse: now });
+  };
+
+  const evict = (): void => {
+    for (const tree of trees) {
+      if (tree.chars <= spec.maxTreeSize) continue;
+      const byAge = [...tree.prefixes.entries()].sort((a, b) => a[1].lastUse - b[1].lastUse);
+      for (const [prefix, entry] of byAge) {
+        if (tree.chars <= spec.maxTreeSize) break;
+        tree.chars -= entry.chars;
+        tree.prefixes.delete(prefix);
+      }
+    }
+  };
+
+  return (prefix, _slot, now) => {
+    while (now >= nextEviction) {
+      evict();
+      nextEviction += intervalMs;
+    }
+    let min = Number.POSITIVE_INFINITY;
+    let max = 0;
+    for (let r = 0; r < replicas; r++) {
+      const load = inFlight[r] as number;
+      if (load < min) min = load;
+      if (load > max) max = load;
+    }
+    const imbalanced = max - min > spec.balanceAbsThreshold && max > min * spec.balanceRelThreshold;
+    let chosen: number;
+    if (imbalanced) {
+      chosen = leastLoaded(inFlight, replicas);
+    } else {
+      let matched = -1;
+      for (let r = 0; r < replicas && matched < 0; r++) if (trees[r]?.prefixes.has(prefix)) matched = r;
+      const matchRate = textChars === 0 || matched < 0 ? 0 : text.prefix / textChars;
+      if (matchRate > spec.cacheThreshold) chosen = matched;
+      else {
+        chosen = 0;
+        for (let r = 1; r < replicas; r++)
+          if ((trees[r] as TenantTree).chars < (trees[chosen] as TenantTree).chars) chosen = r;
+      }
+    }
+    insert(chosen, prefix, now);
+    return chosen;
+  };
+}
+
+/**
+ * Metrics as an EPP last scraped them: refreshed for every pod once refreshMs has passed since the
+ * last refresh, so a burst of requests is routed on the same, stale numbers.
+ */
+function scrapedMetrics(cluster: ClusterView, replicas: number, refreshMs: number) {
+  const waiting = new Float64Array(replicas);
+  const kvUsage = new Float64Array(replicas);
+  let scrapedAt = Number.NEGATIVE_INFINITY;
+  return (now: number): { waiting: Float64Array; kvUsage: Float64Array } => {
+    if (now - scrapedAt >= refreshMs) {
+      for (let r = 0; r < replicas; r++) {
+        waiting[r] = cluster.waiting(r);
+        kvUsage[r] = cluster.kvUsage(r);
+      }
+      scrapedAt = now;
+    }
+    return { waiting, kvUsage };
+  };
+}
+
+/** queue-scorer: (max - waiting) / (max - min), 1 for everyone when all queues are equal. */
+function queueScores(waiting: Float64Array, replicas: number, out: Float64Array): void {
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (let r = 0; r < replicas; r++) {
+    min = Math.min(min, waiting[r] as number);
+    max = Math.max(max, waiting[r] as number);
+  }
+  for (let r = 0; r < replicas; r++) out[r] = max === min ? 1 : (max - (waiting[r] as number)) / (max - min);
+}
+
+/** max-score-picker: the highest total, a uniformly random one among equal totals. */
+function pickMax(total: Float64Array, replicas: number, rng: () => number): number {
+  let best = Number.NEGATIVE_INFINITY;
+  let ties = 0;
+  let chosen = 0;
+  for (let r = 0; r < replicas; r++) {
+    const v = total[r] as number;
+    if (v > best) {
+      best = v;
+      ties = 1;
+      chosen = r;
+    } else if (v === best) {
+      ties++;
+      // Reservoir choice: each of the tied pods ends up chosen with probability 1/ties.
+      if (rng() * ties < 1) chosen = r;
+    }
+  }
+  return chosen;
+}
+
+function endpointPicker(
+  spec: EndpointPickerModel,
+  input: SimulationInput,
+  model: SimulationModel,
+  replicas: number,
+  cluster: ClusterView,
+  rng: () => number,
+): Router {
+  const bytesPerToken = model.promptCharsPerToken;
+  // hashPrompt: no block for a prompt shorter than one block (an empty chat prompt), at most
+  // maxPrefixBlocksToMatch full blocks; the prefix's blocks are shared, the rest unique per request.
+  const promptBytes = spec.promptVisible
+    ? (input.chatTemplateTokens + input.prefixLen + input.suffixLen) * bytesPerToken
+    : 0;
+  const totalBlocks =
+    promptBytes < spec.hashBlockSize
+      ? 0
+      : Math.min(spec.maxPrefixBlocksToMatch, Math.floor(promptBytes / spec.hashBlockSize));
+  const sharedBlocks = Math.min(
+    totalBlocks,
+    Math.floor(((input.chatTemplateTokens + input.prefixLen) * bytesPerToken) / spec.hashBlockSize),
+  );
+  const uniqueBase = input.prefixes * sharedBlocks;
+  const lru: BlockLru[] = Array.from({ length: replicas }, () => new BlockLru());
+  // Which pods hold each shared (prefix) block. Suffix blocks are unique per request: no later
+  // request can match them, so only their LRU slots matter.
+  const held = new Uint8Array(uniqueBase * replicas);
+  const scrape = scrapedMetrics(cluster, replicas, spec.refreshMetricsMs);
+  const matched = new Float64Array(replicas);
+  const queue = new Float64Array(replicas);
+  const total = new Float64Array(replicas);
+  const keys = new Int32Array(totalBlocks);
+
+  const add = (r: number, key: number): void => {
+    const pod = lru[r] as BlockLru;
+    pod.touch(key);
+    if (key < uniqueBase) held[key * replicas + r] = 1;
+    if (pod.size > spec.lruCapacityPerServer) {
+      const oldest = pod.evictOldest();
+      if (oldest < uniqueBase) held[oldest * replicas + r] = 0;
+    }
+  };
+
+  return (prefix, _slot, now, request) => {
+    for (let i = 0; i < totalBlocks; i++)
+      keys[i] = i < sharedBlocks ? prefix * sharedBlocks + i : uniqueBase + request * totalBlocks + i;
+    // matchLongestPrefix: walk the blocks until no pod holds one, counting per pod.
+    matched.fill(0);
+    for (let i = 0; i < sharedBlocks; i++) {
+      const at = (keys[i] as number) * replicas;
+      let any = false;
+      for (let r = 0; r < replicas; r++) {
+        if (held[at + r] === 1) {
+          matched[r] = (matched[r] as number) + 1;
+          any = true;
+        }
+      }
+      if (!any) break;
+    }
+    const { waiting, kvUsage } = scrape(now);
+    queueScores(waiting, replicas, queue);
+    const w = spec.weights;
+    for (let r = 0; r < replicas; r++) {
+      const prefixScore = totalBlocks === 0 ? 0 : (matched[r] as number) / totalBlocks;
+      total[r] =
+        prefixScore * w.prefixCache +
+        (queue[r] as number) * w.queue +
+        (1 - (kvUsage[r] as number)) * w.kvCacheUtilization;
+    }
+    const chosen = pickMax(total, replicas, rng);
+    for (let i = 0; i < totalBlocks; i++) add(chosen, keys[i] as number);
+    return chosen;
+  };
+}
+
+/**
+ * One pod's LRU of block hashes (golang-lru semantics: adding an existing key refreshes it). A key's
+ * latest stamp lives in a map; a queue of (key, stamp) pairs is trimmed lazily, so every operation
+ * is amortized O(1) however many keys pass through.
+ */
+class BlockLru {
+  private readonly stamp = new Map<number, number>();
+  private queueKeys: number[] = [];
+  private queueStamps: number[] = [];
+  private head = 0;
+  private clock = 0;
+
+  get size(): number {
+    return this.stamp.size;
+  }
+
+  touch(key: number): void {
+    const now = this.clock++;
+    this.stamp.set(key, now);
+    this.queueKeys.push(key);
+    this.queueStamps.push(now);
+  }
+
+  /** Removes and returns the least recently touched key (the caller checks size > 0). */
+  evictOldest(): number {
+    for (;;) {
+      const key = this.queueKeys[this.head] as number;
+      const stamp = this.queueStamps[this.head] as number;
+      this.head++;
+      if (this.stamp.get(key) === stamp) {
+        this.stamp.delete(key);
+        this.compact();
+        return key;
+      }
+    }
+  }
+
+  /** Drops the consumed head of the queue once it is half of it. */
+  private compact(): void {
+    if (this.head < 1024 || this.head * 2 < this.queueKeys.length) return;
+    this.queueKeys = this.queueKeys.slice(this.head);
+    this.queueStamps = this.queueStamps.slice(this.head);
+    this.head = 0;
+  }
+}
+
+function precisePrefixPicker(
+  spec: PrecisePrefixModel,
+  replicas: number,
+  cluster: ClusterView,
+  rng: () => number,
+): Router {
+  const scrape = scrapedMetrics(cluster, replicas, spec.refreshMetricsMs);
+  const raw = new Float64Array(replicas);
+  const queue = new Float64Array(replicas);
+  const total = new Float64Array(replicas);
+  return (prefix, _slot, now) => {
+    // Without the prompt (chat) the scorer tokenizes "" and finds no block: every pod scores 0.
+    let min = Number.POSITIVE_INFINITY;
+    let max = -1;
+    for (let r = 0; r < replicas; r++) {
+      const blocks = spec.promptVisible ? cluster.cachedPrefixBlocks(r, prefix) : 0;
+      raw[r] = blocks;
+      if (blocks > 0) {
+        min = Math.min(min, blocks);
+        max = Math.max(max, blocks);
+      }
+    }
+    const { waiting, kvUsage } = scrape(now);
+    queueScores(waiting, replicas, queue);
+    const w = spec.weights;
+    for (let r = 0; r < replicas; r++) {
+      const blocks = raw[r] as number;
+      const prefixScore = blocks === 0 ? 0 : max === min ? 1 : (blocks - min) / (max - min);
+      total[r] =
+        prefixScore * w.precisePrefixCache +
+        (queue[r] as number) * w.queue +
+        (1 - (kvUsage[r] as number)) * w.kvCacheUtilization;
+    }
+    return pickMax(total, replicas, rng);
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -645,7 +1075,7 @@ function validate(
  */
 export function simulate(
   input: SimulationInput,
-  policy: RoutingPolicy,
+  routing: Routing,
   model?: Partial<SimulationModel>,
 ): SimulationResult {
   const m: SimulationModel = { ...DEFAULT_SIMULATION_MODEL, ...model };
@@ -653,11 +1083,10 @@ export function simulate(
   const capacity = usableBlocks(input, m);
   validate(input, m, shape, capacity);
 
-  const replicaCount = policy === 'single-replica' ? 1 : input.replicas;
+  const replicaCount = routing === 'single-replica' ? 1 : input.replicas;
   const { prompts, concurrency, outputLen, blockSize } = input;
   const { sharedBlocks, maxHitBlocks, totalBlocks, lookedUpTokens } = shape;
   const order = promptOrder(input);
-  const route = createRouter(policy, input, m, replicaCount);
   const slots = Math.min(concurrency, Math.max(prompts, 1));
   const blockReadMs = (blockSize * m.kvBytesPerToken) / (m.memoryBandwidthGBps * 1e6);
 
@@ -675,6 +1104,15 @@ export function simulate(
     hits: 0,
   }));
   const inFlight = new Int32Array(replicaCount);
+  const cluster: ClusterView = {
+    inFlight,
+    waiting: (r) => (replicas[r] as Replica).waiting.size,
+    kvUsage: (r) => (capacity === 0 ? 0 : (replicas[r] as Replica).pool.pinnedBlocks / capacity),
+    cachedPrefixBlocks: (r, prefix) =>
+      (replicas[r] as Replica).pool.chainLength(prefix * sharedBlocks, sharedBlocks),
+  };
+  const route = createRouter(routing, input, m, replicaCount, cluster);
+  const ttfts = new Float64Array(prompts);
 
   // Per client slot (at most one request in flight on each).
   const slotPrefix = new Int32Array(slots);
@@ -697,8 +1135,9 @@ export function simulate(
 
   const dispatch = (slot: number, now: number): void => {
     if (nextPrompt >= prompts) return;
-    const prefix = order[nextPrompt++] as number;
-    const r = route(prefix, slot, inFlight);
+    const request = nextPrompt++;
+    const prefix = order[request] as number;
+    const r = route(prefix, slot, now, request);
     slotPrefix[slot] = prefix;
     slotSentAt[slot] = now;
     inFlight[r] = (inFlight[r] as number) + 1;
@@ -771,7 +1210,9 @@ export function simulate(
     finished++;
     lastFinish = now;
     const first = slotFirstTokenAt[slot] as number;
-    ttftSum += first - (slotSentAt[slot] as number);
+    const ttft = first - (slotSentAt[slot] as number);
+    ttfts[finished - 1] = ttft;
+    ttftSum += ttft;
     if (outputLen > 1) itlSum += (now - first) / (outputLen - 1);
     dispatch(slot, now);
   };
@@ -822,19 +1263,37 @@ export function simulate(
   if (finished !== prompts)
     throw new Error(`simulation ended with ${finished} of ${prompts} requests finished`);
 
-  return summarize(policy, replicas, {
+  return summarize(routingName(routing), replicas, {
     durationMs: lastFinish,
     ttftSum,
+    ttfts,
     itlSum,
     prompts,
+    outputTokens: prompts * outputLen,
     clientTokens: prompts * (input.prefixLen + input.suffixLen + outputLen),
   });
 }
 
+/** Nearest-rank percentile of unsorted values (0 for none). */
+export function percentile(values: Float64Array, q: number): number {
+  if (values.length === 0) return 0;
+  const sorted = Float64Array.from(values).sort();
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length)));
+  return sorted[rank - 1] as number;
+}
+
 function summarize(
-  policy: RoutingPolicy,
+  policy: string,
   replicas: Replica[],
-  t: { durationMs: number; ttftSum: number; itlSum: number; prompts: number; clientTokens: number },
+  t: {
+    durationMs: number;
+    ttftSum: number;
+    ttfts: Float64Array;
+    itlSum: number;
+    prompts: number;
+    outputTokens: number;
+    clientTokens: number;
+  },
 ): SimulationResult {
   let queried = 0;
   let hits = 0;
@@ -850,15 +1309,21 @@ function summarize(
     };
   });
   const n = Math.max(t.prompts, 1);
+  const seconds = t.durationMs / 1000;
+  const rate = (amount: number) => (t.durationMs > 0 ? amount / seconds : 0);
   return {
     policy,
     hitRate: queried > 0 ? hits / queried : 0,
     perReplica,
     timing: {
-      durationSeconds: t.durationMs / 1000,
+      durationSeconds: seconds,
       meanTtftMs: t.ttftSum / n,
+      medianTtftMs: percentile(t.ttfts, 0.5),
+      p99TtftMs: percentile(t.ttfts, 0.99),
       meanItlMs: t.itlSum / n,
-      totalTokensPerSecond: t.durationMs > 0 ? t.clientTokens / (t.durationMs / 1000) : 0,
+      totalTokensPerSecond: rate(t.clientTokens),
+      outputTokensPerSecond: rate(t.outputTokens),
+      requestsPerSecond: rate(t.prompts),
     },
   };
 }

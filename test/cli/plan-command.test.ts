@@ -8,17 +8,28 @@ describe('lab plan', () => {
     expect(run.stdout).toContain(
       'Workload: 128 prefixes x 2,048 tokens, 1,024 prompts (8 per prefix), concurrency 32',
     );
-    expect(run.stdout).toContain(
-      'Verdict: routing can matter: a perfect partition fits and random routing must evict.',
+    expect(run.stdout).toMatch(
+      /Verdict: routing can matter: the ideal partition is predicted at 7\d\.\d% against 4\d\.\d% for the best load-balancing policy \(\+3\d\.\d points\): a perfect partition fits and load balancing must evict\./,
     );
     expect(run.stdout).toMatch(/^ {2}ideal-partition +\d/m);
+    // Every arm of the default study, with its model and spread.
+    expect(run.stdout).toMatch(/^ {2}kube-proxy +per-connection +4\d\.\d% \+-\d\.\d/m);
+    expect(run.stdout).toMatch(
+      /^ {2}router-cache-aware \(prompt-blind\) +vllm-router-cache-aware .* 1024 \/ 0 /m,
+    );
+    expect(run.stdout).toMatch(/^ {2}epp-completions +gaie-epp +7\d\.\d% \+-/m);
+    expect(run.stdout).toMatch(
+      /^Arms: best predicted hit rate \(indistinguishable within the noise\): router-cache-aware-completions/m,
+    );
   });
 
   it('reads right for the failed first design, 8 x 512', () => {
     const run = runLabCli(['plan', '--prefixes', '8', '--prefix-len', '512']);
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('  working set             4,096 tokens');
-    expect(run.stdout).toContain('Verdict: routing cannot matter: the working set fits in one replica');
+    expect(run.stdout).toMatch(
+      /Verdict: routing cannot matter: the ideal partition is predicted at .* within the noise \(\+-\d\.\d points\): the working set fits in one replica\./,
+    );
   });
 
   it('prints JSON with --json', () => {
@@ -27,6 +38,17 @@ describe('lab plan', () => {
     const json = JSON.parse(run.stdout);
     expect(json.kvCacheTokensPerReplica).toBe(100_000);
     expect(json.policies['ideal-partition'].perReplica).toHaveLength(3);
+    // The per-arm section: every arm with means and spreads, the ideal partition beside them.
+    expect(json.arms.seeds).toEqual([42, 43, 44, 45, 46]);
+    const kube = json.arms.arms.find((a: { arm: string }) => a.arm === 'kube-proxy');
+    expect(kube.model).toBe('per-connection');
+    expect(kube.requestsPerReplica).toHaveLength(3);
+    expect(kube.hitRate.spread).toBeGreaterThan(0);
+    for (const figure of ['totalTokensPerSecond', 'meanTtftMs', 'p99TtftMs', 'meanItlMs']) {
+      expect(kube[figure].mean).toBeGreaterThan(0);
+    }
+    expect(json.arms.partition.model).toBe('ideal-partition');
+    expect(json.armsVerdict).toMatch(/^best predicted hit rate/);
   });
 
   it('names the option, the bad value and what is allowed', () => {

@@ -126,6 +126,8 @@ describe('LabConfig defaults', () => {
       completionsArms: true,
       concurrencySweep: { levels: [4, 8], arms: ['kube-proxy', 'router-cache-aware'] },
       optionalArms: [],
+      repeats: 1,
+      predictionSeeds: 5,
     });
   });
 });

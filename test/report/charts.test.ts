@@ -2,8 +2,10 @@ import { describe, expect, it } from 'vitest';
 import {
   barChartSpec,
   hitRateChartData,
+  INVALID_ROW_TEXT,
   PROMPT_SEEN,
   p99TtftChartData,
+  REFERENCE_COLORS,
   renderChartSvg,
   reportCharts,
   throughputChartData,
@@ -51,7 +53,7 @@ describe('chart data', () => {
     expect(p99.references).toEqual([{ label: 'Ideal partition (measured): 418.9 ms', value: 418.9 }]);
     const tps = throughputChartData(tables);
     expect(tps.bars.map((b) => b.value)).toEqual([
-      13_105, 13_020, 13_060, 12_990, 13_210, 16_930, 13_150, 18_020,
+      19_658, 19_530, 13_060, 12_990, 19_815, 22_400, 19_725, 21_900,
     ]);
     expect(tps.references).toEqual([{ label: 'Ideal partition (measured): 21,760 tok/s', value: 21_760 }]);
   });
@@ -67,9 +69,11 @@ describe('chart data', () => {
     ]);
     expect(p99TtftChartData(t).references).toEqual([]);
     const spec = barChartSpec(p99TtftChartData(t));
+    // Bars, their value labels and the invalid arm's labelled empty row; no reference rule.
     expect('layer' in spec && spec.layer.map((l) => 'mark' in l && l.mark)).toEqual([
       { type: 'bar' },
       { type: 'text', align: 'left', dx: 4, fontSize: 11 },
+      { type: 'text', align: 'left', dx: 4, fontSize: 11, fontStyle: 'italic', color: '#b00020' },
     ]);
   });
 });
@@ -81,12 +85,23 @@ describe('chart spec', () => {
     const marks = spec.layer.map((l) =>
       'mark' in l ? (typeof l.mark === 'string' ? l.mark : l.mark.type) : '',
     );
-    expect(marks).toEqual(['bar', 'text', 'rule']);
-    const [bars, , rules] = spec.layer;
+    expect(marks).toEqual(['bar', 'text', 'text', 'rule']);
+    const [bars, , invalid, rules] = spec.layer;
+    expect(invalid.data).toEqual({
+      values: [
+        {
+          arm: 'vllm-router cache-aware-tuned over /v1/completions (invalid)',
+          value: 0,
+          text: INVALID_ROW_TEXT,
+        },
+      ],
+    });
     expect(bars.data).toEqual({ values: hitRateChartData(tables).bars });
     expect(rules.data).toEqual({ values: hitRateChartData(tables).references });
     expect(JSON.stringify(bars)).toContain('"title":"Hit rate (hits / queried tokens, all replicas)"');
-    expect(JSON.stringify(bars)).toContain(`"sort":${JSON.stringify(VALID_ARMS)}`);
+    expect(JSON.stringify(bars)).toContain(
+      `"sort":${JSON.stringify([...VALID_ARMS, 'vllm-router cache-aware-tuned over /v1/completions (invalid)'])}`,
+    );
   });
 });
 
@@ -103,6 +118,16 @@ describe('rendered SVG', () => {
     expect(svg).toContain('>prompt-blind (chat content not read by GAIE EPP v1.0.1)</text>');
     // Prompt-blind bars are drawn in their own colour.
     expect(barGroup?.[1].match(/fill="#bab0ac"/g)).toHaveLength(3);
+    // Reference rules in Okabe-Ito orange and black (no red against green), with distinct dashes.
+    expect(ruleGroup?.[1]).toContain(`stroke="${REFERENCE_COLORS[0]}"`);
+    expect(ruleGroup?.[1]).toContain(`stroke="${REFERENCE_COLORS[1]}"`);
+    expect(ruleGroup?.[1]).toContain('stroke-dasharray="6,3"');
+    expect(ruleGroup?.[1]).toContain('stroke-dasharray="2,2"');
+    // The invalid arm's row is named, with no bar.
+    expect(svg).toContain(
+      `Arm: vllm-router cache-aware-tuned over /v1/completions (invalid); text: ${INVALID_ROW_TEXT}`,
+    );
+    expect(svg).toContain(`${INVALID_ROW_TEXT}</text>`);
   });
 
   it('the HTML report holds three inline SVG charts and nothing fetched', async () => {

@@ -25,7 +25,9 @@ describe('lab report', () => {
     expect(run.stdout).toContain(`wrote ${join(dir, 'report.md')}`);
     expect(run.stdout).toContain(`wrote ${join(dir, 'report.html')}`);
     const md = await readFile(join(dir, 'report.md'), 'utf8');
-    expect(md).toContain('| Hit rate | 73.7% | 78.0% | +4.3 points | better |');
+    expect(md).toContain(
+      '| Hit rate | Envoy + GAIE Endpoint Picker over /v1/completions | 73.7% | 78.0% | +4.3 points | better |',
+    );
     const html = await readFile(join(dir, 'report.html'), 'utf8');
     expect(html.match(/<svg /g)).toHaveLength(3);
     expect(await readFile(join(dir, 'study.json'), 'utf8')).toBe(before);

@@ -181,3 +181,40 @@ describe('studyPlan (lab-spec 4.2)', () => {
     );
   });
 });
+
+describe('study.repeats', () => {
+  it('interleaves the arm runs (A B C A B C), each repeat its own run with its own id and reset', () => {
+    const plan = studyPlan(parseLabConfig({ study: { repeats: 3, sharegptControl: false } }));
+    const arms = plan.runs.filter((r) => r.group === 'arm');
+    const once = studyPlan(parseLabConfig({ study: { sharegptControl: false } })).runs.filter(
+      (r) => r.group === 'arm',
+    );
+    expect(arms).toHaveLength(3 * once.length);
+    // Repeat 1 keeps the ids a study without repeats has.
+    expect(arms.slice(0, once.length).map((r) => r.id)).toEqual(once.map((r) => r.id));
+    expect(arms.map((r) => r.repeat)).toEqual([
+      ...once.map(() => 1),
+      ...once.map(() => 2),
+      ...once.map(() => 3),
+    ]);
+    expect(arms[once.length]?.id).toBe('arm-kube-proxy-prefix-rep2');
+    expect(new Set(plan.runs.map((r) => r.id)).size).toBe(plan.runs.length);
+    expect(new Set(plan.runs.flatMap((r) => r.benchmarks.map((b) => b.resultFile))).size).toBe(
+      plan.runs.flatMap((r) => r.benchmarks).length,
+    );
+    const rep2 = arms.find((r) => r.id === 'arm-epp-prefix-rep2');
+    expect(rep2?.reset).toEqual(arms.find((r) => r.id === 'arm-epp-prefix')?.reset);
+    expect(rep2?.title).toMatch(/\(repeat 2 of 3\)$/);
+    // Bound, partition and sweep runs are not repeated.
+    expect(plan.runs.filter((r) => r.group !== 'arm').map((r) => r.id)).toEqual(
+      studyPlan(parseLabConfig({ study: { sharegptControl: false } }))
+        .runs.filter((r) => r.group !== 'arm')
+        .map((r) => r.id),
+    );
+  });
+
+  it('is checked: a whole number from 1 to 20', () => {
+    expect(() => parseLabConfig({ study: { repeats: 0 } })).toThrow(/study\.repeats/);
+    expect(() => parseLabConfig({ study: { repeats: 21 } })).toThrow(/study\.repeats/);
+  });
+});

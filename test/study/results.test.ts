@@ -73,6 +73,10 @@ describe('summarizeRun', () => {
       meanItlMs: (60_000 * 20 + 20_000 * 50) / 80_000,
       p99TtftMs: 900,
       hitRate: 0.7,
+      // 768 completed / 100 s; median TTFT and TPOT weighted like the means (both clients report 1 here).
+      requestThroughput: 7.68,
+      medianTtftMs: 1,
+      meanTpotMs: 1,
     });
   });
 
@@ -87,6 +91,9 @@ describe('summarizeRun', () => {
       mean_ttft_ms: 215.7,
       mean_itl_ms: 42.82,
       p99_ttft_ms: 812.5,
+      request_throughput: 10.52,
+      median_ttft_ms: 199.1,
+      mean_tpot_ms: 43.1,
     });
     expect(summarizeRun([client(own, 1024)], [replica(0, 1000, 444)])).toEqual({
       completed: 1024,
@@ -97,6 +104,9 @@ describe('summarizeRun', () => {
       meanItlMs: 42.82,
       p99TtftMs: 812.5,
       hitRate: 0.444,
+      requestThroughput: 10.52,
+      medianTtftMs: 199.1,
+      meanTpotMs: 43.1,
     });
   });
 

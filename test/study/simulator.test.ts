@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import {
   BlockPool,
+  type CacheAwareRouterModel,
+  type EndpointPickerModel,
   hitRateBound,
   mulberry32,
+  type PrecisePrefixModel,
   promptOrder,
   ROUTING_POLICIES,
+  type Routing,
   requestShape,
   type SimulationInput,
   simulate,
@@ -184,8 +188,8 @@ describe('simulate', () => {
     ).toEqual([334, 333, 333]);
   });
 
-  it('keeps each prefix on one replica under ideal-partition and consistent-hash', () => {
-    for (const policy of ['ideal-partition', 'consistent-hash'] as const) {
+  it('keeps each prefix on one replica under ideal-partition and the hypothetical prefix-hash', () => {
+    for (const policy of ['ideal-partition', 'prefix-hash'] as const) {
       const result = simulate({ ...DEFAULT, replicas: 2, prefixes: 16 }, policy);
       // 16 prefixes fit one cache: only first requests miss, exactly as on a single replica.
       expect(result.hitRate).toBeCloseTo(
@@ -234,5 +238,110 @@ describe('calibration against lab-spec 4.1 (one L4 replica, default workload)', 
     for (let i = 1; i < simulated.length; i++) {
       expect(simulated[i] as number).toBeGreaterThan(simulated[i - 1] as number);
     }
+  });
+});
+
+describe('front-end models (each derived from its source at the pinned version)', () => {
+  const TWO = { ...DEFAULT, replicas: 2 };
+  /** Over /v1/completions the prompt is sent as is: no chat template (lab-spec 4.1). */
+  const COMPLETIONS = { ...TWO, chatTemplateTokens: 0 };
+  const SEEDS = [42, 43, 44, 45];
+  const mean = (
+    input: SimulationInput,
+    routing: Routing,
+    pick = (r: ReturnType<typeof simulate>) => r.hitRate,
+  ) => SEEDS.reduce((t, seed) => t + pick(simulate({ ...input, seed }, routing)), 0) / SEEDS.length;
+
+  const cacheAware = (promptVisible: boolean, tuned = false): CacheAwareRouterModel => ({
+    kind: 'vllm-router-cache-aware',
+    promptVisible,
+    cacheThreshold: 0.3,
+    balanceAbsThreshold: tuned ? 4096 : 64,
+    balanceRelThreshold: tuned ? 100 : 1.5,
+    evictionIntervalSecs: tuned ? 3600 : 120,
+    maxTreeSize: 67_108_864,
+  });
+  const epp = (promptVisible: boolean, prefixCache = 1): EndpointPickerModel => ({
+    kind: 'gaie-epp',
+    promptVisible,
+    weights: { queue: 1, kvCacheUtilization: 1, prefixCache },
+    hashBlockSize: 64,
+    maxPrefixBlocksToMatch: 256,
+    lruCapacityPerServer: 31_250,
+    refreshMetricsMs: 50,
+  });
+  const precise = (promptVisible: boolean): PrecisePrefixModel => ({
+    kind: 'llmd-precise',
+    promptVisible,
+    weights: { precisePrefixCache: 3, kvCacheUtilization: 2, queue: 2 },
+    refreshMetricsMs: 50,
+  });
+
+  it('vllm-router cache_aware over chat: empty routing text, so every tree stays empty and the smallest-tree choice sends everything to one worker (the manual lab 20/0)', () => {
+    const result = simulate(TWO, cacheAware(false));
+    expect(result.perReplica.map((r) => r.requests)).toEqual([1024, 0]);
+    expect(result.hitRate).toBeCloseTo(simulate(DEFAULT, 'single-replica').hitRate, 10);
+  });
+
+  it('vllm-router cache_aware over chat: its load-balancing fallback (abs and rel thresholds) splits only once the in-flight gap passes balance_abs_threshold; the tuned 4096 never does', () => {
+    const busy = { ...TWO, concurrency: 256, prompts: 2048 };
+    const defaults = simulate(busy, cacheAware(false)).perReplica.map((r) => r.requests);
+    const tuned = simulate(busy, cacheAware(false, true)).perReplica.map((r) => r.requests);
+    expect(Math.min(...defaults)).toBeGreaterThan(700); // least loaded whenever imbalanced
+    expect(tuned).toEqual([2048, 0]);
+    // At the study's concurrency (32) the gap can never exceed 64: defaults and tuned are the same.
+    expect(simulate(TWO, cacheAware(false))).toEqual(simulate(TWO, cacheAware(false, true)));
+  });
+
+  it('over chat the prompt-blind EPP and llm-d fall back to queue and KV-cache scoring: least-loaded behaviour', () => {
+    const leastLoaded = mean(TWO, 'least-loaded');
+    for (const model of [epp(false), epp(false, 3), precise(false)]) {
+      expect(Math.abs(mean(TWO, model) - leastLoaded)).toBeLessThan(0.025);
+      const split = simulate(TWO, model).perReplica.map((r) => r.requests);
+      expect(Math.abs((split[0] ?? 0) - (split[1] ?? 0))).toBeLessThan(64);
+    }
+  });
+
+  it('over completions the prefix-aware models approach the ideal partition on the default workload', () => {
+    const ideal = mean(COMPLETIONS, 'ideal-partition');
+    const perConnection = mean(COMPLETIONS, 'per-connection');
+    expect(ideal - perConnection).toBeGreaterThan(0.3);
+    // Tree and precise index route each prefix back to its replica: within 2 points of the ideal.
+    expect(Math.abs(mean(COMPLETIONS, cacheAware(true)) - ideal)).toBeLessThan(0.02);
+    expect(
+      Math.abs(
+        mean({ ...COMPLETIONS, blockSize: 64 }, precise(true)) -
+          mean({ ...COMPLETIONS, blockSize: 64 }, 'ideal-partition'),
+      ),
+    ).toBeLessThan(0.02);
+    // The EPP with equal weights: the KV-cache and queue scores can outvote a 0.94 prefix score, so it
+    // strays more; weight 3 on the prefix scorer (the epp-prefix3 arm) closes most of the gap.
+    const equal = mean(COMPLETIONS, epp(true));
+    const heavy = mean(COMPLETIONS, epp(true, 3));
+    expect(equal).toBeGreaterThan(perConnection + 0.2);
+    expect(heavy).toBeGreaterThan(equal);
+    expect(ideal - heavy).toBeLessThan(0.02);
+  });
+
+  it('when the working set fits one replica (8 x 512) the prefix-aware models are no better than load balancing', () => {
+    const fits = { ...COMPLETIONS, prefixes: 8, prefixLen: 512 };
+    const leastLoaded = mean(fits, 'least-loaded');
+    for (const model of [cacheAware(true), epp(true), epp(true, 3), precise(true)]) {
+      expect(Math.abs(mean(fits, model) - leastLoaded)).toBeLessThan(0.01);
+    }
+  });
+
+  it('cache_aware over completions with one hot prefix: the defaults spread by load past 64 in flight, the tuned thresholds keep the affinity', () => {
+    const hot = { ...COMPLETIONS, prefixes: 1, concurrency: 256, prompts: 2048 };
+    const defaults = simulate(hot, cacheAware(true)).perReplica.map((r) => r.requests);
+    const tuned = simulate(hot, cacheAware(true, true)).perReplica.map((r) => r.requests);
+    expect(Math.min(...defaults)).toBeGreaterThan(500);
+    expect(tuned).toEqual([2048, 0]);
+  });
+
+  it('the EPP prefix indexer forgets least recently added blocks past lruCapacityPerServer', () => {
+    // 136 blocks per request (8,704 bytes / 64); a capacity of 100 blocks keeps no whole prompt.
+    const tiny = { ...epp(true, 3), lruCapacityPerServer: 100 };
+    expect(mean(COMPLETIONS, tiny)).toBeLessThan(mean(COMPLETIONS, epp(true, 3)) - 0.2);
   });
 });

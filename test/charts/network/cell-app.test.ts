@@ -9,6 +9,7 @@ import { inspectManifests, type KubeObject, loadManifestFolder } from '../../../
 import { imageTagProblem } from '../../../lib/config/fields.ts';
 import { loadLabConfig, parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
+import { probeBundles } from '../../../lib/network/probes/bundle.ts';
 import { tempDir } from '../../temp.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary manifest fields
@@ -45,6 +46,7 @@ describe('the example network lab synthesizes one folder per cell', async () => 
       '20-mesh-policies.yaml',
       '30-service-scale.yaml',
       '40-host-probe.yaml',
+      '50-node-probes.yaml',
     ]);
     expect(existsSync(join(cells['dp-iptables'].dir, '20-mesh-policies.yaml'))).toBe(false);
     expect(existsSync(join(cells.mesh.dir, 'jobs', 'fortio-clients.yaml'))).toBe(true);
@@ -75,9 +77,10 @@ describe('the example network lab synthesizes one folder per cell', async () => 
     expect(backend.spec.template.spec.containers[0].ports[0].containerPort).toBe(
       template.spec.ports[0].targetPort,
     );
-    // The runner creates the Services: none in the manifests but the fortio ones.
+    // The runner creates the Services: none in the manifests but the test servers'.
     expect(objects.filter((o: Any) => o.kind === 'Service').map((o: Any) => o.metadata.name)).toEqual([
       'fortio',
+      'sse-server',
     ]);
   });
 
@@ -161,6 +164,50 @@ describe('the example network lab synthesizes one folder per cell', async () => 
     expect(spec.containers[0].image).toBe('nicolaka/netshoot:v0.16');
     expect(spec.containers[0].securityContext.privileged).toBe(true);
     expect(spec.containers[0].ports).toBeUndefined();
+  });
+
+  test("the lab's Node probes: bundles in a ConfigMap per namespace, run from its mount", () => {
+    const { objects } = cells.mesh;
+    for (const namespace of ['plain', 'mesh']) {
+      expect(find(objects, 'ConfigMap', 'network-probes', namespace).data).toEqual(probeBundles());
+    }
+    const probes = podSpecs(objects).flatMap((spec) =>
+      spec.containers.filter((c: Any) => c.command?.[0] === 'node').map((c: Any) => ({ spec, c })),
+    );
+    expect(probes.map(({ c }) => c.name).sort()).toEqual([
+      'conntrack-driver',
+      'service-prober',
+      'sse-client',
+      'sse-client',
+      'sse-server',
+      'sse-server',
+    ]);
+    for (const { spec, c } of probes) {
+      expect(c.command.slice(0, 2)).toEqual(['node', `/probes/${c.name}.mjs`]);
+      expect(c.image).toBe(example().runner.image);
+      expect(spec.volumes).toEqual([{ name: 'probes', configMap: { name: 'network-probes' } }]);
+      expect(c.volumeMounts).toEqual([{ name: 'probes', mountPath: '/probes', readOnly: true }]);
+    }
+    const flags = (name: string) => probes.find(({ c }) => c.name === name)?.c.command.slice(2);
+    expect(flags('sse-server')).toEqual(['--port', '8080', '--events', '200', '--interval-ms', '20']);
+    expect(flags('service-prober')).toEqual([
+      '--target',
+      'fortio.plain.svc.cluster.local:8080',
+      '--samples',
+      '20',
+      '--attempt-timeout-ms',
+      '20',
+    ]);
+    const driver = probes.find(({ c }) => c.name === 'conntrack-driver');
+    expect(driver?.spec.hostNetwork).toBe(true);
+    expect(flags('conntrack-driver')).toEqual([
+      '--host',
+      '127.0.0.1',
+      '--connections',
+      '4000',
+      '--connect-timeout-ms',
+      '5000',
+    ]);
   });
 
   test('the cell ConfigMap records the Cilium values on the Cilium cell only', () => {

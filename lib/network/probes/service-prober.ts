@@ -1,0 +1,254 @@
+/**
+ * Experiment E9 (network-lab-spec 3): how long after a Service is created does its ClusterIP
+ * accept a TCP connection. The prober tries to connect in a tight loop, each attempt bounded by a
+ * short timeout (20 ms), and reports the time from the start until the first connect succeeded.
+ * This module is the pure part: targets, the result, and the quantization check.
+ *
+ * Resolution: a refused attempt (a REJECT rule, or nothing listening) ends at once and the next
+ * one starts immediately, so the measurement is as fine as the connect round trip. An attempt
+ * whose SYN is dropped (no rule yet for the ClusterIP) ends at its timeout, so there the
+ * resolution is the attempt timeout: 20 ms, where a 200 ms limit quantized the manual study's
+ * numbers to multiples of 200 ms.
+ */
+import { parseHostPort } from './flags.ts';
+import { type MsDistribution, msDistribution, roundMs } from './stats.ts';
+
+export interface ProberTarget {
+  readonly host: string;
+  readonly port: number;
+  /**
+   * The moment the sample starts, in ms since the Unix epoch (the runner's clock when it created
+   * the Service; the prober runs on the same node). Absent: the sample starts when probing does.
+   */
+  readonly startEpochMs?: number;
+}
+
+/** `host:port` or `host:port@<start, ms since the epoch>`. */
+export function parseProberTarget(raw: string): ProberTarget {
+  const at = raw.lastIndexOf('@');
+  const address = parseHostPort('target', at === -1 ? raw : raw.slice(0, at));
+  if (at === -1) return address;
+  const start = Number(raw.slice(at + 1));
+  if (raw.slice(at + 1).trim() === '' || !Number.isFinite(start) || start <= 0) {
+    throw new Error(`--target start after '@' must be ms since the Unix epoch, got '${raw.slice(at + 1)}'`);
+  }
+  return { ...address, startEpochMs: start };
+}
+
+/** The targets to sample: each target once, or one target `samples` times (a calibration run). */
+export function samplePlan(targets: readonly ProberTarget[], samples: number): ProberTarget[] {
+  if (targets.length === 0) throw new Error('--target is required (host:port[@startEpochMs], may repeat)');
+  if (samples === 1) return [...targets];
+  if (targets.length > 1 || targets[0].startEpochMs !== undefined) {
+    throw new Error(
+      `--samples ${samples} repeats one --target without a start time; with ${targets.length} targets each target is one sample`,
+    );
+  }
+  return Array.from({ length: samples }, () => targets[0]);
+}
+
+/** How one connect attempt ended. */
+export type AttemptOutcome =
+  | { readonly kind: 'connected'; readonly atMs: number }
+  | { readonly kind: 'refused' }
+  | { readonly kind: 'timeout' }
+  | { readonly kind: 'error'; readonly code: string };
+
+/** One sample: the probing of one target until it connected or the prober gave up. */
+export interface ProbeSample {
+  /** `host:port`. */
+  readonly target: string;
+  readonly connected: boolean;
+  /** ms from the sample's start until the connect succeeded; null when it never did. */
+  readonly latencyMs: number | null;
+  /**
+   * ms from the sample's start until the first attempt went out: 0 without a start time, else the
+   * delay before the prober ran. The latency can never be below it (the floor of this sample).
+   */
+  readonly firstAttemptAfterMs: number;
+  /** Connect attempts made, the successful one included (count). */
+  readonly attempts: number;
+  /** Attempts refused (RST; count). */
+  readonly refused: number;
+  /** Attempts that hit the attempt timeout (SYN unanswered; count). */
+  readonly timedOut: number;
+  /** Other failed attempts by error code (counts), e.g. EHOSTUNREACH. */
+  readonly otherErrors: Record<string, number>;
+}
+
+/** Tallies a sample's attempts. Pure: the caller says when it started and when it connected. */
+export function sampleOf(
+  target: ProberTarget,
+  firstAttemptAfterMs: number,
+  outcomes: readonly AttemptOutcome[],
+  latencyMs: number | null,
+): ProbeSample {
+  const otherErrors: Record<string, number> = {};
+  for (const outcome of outcomes) {
+    if (outcome.kind === 'error') otherErrors[outcome.code] = (otherErrors[outcome.code] ?? 0) + 1;
+  }
+  const count = (kind: AttemptOutcome['kind']) => outcomes.filter((outcome) => outcome.kind === kind).length;
+  const host = target.host.includes(':') ? `[${target.host}]` : target.host;
+  return {
+    target: `${host}:${target.port}`,
+    connected: latencyMs !== null,
+    latencyMs: latencyMs === null ? null : roundMs(latencyMs),
+    firstAttemptAfterMs: roundMs(firstAttemptAfterMs),
+    attempts: outcomes.length,
+    refused: count('refused'),
+    timedOut: count('timeout'),
+    otherErrors,
+  };
+}
+
+/** The result of the quantization check (see `quantizationCheck`). */
+export interface QuantizationCheck {
+  /** `clustered`: the samples sit on multiples of the step (a measurement artifact). */
+  readonly verdict: 'clustered' | 'not-clustered' | 'too-few';
+  /** The attempt timeout the samples were checked against (ms). */
+  readonly stepMs: number;
+  /** Samples at least half a step long, the ones that can show the artifact (count). */
+  readonly considered: number;
+  /** Of those, samples within `toleranceMs` of a non-zero multiple of the step (count). */
+  readonly onMultiples: number;
+  readonly toleranceMs: number;
+  /** Chance of so many samples on multiples if the latencies were unrelated to the step. */
+  readonly onMultiplesP: number;
+  /**
+   * Rayleigh test of the samples' phases (value mod step): the chance of phases this concentrated
+   * if they were uniform. Null when the samples spread less than half a step (standard
+   * deviation), where concentrated phases prove nothing.
+   */
+  readonly phaseP: number | null;
+  readonly reason: string;
+}
+
+export interface QuantizationOptions {
+  /** Distance from a multiple that counts as "on" it (ms). @default stepMs / 10 */
+  readonly toleranceMs?: number;
+  /** Fewer considered samples than this give `too-few`. @default 5 */
+  readonly minSamples?: number;
+  /** Significance level of both tests. @default 0.01 */
+  readonly alpha?: number;
+}
+
+/** P(X >= k) for X ~ Binomial(n, p). */
+export function binomialTail(n: number, k: number, p: number): number {
+  if (k <= 0 || p >= 1) return 1;
+  if (p <= 0) return 0;
+  let term = (1 - p) ** n; // P(X = 0)
+  let tail = 0;
+  for (let i = 1; i <= n; i++) {
+    term *= ((n - i + 1) / i) * (p / (1 - p));
+    if (i >= k) tail += term;
+  }
+  return Math.min(1, tail);
+}
+
+/** Rayleigh test p-value for n angles with resultant length rn (Zar, Biostatistical Analysis, eq. 27.4). */
+export function rayleighP(n: number, rn: number): number {
+  return Math.min(1, Math.exp(Math.sqrt(1 + 4 * n + 4 * (n * n - rn * rn)) - (1 + 2 * n)));
+}
+
+/**
+ * Do latencies cluster on multiples of the prober's attempt timeout? A prober that quantizes
+ * (network-lab-spec 3, "Prober resolution") produces values at k x step (+ a constant); genuine
+ * programming latencies have no relation to the step. Two tests, either one flags the run:
+ * - many samples within `toleranceMs` of a multiple (k >= 1), against the binomial chance
+ *   2 x tolerance / step for unrelated values;
+ * - the phases (value mod step) concentrated anywhere on the circle (a constant offset such as
+ *   a round trip), by the Rayleigh test, when the samples spread enough for phases to mean
+ *   something.
+ * A genuine, tight cluster of latencies that happens to sit on a multiple cannot be told from the
+ * artifact; it is reported as clustered.
+ */
+export function quantizationCheck(
+  samplesMs: readonly number[],
+  stepMs: number,
+  options: QuantizationOptions = {},
+): QuantizationCheck {
+  if (!(stepMs > 0)) throw new Error(`quantization step must be > 0 ms, got ${stepMs}`);
+  const toleranceMs = options.toleranceMs ?? stepMs / 10;
+  const minSamples = options.minSamples ?? 5;
+  const alpha = options.alpha ?? 0.01;
+  const considered = samplesMs.filter((value) => value >= stepMs / 2);
+  const distance = (value: number) => {
+    const phase = value % stepMs;
+    return Math.min(phase, stepMs - phase);
+  };
+  const onMultiples = considered.filter((value) => distance(value) <= toleranceMs).length;
+  const base = { stepMs, considered: considered.length, onMultiples, toleranceMs };
+  if (considered.length < minSamples) {
+    return {
+      ...base,
+      verdict: 'too-few',
+      onMultiplesP: 1,
+      phaseP: null,
+      reason: `${considered.length} samples of at least ${stepMs / 2} ms; the check needs ${minSamples}`,
+    };
+  }
+  const n = considered.length;
+  const onMultiplesP = binomialTail(n, onMultiples, Math.min(1, (2 * toleranceMs) / stepMs));
+  const mean = considered.reduce((sum, value) => sum + value, 0) / n;
+  const sd = Math.sqrt(considered.reduce((sum, value) => sum + (value - mean) ** 2, 0) / n);
+  let phaseP: number | null = null;
+  if (sd >= stepMs / 2) {
+    const angles = considered.map((value) => (2 * Math.PI * (value % stepMs)) / stepMs);
+    const rn = Math.hypot(
+      angles.reduce((sum, angle) => sum + Math.cos(angle), 0),
+      angles.reduce((sum, angle) => sum + Math.sin(angle), 0),
+    );
+    phaseP = rayleighP(n, rn);
+  }
+  const reasons: string[] = [];
+  if (onMultiplesP < alpha) {
+    reasons.push(`${onMultiples} of ${n} samples within ${toleranceMs} ms of a multiple of ${stepMs} ms`);
+  }
+  if (phaseP !== null && phaseP < alpha) {
+    reasons.push(
+      `the samples' phases modulo ${stepMs} ms are concentrated (Rayleigh p = ${phaseP.toPrecision(2)})`,
+    );
+  }
+  return {
+    ...base,
+    verdict: reasons.length > 0 ? 'clustered' : 'not-clustered',
+    onMultiplesP,
+    phaseP,
+    reason: reasons.length > 0 ? reasons.join('; ') : `no clustering on multiples of ${stepMs} ms`,
+  };
+}
+
+/** The service prober's JSON result (experiment E9). Times in ms. */
+export interface ServiceProberResult {
+  readonly probe: 'service-prober';
+  /** Each attempt's limit (ms). */
+  readonly attemptTimeoutMs: number;
+  /** A sample that has not connected after this long is given up (ms). */
+  readonly giveUpMs: number;
+  readonly samples: ProbeSample[];
+  /** Samples that connected / were given up (counts). */
+  readonly connected: number;
+  readonly failed: number;
+  /** Latencies of the connected samples (ms): p50Ms is the median, p90Ms the spec's p90. */
+  readonly latency: MsDistribution | null;
+  /** Whether those latencies cluster on multiples of `attemptTimeoutMs` (an invalid E9 run). */
+  readonly quantization: QuantizationCheck;
+}
+
+export function proberResult(
+  attemptTimeoutMs: number,
+  giveUpMs: number,
+  samples: ProbeSample[],
+): ServiceProberResult {
+  const latencies = samples.flatMap((sample) => (sample.latencyMs === null ? [] : [sample.latencyMs]));
+  return {
+    probe: 'service-prober',
+    attemptTimeoutMs,
+    giveUpMs,
+    samples,
+    connected: latencies.length,
+    failed: samples.length - latencies.length,
+    latency: msDistribution(latencies),
+    quantization: quantizationCheck(latencies, attemptTimeoutMs),
+  };
+}

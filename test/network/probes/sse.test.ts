@@ -1,0 +1,195 @@
+import { createServer } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  eventDueMs,
+  formatSseEvent,
+  SseParser,
+  type StreamPlan,
+  sequenceErrors,
+  streamPlanOf,
+  summarizeStream,
+} from '../../../lib/network/probes/sse.ts';
+import { type RunningSseServer, readSseStream, startSseServer } from '../../../lib/network/probes/sse-net.ts';
+import { closedPort, withLoopLag } from './loopback.ts';
+
+const PLAN: StreamPlan = { events: 200, intervalMs: 20, stallAfter: -1, stallMs: 0 };
+
+describe('SSE wire format and parser', () => {
+  it('parses what the server writes, however the bytes are split', () => {
+    const text = formatSseEvent(0, 0) + formatSseEvent(1, 20);
+    const whole = new SseParser().push(text);
+    expect(whole).toEqual([
+      { id: '0', event: 'tick', data: '{"seq":0,"dueMs":0}' },
+      { id: '1', event: 'tick', data: '{"seq":1,"dueMs":20}' },
+    ]);
+    const parser = new SseParser();
+    const split = [...text].flatMap((char) => parser.push(char));
+    expect(split).toEqual(whole);
+  });
+
+  it('accepts CRLF and CR line ends (a CRLF split across reads is one line end), comments and multi-line data', () => {
+    const parser = new SseParser();
+    expect(parser.push(': keep-alive\r\ndata: a\r')).toEqual([]);
+    expect(parser.push('\ndata: b\r\r')).toEqual([]);
+    expect(parser.push('data:c\n\n')).toEqual([
+      { id: undefined, event: 'message', data: 'a\nb' },
+      { id: undefined, event: 'message', data: 'c' },
+    ]);
+  });
+
+  it('does not dispatch an event without data', () => {
+    expect(new SseParser().push('id: 3\nevent: tick\n\ndata: d\n\n')).toEqual([
+      { id: '3', event: 'message', data: 'd' },
+    ]);
+  });
+
+  it('discards an event the stream cut off, and completes one ended by a final CR', () => {
+    const cut = new SseParser();
+    cut.push('id: 4\ndata: half');
+    expect(cut.finish()).toEqual({ events: [], cutOff: true });
+    const cr = new SseParser();
+    expect(cr.push('data: x\r\r')).toEqual([]);
+    expect(cr.finish()).toEqual({ events: [{ id: undefined, event: 'message', data: 'x' }], cutOff: false });
+  });
+
+  it('names missing, repeated and unnumbered events', () => {
+    expect(sequenceErrors(['0', '1', '2'])).toEqual([]);
+    expect(sequenceErrors(['0', '3', '4'])).toEqual(['events 1 to 2 missing (2 events)']);
+    expect(sequenceErrors(['0', '1', '1'])).toEqual(['event 1 arrived again or out of order after event 1']);
+    expect(sequenceErrors(['0', undefined])).toEqual(["event 1 has id '', not a sequence number"]);
+  });
+
+  it('schedules events on an absolute clock, with the stall once', () => {
+    expect([0, 1, 199].map((seq) => eventDueMs(PLAN, seq))).toEqual([0, 20, 3980]);
+    const stalled = { ...PLAN, stallAfter: 1, stallMs: 500 };
+    expect([0, 1, 2, 3].map((seq) => eventDueMs(stalled, seq))).toEqual([0, 20, 540, 560]);
+  });
+
+  it('takes per-request overrides from the query and refuses bad ones', () => {
+    expect(streamPlanOf(PLAN, new URLSearchParams('events=5&intervalMs=7'))).toEqual({
+      ...PLAN,
+      events: 5,
+      intervalMs: 7,
+    });
+    expect(streamPlanOf(PLAN, new URLSearchParams('events=0'))).toBe(
+      "query parameter events must be an integer from 1 to 100000, got '0'",
+    );
+  });
+
+  it('summarizes arrivals into gaps, first-event latency and errors', () => {
+    const arrivals = [105, 125, 145, 175].map((atMs, seq) => ({
+      atMs,
+      event: { id: String(seq), event: 'tick', data: '' },
+    }));
+    const result = summarizeStream({
+      url: 'http://x/events',
+      status: 200,
+      expectedEvents: 5,
+      requestAtMs: 100,
+      connectedAtMs: 101.5,
+      endedAtMs: 180,
+      arrivals,
+      transportErrors: [],
+    });
+    expect(result).toMatchObject({
+      events: 4,
+      connectMs: 1.5,
+      firstEventMs: 5,
+      durationMs: 80,
+      gaps: { count: 3, p50Ms: 20, maxMs: 30, meanMs: 23.333 },
+      errors: ['expected 5 events, received 4'],
+    });
+  });
+});
+
+describe('SSE over loopback', () => {
+  let server: RunningSseServer | undefined;
+  afterEach(async () => {
+    await server?.stop();
+    server = undefined;
+  });
+
+  it('receives exactly 200 events with gaps near 20 ms (E7 default)', async () => {
+    server = await startSseServer({ host: '127.0.0.1', port: 0, plan: PLAN });
+    const result = await readSseStream({
+      url: `http://127.0.0.1:${server.port}/events`,
+      expectedEvents: 200,
+      timeoutMs: 30_000,
+    });
+    expect(result.errors).toEqual([]);
+    expect(result.events).toBe(200);
+    expect(result.gaps?.count).toBe(199);
+    // The schedule is absolute, so the mean gap is the interval unless the last event is late.
+    expect(result.gaps?.meanMs).toBeGreaterThan(19);
+    expect(result.gaps?.meanMs).toBeLessThan(21.5);
+    expect(result.gaps?.p50Ms).toBeGreaterThan(15);
+    expect(result.gaps?.p50Ms).toBeLessThan(25);
+    expect(result.firstEventMs).toBeLessThan(1_000);
+    expect(result.durationMs).toBeGreaterThanOrEqual(3_980);
+    const served = await server.stop();
+    server = undefined;
+    expect(served).toMatchObject({ probe: 'sse-server', streams: 1, abandoned: 0, eventsSent: 200 });
+  });
+
+  it('shows a server stall in the maximum gap, not in the median', async () => {
+    const plan = { events: 40, intervalMs: 10, stallAfter: 20, stallMs: 300 };
+    server = await startSseServer({ host: '127.0.0.1', port: 0, plan });
+    const url = `http://127.0.0.1:${server.port}/events`;
+    const { value: result, lagMs } = await withLoopLag(() =>
+      readSseStream({ url, expectedEvents: 40, timeoutMs: 30_000 }),
+    );
+    expect(result.errors).toEqual([]);
+    // 310 ms nominal. If this process was starved while event 20 arrived, the gap before event 21
+    // shrinks by that lag; it still stands ten intervals above the rest.
+    expect(result.gaps?.maxMs).toBeGreaterThan(Math.max(100, 300 - lagMs));
+    expect(result.gaps?.maxMs).toBeLessThan(1_000 + lagMs);
+    expect(result.gaps?.p50Ms).toBeLessThan(50);
+  });
+
+  it('honours query overrides, counts a client that leaves, answers 400 and 404', async () => {
+    server = await startSseServer({ host: '127.0.0.1', port: 0, plan: PLAN });
+    const base = `http://127.0.0.1:${server.port}`;
+    const short = await readSseStream({
+      url: `${base}/events?events=3&intervalMs=5`,
+      expectedEvents: 3,
+      timeoutMs: 5_000,
+    });
+    expect(short).toMatchObject({ events: 3, errors: [] });
+    await expect(
+      readSseStream({ url: `${base}/events?events=x`, expectedEvents: 0, timeoutMs: 5_000 }),
+    ).rejects.toThrow(
+      `${base}/events?events=x answered HTTP 400 with an error: query parameter events must be an integer from 1 to 100000, got 'x'`,
+    );
+    await expect(
+      readSseStream({ url: `${base}/metrics`, expectedEvents: 0, timeoutMs: 5_000 }),
+    ).rejects.toThrow('answered HTTP 404 with an error: no such path /metrics; streams are at /events');
+    const cut = await readSseStream({ url: `${base}/events`, expectedEvents: 200, timeoutMs: 300 });
+    expect(cut.events).toBeGreaterThan(0);
+    expect(cut.events).toBeLessThan(200);
+    expect(cut.errors).toContain('timed out: the stream did not end within 300 ms');
+    expect(cut.errors).toContain(`expected 200 events, received ${cut.events}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await server.stop()).toMatchObject({ streams: 1, abandoned: 1 });
+    server = undefined;
+  });
+
+  it('reports a refused connection as a clear error', async () => {
+    const port = await closedPort();
+    await expect(
+      readSseStream({ url: `http://127.0.0.1:${port}/events`, expectedEvents: 200, timeoutMs: 5_000 }),
+    ).rejects.toThrow(`cannot read http://127.0.0.1:${port}/events: connection refused (ECONNREFUSED)`);
+  });
+
+  it('reports a server that never answers, and a stream that is not SSE', async () => {
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    await expect(
+      readSseStream({ url: `http://127.0.0.1:${port}/events`, expectedEvents: 0, timeoutMs: 200 }),
+    ).rejects.toThrow(`cannot read http://127.0.0.1:${port}/events: no response within 200 ms`);
+    silent.close();
+    await expect(
+      readSseStream({ url: 'https://x/events', expectedEvents: 0, timeoutMs: 200 }),
+    ).rejects.toThrow("--url must be an http:// URL, got 'https://x/events'");
+  });
+});
