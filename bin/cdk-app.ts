@@ -6,7 +6,7 @@ import { reportConfigAndExitOnError } from '../lib/config/report.ts';
 const app = new App();
 // `-c labConfig=<file>` wins over $LAB_CONFIG; with neither, the published lab's defaults.
 const file = app.node.tryGetContext('labConfig') as string | undefined;
-const { config } = reportConfigAndExitOnError(() => loadLabConfig({ file }), 'the CDK stack');
+const { config } = reportConfigAndExitOnError(() => loadLabConfig({ file }));
 new LabStack(app, config.stackName, {
   config,
   // Env-agnostic unless the caller's CLI profile names an account and region.
@@ -14,5 +14,8 @@ new LabStack(app, config.stackName, {
     process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
       ? { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION }
       : undefined,
-  description: 'LLM-gateway benchmark lab: GPU host with K3s, vLLM replicas and every gateway arm',
+  description:
+    config.lab === 'network'
+      ? 'Network lab: one single-node K3s cell per datapath (kube-proxy modes, Cilium, Istio)'
+      : 'LLM-gateway benchmark lab: GPU host with K3s, vLLM replicas and every gateway arm',
 });

@@ -99,17 +99,19 @@ export function buildNetworkJobsApp(config: LabConfig, cell: NetworkCell, outdir
  * Jobs in `jobs/`, `prerequisites.json` and the Helm values files the prerequisites name.
  */
 export function synthesizeNetworkLab(config: LabConfig, outdir: string): void {
-  for (const cell of config.network.cells) {
-    const dir = join(outdir, cell.name);
-    buildNetworkCellApp(config, cell, { outdir: dir }).synth();
-    buildNetworkJobsApp(config, cell, join(dir, CELL_JOBS_DIR)).synth();
-    const list = networkPrerequisites(config, cell);
-    for (const prerequisite of list.prerequisites) {
-      if (prerequisite.kind !== 'helm' || !prerequisite.values || !prerequisite.valuesFile) continue;
-      const file = join(dir, prerequisite.valuesFile);
-      mkdirSync(dirname(file), { recursive: true });
-      writeFileSync(file, stringify(prerequisite.values));
-    }
-    writeFileSync(join(dir, 'prerequisites.json'), `${JSON.stringify(list, null, 2)}\n`);
+  for (const cell of config.network.cells) synthesizeNetworkCell(config, cell, join(outdir, cell.name));
+}
+
+/** Writes one cell's folder (what its host applies): charts, jobs/, prerequisites.json, Helm values. */
+export function synthesizeNetworkCell(config: LabConfig, cell: NetworkCell, dir: string): void {
+  buildNetworkCellApp(config, cell, { outdir: dir }).synth();
+  buildNetworkJobsApp(config, cell, join(dir, CELL_JOBS_DIR)).synth();
+  const list = networkPrerequisites(config, cell);
+  for (const prerequisite of list.prerequisites) {
+    if (prerequisite.kind !== 'helm' || !prerequisite.values || !prerequisite.valuesFile) continue;
+    const file = join(dir, prerequisite.valuesFile);
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, stringify(prerequisite.values));
   }
+  writeFileSync(join(dir, 'prerequisites.json'), `${JSON.stringify(list, null, 2)}\n`);
 }

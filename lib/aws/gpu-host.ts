@@ -15,18 +15,36 @@ import { renderLauncher, writeBootstrapFolder } from './bootstrap/index.ts';
 /** CDK context key whose new value makes the next deploy launch a fresh host. */
 export const RELAUNCH_CONTEXT_KEY = 'relaunch';
 
-export interface GpuHostProps {
-  readonly config: LabConfig;
-  /** Where the host syncs study results; the role may write only under the stack's prefix. */
+/** The instance settings a host is launched and identified with (GPU host or network-lab cell). */
+export interface HostInstanceSettings {
+  readonly type: string;
+  readonly fallbackTypes: readonly string[];
+  readonly preferredAzs: readonly string[];
+  readonly rootVolumeGiB: number;
+  readonly amiParameter: string;
+}
+
+export interface LabHostProps {
+  readonly instance: HostInstanceSettings;
+  /** The instance role's description: who the host is. */
+  readonly description: string;
+  /** Writes the manifests folder the host applies (synthesized in-process, never a stale dist/). */
+  readonly writeManifests: (dir: string) => void;
+  /** Writes the bootstrap folder: the shell program and its settings.env. */
+  readonly writeBootstrap: (dir: string) => void;
+  /** Where the host syncs study results; the role may write only under `resultsPrefix`. */
   readonly resultsBucket: s3.IBucket;
+  /** The host's prefix of the results bucket, ending in `/` (what its settings.env uses too). */
+  readonly resultsPrefix: string;
 }
 
 /**
- * Everything that defines the GPU host except its launch: the instance role, the bootstrap and
+ * Everything that defines a lab host except its launch: the instance role, the bootstrap and
  * the synthesized manifests as S3 assets, and the launch template whose user data is a small
- * launcher (user data is limited to 16 KB; the bootstrap itself is far larger).
+ * launcher (user data is limited to 16 KB; the bootstrap itself is far larger). The GPU host and
+ * each network-lab cell are one of these.
  */
-export class GpuHost extends Construct {
+export class LabHost extends Construct {
   readonly role: iam.Role;
   readonly launchTemplate: ec2.LaunchTemplate;
   /** Managed policies the stack itself attaches to the role (the allow-list of the role cleanup). */
@@ -39,25 +57,25 @@ export class GpuHost extends Construct {
   /** The handle this generation's bootstrap signals SUCCESS or FAILURE to (a presigned URL). */
   readonly readyHandle: CfnWaitConditionHandle;
 
-  constructor(scope: Construct, id: string, props: GpuHostProps) {
+  constructor(scope: Construct, id: string, props: LabHostProps) {
     super(scope, id);
-    const { config } = props;
+    const { instance } = props;
     const stack = Stack.of(this);
 
     this.managedPolicies = [iam.ManagedPolicy.fromAwsManagedPolicyName('AmazonSSMManagedInstanceCore')];
     this.role = new iam.Role(this, 'InstanceRole', {
       assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com'),
-      description: 'LLM-gateway lab GPU host: SSM Session Manager, its own assets, its results prefix',
+      description: props.description,
       managedPolicies: [...this.managedPolicies],
     });
 
     // The manifests are synthesized here, in-process, from the same config: never a stale dist/.
     const manifestsDir = mkdtempSync(join(tmpdir(), 'lab-manifests-'));
-    synthesizeCluster(config, manifestsDir);
+    props.writeManifests(manifestsDir);
     const manifests = new s3assets.Asset(this, 'Manifests', { path: manifestsDir });
     // The bootstrap folder: the shell program of lib/aws/bootstrap/sh and its settings.env.
     const bootstrapDir = mkdtempSync(join(tmpdir(), 'lab-bootstrap-'));
-    writeBootstrapFolder(config, bootstrapDir);
+    props.writeBootstrap(bootstrapDir);
     const bootstrap = new s3assets.Asset(this, 'Bootstrap', { path: bootstrapDir });
     // Exactly the two asset objects, not the whole staging bucket.
     this.role.addToPolicy(
@@ -66,8 +84,8 @@ export class GpuHost extends Construct {
         resources: [manifests, bootstrap].map((asset) => asset.bucket.arnForObjects(asset.s3ObjectKey)),
       }),
     );
-    // `aws s3 sync` of the results folder: list and write under the stack's prefix, nothing else.
-    const resultsPrefix = `${stack.stackName}/`;
+    // `aws s3 sync` of the results folder: list and write under the host's prefix, nothing else.
+    const { resultsPrefix } = props;
     this.role.addToPolicy(
       new iam.PolicyStatement({
         actions: ['s3:ListBucket'],
@@ -95,7 +113,7 @@ export class GpuHost extends Construct {
     );
 
     // Everything that makes the capacity launch start a new instance, as far as synthesis knows it.
-    const { type, fallbackTypes, preferredAzs, rootVolumeGiB, amiParameter } = config.instance;
+    const { type, fallbackTypes, preferredAzs, rootVolumeGiB, amiParameter } = instance;
     // `cdk deploy -c relaunch=<any new value>` replaces a host that is gone (lifetime guard,
     // terminateWhenDone): CloudFormation updates the launch only when its inputs change.
     const relaunch = String(this.node.tryGetContext(RELAUNCH_CONTEXT_KEY) ?? '');
@@ -126,10 +144,10 @@ export class GpuHost extends Construct {
     );
 
     this.launchTemplate = new ec2.LaunchTemplate(this, 'LaunchTemplate', {
-      machineImage: ec2.MachineImage.fromSsmParameter(config.instance.amiParameter, {
+      machineImage: ec2.MachineImage.fromSsmParameter(instance.amiParameter, {
         os: ec2.OperatingSystemType.LINUX,
       }),
-      instanceType: new ec2.InstanceType(config.instance.type),
+      instanceType: new ec2.InstanceType(instance.type),
       role: this.role,
       userData,
       requireImdsv2: true,
@@ -142,7 +160,7 @@ export class GpuHost extends Construct {
       blockDevices: [
         {
           deviceName: '/dev/sda1',
-          volume: ec2.BlockDeviceVolume.ebs(config.instance.rootVolumeGiB, {
+          volume: ec2.BlockDeviceVolume.ebs(instance.rootVolumeGiB, {
             volumeType: ec2.EbsDeviceVolumeType.GP3,
             encrypted: true,
             deleteOnTermination: true,
@@ -152,6 +170,27 @@ export class GpuHost extends Construct {
       // No security group and no network interface here: each launch attempt gives its AZ's
       // subnet, the public IP and the security group on the request's network interface, and
       // RunInstances rejects a template network interface beside a request subnet (lab-spec 2.1).
+    });
+  }
+}
+
+export interface GpuHostProps {
+  readonly config: LabConfig;
+  /** Where the host syncs study results; the role may write only under the stack's prefix. */
+  readonly resultsBucket: s3.IBucket;
+}
+
+/** The LLM-gateway lab's GPU host: the whole cluster folder and the GPU bootstrap, results under the stack's prefix. */
+export class GpuHost extends LabHost {
+  constructor(scope: Construct, id: string, props: GpuHostProps) {
+    const { config, resultsBucket } = props;
+    super(scope, id, {
+      instance: config.instance,
+      description: 'LLM-gateway lab GPU host: SSM Session Manager, its own assets, its results prefix',
+      writeManifests: (dir) => synthesizeCluster(config, dir),
+      writeBootstrap: (dir) => writeBootstrapFolder(config, dir),
+      resultsBucket,
+      resultsPrefix: `${Stack.of(scope).stackName}/`,
     });
   }
 }

@@ -10,14 +10,46 @@ import {
 } from 'aws-cdk-lib';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
+import { synthesizeNetworkCell } from '../../charts/network/cell-app.ts';
+import type { NetworkCell } from '../config/network.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { KUBE_PROXY_NODE_PORT } from '../study/topology.ts';
 import { acknowledgeControlTowerRules } from './acknowledgements.ts';
 import { LOG_OBJECT } from './bootstrap/bootstrap.ts';
+import { writeCellBootstrapFolder } from './bootstrap/cell.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
-import { GpuHost } from './gpu-host.ts';
+import type { OnDemandQuota } from './capacity-launch/launch.ts';
+import { GpuHost, type HostInstanceSettings, LabHost } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
 import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
+
+/** The On-Demand vCPU quota a network-lab cell's CPU instances count against (network-lab-spec 1). */
+export const NETWORK_CELL_QUOTA: OnDemandQuota = {
+  name: 'Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances',
+  code: 'L-1216C47A',
+};
+
+/** What the stack builds for one network-lab cell. */
+export interface NetworkCellHost {
+  readonly cell: NetworkCell;
+  readonly host: LabHost;
+  readonly launch: CapacityLaunch;
+  readonly ready: CfnWaitCondition;
+}
+
+/** A cell's instance settings: the network lab's, with the cell's type when it names one. */
+export function cellInstance(config: LabConfig, cell: NetworkCell): HostInstanceSettings {
+  const { instance } = config.network;
+  return { ...instance, type: cell.instanceType ?? instance.type };
+}
+
+/** `dp-cilium` -> `CellDpCilium`: construct ids and output names of a cell. */
+export function cellConstructId(name: string): string {
+  return `Cell${name
+    .split('-')
+    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
+    .join('')}`;
+}
 
 /** Days a replaced or deleted result file is kept as a noncurrent version of the results bucket. */
 export const RESULTS_NONCURRENT_DAYS = 7;
@@ -36,8 +68,12 @@ export class LabStack extends Stack {
   /** Where study results land; kept on `cdk destroy` so that destroying the lab keeps the data. */
   readonly resultsBucket: s3.Bucket;
   readonly network: LabNetwork;
-  readonly host: GpuHost;
-  readonly launch: CapacityLaunch;
+  /** The GPU host (LLM-gateway lab); undefined for the network lab. */
+  readonly host?: GpuHost;
+  /** The GPU host's launch (LLM-gateway lab); undefined for the network lab. */
+  readonly launch?: CapacityLaunch;
+  /** One host per cell (network lab); empty for the LLM-gateway lab. */
+  readonly cells: readonly NetworkCellHost[] = [];
 
   constructor(scope: Construct, id: string, props: LabStackProps) {
     super(scope, id, props);
@@ -67,10 +103,22 @@ export class LabStack extends Stack {
         "Only the lab's own host writes here, under its stack prefix; object-level access can be audited with CloudTrail data events without a second retained bucket",
     });
     this.network = new LabNetwork(this, 'Network');
+    acknowledgeControlTowerRules(this);
+    Validations.of(this).acknowledge({
+      id: 'CloudFormation-Validate::F6101',
+      reason:
+        'WaitCondition Data is a JSON string in outputs, as in the AWS::CloudFormation::WaitCondition documentation example',
+    });
+    if (config.lab === 'network') {
+      this.cells = config.network.cells.map((cell) => this.addCell(config, cell));
+      const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: this.cells.map((c) => c.host.role) });
+      roleCleanup.mustRunAfterDeletionOf(...this.cells.map((c) => c.launch.resource));
+      return;
+    }
 
     this.host = new GpuHost(this, 'Host', { config, resultsBucket: this.resultsBucket });
 
-    this.launch = new CapacityLaunch(this, 'CapacityLaunch', {
+    const launch = new CapacityLaunch(this, 'CapacityLaunch', {
       launchTemplate: this.host.launchTemplate,
       subnets: this.network.subnets,
       securityGroup: this.network.securityGroup,
@@ -85,11 +133,12 @@ export class LabStack extends Stack {
       // Relaunch exactly when the wait condition below is new, so every new host is waited for.
       generation: this.host.generation,
     });
+    this.launch = launch;
 
     // Systems Manager may attach policies to the instance role after deploy; strip them before the
     // role is deleted, and only once the instance is gone (lab-spec 2.4).
     const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: [this.host.role] });
-    roleCleanup.mustRunAfterDeletionOf(this.launch.resource);
+    roleCleanup.mustRunAfterDeletionOf(launch.resource);
 
     // Named by the host generation: a changed bootstrap or manifests set launches a new instance,
     // and cdk deploy must wait for that one's signal, not reuse the old, completed condition.
@@ -99,25 +148,100 @@ export class LabStack extends Stack {
       timeout: String(config.instance.readyTimeoutMinutes * 60),
     });
     // Waiting starts only once an instance exists to send the signal.
-    ready.node.addDependency(this.launch);
+    ready.node.addDependency(launch);
 
-    this.addOutputs(config, ready);
-    acknowledgeControlTowerRules(this);
-    Validations.of(this).acknowledge({
-      id: 'CloudFormation-Validate::F6101',
-      reason:
-        'WaitCondition Data is a JSON string in outputs, as in the AWS::CloudFormation::WaitCondition documentation example',
-    });
+    this.addOutputs(config, this.launch, ready);
   }
 
-  private addOutputs(config: LabConfig, ready: CfnWaitCondition): void {
-    const instanceId = this.launch.instanceId;
+  /**
+   * One network-lab cell: its host (the cell's manifests folder and bootstrap, results under
+   * `<stack>/<cell>/`), its launch within the Standard-instance quota, its WaitCondition and outputs.
+   */
+  private addCell(config: LabConfig, cell: NetworkCell): NetworkCellHost {
+    const instance = cellInstance(config, cell);
+    const id = cellConstructId(cell.name);
+    const host = new LabHost(this, `${id}Host`, {
+      instance,
+      description: `Network lab cell ${cell.name}: SSM Session Manager, its own assets, its results prefix`,
+      writeManifests: (dir) => synthesizeNetworkCell(config, cell, dir),
+      writeBootstrap: (dir) => writeCellBootstrapFolder(config, cell, dir),
+      resultsBucket: this.resultsBucket,
+      resultsPrefix: `${this.stackName}/${cell.name}/`,
+    });
+    const launch = new CapacityLaunch(this, `${id}Launch`, {
+      launchTemplate: host.launchTemplate,
+      subnets: this.network.subnets,
+      securityGroup: this.network.securityGroup,
+      instanceType: instance.type,
+      fallbackInstanceTypes: [...instance.fallbackTypes],
+      preferredAzs: [...instance.preferredAzs],
+      vcpusNeeded: config.network.instance.vcpus,
+      quota: NETWORK_CELL_QUOTA,
+      instanceRole: host.role,
+      totalTimeout: Duration.minutes(50),
+      generation: host.generation,
+    });
+    const ready = new CfnWaitCondition(this, `${id}Ready${host.generation}`, {
+      handle: host.readyHandle.ref,
+      count: 1,
+      timeout: String(config.network.instance.readyTimeoutMinutes * 60),
+    });
+    ready.node.addDependency(launch);
+    this.addCellOutputs(config, cell, id, launch, ready);
+    return { cell, host, launch, ready };
+  }
+
+  private addCellOutputs(
+    config: LabConfig,
+    cell: NetworkCell,
+    id: string,
+    launch: CapacityLaunch,
+    ready: CfnWaitCondition,
+  ): void {
+    const { instance } = config.network;
+    const type = cellInstance(config, cell).type;
+    const output = (name: string, value: string, description: string) =>
+      new CfnOutput(this, `${id}${name}`, { value, description: `Cell ${cell.name}: ${description}` });
+    output('InstanceId', launch.instanceId, `its host (${cell.datapath}, mesh ${cell.mesh})`);
+    output('AvailabilityZone', launch.availabilityZone, 'where capacity was found');
+    output('InstanceType', launch.instanceType, 'the type that launched');
+    output('LaunchAttempts', launch.attemptLog, 'every Availability Zone tried, and why it failed');
+    output(
+      'ConnectCommand',
+      `aws ssm start-session --region ${this.region} --target ${launch.instanceId}`,
+      'a shell on the host (SSM Session Manager; no SSH, no inbound rule)',
+    );
+    output(
+      'ResultsLocation',
+      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${cell.name}/`,
+      'where the host syncs results',
+    );
+    output(
+      'BootstrapLog',
+      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${cell.name}/${LOG_OBJECT}`,
+      'the bootstrap log, uploaded every few minutes',
+    );
+    output(
+      'EstimatedCostPerHour',
+      `${instance.pricePerHourUsd.toFixed(3)} USD/hour on demand (${type}, instance only)`,
+      'from network.instance.pricePerHourUsd',
+    );
+    output(
+      'MaxLifetime',
+      `${instance.maxLifetimeHours} h after boot the host uploads results, shuts down and terminates`,
+      'cost guard (network.instance.maxLifetimeHours)',
+    );
+    output('ReadyReport', Token.asString(ready.attrData), 'what the bootstrap reported: the datapath proof');
+  }
+
+  private addOutputs(config: LabConfig, launch: CapacityLaunch, ready: CfnWaitCondition): void {
+    const instanceId = launch.instanceId;
     const output = (id: string, value: string, description: string) =>
       new CfnOutput(this, id, { value, description });
     output('InstanceId', instanceId, 'The GPU host');
-    output('AvailabilityZone', this.launch.availabilityZone, 'Where capacity was found');
-    output('InstanceType', this.launch.instanceType, 'The type that launched');
-    output('LaunchAttempts', this.launch.attemptLog, 'Every Availability Zone tried, and why it failed');
+    output('AvailabilityZone', launch.availabilityZone, 'Where capacity was found');
+    output('InstanceType', launch.instanceType, 'The type that launched');
+    output('LaunchAttempts', launch.attemptLog, 'Every Availability Zone tried, and why it failed');
     output(
       'ConnectCommand',
       `aws ssm start-session --region ${this.region} --target ${instanceId}`,

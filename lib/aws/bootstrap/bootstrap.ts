@@ -2,6 +2,7 @@ import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LabConfig } from '../../config/schema.ts';
+import { NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
 import { HOST_FILE, STATUS_FILE } from '../../runner/layout.ts';
 import {
   MODEL_CACHE_HOST_PATH,
@@ -11,7 +12,7 @@ import {
   replicaSetName,
   VLLM_PORT,
 } from '../../study/topology.ts';
-import { STEP_NAMES, type StepName, stepBudgetSeconds } from './budgets.ts';
+import { type NetworkStepName, STEP_NAMES, type StepName, stepBudgetSeconds } from './budgets.ts';
 import {
   BOOTSTRAP_ENVIRONMENT,
   BOOTSTRAP_LOG,
@@ -92,7 +93,7 @@ export const SIGNAL_RETRY_SECONDS = 10;
 
 /** One step: its bash function, the title its marker shows, and its time budget. */
 export interface BootstrapStep {
-  readonly name: StepName;
+  readonly name: StepName | NetworkStepName;
   readonly title: string;
   readonly budgetSeconds: number;
 }
@@ -158,16 +159,17 @@ export function bootstrapSteps(config: LabConfig): BootstrapStep[] {
   return STEP_NAMES.map((name) => ({ name, title: titles[name], budgetSeconds: budgets[name] }));
 }
 
-const q = shellQuote;
-const assign = (name: string, value: string | number) =>
+export const q = shellQuote;
+export const assign = (name: string, value: string | number) =>
   `${name}=${typeof value === 'number' ? String(value) : q(value)}`;
-const array = (name: string, values: readonly (string | number)[]) =>
+export const array = (name: string, values: readonly (string | number)[]) =>
   `${name}=(${values.map((v) => (typeof v === 'number' ? String(v) : q(v))).join(' ')})`;
 
-/** settings.env: every value the shell program reads from the configuration, as bash assignments. */
-export function renderSettings(config: LabConfig): string {
-  const steps = bootstrapSteps(config);
-  const sharegpt = config.study.sharegptControl ? sharegptHostPath(config) : '';
+/** Lines of settings.env every lab's bootstrap reads: host paths, the steps, the signal, the uploads. */
+export function commonSettings(
+  steps: readonly { name: string; title: string; budgetSeconds: number }[],
+  host: { terminateWhenDone: boolean; lifetimeMinutes: number; resultsSubdir: string },
+): string[] {
   return [
     '# shellcheck shell=bash disable=SC2034',
     '# Settings of the lab bootstrap, rendered from the lab configuration by lib/aws/bootstrap/bootstrap.ts.',
@@ -194,8 +196,6 @@ export function renderSettings(config: LabConfig): string {
     assign('RESULTS_DIR', RESULTS_HOST_PATH),
     assign('STATUS_FILE', `${RESULTS_HOST_PATH}/${STATUS_FILE}`),
     assign('HOST_FILE', `${RESULTS_HOST_PATH}/${HOST_FILE}`),
-    assign('MODEL_CACHE', MODEL_CACHE_HOST_PATH),
-    assign('SHAREGPT_FILE', sharegpt),
     assign('IMDS', IMDS_URL),
     '',
     '# --- the steps: bash function, marker title, budget in seconds (lib/aws/bootstrap/budgets.ts)',
@@ -220,10 +220,30 @@ export function renderSettings(config: LabConfig): string {
     assign('SIGNAL_RETRY_SECONDS', SIGNAL_RETRY_SECONDS),
     assign('LOG_OBJECT', LOG_OBJECT),
     assign('LOG_UPLOAD_MINUTES', LOG_UPLOAD_MINUTES),
-    assign('TERMINATE_WHEN_DONE', config.runner.terminateWhenDone ? 1 : 0),
-    assign('LIFETIME_MINUTES', lifetimeMinutes(config)),
+    // Under the stack's prefix: '' for the GPU host, '<cell>/' for a network-lab cell.
+    assign('RESULTS_SUBDIR', host.resultsSubdir),
+    assign('TERMINATE_WHEN_DONE', host.terminateWhenDone ? 1 : 0),
+    assign('LIFETIME_MINUTES', host.lifetimeMinutes),
+    assign('HELM_VERSION', HELM_VERSION),
+    // Placeholders of Helm values only the host can fill (lib/aws/bootstrap/sh/steps/07-apply.sh).
+    assign('NODE_IP_PLACEHOLDER', NODE_IP_PLACEHOLDER),
     '',
+  ];
+}
+
+/** settings.env: every value the shell program reads from the configuration, as bash assignments. */
+export function renderSettings(config: LabConfig): string {
+  const steps = bootstrapSteps(config);
+  const sharegpt = config.study.sharegptControl ? sharegptHostPath(config) : '';
+  return [
+    ...commonSettings(steps, {
+      terminateWhenDone: config.runner.terminateWhenDone,
+      lifetimeMinutes: lifetimeMinutes(config),
+      resultsSubdir: '',
+    }),
     '# --- the lab configuration',
+    assign('MODEL_CACHE', MODEL_CACHE_HOST_PATH),
+    assign('SHAREGPT_FILE', sharegpt),
     assign('INSTANCE_TYPE', config.instance.type),
     assign('EXPECTED_GPUS', config.instance.gpus),
     assign('AMI_PARAMETER', config.instance.amiParameter),
@@ -241,7 +261,6 @@ export function renderSettings(config: LabConfig): string {
     array('REPLICA_SETS', replicaSets(config)),
     assign('MODEL_CACHE_MOUNT', MODEL_CACHE_MOUNT),
     assign('SHAREGPT_URL', SHAREGPT_URL),
-    assign('HELM_VERSION', HELM_VERSION),
     '',
   ].join('\n');
 }

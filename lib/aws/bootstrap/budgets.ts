@@ -48,12 +48,52 @@ export const BASE_STEP_MINUTES: Readonly<Record<StepName, number>> = {
   signal_success: 1,
 };
 
+/**
+ * The network lab's steps (network-lab-spec 1, 2): the common start (cost guard, OS updates,
+ * preflight), the cell's datapath preflight, K3s with the cell's flags, image pulls, Cilium/Istio
+ * as Helm prerequisites, the charts, the datapath proof, istiod's injector on mesh cells, signal.
+ */
+export const NETWORK_STEP_NAMES = [
+  'arm_cost_guard',
+  'hold_os_updates',
+  'preflight',
+  'preflight_datapath',
+  'install_cell_k3s',
+  'pull_cell_images',
+  'apply_prerequisites',
+  'apply_charts',
+  'verify_datapath',
+  'verify_mesh_injector',
+  'signal_success',
+] as const;
+
+export type NetworkStepName = (typeof NETWORK_STEP_NAMES)[number];
+
+/**
+ * Minutes per network-lab step at the default ready timeout (45). Estimates, not measured on a
+ * real account: no model and no 10 GB image here; Cilium's and istiod's `helm --wait` and the
+ * first pulls of fortio/netshoot dominate.
+ */
+export const NETWORK_BASE_STEP_MINUTES: Readonly<Record<NetworkStepName, number>> = {
+  arm_cost_guard: 1,
+  hold_os_updates: 6,
+  preflight: 2,
+  preflight_datapath: 1,
+  install_cell_k3s: 4,
+  pull_cell_images: 4,
+  apply_prerequisites: 8,
+  apply_charts: 3,
+  verify_datapath: 3,
+  verify_mesh_injector: 2,
+  signal_success: 1,
+};
+
 /** From the launch until the bootstrap starts: boot, cloud-init, the launcher's downloads. */
 export const BOOT_MARGIN_MINUTES = 4;
 
-/** The sum of the base budgets. */
-export function baseBudgetMinutes(): number {
-  return STEP_NAMES.reduce((sum, name) => sum + BASE_STEP_MINUTES[name], 0);
+/** The sum of the base budgets (the LLM-gateway lab's unless a table is given). */
+export function baseBudgetMinutes(base: Readonly<Record<string, number>> = BASE_STEP_MINUTES): number {
+  return Object.values(base).reduce((sum, minutes) => sum + minutes, 0);
 }
 
 /** The least `instance.readyTimeoutMinutes` that holds every step's base budget and the boot. */
@@ -67,11 +107,28 @@ export function minimumReadyTimeoutMinutes(): number {
  * Never below the base: a timeout under the minimum is a configuration error, not a squeeze.
  */
 export function stepBudgetSeconds(readyTimeoutMinutes: number): Record<StepName, number> {
-  const available = Math.max(readyTimeoutMinutes - BOOT_MARGIN_MINUTES, baseBudgetMinutes());
-  const scale = available / baseBudgetMinutes();
+  return scaledBudgets(readyTimeoutMinutes, BASE_STEP_MINUTES);
+}
+
+/** The same scaling for the network lab's steps. */
+export function networkStepBudgetSeconds(readyTimeoutMinutes: number): Record<NetworkStepName, number> {
+  return scaledBudgets(readyTimeoutMinutes, NETWORK_BASE_STEP_MINUTES);
+}
+
+/** The least network `instance.readyTimeoutMinutes` that holds every network step's base budget and the boot. */
+export function networkMinimumReadyTimeoutMinutes(): number {
+  return baseBudgetMinutes(NETWORK_BASE_STEP_MINUTES) + BOOT_MARGIN_MINUTES;
+}
+
+function scaledBudgets<Name extends string>(
+  readyTimeoutMinutes: number,
+  base: Readonly<Record<Name, number>>,
+): Record<Name, number> {
+  const total = baseBudgetMinutes(base);
+  const scale = Math.max(readyTimeoutMinutes - BOOT_MARGIN_MINUTES, total) / total;
   return Object.fromEntries(
-    STEP_NAMES.map((name) => [name, Math.floor(BASE_STEP_MINUTES[name] * 60 * scale)]),
-  ) as Record<StepName, number>;
+    (Object.keys(base) as Name[]).map((name) => [name, Math.floor(base[name] * 60 * scale)]),
+  ) as Record<Name, number>;
 }
 
 /** "arm_cost_guard 1, hold_os_updates 6, ..." for messages. */

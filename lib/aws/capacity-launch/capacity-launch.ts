@@ -9,7 +9,7 @@ import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
 import { acknowledgeHandler, acknowledgeProviderFramework } from '../acknowledgements.ts';
 import { STACK_TAG_KEY } from '../tags.ts';
-import type { StackTag } from './launch.ts';
+import type { OnDemandQuota, StackTag } from './launch.ts';
 import { LaunchAttributes, LaunchProps, SubnetFields } from './props.ts';
 
 /** The tag key every launched instance and volume carries; termination is allowed only on it. */
@@ -46,6 +46,12 @@ export interface CapacityLaunchProps {
   readonly preferredAzs?: string[];
   /** vCPUs of `instanceType`, named in the quota message (48 for g6.12xlarge). */
   readonly vcpusNeeded: number;
+  /**
+   * The On-Demand vCPU quota the instances count against, named when a launch stops on it.
+   *
+   * @default - derived from the failing type's family (launch.ts onDemandQuotaFor)
+   */
+  readonly quota?: OnDemandQuota;
   /** The role of the instance profile in the launch template: the launch function may pass only it. */
   readonly instanceRole: iam.IRole;
   /**
@@ -323,6 +329,8 @@ export class CapacityLaunch extends Construct {
         [LaunchProps.instanceTypes]: [props.instanceType, ...(props.fallbackInstanceTypes ?? [])],
         [LaunchProps.preferredAzs]: props.preferredAzs ?? [],
         [LaunchProps.vcpusNeeded]: props.vcpusNeeded,
+        [LaunchProps.quotaName]: props.quota?.name ?? '',
+        [LaunchProps.quotaCode]: props.quota?.code ?? '',
         [LaunchProps.stackTagKey]: stackTag.key,
         [LaunchProps.stackTagValue]: stackTag.value,
       },

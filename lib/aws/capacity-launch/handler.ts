@@ -14,6 +14,7 @@ import {
   type LaunchRequest,
   launchWithFallback,
   liveHosts,
+  type OnDemandQuota,
   requestClientTokens,
 } from './launch.ts';
 import { LAUNCH_INPUTS, type LaunchAttributes, LaunchProps, SubnetFields } from './props.ts';
@@ -79,6 +80,14 @@ function subnetOf(entry: unknown): LabSubnet {
   };
 }
 
+/** The quota the stack named, if any (the handler derives it from the type otherwise). */
+function quotaOf(props: Record<string, unknown>): { quota?: OnDemandQuota } {
+  const name = props[LaunchProps.quotaName];
+  if (typeof name !== 'string' || name === '') return {};
+  const code = props[LaunchProps.quotaCode];
+  return { quota: { name, ...(typeof code === 'string' && code !== '' ? { code } : {}) } };
+}
+
 /** The launch request from the resource properties (CloudFormation sends numbers as strings). */
 export function parseLaunchRequest(props: Record<string, unknown>, requestId: string): LaunchRequest {
   const instanceTypes = list(props, LaunchProps.instanceTypes).map(String);
@@ -93,6 +102,7 @@ export function parseLaunchRequest(props: Record<string, unknown>, requestId: st
     instanceTypes,
     preferredAzs: list(props, LaunchProps.preferredAzs).map(String),
     vcpusNeeded: Number.isFinite(vcpus) ? vcpus : 0,
+    ...quotaOf(props),
     stackTag: { key: text(props, LaunchProps.stackTagKey), value: text(props, LaunchProps.stackTagValue) },
     generationTag: { key: GENERATION_TAG_KEY, value: text(props, LaunchProps.generation) },
     requestId,

@@ -33,6 +33,8 @@ export interface LaunchRequest {
   readonly preferredAzs: readonly string[];
   /** vCPUs of the primary type, for the quota message. */
   readonly vcpusNeeded: number;
+  /** The quota the quota message names; derived from the failing type when not given. */
+  readonly quota?: OnDemandQuota;
   readonly stackTag: StackTag;
   /**
    * What this host boots with (`llm-gateway-lab:generation` = the resource's Generation): put on
@@ -147,13 +149,14 @@ export function classifyLaunchError(err: unknown): FailureClass {
   return 'next-az';
 }
 
-interface Quota {
+/** An On-Demand vCPU quota of EC2: its name in Service Quotas and, when known, its code. */
+export interface OnDemandQuota {
   readonly name: string;
   readonly code?: string;
 }
 
 /** The On-Demand vCPU quota an instance type counts against, by its family letters. */
-export function onDemandQuotaFor(instanceType: string): Quota {
+export function onDemandQuotaFor(instanceType: string): OnDemandQuota {
   const family = instanceType.split('.')[0] ?? '';
   if (/^(g|vt)\d/.test(family)) return { name: 'Running On-Demand G and VT instances', code: 'L-DB2E81BA' };
   if (/^p\d/.test(family)) return { name: 'Running On-Demand P instances', code: 'L-417A185B' };
@@ -170,11 +173,15 @@ export function onDemandQuotaFor(instanceType: string): Quota {
 }
 
 /** The actionable message for an error that stops the launch in every AZ. */
-export function stopMessage(attempt: Required<LaunchAttempt>, vcpus: number | undefined): string {
+export function stopMessage(
+  attempt: Required<LaunchAttempt>,
+  vcpus: number | undefined,
+  knownQuota?: OnDemandQuota,
+): string {
   const { code, instanceType, az, message } = attempt;
   const said = `EC2 said (${code} in ${az}): ${message}`;
   if (QUOTA_CODES.has(code)) {
-    const quota = onDemandQuotaFor(instanceType);
+    const quota = knownQuota ?? onDemandQuotaFor(instanceType);
     const needed = vcpus === undefined ? `as many vCPUs as one ${instanceType} has` : `${vcpus} vCPUs`;
     const where =
       quota.code === undefined ? 'Service Quotas > Amazon EC2' : `Service Quotas, quota code ${quota.code}`;
@@ -508,7 +515,7 @@ export async function launchWithFallback(request: LaunchRequest, deps: LaunchDep
         rt.say(`${instanceType}: ${code} in ${az}, stopping: no other Availability Zone would do better`);
         const vcpus = typeIndex === 0 ? request.vcpusNeeded : undefined;
         throw new CapacityLaunchError(
-          `${stopMessage(attempt, vcpus)}\nAttempts:\n${failureTable(attempts)}`,
+          `${stopMessage(attempt, vcpus, request.quota)}\nAttempts:\n${failureTable(attempts)}`,
           attempts,
           log,
         );

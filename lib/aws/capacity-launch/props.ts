@@ -14,6 +14,10 @@ export const LaunchProps = {
   instanceTypes: 'InstanceTypes',
   preferredAzs: 'PreferredAzs',
   vcpusNeeded: 'VcpusNeeded',
+  /** The On-Demand vCPU quota named in the quota message; empty: derived from the primary type. */
+  quotaName: 'QuotaName',
+  /** Its Service Quotas code, when known (empty otherwise). */
+  quotaCode: 'QuotaCode',
   stackTagKey: 'StackTagKey',
   stackTagValue: 'StackTagValue',
 } as const;

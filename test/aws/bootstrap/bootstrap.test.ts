@@ -67,6 +67,7 @@ describe('the bootstrap as a shell program', () => {
       'steps/07-apply.sh',
       'steps/08-replicas.sh',
       'steps/09-signal.sh',
+      'steps/20-network-cell.sh',
     ]);
     expect(shellcheckFiles(files)).toBe('');
   });

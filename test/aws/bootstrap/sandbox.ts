@@ -73,9 +73,17 @@ export interface Sandbox {
     config: LabConfig,
     env?: Record<string, string>,
     settings?: Record<string, string>,
+    render?: (config: LabConfig) => string,
   ): { status: number | null; stdout: string; stderr: string };
-  /** Writes the bootstrap folder (as `bootstrap` does) without running it. */
-  writeBootstrap(config: LabConfig, settings?: Record<string, string>): void;
+  /**
+   * Writes the bootstrap folder (as `bootstrap` does) without running it. `render` makes the
+   * settings.env (a network-lab cell's instead of the GPU host's).
+   */
+  writeBootstrap(
+    config: LabConfig,
+    settings?: Record<string, string>,
+    render?: (config: LabConfig) => string,
+  ): void;
   /** Runs a script file with the fakes first on the PATH. */
   runFile(
     file: string,
@@ -180,6 +188,7 @@ http://169.254.169.254/latest/meta-data/*)
   [[ "$headers" == *"X-aws-ec2-metadata-token: $imds_token;"* ]] || exit 22
   case "$url" in
   */instance-type) printf 'g6.12xlarge' ;;
+  */local-ipv4) printf '10.0.1.23' ;;
   */placement/availability-zone) printf 'us-west-2b' ;;
   *) exit 22 ;;
   esac ;;
@@ -237,8 +246,8 @@ export function makeSandbox(): Sandbox {
     },
     relocate: (script) => HOST_PATHS.reduce((text, p) => text.replaceAll(p, path(p)), script),
     bootstrapDir,
-    writeBootstrap(config, settings = {}) {
-      let text = this.relocate(renderSettings(config));
+    writeBootstrap(config, settings = {}, render = renderSettings) {
+      let text = this.relocate(render(config));
       for (const [name, value] of Object.entries(settings)) {
         const line = new RegExp(`^${name}=.*$`, 'm');
         if (!line.test(text)) throw new Error(`settings.env has no ${name}`);
@@ -246,8 +255,8 @@ export function makeSandbox(): Sandbox {
       }
       writeBootstrapFolder(config, bootstrapDir, text);
     },
-    bootstrap(config, env = {}, settings = {}) {
-      this.writeBootstrap(config, settings);
+    bootstrap(config, env = {}, settings = {}, render = renderSettings) {
+      this.writeBootstrap(config, settings, render);
       return this.runFile(join(bootstrapDir, 'main.sh'), env);
     },
     runFile(file, env = {}) {

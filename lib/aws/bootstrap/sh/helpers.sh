@@ -115,7 +115,7 @@ send_signal() {
 
 # Where the bootstrap log is readable from outside the host, named in every failure reason.
 log_location() {
-  printf 's3://%s/%s/%s\n' "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$LOG_OBJECT"
+  printf 's3://%s/%s/%s%s\n' "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$RESULTS_SUBDIR" "$LOG_OBJECT"
 }
 
 # Uploads the bootstrap log now (best effort): a failed or timed-out boot stays readable.

@@ -39,7 +39,7 @@ FAILURE_DETAIL=''
 FAILED_COMMAND=''
 FAILED_LINE=''
 # shellcheck disable=SC2034 # set by record_gpu_uuids, read by signal_success (steps/)
-GPU_SUMMARY=''
+READY_SUMMARY=''
 
 main() {
   set -Eeuo pipefail

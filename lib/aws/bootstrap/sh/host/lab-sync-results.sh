@@ -6,4 +6,4 @@ set -euo pipefail
 source "${LAB_SETTINGS:?LAB_SETTINGS must name the bootstrap settings.env}"
 # shellcheck source=/dev/null
 source "$HOST_ENV_FILE"
-exec "$AWS_CLI" s3 sync "$RESULTS_DIR/" "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/" --region "$LAB_REGION" --only-show-errors
+exec "$AWS_CLI" s3 sync "$RESULTS_DIR/" "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR" --region "$LAB_REGION" --only-show-errors

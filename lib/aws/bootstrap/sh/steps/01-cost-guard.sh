@@ -127,7 +127,7 @@ WantedBy=multi-user.target
 UNIT
   systemctl daemon-reload
   systemctl enable --now lab-results-sync.timer lab-results-final-upload.service
-  log "results: $RESULTS_DIR -> s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/ every 5 minutes and at shutdown"
+  log "results: $RESULTS_DIR -> s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR every 5 minutes and at shutdown"
 }
 
 # The bootstrap log reaches S3 every LOG_UPLOAD_MINUTES, so a boot that hangs until the

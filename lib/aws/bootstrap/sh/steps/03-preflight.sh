@@ -4,7 +4,7 @@
 # not after half an hour.
 
 preflight() {
-  local tool kind id source release chart version namespace n=0 charts=("$LAB_MANIFESTS_DIR"/[0-9]*.yaml)
+  local tool kind id source release chart version namespace repo values placeholders n=0 charts=("$LAB_MANIFESTS_DIR"/[0-9]*.yaml)
   for tool in curl python3 timeout sha256sum; do
     command -v "$tool" >/dev/null || die "'$tool' is not on the PATH (expected on the AMI of $AMI_PARAMETER)"
   done
@@ -15,7 +15,7 @@ preflight() {
   read_prerequisites
   rm -rf "$WORK_DIR/prerequisites"
   mkdir -p "$WORK_DIR/prerequisites"
-  while IFS=$'\t' read -r -u 3 kind id source release chart version namespace; do
+  while IFS=$'\t' read -r -u 3 kind id source release chart version namespace repo values placeholders; do
     n=$((n + 1))
     if [ "$kind" = manifest ]; then
       log "downloading prerequisite $id from $source"
@@ -23,8 +23,13 @@ preflight() {
         die "cannot download prerequisite $id from $source"
     else
       ensure_helm
-      within_budget "$HELM" show chart "$chart" --version "$version" >/dev/null ||
-        die "prerequisite $id: Helm chart $chart version $version does not resolve"
+      # shellcheck disable=SC2046 # repo_flag prints two words or none
+      within_budget "$HELM" show chart "$chart" $(repo_flag "$repo") --version "$version" >/dev/null ||
+        die "prerequisite $id: Helm chart $chart version $version does not resolve${repo:+ in $repo}"
+      if [ "$values" != - ] && [ ! -f "$LAB_MANIFESTS_DIR/$values" ]; then
+        die "prerequisite $id: its values file $values is not in $LAB_MANIFESTS_DIR"
+      fi
+      log "prerequisite $id: values ${values}, placeholders ${placeholders}"
       log "prerequisite $id: Helm chart $chart $version resolves (release $release in $namespace)"
     fi
   done 3<"$WORK_DIR/prerequisites.tsv"
@@ -35,18 +40,20 @@ preflight() {
   log "$n prerequisite(s) resolve"
 }
 
-# prerequisites.json -> prerequisites.tsv (kind id url release chart version namespace) and
+# prerequisites.json -> prerequisites.tsv (kind id url release chart version namespace repo
+# valuesFile placeholders, "-" where a field does not apply; placeholders comma-separated) and
 # after-apply.tsv (kind id after namespace deployment); the URLs live in one place, lib/prereqs.
 read_prerequisites() {
   python3 - "$LAB_MANIFESTS_DIR/prerequisites.json" "$WORK_DIR" <<'PY' ||
 import json, sys
 doc = json.load(open(sys.argv[1]))
-fields = ("kind", "id", "url", "release", "chart", "version", "namespace")
+fields = ("kind", "id", "url", "release", "chart", "version", "namespace", "repo", "valuesFile")
 with open(sys.argv[2] + "/prerequisites.tsv", "w") as out:
     for p in doc["prerequisites"]:
         if p["kind"] not in ("manifest", "helm"):
             sys.exit("unknown prerequisite kind " + p["kind"] + " (" + p["id"] + ")")
-        print(*(p.get(f, "-") for f in fields), sep="\t", file=out)
+        placeholders = ",".join(p.get("placeholders", {})) or "-"
+        print(*(p.get(f, "-") for f in fields), placeholders, sep="\t", file=out)
 with open(sys.argv[2] + "/after-apply.tsv", "w") as out:
     for s in doc.get("afterApply", []):
         if s["kind"] != "rollout-restart":
@@ -70,4 +77,9 @@ ensure_helm() {
   tar -xzf "$WORK_DIR/$tarball" -C "$WORK_DIR" "linux-$arch/helm"
   install -m 755 "$WORK_DIR/linux-$arch/helm" "$HELM"
   "$HELM" version --short
+}
+
+# `--repo <url>` for a chart of a classic Helm repository (Cilium, Istio); nothing for an OCI chart.
+repo_flag() {
+  if [ "$1" != - ]; then printf -- '--repo %s\n' "$1"; fi
 }

@@ -3,8 +3,8 @@
 # lab's charts (NN-*.yaml) in file-name order, never jobs/ (a Job starts load on creation).
 
 apply_prerequisites() {
-  local kind id source release chart version namespace
-  while IFS=$'\t' read -r -u 3 kind id source release chart version namespace; do
+  local kind id source release chart version namespace repo values placeholders values_args
+  while IFS=$'\t' read -r -u 3 kind id source release chart version namespace repo values placeholders; do
     if [ "$kind" = manifest ]; then
       log "applying prerequisite $id ($source)"
       # Server-side: CRD bundles exceed the annotation size limit of client-side apply.
@@ -13,11 +13,44 @@ apply_prerequisites() {
       wait_for_deployments_in "$WORK_DIR/prerequisites/$id.yaml"
     else
       log "installing prerequisite $id: Helm chart $chart $version as $release in $namespace"
-      "$HELM" upgrade --install "$release" "$chart" --version "$version" --namespace "$namespace" \
-        --create-namespace --wait --timeout "$(budget_left)s" || die "Helm install of $id ($chart $version) failed"
+      values_args=()
+      if [ "$values" != - ]; then
+        fill_placeholders "$id" "$LAB_MANIFESTS_DIR/$values" "$placeholders" "$WORK_DIR/prerequisites/$id-values.yaml"
+        values_args=(--values "$WORK_DIR/prerequisites/$id-values.yaml")
+      fi
+      # shellcheck disable=SC2046 # repo_flag prints two words or none
+      "$HELM" upgrade --install "$release" "$chart" $(repo_flag "$repo") --version "$version" --namespace "$namespace" \
+        --create-namespace "${values_args[@]}" --wait --timeout "$(budget_left)s" || die "Helm install of $id ($chart $version) failed"
       wait_for_crds
     fi
   done 3<"$WORK_DIR/prerequisites.tsv"
+}
+
+# fill_placeholders <id> <values file> <placeholders, comma-separated or -> <output>: the values
+# with each placeholder replaced by what only the host knows. Known: NODE_IP_PLACEHOLDER (the
+# node's private IPv4 from IMDSv2, lib/network/cilium-values.ts).
+fill_placeholders() {
+  local id=$1 source=$2 placeholders=$3 out=$4 name value text names=()
+  text=$(<"$source")
+  if [ "$placeholders" != - ]; then
+    IFS=, read -r -a names <<<"$placeholders"
+    for name in "${names[@]}"; do
+      case "$name" in
+      "$NODE_IP_PLACEHOLDER") value=$(node_private_ip) || die "prerequisite $id: the instance metadata service did not give the node's private IPv4 for $name" ;;
+      *) die "prerequisite $id: no value for placeholder $name in $source (the bootstrap knows only $NODE_IP_PLACEHOLDER)" ;;
+      esac
+      text=${text//"$name"/"$value"}
+      log "prerequisite $id: $name = $value"
+    done
+  fi
+  printf '%s\n' "$text" >"$out"
+}
+
+# The node's private IPv4 (IMDSv2: a session token first).
+node_private_ip() {
+  local token
+  token=$(curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") || return 1
+  curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/local-ipv4"
 }
 
 wait_for_crds() {

@@ -64,6 +64,6 @@ record_gpu_uuids() {
   mkdir -p "$RESULTS_DIR/host"
   python3 -c 'import json, sys; print(json.dumps(dict(p.split("=", 1) for p in sys.argv[1:]), indent=2))' \
     "${pairs[@]}" >"$RESULTS_DIR/host/gpu-uuids.json"
-  GPU_SUMMARY="${#all[@]} replicas ready on distinct GPUs: ${pairs[*]}"
-  log "$GPU_SUMMARY"
+  READY_SUMMARY="${#all[@]} replicas ready on distinct GPUs: ${pairs[*]}"
+  log "$READY_SUMMARY"
 }

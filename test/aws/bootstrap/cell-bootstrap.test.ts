@@ -1,0 +1,259 @@
+import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { synthesizeNetworkCell } from '../../../charts/network/cell-app.ts';
+import { BOOTSTRAP_SOURCES, READY_MARKER } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { NETWORK_STEP_NAMES, networkMinimumReadyTimeoutMinutes } from '../../../lib/aws/bootstrap/budgets.ts';
+import {
+  cellBootstrapSteps,
+  cellK3sExec,
+  IPVS_MODULES,
+  renderCellSettings,
+} from '../../../lib/aws/bootstrap/cell.ts';
+import { parseLabConfig } from '../../../lib/config/load.ts';
+import { cellByName } from '../../../lib/network/topology.ts';
+import { tempDir } from '../../temp.ts';
+import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+
+/** Every datapath, and a mesh on kube-proxy iptables (the default mesh cell). */
+const config = parseLabConfig({
+  lab: 'network',
+  stackName: 'NetworkLab',
+  network: {
+    cells: [
+      { name: 'mesh', datapath: 'iptables', mesh: 'sidecar' },
+      { name: 'dp-iptables', datapath: 'iptables' },
+      { name: 'dp-nftables', datapath: 'nftables' },
+      { name: 'dp-ipvs', datapath: 'ipvs' },
+      { name: 'dp-cilium', datapath: 'cilium' },
+    ],
+  },
+});
+
+const ENV = {
+  WAIT_HANDLE_URL: 'https://wait.example/handle?X-Amz-Signature=secret',
+  LAB_REGION: 'us-west-2',
+  LAB_RESULTS_BUCKET: 'results-bucket',
+  LAB_STACK_NAME: 'NetworkLab',
+};
+const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0' };
+
+/** What each datapath's host shows once its rules are programmed. */
+const HOST_STATE: Record<string, Record<string, string>> = {
+  iptables: { FAKE_IPTABLES: ':KUBE-SERVICES - [0:0]\\n-A KUBE-SERVICES -j KUBE-SVC-NPX46M4PTMTKRN6Y' },
+  nftables: { FAKE_NFT_TABLE: '1', FAKE_IPTABLES: ':POSTROUTING ACCEPT [0:0]' },
+  ipvs: { FAKE_IPVS: '1', FAKE_IPTABLES: ':KUBE-SERVICES - [0:0]' },
+  cilium: { FAKE_KPR: 'True', FAKE_IPTABLES: ':CILIUM_POST_nat - [0:0]' },
+};
+
+const fake = (body: string) => `#!/bin/bash\necho "$(basename "$0") $*" >>"$SANDBOX/calls.log"\n${body}\n`;
+
+/** The commands a cell's bootstrap adds to the sandbox's fakes, steered by FAKE_* variables. */
+const CELL_FAKES: Record<string, string> = {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  uname: fake('echo "${FAKE_KERNEL:-6.8.0-1018-aws}"'),
+  modprobe: fake(
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+    '[ "$1" != "${FAKE_MISSING_MODULE:-}" ] || { echo "modprobe: FATAL: Module $1 not found" >&2; exit 1; }',
+  ),
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  'iptables-save': fake('printf "%b\\n" "${FAKE_IPTABLES:-}"'),
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  nft: fake('[ -n "${FAKE_NFT_TABLE:-}" ]'),
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  ip: fake('[ -n "${FAKE_IPVS:-}" ]'),
+  kubectl: fake(`
+case "$*" in
+"get nodes -o name") echo node/cell ;;
+*"exec ds/cilium"*"cilium-dbg status"*) echo "KVStore: Disabled"; echo "KubeProxyReplacement:    \${FAKE_KPR:-False}   [ens5 10.0.1.23]" ;;
+*"run lab-injector-probe"*)
+  if [ -n "\${FAKE_NO_INJECTOR:-}" ]; then echo '{"spec":{"containers":[{"name": "lab-injector-probe"}]}}'
+  else echo '{"spec":{"initContainers":[{"name": "istio-proxy"}],"containers":[{"name": "lab-injector-probe"}]}}'; fi ;;
+"get -f "*) echo '{"kind":"List","items":[]}' ;;
+esac
+exit 0`),
+};
+
+function rehearse(cellName: string, fakes: Record<string, string> = {}, prepare?: (box: Sandbox) => void) {
+  const cell = cellByName(config.network, cellName);
+  const box = makeSandbox();
+  for (const [name, body] of Object.entries(CELL_FAKES)) {
+    writeFileSync(join(box.root, 'bin', name), body);
+    chmodSync(join(box.root, 'bin', name), 0o755);
+  }
+  // Helm is there (checksum-verified install is the GPU lab's tested path); it keeps the values it got.
+  box.fake(
+    '/usr/local/bin/helm',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+    'for ((i = 1; i <= $#; i++)); do if [ "${!i}" = --values ]; then j=$((i + 1)); cp "${!j}" "$SANDBOX/values-$3.yaml"; fi; done; exit 0',
+  );
+  const ipvs = join(box.root, 'ip_vs');
+  writeFileSync(ipvs, 'IP Virtual Server version 1.2.1 (size=4096)\nTCP  0A2B0001:01BB rr\n');
+  const manifests = tempDir('lab-cell-');
+  synthesizeNetworkCell(config, cell, manifests);
+  prepare?.(box);
+  const result = box.bootstrap(
+    config,
+    { ...ENV, LAB_MANIFESTS_DIR: manifests, ...HOST_STATE[cell.datapath], ...fakes },
+    { ...FAST, IPVS_PROC: `'${ipvs}'`, PROOF_WAIT_SECONDS: '1' },
+    (c) => renderCellSettings(c, cell),
+  );
+  return { box, result, calls: box.calls() };
+}
+
+describe('a network-lab cell bootstrap, rehearsed with fake system commands', () => {
+  test.each(['mesh', 'dp-iptables', 'dp-nftables', 'dp-ipvs', 'dp-cilium'])(
+    '%s: every step in order, the datapath proven, then SUCCESS',
+    (name) => {
+      const cell = cellByName(config.network, name);
+      const { box, result, calls } = rehearse(name);
+      expect(result.status, box.log()).toBe(0);
+      const steps = cellBootstrapSteps(config, cell);
+      const markers = [...box.log().matchAll(/==> \[step (\d+)\/(\d+)\] ([^(]+)/g)];
+      expect(markers.map((m) => m[3]?.trim())).toEqual(steps.map((s) => s.title.replace(/\(.*$/, '').trim()));
+      expect(calls).toContain(`k3s-install v1.36.4+k3s1|${cellK3sExec(config, cell)}`);
+      const [signal] = box.signals();
+      expect(signal?.body).toMatchObject({ Status: 'SUCCESS' });
+      expect(signal?.body.Data).toMatch(
+        new RegExp(`^cell ${name}: datapath ${cell.datapath} proven, mesh ${cell.mesh}`),
+      );
+      expect(existsSync(box.path(READY_MARKER))).toBe(true);
+      // The log goes under the cell's prefix.
+      expect(calls).toContainEqual(
+        expect.stringContaining(`s3://results-bucket/NetworkLab/${name}/host/bootstrap.log`),
+      );
+    },
+  );
+
+  test('the Cilium cell: K3s without flannel and kube-proxy, Cilium installed with the node IP from IMDSv2', () => {
+    const { box, result, calls } = rehearse('dp-cilium');
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContainEqual(
+      expect.stringContaining('--flannel-backend=none --disable-network-policy --disable-kube-proxy'),
+    );
+    expect(box.log()).toContain("containerd's defaults /etc/cni/net.d and /opt/cni/bin apply");
+    expect(calls).toContainEqual(
+      expect.stringMatching(
+        /^helm upgrade --install cilium cilium --repo https:\/\/helm\.cilium\.io --version 1\.20\.2 --namespace kube-system --create-namespace --values .* --wait/,
+      ),
+    );
+    const values = readFileSync(join(box.root, 'values-cilium.yaml'), 'utf8');
+    expect(values).toContain('k8sServiceHost: 10.0.1.23');
+    expect(values).not.toContain('__LAB_NODE_PRIVATE_IP__');
+    expect(box.log()).toMatch(/KubeProxyReplacement: +True/);
+  });
+
+  test('the mesh cell installs Istio base and istiod from their repository and checks the injector', () => {
+    const { box, result, calls } = rehearse('mesh');
+    expect(result.status, box.log()).toBe(0);
+    const installs = calls.filter((c) => c.startsWith('helm upgrade --install')).map((c) => c.split(' ')[3]);
+    expect(installs).toEqual(['istio-base', 'istiod']);
+    expect(calls).toContain(
+      'kubectl -n mesh run lab-injector-probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server -o json',
+    );
+    expect(box.log()).toContain("istiod's injector adds istio-proxy to pods in mesh");
+  });
+
+  test('the ipvs cell loads the ip_vs modules first', () => {
+    const { box, result, calls } = rehearse('dp-ipvs');
+    expect(result.status, box.log()).toBe(0);
+    expect(calls.filter((c) => c.startsWith('modprobe'))).toEqual(IPVS_MODULES.map((m) => `modprobe ${m}`));
+  });
+});
+
+describe('preflights and proofs fail fast with the cause', () => {
+  const failure = (name: string, fakes: Record<string, string>, prepare?: (box: Sandbox) => void) => {
+    const { box, result, calls } = rehearse(name, fakes, prepare);
+    expect(result.status).not.toBe(0);
+    const [signal] = box.signals();
+    expect(signal?.body.Status).toBe('FAILURE');
+    return { reason: String(signal?.body.Reason), calls };
+  };
+
+  test('nftables on a kernel older than 5.13, before K3s is installed', () => {
+    const { reason, calls } = failure('dp-nftables', { FAKE_KERNEL: '5.10.0-28-cloud-amd64' });
+    expect(reason).toContain('datapath nftables needs kernel >= 5.13, this host runs 5.10.0-28-cloud-amd64');
+    expect(calls.some((c) => c.startsWith('k3s-install'))).toBe(false);
+  });
+
+  test('ipvs without an ip_vs module', () => {
+    const { reason, calls } = failure('dp-ipvs', { FAKE_MISSING_MODULE: 'ip_vs_sh' });
+    expect(reason).toContain("datapath ipvs needs kernel module ip_vs_sh: 'modprobe ip_vs_sh' failed");
+    expect(calls.some((c) => c.startsWith('k3s-install'))).toBe(false);
+  });
+
+  test("Cilium where K3s's containerd looks for CNI elsewhere", () => {
+    const { reason } = failure('dp-cilium', {}, (box) => {
+      const config = box.path('/var/lib/rancher/k3s/agent/etc/containerd/config.toml');
+      writeFileSync(
+        join(box.root, 'k3s-install.sh'),
+        `#!/bin/sh\nmkdir -p '${join(config, '..')}'\nprintf '%s\\n' 'version = 3' "  bin_dirs = [\\"/var/lib/rancher/k3s/data/cni\\"]" '  conf_dir = "/var/lib/rancher/k3s/agent/etc/cni/net.d"' > '${config}'\n`,
+      );
+    });
+    expect(reason).toContain('with flannel off Cilium installs its CNI into /etc/cni/net.d and /opt/cni/bin');
+    expect(reason).toContain('/var/lib/rancher/k3s/agent/etc/cni/net.d');
+  });
+
+  test('Cilium that does not replace kube-proxy', () => {
+    const { reason } = failure('dp-cilium', { FAKE_KPR: 'False' });
+    expect(reason).toContain('Cilium does not replace kube-proxy');
+  });
+
+  test('kube-proxy rules left on a Cilium cell', () => {
+    const { reason } = failure('dp-cilium', { FAKE_IPTABLES: '-A KUBE-SERVICES -j KUBE-SVC-ABC' });
+    expect(reason).toContain('kube-proxy rules on a Cilium cell: iptables-save has 1 KUBE-SVC line(s)');
+  });
+
+  test('an nftables cell whose kube-proxy programmed no nft table', () => {
+    const { reason } = failure('dp-nftables', { FAKE_NFT_TABLE: '' });
+    expect(reason).toContain('datapath nftables: no nft table ip kube-proxy');
+  });
+
+  test('an iptables cell without kube-proxy chains', () => {
+    const { reason } = failure('dp-iptables', { FAKE_IPTABLES: ':POSTROUTING ACCEPT [0:0]' });
+    expect(reason).toContain('datapath iptables: no KUBE-SERVICES chain');
+  });
+
+  test('a mesh cell whose injector does not answer', () => {
+    const { reason } = failure('mesh', { FAKE_NO_INJECTOR: '1' });
+    expect(reason).toContain("istiod's injector did not answer");
+  });
+});
+
+describe('cell settings and budgets', () => {
+  test.skipIf(!shellcheckAvailable && !process.env.CI).each(config.network.cells.map((c) => c.name))(
+    'the settings of cell %s pass shellcheck',
+    (name) => {
+      expect(shellcheck(renderCellSettings(config, cellByName(config.network, name)))).toBe('');
+    },
+  );
+
+  test('every network step has a bash function', () => {
+    const defined = readdirSync(join(BOOTSTRAP_SOURCES, 'steps'))
+      .flatMap((f) => [
+        ...readFileSync(join(BOOTSTRAP_SOURCES, 'steps', f), 'utf8').matchAll(/^([a-z0-9_]+)\(\) \{/gm),
+      ])
+      .map((m) => m[1]);
+    for (const name of NETWORK_STEP_NAMES) expect(defined).toContain(name);
+  });
+
+  test('the network steps fit the default ready timeout', () => {
+    expect(networkMinimumReadyTimeoutMinutes()).toBeLessThanOrEqual(
+      config.network.instance.readyTimeoutMinutes,
+    );
+  });
+
+  test('only mesh cells wait for the injector', () => {
+    const names = (cell: string) =>
+      cellBootstrapSteps(config, cellByName(config.network, cell)).map((s) => s.name);
+    expect(names('mesh')).toContain('verify_mesh_injector');
+    expect(names('dp-cilium')).not.toContain('verify_mesh_injector');
+  });
+
+  test('each cell renders its own flags and results prefix', () => {
+    const text = renderCellSettings(config, cellByName(config.network, 'dp-ipvs'));
+    expect(text).toMatch(/^K3S_EXEC='.*--kube-proxy-arg=proxy-mode=ipvs'$/m);
+    expect(text).toContain("RESULTS_SUBDIR='dp-ipvs/'");
+    expect(text).toContain("DATAPATH='ipvs'");
+  });
+});
