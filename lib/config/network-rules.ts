@@ -1,3 +1,9 @@
+import {
+  BOOT_MARGIN_MINUTES,
+  describeBaseBudgets,
+  NETWORK_BASE_STEP_MINUTES,
+  networkMinimumReadyTimeoutMinutes,
+} from '../aws/bootstrap/budgets.ts';
 import { LAB_VPC_CIDR, type NetworkConfig } from './network.ts';
 
 /**
@@ -32,6 +38,16 @@ export function networkProblems(network: NetworkConfig, k3sVersion: string): Net
   const cells = Array.isArray(network.cells) ? network.cells : [];
   const ciliumCells = cells.filter((c) => c?.datapath === 'cilium');
   const meshCells = cells.filter((c) => c?.mesh !== undefined && c.mesh !== 'none');
+
+  // A cell's bootstrap steps share the WaitCondition's time; each is ended when its budget runs out.
+  const ready = network.instance?.readyTimeoutMinutes;
+  const minimum = networkMinimumReadyTimeoutMinutes();
+  if (Number.isInteger(ready) && ready < minimum) {
+    problems.push({
+      path: ['network', 'instance', 'readyTimeoutMinutes'],
+      message: `must be at least ${minimum}, got ${ready}: a cell's step budgets (minutes: ${describeBaseBudgets(NETWORK_BASE_STEP_MINUTES)}) and ${BOOT_MARGIN_MINUTES} minutes of boot must fit in the time CloudFormation waits for its ready signal`,
+    });
+  }
 
   const seen = new Set<string>();
   cells.forEach((cell, i) => {

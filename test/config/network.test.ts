@@ -143,6 +143,13 @@ describe('network lab configuration (network-lab-spec 1-3)', () => {
     ]);
   });
 
+  it("keeps a cell's ready timeout above its bootstrap's step budgets", () => {
+    expect(problems(network({ instance: { readyTimeoutMinutes: 20 } }))[0]).toMatch(
+      /^network\.instance\.readyTimeoutMinutes = 20: must be at least \d+, got 20: a cell's step budgets \(minutes: arm_cost_guard \d+, /,
+    );
+    expect(problems(network({ instance: { readyTimeoutMinutes: 45 } }))).toEqual([]);
+  });
+
   it('names a duplicate cell', () => {
     expect(problems(network({ cells: [cilium(), cilium()] }))).toEqual([
       'network.cells[1].name = "dp-cilium": "dp-cilium" names two cells; each cell needs its own name',

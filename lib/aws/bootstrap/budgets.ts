@@ -131,7 +131,9 @@ function scaledBudgets<Name extends string>(
   ) as Record<Name, number>;
 }
 
-/** "arm_cost_guard 1, hold_os_updates 6, ..." for messages. */
-export function describeBaseBudgets(): string {
-  return STEP_NAMES.map((name) => `${name} ${BASE_STEP_MINUTES[name]}`).join(', ');
+/** "arm_cost_guard 1, hold_os_updates 6, ..." for messages (the LLM-gateway lab's unless a table is given). */
+export function describeBaseBudgets(base: Readonly<Record<string, number>> = BASE_STEP_MINUTES): string {
+  return Object.entries(base)
+    .map(([name, minutes]) => `${name} ${minutes}`)
+    .join(', ');
 }
