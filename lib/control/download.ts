@@ -2,7 +2,8 @@ import { mkdir, rename, stat, utimes, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { type _Object, GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { awsErrorName } from '../aws-cli/errors.ts';
-import { type ControlContext, controlError } from './context.ts';
+import { type ControlContext, type ControlErrorKind, controlError } from './context.ts';
+import type { Testbed } from './testbed.ts';
 
 /** One object of the results prefix and where it goes on disk. */
 export interface ResultObject {
@@ -137,4 +138,42 @@ export function formatBytes(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;
   if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
   return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+/** A results file as the host last synced it to S3: its text and when it was uploaded. */
+export interface SyncedCopy {
+  readonly key: string;
+  readonly text: string;
+  readonly synced: Date | undefined;
+}
+
+/**
+ * Reads the last synced copy of a results file (the instance is gone or not running). A missing
+ * object becomes a `kind` error that says `why` and what its absence means.
+ */
+export async function readSyncedCopy(
+  ctx: ControlContext,
+  testbed: Pick<Testbed, 'bucket' | 'prefix'>,
+  name: string,
+  missing: { readonly kind: ControlErrorKind; readonly meaning: string; readonly why: string },
+): Promise<SyncedCopy> {
+  const key = `${testbed.prefix}${name}`;
+  try {
+    const response = await ctx.clients.s3.send(new GetObjectCommand({ Bucket: testbed.bucket, Key: key }));
+    return { key, text: (await response.Body?.transformToString()) ?? '', synced: response.LastModified };
+  } catch (error) {
+    if (awsErrorName(error) === 'NoSuchKey') {
+      throw controlError(
+        missing.kind,
+        `${missing.why}, and s3://${testbed.bucket}/${key} does not exist: ${missing.meaning}`,
+        error,
+      );
+    }
+    throw bucketError(ctx, error, 's3:GetObject', testbed.bucket);
+  }
+}
+
+/** The line that says which copy the command shows. */
+export function syncedCopyLine(testbed: Pick<Testbed, 'bucket'>, copy: SyncedCopy): string {
+  return `This is the last synced copy: s3://${testbed.bucket}/${copy.key}, uploaded ${copy.synced ? copy.synced.toISOString() : 'at an unknown time'}.`;
 }

@@ -1,13 +1,11 @@
-import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { BOOTSTRAP_LOG } from '../aws/bootstrap/shell.ts';
-import { awsErrorName } from '../aws-cli/errors.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { RUNNER_LOG_FILE } from '../runner/layout.ts';
 import { studyArms } from '../study/arms.ts';
 import { studyPlan } from '../study/plan.ts';
 import { frontEnd, RESULTS_HOST_PATH, replicaSetName } from '../study/topology.ts';
 import { type ControlContext, controlError } from './context.ts';
-import { bucketError } from './download.ts';
+import { readSyncedCopy, syncedCopyLine } from './download.ts';
 import { HOST_EXIT } from './host-scripts.ts';
 import { LOG_CHUNK_BYTES, parseFileLog, parsePodLog, renderFileLog, renderPodLog } from './log-scripts.ts';
 import { commandFailed, type HostCommandResult, runOnHost } from './run-command.ts';
@@ -371,29 +369,15 @@ async function showSyncedLog(
   why: string,
   options: ShowLogsOptions,
 ): Promise<void> {
-  const key = `${testbed.prefix}${name}`;
-  let text: string;
-  let synced: Date | undefined;
-  try {
-    const response = await ctx.clients.s3.send(new GetObjectCommand({ Bucket: testbed.bucket, Key: key }));
-    text = (await response.Body?.transformToString()) ?? '';
-    synced = response.LastModified;
-  } catch (error) {
-    if (awsErrorName(error) === 'NoSuchKey') {
-      throw controlError(
-        'no-log',
-        `${why}, and s3://${testbed.bucket}/${key} does not exist: the study never started before the instance ended.`,
-        error,
-      );
-    }
-    throw bucketError(ctx, error, 's3:GetObject', testbed.bucket);
-  }
+  const copy = await readSyncedCopy(ctx, testbed, name, {
+    kind: 'no-log',
+    why,
+    meaning: 'the study never started before the instance ended.',
+  });
   options.note(`${why}.`);
-  options.note(
-    `This is the last synced copy: s3://${testbed.bucket}/${key}, uploaded ${synced ? synced.toISOString() : 'at an unknown time'}.`,
-  );
+  options.note(syncedCopyLine(testbed, copy));
   if (options.followPolls > 0) options.note('--follow needs a running instance: printed once.');
-  const lines = text.split('\n');
+  const lines = copy.text.split('\n');
   if (lines.at(-1) === '') lines.pop();
   for (const line of lines.slice(-options.tailLines)) ctx.write(line);
 }

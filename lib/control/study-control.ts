@@ -1,9 +1,7 @@
-import { GetObjectCommand } from '@aws-sdk/client-s3';
-import { awsErrorName } from '../aws-cli/errors.ts';
 import { STATUS_FILE } from '../runner/layout.ts';
 import type { StudyStatus } from '../runner/status.ts';
 import { type ControlContext, controlError } from './context.ts';
-import { bucketError, downloadResults, formatBytes } from './download.ts';
+import { downloadResults, formatBytes, readSyncedCopy, syncedCopyLine } from './download.ts';
 import {
   HOST_EXIT,
   HOST_STATUS_FILE,
@@ -142,34 +140,20 @@ export async function showStatus(
 }
 
 async function showSyncedStatus(ctx: ControlContext, testbed: Testbed, why: string): Promise<void> {
-  const key = `${testbed.prefix}${STATUS_FILE}`;
-  let text: string;
-  let synced: Date | undefined;
-  try {
-    const response = await ctx.clients.s3.send(new GetObjectCommand({ Bucket: testbed.bucket, Key: key }));
-    text = (await response.Body?.transformToString()) ?? '';
-    synced = response.LastModified;
-  } catch (error) {
-    if (awsErrorName(error) === 'NoSuchKey') {
-      throw controlError(
-        'no-status',
-        `${why}, and s3://${testbed.bucket}/${key} does not exist: the study never started (or never got to write status.json) before the instance ended.`,
-        error,
-      );
-    }
-    throw bucketError(ctx, error, 's3:GetObject', testbed.bucket);
-  }
-  const status = parseStudyStatus(text);
+  const copy = await readSyncedCopy(ctx, testbed, STATUS_FILE, {
+    kind: 'no-status',
+    why,
+    meaning: 'the study never started (or never got to write status.json) before the instance ended.',
+  });
+  const status = parseStudyStatus(copy.text);
   if (!status) {
     throw controlError(
       'bad-status',
-      `s3://${testbed.bucket}/${key} is not a status file of the study runner`,
+      `s3://${testbed.bucket}/${copy.key} is not a status file of the study runner`,
     );
   }
   ctx.write(`${why}.`);
-  ctx.write(
-    `This is the last synced copy: s3://${testbed.bucket}/${key}, uploaded ${synced ? synced.toISOString() : 'at an unknown time'}.`,
-  );
+  ctx.write(syncedCopyLine(testbed, copy));
   for (const line of formatStudyStatus(status, ctx.now())) ctx.write(line);
   // The instance is gone: no cost or shutdown to tell, but which study and which runs failed.
   for (const line of studyClockLines(status, { pricePerHourUsd: 0, maxLifetimeHours: 0 }, ctx.now()))
