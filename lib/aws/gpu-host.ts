@@ -84,7 +84,7 @@ export class LabHost extends Construct {
         resources: [manifests, bootstrap].map((asset) => asset.bucket.arnForObjects(asset.s3ObjectKey)),
       }),
     );
-    // `aws s3 sync` of the results folder: list and write under the host's prefix, nothing else.
+    // `aws s3 sync` of the results folder, both ways: list, write and read under the host's prefix only.
     const { resultsPrefix } = props;
     this.role.addToPolicy(
       new iam.PolicyStatement({
@@ -95,7 +95,8 @@ export class LabHost extends Construct {
     );
     this.role.addToPolicy(
       new iam.PolicyStatement({
-        actions: ['s3:PutObject'],
+        // Put: the results sync. Get: a relaunched host restores its studies (07-apply.sh restore_studies).
+        actions: ['s3:PutObject', 's3:GetObject'],
         resources: [props.resultsBucket.arnForObjects(`${resultsPrefix}*`)],
       }),
     );
@@ -108,7 +109,7 @@ export class LabHost extends Construct {
       {
         id: `AwsSolutions-IAM5[Resource::<${stack.getLogicalId(props.resultsBucket.node.defaultChild as CfnElement)}.Arn>/${resultsPrefix}*]`,
         reason:
-          "Result files are named at run time; writes are confined to the stack's own prefix of its own bucket",
+          "Result files are named at run time; reads and writes are confined to the stack's own prefix of its own bucket",
       },
     );
 

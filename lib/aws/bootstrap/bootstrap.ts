@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LabConfig } from '../../config/schema.ts';
 import { NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
-import { HOST_FILE, STATUS_FILE } from '../../runner/layout.ts';
+import { HOST_FILE, STATUS_FILE, STUDIES_DIR } from '../../runner/layout.ts';
 import {
   MODEL_CACHE_HOST_PATH,
   MODEL_CACHE_MOUNT,
@@ -194,6 +194,7 @@ export function commonSettings(
     assign('CONTAINERD_CONFIG', CONTAINERD_CONFIG),
     assign('HELM', HELM_PATH),
     assign('RESULTS_DIR', RESULTS_HOST_PATH),
+    assign('STUDIES_DIR', STUDIES_DIR),
     assign('STATUS_FILE', `${RESULTS_HOST_PATH}/${STATUS_FILE}`),
     assign('HOST_FILE', `${RESULTS_HOST_PATH}/${HOST_FILE}`),
     assign('IMDS', IMDS_URL),

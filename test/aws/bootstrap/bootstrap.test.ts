@@ -375,6 +375,24 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     expect(calls.some((c) => c.startsWith('aws s3 sync'))).toBe(true);
   });
 
+  test('a relaunched host restores its studies from S3 before the runner starts; a failed restore is logged, not fatal', () => {
+    const { box, result, calls, index } = rehearse(defaults);
+    expect(result.status, box.log()).toBe(0);
+    const restore = `aws s3 sync s3://results-bucket/LlmGatewayLab/studies/ ${box.path('/var/lib/lab/results')}/studies/ --region us-west-2 --only-show-errors`;
+    expect(calls).toContain(restore);
+    expect(calls.indexOf(restore)).toBeLessThan(index(/^kubectl apply .*90-runner\.yaml$/));
+    expect(index(/^kubectl apply .*90-runner\.yaml$/)).toBeGreaterThan(-1);
+    expect(box.log()).toMatch(
+      /restored 0 earlier study record\(s\) from s3:\/\/results-bucket\/LlmGatewayLab\/studies\//,
+    );
+
+    const denied = rehearse(defaults, { FAKE_AWS_RESTORE_FAIL: '1' });
+    expect(denied.result.status, denied.box.log()).toBe(0);
+    expect(denied.box.log()).toContain(
+      'could not restore earlier studies from s3://results-bucket/LlmGatewayLab/studies/: the runner starts from what this host has',
+    );
+  });
+
   test('two replicas on one GPU fail step 12', () => {
     const { box, result } = rehearse(defaults, { FAKE_SHARED_GPU: '1' });
     expect(result.status).toBe(1);

@@ -112,6 +112,8 @@ const FAKES: Record<string, string> = {
   'nvidia-container-runtime': FAKE('exit 0'),
   aws: FAKE(`
 if [ -n "\${FAKE_AWS_FAIL:-}" ]; then echo "fatal error: An error occurred (AccessDenied) when calling the GetObject operation" >&2; exit 1; fi
+# FAKE_AWS_RESTORE_FAIL: only downloads from the results bucket fail (a role without s3:GetObject).
+if [ -n "\${FAKE_AWS_RESTORE_FAIL:-}" ] && [ "$1 $2" = "s3 sync" ] && [[ "$3" == s3://* ]]; then echo "fatal error: AccessDenied" >&2; exit 1; fi
 # FAKE_AWS_FAIL_TIMES=N: the first N calls fail as S3 does right after boot now and then.
 tries=$(cat "$SANDBOX/aws-tries" 2>/dev/null || echo 0)
 echo $((tries + 1)) >"$SANDBOX/aws-tries"

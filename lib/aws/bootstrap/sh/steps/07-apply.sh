@@ -75,12 +75,29 @@ for o in doc.get("items", [doc]):
 
 apply_charts() {
   local file
+  restore_studies
   # Only the top-level NN-*.yaml files: jobs/ holds the study's Jobs, which start load on creation.
   for file in "$LAB_MANIFESTS_DIR"/[0-9]*.yaml; do
     log "applying ${file##*/}"
     kubectl apply --server-side --field-manager=lab-bootstrap -f "$file"
     run_after_apply "$(basename "$file" .yaml)"
   done
+}
+
+# A relaunched host resumes the study it was running: the studies the old host synced to S3 come
+# back before the runner starts, and the runner resumes the latest unfinished one of its
+# configuration (lib/runner/study-id.ts). Without --delete, and never fatal: a first boot has
+# nothing to restore, and a fresh study is still a study.
+restore_studies() {
+  local source="s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/${RESULTS_SUBDIR}$STUDIES_DIR/"
+  # shellcheck source=/dev/null
+  source "$HOST_ENV_FILE"
+  mkdir -p "$RESULTS_DIR/$STUDIES_DIR"
+  if "$AWS_CLI" s3 sync "$source" "$RESULTS_DIR/$STUDIES_DIR/" --region "$LAB_REGION" --only-show-errors; then
+    log "restored $(find "$RESULTS_DIR/$STUDIES_DIR" -name study.json | wc -l) earlier study record(s) from $source"
+  else
+    log "could not restore earlier studies from $source: the runner starts from what this host has"
+  fi
 }
 
 # The afterApply steps of prerequisites.json that follow this file (a restart of a controller
