@@ -3,19 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { cidrsOverlap, lbEntriesPerService } from '../../lib/config/network-rules.ts';
-import { LabConfigError } from '../../lib/config/problems.ts';
 import { labSettings } from '../../lib/config/sections.ts';
 import { configWarnings } from '../../lib/config/warnings.ts';
-
-function problems(overrides: unknown): string[] {
-  try {
-    parseLabConfig(overrides, 'test.yaml');
-  } catch (error) {
-    if (error instanceof LabConfigError) return error.problems.map((p) => `${p.setting}: ${p.message}`);
-    throw error;
-  }
-  return [];
-}
+import { problems } from './problems.ts';
 
 const network = (settings: object, extra: object = {}) => ({ lab: 'network', network: settings, ...extra });
 const cilium = (overrides: object = {}) => ({ name: 'dp-cilium', datapath: 'cilium', ...overrides });

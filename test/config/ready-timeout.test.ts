@@ -6,18 +6,7 @@ import {
   STEP_NAMES,
   stepBudgetSeconds,
 } from '../../lib/aws/bootstrap/budgets.ts';
-import { parseLabConfig } from '../../lib/config/load.ts';
-import { LabConfigError } from '../../lib/config/problems.ts';
-
-function problems(overrides: unknown): string[] {
-  try {
-    parseLabConfig(overrides, 'test.yaml');
-  } catch (error) {
-    if (error instanceof LabConfigError) return error.problems.map((p) => `${p.setting}: ${p.message}`);
-    throw error;
-  }
-  return [];
-}
+import { problems } from './problems.ts';
 
 describe('instance.readyTimeoutMinutes and the bootstrap step budgets', () => {
   it('the default 45 minutes holds every base budget and the boot exactly', () => {
