@@ -1,10 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
-import { GetObjectCommand, NoSuchKey, S3Client } from '@aws-sdk/client-s3';
-import { GetCommandInvocationCommand, SendCommandCommand, SSMClient } from '@aws-sdk/client-ssm';
-import { mockClient } from 'aws-sdk-client-mock';
+import { DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { GetObjectCommand, NoSuchKey } from '@aws-sdk/client-s3';
+import { GetCommandInvocationCommand, SendCommandCommand } from '@aws-sdk/client-ssm';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
 import 'aws-sdk-client-mock-vitest/extend';
 import { Command } from 'commander';
@@ -15,37 +13,9 @@ import { parseLabConfig } from '../../lib/config/load.ts';
 import { logSource } from '../../lib/control/logs.ts';
 import { tempDir } from '../temp.ts';
 import { captureOutput } from './capture.ts';
+import { BUCKET, cfn, deployed, ec2, INSTANCE, STACK, s3, ssm } from './deployed-lab.ts';
 
 expect.extend(allCustomMatcher);
-
-const cfn = mockClient(CloudFormationClient);
-const ec2 = mockClient(EC2Client);
-const ssm = mockClient(SSMClient);
-const s3 = mockClient(S3Client);
-
-const STACK = 'LlmGatewayLab';
-const INSTANCE = 'i-0123456789abcdef0';
-const BUCKET = 'llmgatewaylab-resultsa1b2c3-xyz';
-
-function deployed(state = 'running', stackName = STACK) {
-  cfn.on(DescribeStacksCommand, { StackName: stackName }).resolves({
-    Stacks: [
-      {
-        StackName: stackName,
-        StackStatus: 'CREATE_COMPLETE',
-        CreationTime: new Date('2025-10-14T08:00:00Z'),
-        Outputs: [
-          { OutputKey: 'InstanceId', OutputValue: INSTANCE },
-          { OutputKey: 'ResultsBucketName', OutputValue: BUCKET },
-          { OutputKey: 'ResultsLocation', OutputValue: `s3://${BUCKET}/${stackName}/` },
-        ],
-      },
-    ],
-  });
-  ec2.on(DescribeInstancesCommand, { InstanceIds: [INSTANCE] }).resolves({
-    Reservations: [{ Instances: [{ InstanceId: INSTANCE, State: { Name: state as 'running' } }] }],
-  });
-}
 
 interface HostAnswer {
   readonly stdout?: string;

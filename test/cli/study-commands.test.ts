@@ -1,18 +1,12 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  CloudFormationClient,
-  CloudFormationServiceException,
-  DescribeStacksCommand,
-  type StackStatus,
-} from '@aws-sdk/client-cloudformation';
-import { DescribeInstancesCommand, EC2Client, EC2ServiceException } from '@aws-sdk/client-ec2';
+import { CloudFormationServiceException, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { DescribeInstancesCommand, EC2ServiceException } from '@aws-sdk/client-ec2';
 import {
   GetObjectCommand,
   ListObjectsV2Command,
   NoSuchBucket,
   NoSuchKey,
-  S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import {
@@ -20,10 +14,8 @@ import {
   InvalidInstanceId,
   InvocationDoesNotExist,
   SendCommandCommand,
-  SSMClient,
   SSMServiceException,
 } from '@aws-sdk/client-ssm';
-import { mockClient } from 'aws-sdk-client-mock';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
 import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
@@ -40,17 +32,10 @@ import {
   runnerJob,
 } from '../../lib/control/host-scripts.ts';
 import { tempDir } from '../temp.ts';
+import { BUCKET, cfn, deployed, ec2, INSTANCE, STACK, s3, ssm, stackWith } from './deployed-lab.ts';
 
 expect.extend(allCustomMatcher);
 
-const cfn = mockClient(CloudFormationClient);
-const ec2 = mockClient(EC2Client);
-const ssm = mockClient(SSMClient);
-const s3 = mockClient(S3Client);
-
-const STACK = 'LlmGatewayLab';
-const INSTANCE = 'i-0123456789abcdef0';
-const BUCKET = 'llmgatewaylab-resultsa1b2c3-xyz';
 const COMMAND_ID = '0b1c2d3e-aaaa-bbbb-cccc-1234567890ab';
 const NOW = new Date('2025-10-14T09:14:40.000Z');
 
@@ -72,30 +57,6 @@ const STATUS = {
   etaSeconds: 2160,
   message: 'run 8/25 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
 };
-
-function stackWith(outputs: Record<string, string>, status = 'CREATE_COMPLETE') {
-  cfn.on(DescribeStacksCommand, { StackName: STACK }).resolves({
-    Stacks: [
-      {
-        StackName: STACK,
-        StackStatus: status as StackStatus,
-        CreationTime: new Date('2025-10-14T08:00:00Z'),
-        Outputs: Object.entries(outputs).map(([OutputKey, OutputValue]) => ({ OutputKey, OutputValue })),
-      },
-    ],
-  });
-}
-
-function deployed(state = 'running') {
-  stackWith({
-    InstanceId: INSTANCE,
-    ResultsBucketName: BUCKET,
-    ResultsLocation: `s3://${BUCKET}/${STACK}/`,
-  });
-  ec2.on(DescribeInstancesCommand, { InstanceIds: [INSTANCE] }).resolves({
-    Reservations: [{ Instances: [{ InstanceId: INSTANCE, State: { Name: state as 'running' } }] }],
-  });
-}
 
 function hostAnswers(stdout: string, options: { status?: string; code?: number; stderr?: string } = {}) {
   ssm.on(SendCommandCommand).resolves({ Command: { CommandId: COMMAND_ID } });

@@ -1,0 +1,49 @@
+import {
+  CloudFormationClient,
+  DescribeStacksCommand,
+  type StackStatus,
+} from '@aws-sdk/client-cloudformation';
+import { DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SSMClient } from '@aws-sdk/client-ssm';
+import { mockClient } from 'aws-sdk-client-mock';
+
+/**
+ * A deployed lab as the study commands see it through the AWS SDK: the mocked clients, and the
+ * stack and instance they answer with. Each test file gets its own copy (vitest isolates files).
+ */
+
+export const cfn = mockClient(CloudFormationClient);
+export const ec2 = mockClient(EC2Client);
+export const ssm = mockClient(SSMClient);
+export const s3 = mockClient(S3Client);
+
+export const STACK = 'LlmGatewayLab';
+export const INSTANCE = 'i-0123456789abcdef0';
+export const BUCKET = 'llmgatewaylab-resultsa1b2c3-xyz';
+
+/** The stack with these outputs. */
+export function stackWith(outputs: Record<string, string>, status = 'CREATE_COMPLETE', stackName = STACK) {
+  cfn.on(DescribeStacksCommand, { StackName: stackName }).resolves({
+    Stacks: [
+      {
+        StackName: stackName,
+        StackStatus: status as StackStatus,
+        CreationTime: new Date('2025-10-14T08:00:00Z'),
+        Outputs: Object.entries(outputs).map(([OutputKey, OutputValue]) => ({ OutputKey, OutputValue })),
+      },
+    ],
+  });
+}
+
+/** The stack's instance and results bucket, the instance in `state`. */
+export function deployed(state = 'running', stackName = STACK) {
+  stackWith(
+    { InstanceId: INSTANCE, ResultsBucketName: BUCKET, ResultsLocation: `s3://${BUCKET}/${stackName}/` },
+    'CREATE_COMPLETE',
+    stackName,
+  );
+  ec2.on(DescribeInstancesCommand, { InstanceIds: [INSTANCE] }).resolves({
+    Reservations: [{ Instances: [{ InstanceId: INSTANCE, State: { Name: state as 'running' } }] }],
+  });
+}
