@@ -197,6 +197,19 @@ describe('warnings for configurations that cannot measure what they claim', () =
     ]);
   });
 
+  test("the printed plan lists every warning, each cell's with its name", () => {
+    const base = allDatapaths();
+    const text = formatNetworkPlan(
+      planNetworkStudy(edited(base, { cilium: { ...base.network.cilium, lbMapMax: 15_000 } })),
+    );
+    expect(text).toMatch(
+      /^Warnings:\n {2}- network\.experiments\.serviceScale\.steps: 10,000 Services x 2 LB map entries/m,
+    );
+    expect(text).toMatch(/^ {2}- network\.cells dp-ipvs: kube-proxy's ipvs mode is deprecated/m);
+    expect(text).toMatch(/^ {2}- dp-cilium: e9-services-10000: 20,000 LB map entries overflow/m);
+    expect(text).not.toContain('No warnings');
+  });
+
   test('a study longer than the host lives, and a cell priced by another instance type', () => {
     const base = allDatapaths();
     const short = edited(base, { instance: { ...base.network.instance, maxLifetimeHours: 1.5 } });
