@@ -639,7 +639,7 @@ function scaleStepsBefore(earlier: readonly NetworkRunRecord[], id: string): Sca
 function kindReasons(run: NetworkRun, evidence: NetworkRunEvidence, config: NetworkJudgeConfig): string[] {
   const { spec } = run;
   const result = evidence.result;
-  if (result === undefined) return ['the run left no result'];
+  if (result === undefined) return [];
   if (result.kind !== spec.kind)
     return [`the run is a ${spec.kind} run but its result is a ${result.kind} result`];
   switch (spec.kind) {
@@ -689,8 +689,9 @@ function kindReasons(run: NetworkRun, evidence: NetworkRunEvidence, config: Netw
 }
 
 /**
- * Judges one run: the Job, the result against its spec, the pods, the mesh evidence, the
- * datapath and the host. The runner calls it before writing the record.
+ * Judges one run: the Job, the result against its spec, the pods (sidecars by arm; every kind on
+ * the cell's node), the mesh evidence, the datapath and the host. The runner calls it before
+ * writing the record. `runnerReasons` come first; a run without a result is judged on that alone.
  */
 export function judgeNetworkRun(
   run: NetworkRun,
@@ -698,11 +699,15 @@ export function judgeNetworkRun(
   config: NetworkJudgeConfig,
 ): NetworkJudgment {
   const arm = 'arm' in run.spec ? run.spec.arm : undefined;
+  const first = [...(evidence.runnerReasons ?? []), ...jobCheck(evidence.job)];
+  // A run that left nothing to judge (it failed or never started) is invalid for that alone.
+  if (evidence.result === undefined) {
+    return { valid: false, invalidReasons: [...first, 'the run left no result'], flags: [] };
+  }
   const invalidReasons = [
-    ...(evidence.runnerReasons ?? []),
-    ...jobCheck(evidence.job),
+    ...first,
     ...kindReasons(run, evidence, config),
-    ...(run.spec.kind === 'mtls' ? [] : sidecarCheck(arm, config.mesh, evidence.pods, config.node)),
+    ...sidecarCheck(arm, config.mesh, evidence.pods, config.node),
     ...datapathCheck(config.datapath, evidence.datapath),
     ...hostFactsCheck(evidence.host, config.requiredVersions),
   ];

@@ -474,18 +474,21 @@ function samples(latencies: readonly number[]): ProbeSample[] {
   }));
 }
 
+/** One E9 step at 1,000 Services, and prober latencies (ms) with no relation to its 20 ms step. */
+const scaleSpec: ServiceScaleRunSpec = {
+  kind: 'service-scale',
+  services: 1000,
+  samples: 20,
+  attemptTimeoutMs: 20,
+  createConcurrency: 50,
+  backendsPerService: 1,
+};
+const spread = [
+  3.1, 5.7, 8.2, 11.9, 4.4, 6.3, 9.8, 13.1, 7.7, 2.9, 15.4, 6.6, 10.2, 8.8, 5.1, 12.6, 7.2, 9.1, 4.9, 6.0,
+];
+
 describe('serviceScaleCheck', () => {
-  const spec: ServiceScaleRunSpec = {
-    kind: 'service-scale',
-    services: 1000,
-    samples: 20,
-    attemptTimeoutMs: 20,
-    createConcurrency: 50,
-    backendsPerService: 1,
-  };
-  const spread = [
-    3.1, 5.7, 8.2, 11.9, 4.4, 6.3, 9.8, 13.1, 7.7, 2.9, 15.4, 6.6, 10.2, 8.8, 5.1, 12.6, 7.2, 9.1, 4.9, 6.0,
-  ];
+  const spec = scaleSpec;
   const scale: ServiceScaleResult = {
     servicesReady: 1000,
     entries: 2003,
@@ -755,10 +758,18 @@ describe('judgeNetworkRun', () => {
   it('fails a run without a result, and one whose result is of another kind', () => {
     const none = judgeNetworkRun(
       run('e1-plain-r1', fixedRate),
-      { ...evidence(''), result: undefined },
+      { job: 'failed', pods: [], runnerReasons: ['precondition conntrack-baseline-below (500) not met'] },
       config,
     );
-    expect(none.invalidReasons).toEqual(['the run left no result']);
+    expect(none).toEqual({
+      valid: false,
+      invalidReasons: [
+        'precondition conntrack-baseline-below (500) not met',
+        "the run's Job failed (status.failed > 0)",
+        'the run left no result',
+      ],
+      flags: [],
+    });
     const other = judgeNetworkRun(
       run('e1-plain-r1', fixedRate),
       { ...evidence(''), result: { kind: 'conntrack', conntrack: {} as ConntrackResult } },
@@ -773,7 +784,7 @@ describe('judgeNetworkRun', () => {
       {
         job: 'succeeded',
         result: { kind: 'mtls', cases: [{ ...strictCase, observed: { httpCode: '403', curlExit: 0 } }] },
-        pods: [],
+        pods: [pod('curl-strict-out-of-mesh', 'plain', false)],
         host,
         datapath,
       },
@@ -789,15 +800,6 @@ describe('judgeNetworkRun', () => {
   });
 
   it("checks an E9 step against the cell's earlier steps and its new-connection run", () => {
-    const spec: ServiceScaleRunSpec = {
-      kind: 'service-scale',
-      services: 1000,
-      samples: 20,
-      attemptTimeoutMs: 20,
-      createConcurrency: 50,
-      backendsPerService: 1,
-    };
-    const spread = [3.1, 5.7, 8.2, 11.9, 4.4, 6.3, 9.8, 13.1, 7.7, 2.9];
     const earlier = {
       id: 'e9-services-100',
       valid: true,
@@ -812,7 +814,7 @@ describe('judgeNetworkRun', () => {
       },
     } as unknown as NetworkRunRecord;
     const judgment = judgeNetworkRun(
-      { ...run('e9-services-1000', spec), experiment: 'E9' },
+      { ...run('e9-services-1000', scaleSpec), experiment: 'E9' },
       {
         job: 'succeeded',
         result: {
@@ -821,7 +823,7 @@ describe('judgeNetworkRun', () => {
             servicesReady: 1000,
             entries: 5100,
             entriesCommand: 'iptables-save -t nat | wc -l',
-            prober: proberResult(20, 10_000, samples(spread)),
+            prober: proberResult(20, 10_000, samples(spread.slice(0, 10))),
             newConnection: fortioFixture('http-fixed-rate'),
           },
         },
