@@ -295,6 +295,16 @@ describe('mtlsEvidenceCheck', () => {
     );
   });
 
+  it('fails a one-request run (a download) whose request the sidecar did not count as mTLS', () => {
+    const one = { requestsBySecurityPolicy: { mutual_tls: 1 }, tcpConnectionsOpened: 1 };
+    expect(mtlsEvidenceCheck('mesh-mtls', 'sidecar', one, 1)).toEqual([]);
+    expect(
+      mtlsEvidenceCheck('mesh-mtls', 'sidecar', { requestsBySecurityPolicy: {}, tcpConnectionsOpened: 1 }, 1),
+    ).toEqual([
+      'istio_requests_total{connection_security_policy="mutual_tls"} grew by 0, not by the run\'s 1 call: the mesh-mtls arm\'s traffic was not mutual TLS as configured',
+    ]);
+  });
+
   it('fails an L4 arm whose sidecar parsed HTTP, and missing evidence', () => {
     const parsed = { requestsBySecurityPolicy: { mutual_tls: calls }, tcpConnectionsOpened: 16 };
     expect(mtlsEvidenceCheck('mesh-l4', 'sidecar', parsed, calls)).toEqual([
