@@ -5,6 +5,7 @@ import { routerWheelhouse } from '../../../charts/routers.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
 import { HOST_FILE, STATUS_FILE, STUDIES_DIR } from '../../runner/layout.ts';
+import { studyPairs } from '../../study/pairs.ts';
 import {
   MODEL_CACHE_HOST_PATH,
   MODEL_CACHE_MOUNT,
@@ -106,7 +107,8 @@ export function lifetimeMinutes(config: LabConfig): number {
 
 /** The StatefulSets whose replicas the bootstrap waits for: the standard set, plus llm-d's when enabled. */
 export function replicaSets(config: LabConfig): string[] {
-  const sets = [replicaSetName(config, 'standard')];
+  // The standard set of every replica pair (`study.parallelism: 2` adds `qwen3-b`).
+  const sets = studyPairs(config).map((pair) => replicaSetName(config, 'standard', pair));
   if (config.study.optionalArms.includes('llmd-precise')) sets.push(replicaSetName(config, 'kv-events'));
   return sets;
 }
