@@ -75,7 +75,7 @@ export interface RunReset {
   readonly prefixCaches: ServerSet;
   /**
    * Only these replicas of the set belong to the run (reset, scraped, judged): a bound run uses
-   * one replica and runs beside the bound runs on the others (`runWaves`). Absent: every replica.
+   * one replica and runs beside the bound runs on the others (`runPrerequisites`). Absent: every replica.
    */
   readonly replicas?: readonly number[];
   /** The arm whose front end keeps its own prefix index and is restarted, if any. */
@@ -116,18 +116,20 @@ export function studyPlan(config: LabConfig): StudyPlan {
 }
 
 /**
- * Gives the partition, arm and sweep runs their replica pair: in plan order, each run whose arm
- * has a front end on every pair (`onEveryPair`) takes the pair after the previous run's, the
- * others (the partition, the optional arms) stay on pair 0. Consecutive runs on different pairs
- * then execute at once (`runWaves`). With one pair nothing changes.
+ * Gives the partition, arm and sweep runs their replica pair. In plan order, the partition (the
+ * replicas directly) and each run whose arm has a front end on every pair (`onEveryPair`) take
+ * the pair after the previous run's; the optional arms stay on pair 0. The turns start with the
+ * last pair: pair 0 holds the bound sweep's first runs (the most prefixes, the longest), so the
+ * last pair is free first. Each pair then goes through its runs beside the other
+ * (`runPrerequisites`). With one pair nothing changes.
  */
 function assignPairs(runs: StudyRun[], arms: ReadonlyMap<string, Arm>, pairs: number): StudyRun[] {
   if (pairs === 1) return runs;
-  let next = 0;
+  let next = pairs - 1;
   return runs.map((run) => {
     if (run.group === 'bound') return run;
     const arm = run.arm === undefined ? undefined : arms.get(run.arm);
-    const pair = arm && onEveryPair(arm) ? next : 0;
+    const pair = run.group === 'partition' || (arm && onEveryPair(arm)) ? next : 0;
     next = (pair + 1) % pairs;
     return pair === 0 ? run : onPair(run, pair);
   });
