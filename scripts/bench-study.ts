@@ -136,3 +136,21 @@ const rows: [string, number][] = [
 for (const [name, seconds] of rows) {
   console.log(`${name.padEnd(54)}${minutes(seconds).padStart(12)}${usd(seconds).padStart(10)}`);
 }
+
+// Where the serial study's time goes, and what the 75-minute target would leave for overheads.
+console.log('');
+console.log('where the time goes (serial, as the runner orders it)');
+for (const [group, g] of Object.entries(estimate.groups)) {
+  console.log(
+    `  ${group.padEnd(10)} load ${minutes(g.loadSeconds).padStart(9)}  overhead ${minutes(g.overheadSeconds).padStart(9)}`,
+  );
+}
+const orderedLoad = Object.values(estimate.groups).reduce((sum, g) => sum + g.loadSeconds, 0);
+const restarts = plan.runs.filter((run) => run.reset.restartFrontEndOf).length;
+console.log(
+  `  overheads in all: ${plan.runs.length} Job starts ${minutes(plan.runs.length * overheads.jobStartSeconds)}, ${restarts} front-end restarts ${minutes(restarts * overheads.frontEndRestartSeconds)}, resets ${minutes(plan.runs.length * overheads.resetSeconds)}`,
+);
+const left = 75 * 60 - orderedLoad;
+console.log(
+  `75-minute serial target: the load alone takes ${minutes(orderedLoad)}, which leaves ${(left / plan.runs.length).toFixed(1)} s per run for every overhead (the Job start alone is taken as ${overheads.jobStartSeconds} s)`,
+);
