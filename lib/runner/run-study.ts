@@ -1322,7 +1322,9 @@ class StudyRunner {
     const after = this.plan.runs
       .slice(entry.index)
       .filter((run) => !this.records.get(run.id)?.valid && !this.active.has(run.id)).length;
-    return { elapsedMs, etaMs: studyEtaMs(durations, elapsedMs, after) };
+    // With two replica pairs the runs left go two at a time.
+    const rounds = Math.ceil(after / this.config.study.parallelism);
+    return { elapsedMs, etaMs: studyEtaMs(durations, elapsedMs, rounds) };
   }
 
   private progressText(entry = this.current): string {
