@@ -254,6 +254,8 @@ class StudyRunner {
   private files: StudyFiles | undefined;
   private studyId: string | undefined;
   private readonly earlyLines: string[] = [];
+  /** The last study.json write: the next one waits for it (`writeStudy`). */
+  private studyWrites: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly deps: RunnerDeps,
@@ -1184,13 +1186,22 @@ class StudyRunner {
   }
 
   private async writeStudy(): Promise<StudyRecord> {
-    const study: StudyRecord = {
-      schemaVersion: STUDY_SCHEMA_VERSION,
-      metadata: this.metadata as StudyMetadata,
-      runs: this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []),
-    };
-    await this.studyFiles().writeStudy(study);
-    return study;
+    // One write at a time, each taking the records as they are when its turn comes: two runs
+    // ending together (two replica pairs) must not leave the older snapshot in study.json.
+    const turn = this.studyWrites.then(async () => {
+      const study: StudyRecord = {
+        schemaVersion: STUDY_SCHEMA_VERSION,
+        metadata: this.metadata as StudyMetadata,
+        runs: this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []),
+      };
+      await this.studyFiles().writeStudy(study);
+      return study;
+    });
+    this.studyWrites = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    return turn;
   }
 
   private async collectMetadata(): Promise<StudyMetadata> {

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
@@ -29,6 +29,7 @@ let pickers: FakeEndpointPickers;
 let cluster: FakeCluster;
 let study: StudyRecord;
 let lines: string[];
+let dir: string;
 
 beforeAll(async () => {
   replicas = ['qwen3-0', 'qwen3-1', 'qwen3-b-0', 'qwen3-b-1'].map((pod) => new FakeReplica(pod));
@@ -39,7 +40,7 @@ beforeAll(async () => {
   await frontEnds.start();
   pickers = new FakeEndpointPickers();
   await pickers.start();
-  const dir = tempDir('lab-parallel-');
+  dir = tempDir('lab-parallel-');
   const tokenFile = join(dir, 'token');
   writeFileSync(tokenFile, pickers.token);
   const clock = new FakeClock();
@@ -88,8 +89,12 @@ afterAll(async () => {
 const record = (id: string) => study.runs.find((r) => r.id === id);
 
 describe('the rehearsal with study.parallelism: 2', () => {
-  it('records every run of the plan as valid', () => {
+  it('records every run of the plan as valid, in study.json and in one file per run', () => {
     expect(study.runs.map((r) => r.id)).toEqual(plan.runs.map((r) => r.id));
+    const folder = join(dir, 'studies', study.metadata.studyId as string);
+    const saved = JSON.parse(readFileSync(join(folder, 'study.json'), 'utf8')) as StudyRecord;
+    expect(saved.runs.map((r) => [r.id, r.valid])).toEqual(plan.runs.map((r) => [r.id, true]));
+    expect(readdirSync(join(folder, 'runs')).length).toBe(plan.runs.length);
     const invalid = study.runs.filter((r) => !r.valid).map((r) => `${r.id}: ${r.invalidReasons.join('; ')}`);
     expect(invalid).toEqual([]);
   });
