@@ -352,13 +352,16 @@ class StudyRunner {
    * (`runPrerequisites`): the bound sweep one run per replica at once, and with
    * `study.parallelism: 2` each replica pair through its own runs beside the other. Once a run
    * stops the study, no further run starts; the runs already going finish and are recorded, then
-   * the stop is thrown.
+   * the stop of the earliest run in plan order is thrown (runs at once may each find it).
    */
   private async runInOrder(): Promise<void> {
     const position = new Map(this.plan.runs.map((run, i) => [run.id, i + 1]));
     const after = runPrerequisites(this.plan);
     const ended = new Map<string, Promise<void>>();
-    let stop: { error: unknown } | undefined;
+    let stop: { index: number; error: unknown } | undefined;
+    const stopAt = (index: number, error: unknown) => {
+      if (!stop || index < stop.index) stop = { index, error };
+    };
     /** Runs that started in this process, those going now, and which runs ran beside each. */
     const started = new Set<string>();
     const running = new Set<string>();
@@ -389,7 +392,7 @@ class StudyRunner {
         );
       }
       if ('error' in done) {
-        stop ??= { error: done.error };
+        stopAt(index, done.error);
         if (done.record) await this.applyStudyChecks(run.id);
         return;
       }
@@ -404,7 +407,7 @@ class StudyRunner {
         this.plan.runs.filter((r) => !started.has(r.id) && !this.records.get(r.id)?.valid),
         this.config.benchmark.image,
       );
-      if (verdict) stop ??= { error: new StudyStopError(verdict) };
+      if (verdict) stopAt(index, new StudyStopError(verdict));
     };
     for (const run of this.plan.runs) {
       const waits = (after.get(run.id) ?? []).map((id) => ended.get(id));
@@ -412,9 +415,7 @@ class StudyRunner {
         run.id,
         Promise.all(waits)
           .then(() => step(run))
-          .catch((error: unknown) => {
-            stop ??= { error };
-          }),
+          .catch((error: unknown) => stopAt(position.get(run.id) as number, error)),
       );
     }
     await Promise.all(ended.values());
