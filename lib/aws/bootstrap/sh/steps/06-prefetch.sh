@@ -88,7 +88,9 @@ download_model() {
 # image under the reference as given (cmd/ctr/commands/images/pull.go, content.Fetch(ctx, client,
 # ref, ...)) and `ctr run` looks the image up by exactly that name (run/run_unix.go NewContainer,
 # client.ImageService().Get(ctx, ref)); --rm, --net-host, --env and --mount
-# type=bind,src=,dst=,options= are ctr's flags (run/run.go, commands/commands.go).
+# type=bind,src=,dst=,options= are ctr's flags (run/run.go, commands/commands.go); a reference
+# with both tag and digest (`python:3.12-slim@sha256:...`) is valid (pkg/reference/reference.go,
+# Spec.Object `<tag>@<digest spec>`).
 stage_router_wheelhouse() {
   local scratch="$ROUTER_WHEELHOUSE.part"
   if compgen -G "$ROUTER_WHEELHOUSE/vllm_router-$ROUTER_VERSION-*.whl" >/dev/null; then
