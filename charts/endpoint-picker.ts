@@ -6,6 +6,7 @@ import { stringify } from 'yaml';
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { Arm } from '../lib/study/arms.ts';
 import { studyFrontEnds } from '../lib/study/arms.ts';
+import { onEveryPair, pairSuffix, studyPairs } from '../lib/study/pairs.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import {
   EPP_GRPC_PORT,
@@ -103,9 +104,14 @@ export function tokenizerSeedScript(
   ].join('\n');
 }
 
-/** The InferencePool of an EPP-style front end: `qwen3-pool` for the core EPP, one per other front end. */
-export function inferencePoolName(config: LabConfig, frontEndId: string): string {
-  return frontEndId === 'epp' ? `${config.model.servedName}-pool` : `${eppName(config, frontEndId)}-pool`;
+/**
+ * The InferencePool of an EPP-style front end: `qwen3-pool` for the core EPP, one per other front
+ * end; `qwen3-pool-b` for the core EPP of the second replica pair (lib/study/pairs.ts).
+ */
+export function inferencePoolName(config: LabConfig, frontEndId: string, pair = 0): string {
+  return frontEndId === 'epp'
+    ? `${config.model.servedName}-pool${pairSuffix(pair)}`
+    : `${eppName(config, frontEndId, pair)}-pool`;
 }
 
 export interface EndpointPickerProps {
@@ -353,13 +359,13 @@ export function endpointPickerArms(config: LabConfig): Arm[] {
   return studyFrontEnds(config).filter((arm) => arm.frontEnd === 'epp' || arm.frontEnd === 'llmd');
 }
 
-/** EndpointPicker props of one EPP-style arm, from the configuration. */
-export function endpointPickerProps(config: LabConfig, arm: Arm): EndpointPickerProps {
+/** EndpointPicker props of one EPP-style arm on a replica pair, from the configuration. */
+export function endpointPickerProps(config: LabConfig, arm: Arm, pair = 0): EndpointPickerProps {
   const common = {
-    name: eppName(config, arm.frontEndId),
+    name: eppName(config, arm.frontEndId, pair),
     namespace: config.namespace,
-    poolName: inferencePoolName(config, arm.frontEndId),
-    poolSelector: { app: replicaSetName(config, arm.servers) },
+    poolName: inferencePoolName(config, arm.frontEndId, pair),
+    poolSelector: { app: replicaSetName(config, arm.servers, pair) },
     targetPort: VLLM_PORT,
   };
   switch (arm.frontEndId) {
@@ -415,12 +421,22 @@ export interface EndpointPickersChartProps extends ChartProps {
   readonly config: LabConfig;
 }
 
-/** One EndpointPicker per EPP-style arm of the study. */
+/**
+ * One EndpointPicker per EPP-style arm of the study and replica pair it runs on: the core EPP
+ * once more over the second pair with `study.parallelism: 2` (`qwen3-epp-b`).
+ */
 export class EndpointPickersChart extends Chart {
   constructor(scope: Construct, id: string, props: EndpointPickersChartProps) {
     super(scope, id, props);
-    for (const arm of endpointPickerArms(props.config)) {
-      new EndpointPicker(this, arm.id, endpointPickerProps(props.config, arm));
+    for (const [arm, pair] of endpointPickerPlacements(props.config)) {
+      new EndpointPicker(this, `${arm.id}${pairSuffix(pair)}`, endpointPickerProps(props.config, arm, pair));
     }
   }
+}
+
+/** Each EPP-style front end with every replica pair it is deployed on (lib/study/pairs.ts). */
+export function endpointPickerPlacements(config: LabConfig): [Arm, number][] {
+  return endpointPickerArms(config).flatMap((arm) =>
+    (onEveryPair(arm) ? studyPairs(config) : [0]).map((pair): [Arm, number] => [arm, pair]),
+  );
 }

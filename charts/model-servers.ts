@@ -3,6 +3,7 @@ import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { ServerSet } from '../lib/study/arms.ts';
+import { pairSuffix, studyPairs } from '../lib/study/pairs.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { eppName, headlessServiceName, replicaSetName, VLLM_PORT } from '../lib/study/topology.ts';
 import {
@@ -202,10 +203,10 @@ export class ModelServers extends Construct {
 }
 
 /** ModelServers props of a server set, from the configuration. */
-export function modelServersProps(config: LabConfig, servers: ServerSet): ModelServersProps {
+export function modelServersProps(config: LabConfig, servers: ServerSet, pair = 0): ModelServersProps {
   const common = {
-    name: replicaSetName(config, servers),
-    headlessService: headlessServiceName(config, servers),
+    name: replicaSetName(config, servers, pair),
+    headlessService: headlessServiceName(config, servers, pair),
     replicas: config.vllm.replicas,
     image: config.vllm.image,
     model: config.model.name,
@@ -234,7 +235,8 @@ export interface ModelServersChartProps extends ChartProps {
 
 /**
  * The replicas: the standard set always, llm-d's KV-events set only when the `llmd-precise` arm
- * is enabled (it needs GPUs of its own).
+ * is enabled (it needs GPUs of its own), and the standard set of each further replica pair with
+ * `study.parallelism: 2` (`qwen3-b`, lib/study/pairs.ts).
  */
 export class ModelServersChart extends Chart {
   public readonly standard: ModelServers;
@@ -244,6 +246,9 @@ export class ModelServersChart extends Chart {
     super(scope, id, props);
     const { config } = props;
     this.standard = new ModelServers(this, 'standard', modelServersProps(config, 'standard'));
+    for (const pair of studyPairs(config).slice(1)) {
+      new ModelServers(this, `standard${pairSuffix(pair)}`, modelServersProps(config, 'standard', pair));
+    }
     if (config.study.optionalArms.includes('llmd-precise')) {
       this.kvEvents = new ModelServers(this, 'kv-events', modelServersProps(config, 'kv-events'));
     }

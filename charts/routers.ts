@@ -2,6 +2,7 @@ import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import type { LabConfig, RouterVariant } from '../lib/config/schema.ts';
+import { pairSuffix, studyPairs } from '../lib/study/pairs.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { MODEL_CACHE_HOST_PATH, ROUTER_PORT, replicaUrls, routerName } from '../lib/study/topology.ts';
 import { COMPONENT_LABEL, containerResources, port, rootContainerSecurity } from './common.ts';
@@ -178,19 +179,24 @@ export interface RoutersChartProps extends ChartProps {
   readonly config: LabConfig;
 }
 
-/** Every vllm-router variant of the configuration, each over the standard replicas. */
+/**
+ * Every vllm-router variant of the configuration, each over the standard replicas; with
+ * `study.parallelism: 2` once more over the second pair's replicas (`vllm-router-<variant>-b`).
+ */
 export class RoutersChart extends Chart {
   constructor(scope: Construct, id: string, props: RoutersChartProps) {
     super(scope, id, props);
     const { config } = props;
-    for (const variant of config.router.variants) {
-      new RouterArm(this, variant.name, {
-        name: routerName(variant.name),
-        variant,
-        image: config.router.image,
-        version: config.router.version,
-        workerUrls: replicaUrls(config, 'standard'),
-      });
+    for (const pair of studyPairs(config)) {
+      for (const variant of config.router.variants) {
+        new RouterArm(this, `${variant.name}${pairSuffix(pair)}`, {
+          name: routerName(variant.name, pair),
+          variant,
+          image: config.router.image,
+          version: config.router.version,
+          workerUrls: replicaUrls(config, 'standard', pair),
+        });
+      }
     }
   }
 }

@@ -4,10 +4,11 @@ import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import { stringify } from 'yaml';
 import type { LabConfig } from '../lib/config/schema.ts';
+import { pairSuffix } from '../lib/study/pairs.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { ENVOY_LISTENER_PORT, EPP_GRPC_PORT, eppName, frontEnd } from '../lib/study/topology.ts';
 import { COMPONENT_LABEL, containerResources, port } from './common.ts';
-import { endpointPickerArms } from './endpoint-picker.ts';
+import { endpointPickerPlacements } from './endpoint-picker.ts';
 import { standaloneEnvoyBootstrap } from './envoy/bootstrap.ts';
 
 export const ENVOY_ADMIN_PORT = 19000;
@@ -126,19 +127,19 @@ export interface StandaloneEnvoysChartProps extends ChartProps {
   readonly config: LabConfig;
 }
 
-/** One StandaloneEnvoy per EPP-style arm, each in front of that arm's EPP. */
+/** One StandaloneEnvoy per EPP-style arm and replica pair, each in front of that arm's EPP on the pair. */
 export class StandaloneEnvoysChart extends Chart {
   constructor(scope: Construct, id: string, props: StandaloneEnvoysChartProps) {
     super(scope, id, props);
     const { config } = props;
-    for (const arm of endpointPickerArms(config)) {
-      const fe = frontEnd(config, arm);
-      new StandaloneEnvoy(this, arm.id, {
+    for (const [arm, pair] of endpointPickerPlacements(config)) {
+      const fe = frontEnd(config, arm, pair);
+      new StandaloneEnvoy(this, `${arm.id}${pairSuffix(pair)}`, {
         name: fe.service,
         image: config.envoy.image,
         concurrency: config.envoy.concurrency,
         logLevel: config.envoy.logLevel,
-        eppHost: `${eppName(config, arm.frontEndId)}.${config.namespace}.svc.cluster.local`,
+        eppHost: `${eppName(config, arm.frontEndId, pair)}.${config.namespace}.svc.cluster.local`,
         listenerPort: fe.port,
       });
     }

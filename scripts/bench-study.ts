@@ -10,8 +10,8 @@
  * 2. Estimates the study with lib/study/duration.ts: the simulator's load per run plus overheads,
  *    the runner overhead replaced by the one measured in step 1.
  * 3. Prints the estimate as the runner executes it (bound sweep one run per replica at once), with
- *    every run serial, and a projection of `parallelism: 2` (two replica pairs, two arms at once),
- *    which is NOT implemented: it shows what that mode would be worth.
+ *    every run serial, and with `study.parallelism: 2` (two replica pairs, each going through its
+ *    own runs: lib/study/plan.ts runPrerequisites), from the same per-run figures.
  *
  * Run: npx tsx scripts/bench-study.ts
  */
@@ -19,13 +19,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { benchmarkJob } from '../charts/benchmark-job.ts';
-import { defaultLabConfig } from '../lib/config/load.ts';
+import { defaultLabConfig, parseLabConfig } from '../lib/config/load.ts';
 import { FileResultStore } from '../lib/runner/file-store.ts';
 import { HttpEndpointPickers, HttpFrontEnds } from '../lib/runner/http-front-ends.ts';
 import { HttpReplicas } from '../lib/runner/http-replicas.ts';
 import { runStudy } from '../lib/runner/run-study.ts';
 import { DEFAULT_RUN_OVERHEADS, estimateStudy, type StudyEstimate } from '../lib/study/duration.ts';
-import { runWaves, studyPlan } from '../lib/study/plan.ts';
+import { studyPlan } from '../lib/study/plan.ts';
 import {
   FakeClock,
   FakeCluster,
@@ -107,32 +107,14 @@ async function rehearse(): Promise<{ overheadSeconds: number; wallMsPerRun: numb
   }
 }
 
-/**
- * Projection of `parallelism: 2` (not implemented): the bound sweep and the partition as today;
- * arm and sweep runs two at a time, each pair as long as its longer run.
- */
-function parallelTwoSeconds(estimate: StudyEstimate): number {
-  const byId = new Map(estimate.runs.map((r) => [r.id, r.loadSeconds + r.overheadSeconds]));
-  let total = 0;
-  const paired: number[] = [];
-  for (const wave of runWaves(plan)) {
-    const seconds = Math.max(...wave.map((run) => byId.get(run.id) ?? 0));
-    if (wave[0].group === 'arm' || wave[0].group === 'sweep') paired.push(seconds);
-    else total += seconds;
-  }
-  paired.sort((a, b) => b - a);
-  for (let i = 0; i < paired.length; i += 2) total += paired[i];
-  return total;
-}
-
 const minutes = (seconds: number) => `${(seconds / 60).toFixed(1)} min`;
 const usd = (seconds: number) => `${((seconds / 3600) * config.instance.pricePerHourUsd).toFixed(2)} USD`;
 
 const measured = await rehearse();
-const estimate = estimateStudy(config, plan, {
-  ...DEFAULT_RUN_OVERHEADS,
-  runnerSeconds: measured.overheadSeconds,
-});
+const overheads = { ...DEFAULT_RUN_OVERHEADS, runnerSeconds: measured.overheadSeconds };
+const estimate = estimateStudy(config, plan, overheads);
+const paired = parseLabConfig({ study: { parallelism: 2 } });
+const parallel: StudyEstimate = estimateStudy(paired, studyPlan(paired), overheads);
 const load = estimate.runs.reduce((sum, r) => sum + r.loadSeconds, 0);
 console.log(
   `default study: ${plan.runs.length} runs, ${config.instance.type} at ${config.instance.pricePerHourUsd} USD/h`,
@@ -149,8 +131,26 @@ console.log('schedule                                              instance time
 const rows: [string, number][] = [
   ['every run serial', estimate.serialSeconds],
   ['serial, bound sweep one run per replica (the runner)', estimate.totalSeconds],
-  ['parallelism: 2 (projection; NOT implemented)', parallelTwoSeconds(estimate)],
+  ['study.parallelism: 2 (two replica pairs)', parallel.totalSeconds],
 ];
 for (const [name, seconds] of rows) {
   console.log(`${name.padEnd(54)}${minutes(seconds).padStart(12)}${usd(seconds).padStart(10)}`);
 }
+
+// Where the serial study's time goes, and what the 75-minute target would leave for overheads.
+console.log('');
+console.log('where the time goes (serial, as the runner orders it)');
+for (const [group, g] of Object.entries(estimate.groups)) {
+  console.log(
+    `  ${group.padEnd(10)} load ${minutes(g.loadSeconds).padStart(9)}  overhead ${minutes(g.overheadSeconds).padStart(9)}`,
+  );
+}
+const orderedLoad = Object.values(estimate.groups).reduce((sum, g) => sum + g.loadSeconds, 0);
+const restarts = plan.runs.filter((run) => run.reset.restartFrontEndOf).length;
+console.log(
+  `  overheads in all: ${plan.runs.length} Job starts ${minutes(plan.runs.length * overheads.jobStartSeconds)}, ${restarts} front-end restarts ${minutes(restarts * overheads.frontEndRestartSeconds)}, resets ${minutes(plan.runs.length * overheads.resetSeconds)}`,
+);
+const left = 75 * 60 - orderedLoad;
+console.log(
+  `75-minute serial target: the load alone takes ${minutes(orderedLoad)}, which leaves ${(left / plan.runs.length).toFixed(1)} s per run for every overhead (the Job start alone is taken as ${overheads.jobStartSeconds} s)`,
+);

@@ -38,6 +38,7 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
   const { instance, vllm, workload, study, router } = config;
 
   let gpusFit = true;
+  const llmd = Array.isArray(study.optionalArms) && study.optionalArms.includes('llmd-precise');
   if (isInt(vllm.replicas) && isInt(instance.gpus) && vllm.replicas > instance.gpus) {
     gpusFit = false;
     fail(
@@ -56,6 +57,21 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
     fail(
       ['study', 'optionalArms'],
       `llmd-precise runs its own ${vllm.replicas} replica(s) beside the standard ${vllm.replicas}, needing ${2 * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Lower vllm.replicas to ${Math.floor(instance.gpus / 2)} or use a larger instance`,
+    );
+  } else if (
+    isInt(vllm.replicas) &&
+    isInt(instance.gpus) &&
+    isInt(study.parallelism) &&
+    study.parallelism > 1 &&
+    (study.parallelism + (llmd ? 1 : 0)) * vllm.replicas > instance.gpus
+  ) {
+    // The second replica pair (lib/study/pairs.ts) needs GPUs of its own: nothing is shared.
+    gpusFit = false;
+    const sets = study.parallelism + (llmd ? 1 : 0);
+    const fewer = Math.floor(instance.gpus / sets);
+    fail(
+      ['study', 'parallelism'],
+      `a second pair of ${vllm.replicas} replica(s) runs beside the standard ${vllm.replicas}${llmd ? ` and llm-d's ${vllm.replicas}` : ''}, needing ${sets * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Allowed on this instance: 1${fewer >= 1 ? `; or lower vllm.replicas to ${fewer}` : ''}; or use a larger instance`,
     );
   }
 

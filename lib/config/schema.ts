@@ -336,6 +336,11 @@ const StudySchema = z
       .min(2)
       .max(20)
       .default(5),
+    parallelism: count(
+      'Replica pairs that run at once: 2 adds a second set of replicas and core front ends (names suffixed -b) so two runs execute together; needs 2 x vllm.replicas GPUs, and concurrent runs share the CPUs and PCIe',
+    )
+      .max(2)
+      .default(1),
   })
   .prefault({});
 

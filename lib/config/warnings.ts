@@ -18,6 +18,11 @@ export function configWarnings(config: LabConfig): string[] {
   const workingSet = `${workload.prefixes} prefixes x ${workload.prefixLen} tokens = ${pressure.workingSetTokens.toLocaleString('en-US')} tokens`;
   const kv = `${vllm.kvCacheTokensPerReplica.toLocaleString('en-US')} KV cache tokens per replica`;
   const warnings: string[] = [];
+  if (config.study.parallelism > 1) {
+    warnings.push(
+      `study.parallelism is ${config.study.parallelism}: two runs execute at once on separate replica pairs (no GPU, cache or front end shared), but they share the host's ${config.instance.vcpus} vCPUs and its PCIe bus, so a run's latency can differ from a serial run's. Each record's overlappedWith names the runs beside it; set study.parallelism to 1 for runs that never overlap.`,
+    );
+  }
   if (pressure.fitsOneReplica) {
     warnings.push(
       `workload: the working set (${workingSet}) fits in one replica's cache (${kv}): every prefix stays cached everywhere, so any routing gives the same hit rate and the study cannot tell routers apart. Raise workload.prefixes or workload.prefixLen.`,

@@ -13,7 +13,8 @@ import {
   type VllmSnapshot,
   vllmSnapshot,
 } from '../study/metrics.ts';
-import { runWaves, type StudyPlan, type StudyRun } from '../study/plan.ts';
+import { pairSuffix } from '../study/pairs.ts';
+import { runPrerequisites, type StudyPlan, type StudyRun } from '../study/plan.ts';
 import { studyPredictions } from '../study/planner.ts';
 import { promptReader } from '../study/prompt-visibility.ts';
 import {
@@ -123,20 +124,20 @@ export interface RunnerOptions {
    */
   readonly retry?: RetryPolicy;
   /**
-   * Base URLs of a server set's replicas.
+   * Base URLs of a server set's replicas on a replica pair (lib/study/pairs.ts).
    * @default the headless-Service DNS names of lib/study/topology.ts
    */
-  readonly replicaUrls?: (servers: ServerSet) => readonly string[];
+  readonly replicaUrls?: (servers: ServerSet, pair: number) => readonly string[];
   /**
-   * Base URL of an arm's front end, where the preflight sends its request.
+   * Base URL of an arm's front end on a replica pair, where the preflight sends its request.
    * @default the URL the arm's benchmark clients use (`targetBaseUrl`)
    */
-  readonly frontEndUrl?: (arm: Arm) => string;
+  readonly frontEndUrl?: (arm: Arm, pair: number) => string;
   /**
-   * Base URL of the metrics port of an EPP-family arm's Endpoint Picker.
+   * Base URL of the metrics port of an EPP-family arm's Endpoint Picker on a replica pair.
    * @default `http://<eppName>.<namespace>.svc.cluster.local:9090`
    */
-  readonly eppMetricsUrl?: (arm: Arm) => string;
+  readonly eppMetricsUrl?: (arm: Arm, pair: number) => string;
   /**
    * Status conditions each arm's preflight requires (the AI Gateway's HTTPRoute and Gateway).
    * @default none
@@ -199,12 +200,13 @@ export async function runStudy(
     confirmTimeoutMs: options.confirmTimeoutMs ?? 30_000,
     readyTimeoutMs: options.readyTimeoutMs ?? 10 * 60_000,
     retry: options.retry ?? DEFAULT_RETRY_POLICY,
-    replicaUrls: options.replicaUrls ?? ((servers) => replicaUrls(config, servers)),
-    frontEndUrl: options.frontEndUrl ?? ((arm) => targetBaseUrl(config, { kind: 'arm', arm: arm.id })),
+    replicaUrls: options.replicaUrls ?? ((servers, pair) => replicaUrls(config, servers, pair)),
+    frontEndUrl:
+      options.frontEndUrl ?? ((arm, pair) => targetBaseUrl(config, { kind: 'arm', arm: arm.id, pair })),
     eppMetricsUrl:
       options.eppMetricsUrl ??
-      ((arm) =>
-        `http://${eppName(config, arm.frontEndId)}.${config.namespace}.svc.cluster.local:${EPP_METRICS_PORT}`),
+      ((arm, pair) =>
+        `http://${eppName(config, arm.frontEndId, pair)}.${config.namespace}.svc.cluster.local:${EPP_METRICS_PORT}`),
     statusChecks: options.statusChecks ?? {},
   });
   return runner.run();
@@ -252,6 +254,8 @@ class StudyRunner {
   private files: StudyFiles | undefined;
   private studyId: string | undefined;
   private readonly earlyLines: string[] = [];
+  /** The last study.json write: the next one waits for it (`writeStudy`). */
+  private studyWrites: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly deps: RunnerDeps,
@@ -319,8 +323,9 @@ class StudyRunner {
     );
     await this.writeStatus();
 
-    const sets = [...new Set(pending.map((run) => run.reset.prefixCaches))];
-    for (const servers of sets) await this.waitForReplicas(servers, this.options.startupTimeoutMs);
+    const sets = new Map(pending.map((run) => [replicaSetOf(this.config, run), run.reset]));
+    for (const { prefixCaches, pair } of sets.values())
+      await this.waitForReplicas(prefixCaches, pair ?? 0, this.options.startupTimeoutMs);
 
     if (existing) {
       const { finishedAt: _previous, stopped: _stopped, ...kept } = existing.metadata;
@@ -331,44 +336,7 @@ class StudyRunner {
     await this.writeStudy();
 
     this.state = 'running';
-    const position = new Map(this.plan.runs.map((run, i) => [run.id, i + 1]));
-    const total = this.plan.runs.length;
-    for (const wave of runWaves(this.plan)) {
-      const todo: StudyRun[] = [];
-      for (const run of wave) {
-        if (this.records.get(run.id)?.valid) {
-          await this.say(`run ${position.get(run.id)}/${total} ${run.id}: valid record exists, skipped`);
-        } else todo.push(run);
-      }
-      if (todo.length === 0) continue;
-      if (todo.length > 1)
-        await this.say(`runs ${todo.map((r) => r.id).join(', ')} run at once, one per replica`);
-      const done = await Promise.all(
-        todo.map((run) => this.runWithRetry(position.get(run.id) as number, run)),
-      );
-      const stopped = done.find((d): d is { error: unknown } => 'error' in d);
-      const recorded = done.flatMap((d) => (d.record ? [d.record] : []));
-      for (const record of recorded) {
-        const others = todo.filter((r) => r.id !== record.id).map((r) => r.id);
-        this.records.set(record.id, others.length > 0 ? { ...record, overlappedWith: others } : record);
-        if (!done.some((d) => 'error' in d && d.record?.id === record.id)) this.active.delete(record.id);
-      }
-      for (const record of recorded) await this.applyStudyChecks(record.id);
-      if (stopped) throw stopped.error;
-      for (const run of todo) {
-        const saved = this.records.get(run.id) as RunRecord;
-        await this.say(
-          `run ${position.get(run.id)}/${total} ${run.id}: ${saved.valid ? 'valid' : `INVALID: ${saved.invalidReasons.join('; ')}`}`,
-        );
-      }
-      const last = position.get(todo[todo.length - 1].id) as number;
-      const stop = identicalPrefixStop(
-        [...this.records.values()],
-        this.plan.runs.slice(last).filter((r) => !this.records.get(r.id)?.valid),
-        this.config.benchmark.image,
-      );
-      if (stop) throw new StudyStopError(stop);
-    }
+    await this.runInOrder();
     this.active.clear();
     this.state = 'finished';
     this.metadata = { ...(this.metadata as StudyMetadata), finishedAt: this.deps.clock.now().toISOString() };
@@ -377,6 +345,81 @@ class StudyRunner {
     await this.say(`study finished: ${valid} of ${study.runs.length} runs valid`);
     await this.writeStatus();
     return study;
+  }
+
+  /**
+   * Every run of the plan, each as soon as the earlier runs it waits for have ended
+   * (`runPrerequisites`): the bound sweep one run per replica at once, and with
+   * `study.parallelism: 2` each replica pair through its own runs beside the other. Once a run
+   * stops the study, no further run starts; the runs already going finish and are recorded, then
+   * the stop of the earliest run in plan order is thrown (runs at once may each find it).
+   */
+  private async runInOrder(): Promise<void> {
+    const position = new Map(this.plan.runs.map((run, i) => [run.id, i + 1]));
+    const after = runPrerequisites(this.plan);
+    const ended = new Map<string, Promise<void>>();
+    let stop: { index: number; error: unknown } | undefined;
+    const stopAt = (index: number, error: unknown) => {
+      if (!stop || index < stop.index) stop = { index, error };
+    };
+    /** Runs that started in this process, those going now, and which runs ran beside each. */
+    const started = new Set<string>();
+    const running = new Set<string>();
+    const beside = new Map<string, Set<string>>();
+    const step = async (run: StudyRun): Promise<void> => {
+      const index = position.get(run.id) as number;
+      const total = this.plan.runs.length;
+      if (stop) return;
+      if (this.records.get(run.id)?.valid) {
+        await this.say(`run ${index}/${total} ${run.id}: valid record exists, skipped`);
+        return;
+      }
+      // Before any await, so that runs starting together see each other.
+      const others = [...running];
+      running.add(run.id);
+      started.add(run.id);
+      beside.set(run.id, new Set(others));
+      for (const other of others) beside.get(other)?.add(run.id);
+      if (others.length > 0)
+        await this.say(`run ${index}/${total} ${run.id} runs beside ${others.join(', ')}`);
+      const done = await this.runWithRetry(index, run);
+      running.delete(run.id);
+      if (done.record) {
+        const overlapped = [...(beside.get(run.id) ?? [])];
+        this.records.set(
+          run.id,
+          overlapped.length > 0 ? { ...done.record, overlappedWith: overlapped } : done.record,
+        );
+      }
+      if ('error' in done) {
+        stopAt(index, done.error);
+        if (done.record) await this.applyStudyChecks(run.id);
+        return;
+      }
+      this.active.delete(run.id);
+      await this.applyStudyChecks(run.id);
+      const saved = this.records.get(run.id) as RunRecord;
+      await this.say(
+        `run ${index}/${total} ${run.id}: ${saved.valid ? 'valid' : `INVALID: ${saved.invalidReasons.join('; ')}`}`,
+      );
+      const verdict = identicalPrefixStop(
+        [...this.records.values()],
+        this.plan.runs.filter((r) => !started.has(r.id) && !this.records.get(r.id)?.valid),
+        this.config.benchmark.image,
+      );
+      if (verdict) stopAt(index, new StudyStopError(verdict));
+    };
+    for (const run of this.plan.runs) {
+      const waits = (after.get(run.id) ?? []).map((id) => ended.get(id));
+      ended.set(
+        run.id,
+        Promise.all(waits)
+          .then(() => step(run))
+          .catch((error: unknown) => stopAt(position.get(run.id) as number, error)),
+      );
+    }
+    await Promise.all(ended.values());
+    if (stop) throw stop.error;
   }
 
   /**
@@ -456,11 +499,12 @@ class StudyRunner {
     const startedAt = clock.now();
     this.active.set(run.id, { index, run, startedAt, phase: 'starting' });
     const servers = run.reset.prefixCaches;
-    const allUrls = this.options.replicaUrls(servers);
+    const pair = run.reset.pair ?? 0;
+    const allUrls = this.options.replicaUrls(servers, pair);
     // A bound run owns one replica; the bound runs beside it own the others.
     const indices = run.reset.replicas ?? allUrls.map((_, i) => i);
     const urls = indices.map((i) => allUrls[i]);
-    const pods = indices.map((i) => `${replicaSetName(this.config, servers)}-${i}`);
+    const pods = indices.map((i) => `${replicaSetName(this.config, servers, pair)}-${i}`);
     const jobs = run.benchmarks.map((spec) => ({ spec, job: this.deps.jobManifest(spec) }));
 
     // Lab-spec 4.4: a Job of an earlier attempt of this run (a resumed study) and its pods are
@@ -475,8 +519,8 @@ class StudyRunner {
     // bounded, instead of turning this run and every later one invalid within seconds.
     const arm = run.arm ? armById(this.config, run.arm) : undefined;
     await this.phase(run, 'waiting until ready');
-    await this.waitForReplicas(servers, this.options.readyTimeoutMs);
-    const frontEndDown = arm ? await this.waitForFrontEnd(arm) : undefined;
+    await this.waitForReplicas(servers, pair, this.options.readyTimeoutMs);
+    const frontEndDown = arm ? await this.waitForFrontEnd(arm, pair) : undefined;
     if (frontEndDown) {
       return this.record(run, startedAt, 'endpoint', [], [], [`not started: ${frontEndDown}`]);
     }
@@ -484,12 +528,14 @@ class StudyRunner {
     // The preflight's request lands in a cache and an index that the reset and restart clear.
     let preflight: PreflightRecord | undefined;
     if (arm) {
-      const known = this.preflights.get(arm.id);
+      // Once per arm and replica pair: each pair has its own front end.
+      const key = `${arm.id}${pairSuffix(pair)}`;
+      const known = this.preflights.get(key);
       if (!known) {
         await this.phase(run, 'preflight');
-        preflight = await this.preflight(arm);
-        this.preflights.set(arm.id, preflight);
-        await this.say(`preflight of ${arm.id}: ${preflight.ok ? 'passed' : 'FAILED'}: ${preflight.detail}`);
+        preflight = await this.preflight(arm, pair);
+        this.preflights.set(key, preflight);
+        await this.say(`preflight of ${key}: ${preflight.ok ? 'passed' : 'FAILED'}: ${preflight.detail}`);
       }
       const outcome = known ?? (preflight as PreflightRecord);
       if (!outcome.ok) {
@@ -508,7 +554,7 @@ class StudyRunner {
     }
 
     await this.phase(run, 'resetting prefix caches');
-    const resets = (await this.resetCaches(servers, urls, pods)).map((r) => ({
+    const resets = (await this.resetCaches(servers, pair, urls, pods)).map((r) => ({
       ...r,
       replica: indices[r.replica],
     }));
@@ -521,6 +567,7 @@ class StudyRunner {
       const deployments = frontEnd(
         this.config,
         armById(this.config, run.reset.restartFrontEndOf),
+        pair,
       ).restartDeployments;
       for (const name of deployments) await cluster.restartDeployment(name, clock.now());
       for (const name of deployments) {
@@ -547,7 +594,7 @@ class StudyRunner {
     }
 
     await this.phase(run, 'scraping metrics');
-    const uidsBefore = await this.podUids(servers);
+    const uidsBefore = await this.podUids(servers, pair);
     const before = await this.scrape(urls);
     const blind = noMetricsStop(pods.map((pod, i) => ({ pod, ...before[i] })));
     if (blind) throw new StudyStopError(blind);
@@ -585,7 +632,7 @@ class StudyRunner {
 
     await this.phase(run, 'scraping metrics');
     const after = await this.scrape(urls);
-    const restarts = replicaRestartReasons(pods, uidsBefore, await this.podUids(servers));
+    const restarts = replicaRestartReasons(pods, uidsBefore, await this.podUids(servers, pair));
     const scrapes: ReplicaScrapes[] = pods.map((pod, i) => ({
       replica: indices[i],
       pod,
@@ -606,7 +653,7 @@ class StudyRunner {
     });
 
     const source = arm ? promptEvidenceSource(arm.frontEnd, arm.api, run.dataset) : undefined;
-    const evidence = arm && source ? await this.promptEvidenceOf(arm, source) : undefined;
+    const evidence = arm && source ? await this.promptEvidenceOf(arm, pair, source) : undefined;
     const reasons = runReasons({
       run,
       readings,
@@ -665,6 +712,7 @@ class StudyRunner {
    */
   private async resetCaches(
     servers: ServerSet,
+    pair: number,
     urls: readonly string[],
     pods: string[],
   ): Promise<ReplicaReset[]> {
@@ -680,6 +728,7 @@ class StudyRunner {
       await this.say(`${pods[r.replica]}: ${r.why}; deleting the pod to reset its cache`);
     const problem = await this.restartReplicas(
       servers,
+      pair,
       urls,
       pods,
       restart.map((r) => r.replica),
@@ -803,13 +852,14 @@ class StudyRunner {
   /** Deletes replica pods and waits until new ones are ready and serve /v1/models; a problem or undefined. */
   private async restartReplicas(
     servers: ServerSet,
+    pair: number,
     urls: readonly string[],
     pods: string[],
     indices: number[],
   ): Promise<string | undefined> {
     const { clock } = this.deps;
     const { cluster } = this;
-    const selector = `app=${replicaSetName(this.config, servers)}`;
+    const selector = `app=${replicaSetName(this.config, servers, pair)}`;
     const oldUids = new Map((await cluster.listPods(selector)).map((p) => [p.name, p.uid]));
     for (const i of indices) await cluster.deletePod(pods[i]);
     const deadline = clock.now().getTime() + this.options.podRestartTimeoutMs;
@@ -844,10 +894,11 @@ class StudyRunner {
    * `timeoutMs`. A model server that never becomes ready makes every run of the study invalid,
    * so the study stops.
    */
-  private async waitForReplicas(servers: ServerSet, timeoutMs: number): Promise<void> {
+  private async waitForReplicas(servers: ServerSet, pair: number, timeoutMs: number): Promise<void> {
     const { clock } = this.deps;
-    const urls = this.options.replicaUrls(servers);
-    const pods = urls.map((_, i) => `${replicaSetName(this.config, servers)}-${i}`);
+    const set = replicaSetName(this.config, servers, pair);
+    const urls = this.options.replicaUrls(servers, pair);
+    const pods = urls.map((_, i) => `${set}-${i}`);
     const deadline = clock.now().getTime() + timeoutMs;
     const waiting = new Set(urls.keys());
     const since = clock.now().getTime();
@@ -857,7 +908,7 @@ class StudyRunner {
       if (waiting.size === 0) {
         if (said)
           await this.say(
-            `replicas of ${replicaSetName(this.config, servers)} serve /v1/models after ${formatElapsed(clock.now().getTime() - since)}`,
+            `replicas of ${set} serve /v1/models after ${formatElapsed(clock.now().getTime() - since)}`,
           );
         return;
       }
@@ -883,9 +934,9 @@ class StudyRunner {
    * The arm's front-end Deployments are available (a crashed router or EPP comes back), within
    * `readyTimeoutMs`; a problem, or undefined when ready.
    */
-  private async waitForFrontEnd(arm: Arm): Promise<string | undefined> {
+  private async waitForFrontEnd(arm: Arm, pair: number): Promise<string | undefined> {
     const { clock } = this.deps;
-    const deployments = frontEnd(this.config, arm).restartDeployments;
+    const deployments = frontEnd(this.config, arm, pair).restartDeployments;
     const deadline = clock.now().getTime() + this.options.readyTimeoutMs;
     let said = false;
     for (;;) {
@@ -912,9 +963,9 @@ class StudyRunner {
   }
 
   /** Pod name to uid of a server set's replicas, to tell a restart during a run. */
-  private async podUids(servers: ServerSet): Promise<Map<string, string>> {
+  private async podUids(servers: ServerSet, pair: number): Promise<Map<string, string>> {
     try {
-      const pods = await this.cluster.listPods(`app=${replicaSetName(this.config, servers)}`);
+      const pods = await this.cluster.listPods(`app=${replicaSetName(this.config, servers, pair)}`);
       return new Map(pods.map((p) => [p.name, p.uid]));
     } catch (error) {
       await this.say(
@@ -1029,7 +1080,7 @@ class StudyRunner {
    * route and Gateway), and one tiny request through its front end reaches a replica of its
    * server set (a replica's `vllm:request_success_total` grows).
    */
-  private async preflight(arm: Arm): Promise<PreflightRecord> {
+  private async preflight(arm: Arm, pair: number): Promise<PreflightRecord> {
     const { clock } = this.deps;
     const { cluster } = this;
     const problems: string[] = [];
@@ -1044,8 +1095,9 @@ class StudyRunner {
     }
     if (problems.length > 0) return { ok: false, detail: problems.join('; ') };
 
-    const urls = this.options.replicaUrls(arm.servers);
-    const pods = urls.map((_, i) => `${replicaSetName(this.config, arm.servers)}-${i}`);
+    const set = replicaSetName(this.config, arm.servers, pair);
+    const urls = this.options.replicaUrls(arm.servers, pair);
+    const pods = urls.map((_, i) => `${set}-${i}`);
     const counts = async (): Promise<(number | undefined)[]> =>
       (await this.scrape(urls)).map((s) => s.snapshot?.requestSuccess);
     const before = await counts();
@@ -1053,10 +1105,10 @@ class StudyRunner {
     if (unread.length > 0) {
       return { ok: false, detail: `vllm:request_success_total of ${unread.join(', ')} could not be read` };
     }
-    const target = `POST ${this.options.frontEndUrl(arm).replace(/\/+$/, '')}${apiPath(arm.api)}`;
+    const target = `POST ${this.options.frontEndUrl(arm, pair).replace(/\/+$/, '')}${apiPath(arm.api)}`;
     try {
       const answer = await this.deps.frontEnds.complete(
-        this.options.frontEndUrl(arm),
+        this.options.frontEndUrl(arm, pair),
         arm.api,
         this.config.model.servedName,
       );
@@ -1076,7 +1128,7 @@ class StudyRunner {
       if (clock.now().getTime() >= deadline) {
         return {
           ok: false,
-          detail: `${target} answered 200, but no replica of ${replicaSetName(this.config, arm.servers)} counted a finished request within ${formatElapsed(this.options.confirmTimeoutMs)}`,
+          detail: `${target} answered 200, but no replica of ${set} counted a finished request within ${formatElapsed(this.options.confirmTimeoutMs)}`,
         };
       }
       await clock.sleep(Math.min(this.options.pollIntervalMs, 1_000));
@@ -1084,11 +1136,15 @@ class StudyRunner {
   }
 
   /** Reads the arm's EPP metrics after a run and judges whether it saw the prompts. */
-  private async promptEvidenceOf(arm: Arm, source: PromptEvidenceSource): Promise<PromptEvidence> {
+  private async promptEvidenceOf(
+    arm: Arm,
+    pair: number,
+    source: PromptEvidenceSource,
+  ): Promise<PromptEvidence> {
     let scrape: EppScrape;
     try {
       scrape = {
-        snapshot: eppSnapshot(await this.deps.endpointPickers.metrics(this.options.eppMetricsUrl(arm))),
+        snapshot: eppSnapshot(await this.deps.endpointPickers.metrics(this.options.eppMetricsUrl(arm, pair))),
       };
     } catch (error) {
       scrape = { error: (error as Error).message };
@@ -1131,13 +1187,22 @@ class StudyRunner {
   }
 
   private async writeStudy(): Promise<StudyRecord> {
-    const study: StudyRecord = {
-      schemaVersion: STUDY_SCHEMA_VERSION,
-      metadata: this.metadata as StudyMetadata,
-      runs: this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []),
-    };
-    await this.studyFiles().writeStudy(study);
-    return study;
+    // One write at a time, each taking the records as they are when its turn comes: two runs
+    // ending together (two replica pairs) must not leave the older snapshot in study.json.
+    const turn = this.studyWrites.then(async () => {
+      const study: StudyRecord = {
+        schemaVersion: STUDY_SCHEMA_VERSION,
+        metadata: this.metadata as StudyMetadata,
+        runs: this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []),
+      };
+      await this.studyFiles().writeStudy(study);
+      return study;
+    });
+    this.studyWrites = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    return turn;
   }
 
   private async collectMetadata(): Promise<StudyMetadata> {
@@ -1269,7 +1334,9 @@ class StudyRunner {
     const after = this.plan.runs
       .slice(entry.index)
       .filter((run) => !this.records.get(run.id)?.valid && !this.active.has(run.id)).length;
-    return { elapsedMs, etaMs: studyEtaMs(durations, elapsedMs, after) };
+    // With two replica pairs the runs left go two at a time.
+    const rounds = Math.ceil(after / this.config.study.parallelism);
+    return { elapsedMs, etaMs: studyEtaMs(durations, elapsedMs, rounds) };
   }
 
   private progressText(entry = this.current): string {
@@ -1321,4 +1388,9 @@ class StudyRunner {
     };
     await this.deps.store.writeStatus(status);
   }
+}
+
+/** The StatefulSet a run's replicas belong to (its server set on its replica pair). */
+function replicaSetOf(config: LabConfig, run: StudyRun): string {
+  return replicaSetName(config, run.reset.prefixCaches, run.reset.pair ?? 0);
 }

@@ -1,7 +1,7 @@
 import type { LabConfig } from '../config/schema.ts';
 import { armInput, armRouting } from './arm-predictions.ts';
 import { type Arm, studyArms } from './arms.ts';
-import { type RunGroup, runWaves, type StudyPlan, type StudyRun } from './plan.ts';
+import { type RunGroup, runPrerequisites, type StudyPlan, type StudyRun } from './plan.ts';
 import { planEngine, planInput } from './planner.ts';
 import { type Routing, type SimulationInput, simulate } from './simulator.ts';
 
@@ -69,11 +69,14 @@ export interface RunEstimate {
 /** The study's estimate, per run group and in all. */
 export interface StudyEstimate {
   readonly runs: readonly RunEstimate[];
-  /** Per run group: load and overhead seconds as the instance spends them (a wave counts once). */
+  /**
+   * Per run group: load and overhead seconds as the instance spends them, that is what each run
+   * adds to the study's end in plan order (runs at once count once).
+   */
   readonly groups: Readonly<
     Record<RunGroup, { readonly loadSeconds: number; readonly overheadSeconds: number }>
   >;
-  /** Instance seconds after the bootstrap, runs of a wave overlapping. */
+  /** Instance seconds after the bootstrap, runs that execute at once overlapping (`studySchedule`). */
   readonly totalSeconds: number;
   /** The same study with every run one after the other. */
   readonly serialSeconds: number;
@@ -148,15 +151,20 @@ export function estimateStudy(
     arm: { loadSeconds: 0, overheadSeconds: 0 },
     sweep: { loadSeconds: 0, overheadSeconds: 0 },
   } satisfies Record<RunGroup, { loadSeconds: number; overheadSeconds: number }>;
+  const schedule = studySchedule(plan, (run) => {
+    const r = byId.get(run.id) as RunEstimate;
+    return r.loadSeconds + r.overheadSeconds;
+  });
   let totalSeconds = 0;
-  for (const wave of runWaves(plan)) {
-    // A wave lasts as long as its longest run; its runs share the wall clock.
-    const longest = wave
-      .map((run) => byId.get(run.id) as RunEstimate)
-      .reduce((a, b) => (a.loadSeconds + a.overheadSeconds >= b.loadSeconds + b.overheadSeconds ? a : b));
-    groups[longest.group].loadSeconds += longest.loadSeconds;
-    groups[longest.group].overheadSeconds += longest.overheadSeconds;
-    totalSeconds += longest.loadSeconds + longest.overheadSeconds;
+  for (const run of plan.runs) {
+    // What this run adds to the study's end, split between its load and its overhead.
+    const { end } = schedule.get(run.id) as ScheduledRun;
+    const added = Math.max(0, end - totalSeconds);
+    totalSeconds = Math.max(totalSeconds, end);
+    const r = byId.get(run.id) as RunEstimate;
+    const share = added / (r.loadSeconds + r.overheadSeconds || 1);
+    groups[r.group].loadSeconds += r.loadSeconds * share;
+    groups[r.group].overheadSeconds += r.overheadSeconds * share;
   }
   const serialSeconds = runs.reduce((sum, r) => sum + r.loadSeconds + r.overheadSeconds, 0);
   const pricePerHourUsd = config.instance.pricePerHourUsd;
@@ -168,6 +176,29 @@ export function estimateStudy(
     pricePerHourUsd,
     costUsd: (totalSeconds / 3600) * pricePerHourUsd,
   };
+}
+
+/** When a run starts and ends, in seconds from the study's start. */
+export interface ScheduledRun {
+  readonly start: number;
+  readonly end: number;
+}
+
+/**
+ * When each run would start and end as the runner orders them (`runPrerequisites`): a run starts
+ * once every earlier run it waits for has ended. Pure; `seconds` is each run's whole duration.
+ */
+export function studySchedule(
+  plan: StudyPlan,
+  seconds: (run: StudyRun) => number,
+): Map<string, ScheduledRun> {
+  const after = runPrerequisites(plan);
+  const schedule = new Map<string, ScheduledRun>();
+  for (const run of plan.runs) {
+    const start = Math.max(0, ...(after.get(run.id) ?? []).map((id) => schedule.get(id)?.end ?? 0));
+    schedule.set(run.id, { start, end: start + seconds(run) });
+  }
+  return schedule;
 }
 
 const minutes = (seconds: number) => `${(seconds / 60).toFixed(1)} min`;

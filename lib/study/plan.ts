@@ -1,5 +1,6 @@
 import type { LabConfig } from '../config/schema.ts';
 import { type Api, type Arm, type ServerSet, studyArms } from './arms.ts';
+import { onEveryPair } from './pairs.ts';
 import { evenSplit, upperBound } from './workload.ts';
 
 /**
@@ -12,10 +13,18 @@ export type RunGroup = 'bound' | 'partition' | 'arm' | 'sweep';
 /** `prefix`: vLLM's prefix_repetition dataset; `sharegpt`: the ShareGPT control. */
 export type Dataset = 'prefix' | 'sharegpt';
 
-/** Where a benchmark client sends its requests: one replica directly, or an arm's front end. */
+/**
+ * Where a benchmark client sends its requests: one replica directly, or an arm's front end, on a
+ * replica pair (lib/study/pairs.ts; absent: pair 0, the only one unless `study.parallelism` is 2).
+ */
 export type RunTarget =
-  | { readonly kind: 'replica'; readonly servers: ServerSet; readonly replica: number }
-  | { readonly kind: 'arm'; readonly arm: string };
+  | {
+      readonly kind: 'replica';
+      readonly servers: ServerSet;
+      readonly replica: number;
+      readonly pair?: number;
+    }
+  | { readonly kind: 'arm'; readonly arm: string; readonly pair?: number };
 
 /** The prefix_repetition shape of a prefix workload. */
 export interface PrefixShape {
@@ -66,11 +75,16 @@ export interface RunReset {
   readonly prefixCaches: ServerSet;
   /**
    * Only these replicas of the set belong to the run (reset, scraped, judged): a bound run uses
-   * one replica and runs beside the bound runs on the others (`runWaves`). Absent: every replica.
+   * one replica and runs beside the bound runs on the others (`runPrerequisites`). Absent: every replica.
    */
   readonly replicas?: readonly number[];
   /** The arm whose front end keeps its own prefix index and is restarted, if any. */
   readonly restartFrontEndOf?: string;
+  /**
+   * The replica pair whose replicas (and front end) the run uses: set only for pair 1 of
+   * `study.parallelism: 2` (lib/study/pairs.ts). Absent: pair 0.
+   */
+  readonly pair?: number;
 }
 
 export interface StudyPlan {
@@ -80,9 +94,11 @@ export interface StudyPlan {
 export function studyPlan(config: LabConfig): StudyPlan {
   const arms = studyArms(config);
   const byId = new Map(arms.map((arm) => [arm.id, arm]));
+  // One bound run per replica at once: with two pairs the sweep spreads over all four replicas.
+  const slots = config.vllm.replicas * config.study.parallelism;
   const runs: StudyRun[] = [
     ...config.study.boundSweepPrefixes.map((prefixes, i) =>
-      boundRun(config, prefixes, i % config.vllm.replicas),
+      boundRun(config, prefixes, i % config.vllm.replicas, Math.floor((i % slots) / config.vllm.replicas)),
     ),
     partitionRun(config),
     ...arms.filter((arm) => !arm.optional).flatMap((arm) => armRuns(config, arm)),
@@ -96,7 +112,36 @@ export function studyPlan(config: LabConfig): StudyPlan {
       arms.flatMap((arm) => armRuns(config, arm, i + 2)),
     ).flat(),
   ];
-  return { runs };
+  return { runs: assignPairs(runs, byId, config.study.parallelism) };
+}
+
+/**
+ * Gives the partition, arm and sweep runs their replica pair. In plan order, the partition (the
+ * replicas directly) and each run whose arm has a front end on every pair (`onEveryPair`) take
+ * the pair after the previous run's; the optional arms stay on pair 0. The turns start with the
+ * last pair: pair 0 holds the bound sweep's first runs (the most prefixes, the longest), so the
+ * last pair is free first. Each pair then goes through its runs beside the other
+ * (`runPrerequisites`). With one pair nothing changes.
+ */
+function assignPairs(runs: StudyRun[], arms: ReadonlyMap<string, Arm>, pairs: number): StudyRun[] {
+  if (pairs === 1) return runs;
+  let next = pairs - 1;
+  return runs.map((run) => {
+    if (run.group === 'bound') return run;
+    const arm = run.arm === undefined ? undefined : arms.get(run.arm);
+    const pair = run.group === 'partition' || (arm && onEveryPair(arm)) ? next : 0;
+    next = (pair + 1) % pairs;
+    return pair === 0 ? run : onPair(run, pair);
+  });
+}
+
+/** A run moved to another replica pair: its reset and every client's target. */
+function onPair(run: StudyRun, pair: number): StudyRun {
+  return {
+    ...run,
+    reset: { ...run.reset, pair },
+    benchmarks: run.benchmarks.map((spec) => ({ ...spec, target: { ...spec.target, pair } })),
+  };
 }
 
 /** Id of an arm run: repeat 1 keeps the plain id, so a study without repeats has the ids it always had. */
@@ -128,32 +173,43 @@ function boundFor(config: LabConfig, prefixes: number, prompts: number, api: Api
 }
 
 /**
- * Runs that may execute at once, in plan order: consecutive runs that each own different
- * replicas of the same set (the bound sweep, one run per replica) form one wave; every other
- * run is a wave of its own. The runs of a wave share the host's CPUs, but no GPU or cache.
+ * The order the runner keeps: for each run, the earlier runs of the plan it waits for, namely
+ * every earlier run it is not `apart` from. Runs that wait for nothing still running execute at
+ * once: with one pair the bound sweep, one run per replica; with two pairs also runs on different
+ * pairs, each pair going through its own runs in plan order. Runs at once share the host's CPUs
+ * and PCIe, but no GPU, cache or prefix index.
  */
-export function runWaves(plan: StudyPlan): StudyRun[][] {
-  const waves: StudyRun[][] = [];
-  for (const run of plan.runs) {
-    const wave = waves.at(-1);
-    const own = run.reset.replicas;
-    const fits =
-      wave !== undefined &&
-      own !== undefined &&
-      wave.every(
-        (other) =>
-          other.reset.replicas !== undefined &&
-          other.reset.prefixCaches === run.reset.prefixCaches &&
-          other.reset.replicas.every((r) => !own.includes(r)),
-      );
-    if (fits) wave.push(run);
-    else waves.push([run]);
-  }
-  return waves;
+export function runPrerequisites(plan: StudyPlan): Map<string, string[]> {
+  return new Map(
+    plan.runs.map((run, i) => [
+      run.id,
+      plan.runs.slice(0, i).flatMap((earlier) => (apart(earlier, run) ? [] : [earlier.id])),
+    ]),
+  );
 }
 
-/** A bound run: one replica, directly. Its replica alternates so the sweep runs one run per replica at once. */
-function boundRun(config: LabConfig, prefixes: number, replica: number): StudyRun {
+/**
+ * Whether two runs share nothing they measure: they are on different replica pairs (each pair has
+ * its own replicas and front ends), or each owns different replicas of the same set with no front
+ * end (the bound sweep).
+ */
+function apart(a: StudyRun, b: StudyRun): boolean {
+  if ((a.reset.pair ?? 0) !== (b.reset.pair ?? 0)) return true;
+  const mine = a.reset.replicas;
+  const theirs = b.reset.replicas;
+  return (
+    mine !== undefined &&
+    theirs !== undefined &&
+    a.reset.prefixCaches === b.reset.prefixCaches &&
+    mine.every((r) => !theirs.includes(r))
+  );
+}
+
+/**
+ * A bound run: one replica, directly. Its replica (and pair) alternates so the sweep runs one run
+ * per replica at once.
+ */
+function boundRun(config: LabConfig, prefixes: number, replica: number, pair: number): StudyRun {
   const id = `bound-p${prefixes}`;
   const { prompts, concurrency, seed } = config.workload;
   return {
@@ -164,7 +220,7 @@ function boundRun(config: LabConfig, prefixes: number, replica: number): StudyRu
     benchmarks: [
       {
         id,
-        target: { kind: 'replica', servers: 'standard', replica },
+        target: { kind: 'replica', servers: 'standard', replica, ...(pair > 0 ? { pair } : {}) },
         api: 'chat',
         dataset: 'prefix',
         prompts,
@@ -174,7 +230,7 @@ function boundRun(config: LabConfig, prefixes: number, replica: number): StudyRu
         resultFile: `${id}.json`,
       },
     ],
-    reset: { prefixCaches: 'standard', replicas: [replica] },
+    reset: { prefixCaches: 'standard', replicas: [replica], ...(pair > 0 ? { pair } : {}) },
     expectedRequests: prompts + 1,
     upperBound: boundFor(config, prefixes, prompts),
   };

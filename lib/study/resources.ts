@@ -1,5 +1,6 @@
 import type { LabConfig } from '../config/schema.ts';
 import { studyFrontEnds } from './arms.ts';
+import { onEveryPair } from './pairs.ts';
 import { studyPlan } from './plan.ts';
 import { formatCpu, formatMemory, parseQuantity } from './quantity.ts';
 
@@ -77,10 +78,16 @@ export function resourceBudget(config: LabConfig): ResourceBudget {
     memoryMiB: memoryMiB(r.memory),
   });
   const frontEnds = studyFrontEnds(config);
-  const count = (kind: string) => frontEnds.filter((arm) => arm.frontEnd === kind).length;
-  const replicaSets = frontEnds.some((arm) => arm.servers === 'kv-events') ? 2 : 1;
+  // With `study.parallelism: 2` the core front ends and the standard replicas exist once per pair.
+  const pairs = config.study.parallelism;
+  const count = (kind: string) =>
+    frontEnds
+      .filter((arm) => arm.frontEnd === kind)
+      .reduce((sum, arm) => sum + (onEveryPair(arm) ? pairs : 1), 0);
+  const replicaSets = (frontEnds.some((arm) => arm.servers === 'kv-events') ? 2 : 1) + pairs - 1;
   const eppFamily = count('epp') + count('ai-gateway') + count('llmd');
-  const clients = Math.max(...studyPlan(config).runs.map((run) => run.benchmarks.length));
+  // Each pair runs its own clients: at most the largest run's, beside the other pair's.
+  const clients = pairs * Math.max(...studyPlan(config).runs.map((run) => run.benchmarks.length));
   const lines = [
     line('vLLM replica', replicaSets * config.vllm.replicas, REQUESTS.replica),
     line('vllm-router', count('router'), REQUESTS.router),

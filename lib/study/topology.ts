@@ -1,5 +1,6 @@
 import type { LabConfig } from '../config/schema.ts';
 import { type Arm, type ServerSet, studyArms } from './arms.ts';
+import { pairSuffix } from './pairs.ts';
 import type { RunTarget } from './plan.ts';
 
 /**
@@ -33,27 +34,31 @@ export const EPP_GRPC_PORT = 9002;
 /** The EPP's Prometheus metrics (bearer token, SubjectAccessReview for GET /metrics). */
 export const EPP_METRICS_PORT = 9090;
 
-/** StatefulSet (and pod-name prefix) of a server set: `qwen3`, or `qwen3-kv` for llm-d's replicas. */
-export function replicaSetName(config: LabConfig, servers: ServerSet): string {
-  return servers === 'standard' ? config.model.servedName : `${config.model.servedName}-kv`;
+/**
+ * StatefulSet (and pod-name prefix) of a server set: `qwen3`, or `qwen3-kv` for llm-d's replicas;
+ * `qwen3-b` for the standard replicas of the second pair (`study.parallelism: 2`, lib/study/pairs.ts).
+ */
+export function replicaSetName(config: LabConfig, servers: ServerSet, pair = 0): string {
+  const base = servers === 'standard' ? config.model.servedName : `${config.model.servedName}-kv`;
+  return `${base}${pairSuffix(pair)}`;
 }
 
 /** The headless Service that gives replicas stable DNS names. */
-export function headlessServiceName(config: LabConfig, servers: ServerSet): string {
-  return `${replicaSetName(config, servers)}-headless`;
+export function headlessServiceName(config: LabConfig, servers: ServerSet, pair = 0): string {
+  return `${replicaSetName(config, servers, pair)}-headless`;
 }
 
 /** Stable DNS name of one replica, e.g. `qwen3-0.qwen3-headless.vllm.svc.cluster.local`. */
-export function replicaHost(config: LabConfig, servers: ServerSet, replica: number): string {
-  const set = replicaSetName(config, servers);
-  return `${set}-${replica}.${headlessServiceName(config, servers)}.${config.namespace}.svc.cluster.local`;
+export function replicaHost(config: LabConfig, servers: ServerSet, replica: number, pair = 0): string {
+  const set = replicaSetName(config, servers, pair);
+  return `${set}-${replica}.${headlessServiceName(config, servers, pair)}.${config.namespace}.svc.cluster.local`;
 }
 
-/** Base URLs of every replica of a server set, in replica order. */
-export function replicaUrls(config: LabConfig, servers: ServerSet): string[] {
+/** Base URLs of every replica of a server set (of one pair), in replica order. */
+export function replicaUrls(config: LabConfig, servers: ServerSet, pair = 0): string[] {
   return Array.from(
     { length: config.vllm.replicas },
-    (_, i) => `http://${replicaHost(config, servers, i)}:${VLLM_PORT}`,
+    (_, i) => `http://${replicaHost(config, servers, i, pair)}:${VLLM_PORT}`,
   );
 }
 
@@ -66,36 +71,38 @@ export interface FrontEnd {
   readonly restartDeployments: readonly string[];
 }
 
-export function routerName(variant: string): string {
-  return `vllm-router-${variant}`;
+export function routerName(variant: string, pair = 0): string {
+  return `vllm-router-${variant}${pairSuffix(pair)}`;
 }
 
-/** The EPP Deployment/Service of an EPP-style front end (`qwen3-epp`, `qwen3-epp-prefix3`, ...). */
-export function eppName(config: LabConfig, frontEndId: string): string {
-  return `${config.model.servedName}-${frontEndId}`;
+/** The EPP Deployment/Service of an EPP-style front end (`qwen3-epp`, `qwen3-epp-prefix3`, `qwen3-epp-b`, ...). */
+export function eppName(config: LabConfig, frontEndId: string, pair = 0): string {
+  return `${config.model.servedName}-${frontEndId}${pairSuffix(pair)}`;
 }
 
-export function frontEnd(config: LabConfig, arm: Arm): FrontEnd {
+/** The objects of an arm's front end on one replica pair (lib/study/pairs.ts: `-b` for pair 1). */
+export function frontEnd(config: LabConfig, arm: Arm, pair = 0): FrontEnd {
   const namespace = config.namespace;
+  const suffix = pairSuffix(pair);
   switch (arm.frontEnd) {
     case 'service':
       return {
-        service: `${config.model.servedName}-nodeport`,
+        service: `${config.model.servedName}-nodeport${suffix}`,
         namespace,
         port: VLLM_PORT,
         restartDeployments: [],
       };
     case 'router': {
-      const name = routerName(arm.routerVariant ?? arm.frontEndId);
+      const name = routerName(arm.routerVariant ?? arm.frontEndId, pair);
       return { service: name, namespace, port: ROUTER_PORT, restartDeployments: [name] };
     }
     case 'epp':
     case 'llmd':
       return {
-        service: `envoy-${arm.frontEndId}`,
+        service: `envoy-${arm.frontEndId}${suffix}`,
         namespace,
         port: ENVOY_LISTENER_PORT,
-        restartDeployments: [eppName(config, arm.frontEndId)],
+        restartDeployments: [eppName(config, arm.frontEndId, pair)],
       };
     case 'ai-gateway':
       // Envoy Gateway names its data-plane Service itself; the charts pin this name through an
@@ -116,9 +123,10 @@ export function armById(config: LabConfig, id: string): Arm {
   return arm;
 }
 
-/** Base URL a benchmark client uses for a run target. */
+/** Base URL a benchmark client uses for a run target (on the target's replica pair). */
 export function targetBaseUrl(config: LabConfig, target: RunTarget): string {
-  if (target.kind === 'replica') return replicaUrls(config, target.servers)[target.replica];
-  const fe = frontEnd(config, armById(config, target.arm));
+  const pair = target.pair ?? 0;
+  if (target.kind === 'replica') return replicaUrls(config, target.servers, pair)[target.replica];
+  const fe = frontEnd(config, armById(config, target.arm), pair);
   return `http://${fe.service}.${fe.namespace}.svc.cluster.local:${fe.port}`;
 }

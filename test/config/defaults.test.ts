@@ -132,6 +132,7 @@ describe('LabConfig defaults', () => {
       optionalArms: [],
       repeats: 1,
       predictionSeeds: 5,
+      parallelism: 1,
     });
   });
 });

@@ -206,6 +206,8 @@ export class FakeFrontEnds {
   blackHoles = new Set<string>();
   /** Called with the arm of each request (tests record the order of events with it). */
   onRequest: ((arm: string) => void) | undefined;
+  /** The replicas behind an arm's path segment (a pair's own, with `study.parallelism: 2`); default all. */
+  replicasOf: ((arm: string) => readonly FakeReplica[]) | undefined;
   url = '';
   private next = 0;
   private server: Server | undefined;
@@ -227,7 +229,8 @@ export class FakeFrontEnds {
           return;
         }
         if (!this.blackHoles.has(arm)) {
-          this.replicas[this.next % this.replicas.length].requests++;
+          const behind = this.replicasOf?.(arm) ?? this.replicas;
+          behind[this.next % behind.length].requests++;
           this.next++;
         }
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[{"text":"OK"}]}');
@@ -482,8 +485,8 @@ export class FakeCluster implements Cluster {
   async listPods(labelSelector: string): Promise<PodState[]> {
     const [key, value] = labelSelector.split('=');
     const served = this.o.config.model.servedName;
-    if (key === 'app' && (value === served || value === `${served}-kv`)) {
-      return this.o.replicas.map((r, i) => {
+    if (key === 'app' && [served, `${served}-kv`, `${served}-b`].includes(value)) {
+      return this.pairReplicas(value.endsWith('-b') ? 1 : 0).map((r, i) => {
         const down = r.down();
         return {
           name: `${value}-${i}`,
@@ -497,10 +500,21 @@ export class FakeCluster implements Cluster {
     return [];
   }
 
-  /** The fake replica behind a pod of either server set (`qwen3-1` and `qwen3-kv-1` are replicas[1]). */
+  /**
+   * The fake replica behind a pod of either server set (`qwen3-1` and `qwen3-kv-1` are
+   * replicas[1]); with two replica pairs `qwen3-b-1` is the second pair's (replicas[R + 1]).
+   */
   private replicaOf(name: string): FakeReplica | undefined {
-    const match = new RegExp(`^${this.o.config.model.servedName}(-kv)?-(\\d+)$`).exec(name);
-    return match ? this.o.replicas[Number(match[2])] : undefined;
+    const match = new RegExp(`^${this.o.config.model.servedName}(-kv)?(-b)?-(\\d+)$`).exec(name);
+    return match ? this.pairReplicas(match[2] ? 1 : 0)[Number(match[3])] : undefined;
+  }
+
+  /** The fake replicas of a replica pair: `vllm.replicas` of them each, pair 0 first. */
+  private pairReplicas(pair: number): readonly FakeReplica[] {
+    const size = this.o.config.vllm.replicas;
+    return this.o.config.study.parallelism > 1
+      ? this.o.replicas.slice(pair * size, (pair + 1) * size)
+      : this.o.replicas;
   }
 
   async deletePod(name: string): Promise<void> {
@@ -558,7 +572,7 @@ export class FakeCluster implements Cluster {
 
   /** Requests of a client land on its replica, or round-robin over the replicas of a front end. */
   private serve(spec: BenchmarkSpec, requests: number): void {
-    const replicas = this.o.replicas;
+    const replicas = this.pairReplicas(spec.target.pair ?? 0);
     const share =
       spec.target.kind === 'replica'
         ? replicas.map((_, i) => (i === (spec.target as { replica: number }).replica ? requests : 0))

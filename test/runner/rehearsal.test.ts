@@ -206,14 +206,15 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
         run.id,
       ).toEqual((findRun(plan, run.id).reset.replicas ?? [0, 1]).map((i) => `qwen3-${i} log-confirmed`));
     }
-    // The bound sweep ran one run per replica at once, and the records say which overlapped.
-    expect(study.runs.slice(0, 5).map((run) => [run.id, run.overlappedWith])).toEqual([
-      ['bound-p128', ['bound-p64']],
-      ['bound-p64', ['bound-p128']],
-      ['bound-p16', ['bound-p8']],
-      ['bound-p8', ['bound-p16']],
-      ['partition', undefined],
-    ]);
+    // The bound sweep ran one run per replica at once, and the records say which overlapped
+    // (bound-p16 starts when bound-p128 ends, possibly while bound-p64 still runs).
+    const overlaps = new Map(study.runs.map((run) => [run.id, run.overlappedWith ?? []]));
+    expect(overlaps.get('bound-p128')).toContain('bound-p64');
+    expect(overlaps.get('bound-p64')).toContain('bound-p128');
+    expect(overlaps.get('bound-p16')).toContain('bound-p8');
+    expect(overlaps.get('bound-p8')).toContain('bound-p16');
+    expect(overlaps.get('bound-p128')).not.toContain('bound-p16');
+    for (const run of study.runs.slice(4)) expect(run.overlappedWith, run.id).toBeUndefined();
     expect(byId(study).get('bound-p64')?.startedAt).toBe(byId(study).get('bound-p128')?.startedAt);
     // The completions arm of the EPP proved it saw prompts; its chat arm is a prompt-blind control.
     expect(byId(study).get('arm-epp-completions-prefix')?.promptEvidence?.status).toBe('seen');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
-import { findRun, runWaves, studyPlan } from '../../lib/study/plan.ts';
+import { findRun, runPrerequisites, studyPlan } from '../../lib/study/plan.ts';
 
 const ids = (overrides: object = {}) => studyPlan(parseLabConfig(overrides)).runs.map((run) => run.id);
 
@@ -60,24 +60,15 @@ describe('studyPlan (lab-spec 4.2)', () => {
     expect(findRun(plan, 'bound-p128').upperBound).toBeCloseTo((7 / 8) * (2048 / 2186), 12);
   });
 
-  it('groups the bound runs into waves of one run per replica; every other run is alone', () => {
-    const waves = runWaves(plan).map((wave) => wave.map((run) => run.id));
-    expect(waves.slice(0, 3)).toEqual([
-      ['bound-p128', 'bound-p64'],
-      ['bound-p16', 'bound-p8'],
-      ['partition'],
-    ]);
-    expect(waves.slice(2).every((wave) => wave.length === 1)).toBe(true);
-    expect(waves.flat()).toEqual(plan.runs.map((run) => run.id));
-    // Three bound runs on two replicas: the third waits for a replica of its own.
-    const three = studyPlan(parseLabConfig({ study: { boundSweepPrefixes: [128, 64, 16] } }));
+  it('lets each bound run wait only for the earlier one on its replica; every other run waits for all before it', () => {
+    const after = runPrerequisites(plan);
     expect(
-      runWaves(three)
-        .slice(0, 2)
-        .map((wave) => wave.map((run) => run.id)),
-    ).toEqual([['bound-p128', 'bound-p64'], ['bound-p16']]);
+      ['bound-p128', 'bound-p64', 'bound-p16', 'bound-p8', 'partition'].map((id) => after.get(id)),
+    ).toEqual([[], [], ['bound-p128'], ['bound-p64'], ['bound-p128', 'bound-p64', 'bound-p16', 'bound-p8']]);
+    plan.runs.slice(5).forEach((run, i) => {
+      expect(after.get(run.id)).toEqual(plan.runs.slice(0, i + 5).map((r) => r.id));
+    });
   });
-
   it('gives each replica 64 prefixes, 512 prompts and concurrency 16 with its own seed in the ideal partition', () => {
     const run = findRun(plan, 'partition');
     expect(

@@ -1,9 +1,11 @@
 import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { routerWheelhouse } from '../../../charts/routers.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
 import { HOST_FILE, STATUS_FILE, STUDIES_DIR } from '../../runner/layout.ts';
+import { studyPairs } from '../../study/pairs.ts';
 import {
   MODEL_CACHE_HOST_PATH,
   MODEL_CACHE_MOUNT,
@@ -105,7 +107,8 @@ export function lifetimeMinutes(config: LabConfig): number {
 
 /** The StatefulSets whose replicas the bootstrap waits for: the standard set, plus llm-d's when enabled. */
 export function replicaSets(config: LabConfig): string[] {
-  const sets = [replicaSetName(config, 'standard')];
+  // The standard set of every replica pair (`study.parallelism: 2` adds `qwen3-b`).
+  const sets = studyPairs(config).map((pair) => replicaSetName(config, 'standard', pair));
   if (config.study.optionalArms.includes('llmd-precise')) sets.push(replicaSetName(config, 'kv-events'));
   return sets;
 }
@@ -257,6 +260,10 @@ export function renderSettings(config: LabConfig): string {
     assign('SERVED_MODEL_NAME', config.model.servedName),
     assign('VLLM_IMAGE', config.vllm.image),
     assign('VLLM_IMAGE_REF', fullyQualifiedImage(config.vllm.image)),
+    // The router wheelhouse (steps/06-prefetch.sh stage_router_wheelhouse) is staged in this image.
+    assign('ROUTER_IMAGE_REF', fullyQualifiedImage(config.router.image)),
+    assign('ROUTER_VERSION', config.router.version),
+    assign('ROUTER_WHEELHOUSE', routerWheelhouse(config.router.version)),
     assign('VLLM_PORT', VLLM_PORT),
     assign('REPLICAS', config.vllm.replicas),
     array('REPLICA_SETS', replicaSets(config)),

@@ -133,9 +133,21 @@ if [ "$1" = -L ]; then
 else
   echo "GPU0 X PHB"
 fi`),
-  k3s: FAKE(
-    `if [ "$1" = --version ]; then echo "k3s version v1.36.4+k3s1 (0123abcd)"; echo "go version go1.24"; fi; exit 0`,
-  ),
+  k3s: FAKE(`
+if [ "$1" = --version ]; then echo "k3s version v1.36.4+k3s1 (0123abcd)"; echo "go version go1.24"; fi
+# pip download in a container (the router wheelhouse): the wheels land in the folder bound at
+# /wheels; FAKE_PIP_FAIL makes pip fail as it does for a version without a matching wheel.
+if [[ "$*" == *"pip download"* ]]; then
+  if [ -n "\${FAKE_PIP_FAIL:-}" ]; then echo "ERROR: No matching distribution found for \${*: -1}" >&2; exit 1; fi
+  for a in "$@"; do
+    case "$a" in
+    type=bind,src=*,dst=/wheels,*) dir=\${a#type=bind,src=}; dir=\${dir%%,dst=*} ;;
+    vllm-router==*) version=\${a#vllm-router==} ;;
+    esac
+  done
+  touch "$dir/vllm_router-$version-cp38-abi3-manylinux_2_28_x86_64.whl" "$dir/fastapi-0.118.0-py3-none-any.whl"
+fi
+exit 0`),
   kubectl: FAKE(`
 # FAKE_HANG: a command line (glob) that never returns, as a stuck rollout does.
 if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30 ;; esac; fi
