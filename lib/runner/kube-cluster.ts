@@ -289,7 +289,11 @@ async function kubeDeleteOptional(transport: KubeTransport, path: string, body?:
 }
 
 /** Foreground propagation: a Job disappears only after its pods. */
-const FOREGROUND_DELETE = JSON.stringify({ kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Foreground' });
+const FOREGROUND_DELETE = JSON.stringify({
+  kind: 'DeleteOptions',
+  apiVersion: 'v1',
+  propagationPolicy: 'Foreground',
+});
 
 interface NetworkPodJson {
   metadata: {
@@ -345,9 +349,9 @@ export class KubeNetworkCluster implements NetworkCluster {
 
   async listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]> {
     const query = labelSelector ? `?labelSelector=${q(labelSelector)}` : '';
-    const list = JSON.parse(
-      await kubeCall(this.transport, 'GET', `${podsPath(namespace)}${query}`),
-    ) as { items: NetworkPodJson[] };
+    const list = JSON.parse(await kubeCall(this.transport, 'GET', `${podsPath(namespace)}${query}`)) as {
+      items: NetworkPodJson[];
+    };
     return list.items.map((pod) => ({
       name: pod.metadata.name,
       namespace: pod.metadata.namespace ?? namespace,
@@ -395,7 +399,9 @@ export class KubeNetworkCluster implements NetworkCluster {
         'GET',
         `/api/v1/namespaces/${q(namespace)}/services?labelSelector=${q(labelSelector)}`,
       ),
-    ) as { items: { metadata: { name: string; creationTimestamp?: string }; spec?: { clusterIP?: string } }[] };
+    ) as {
+      items: { metadata: { name: string; creationTimestamp?: string }; spec?: { clusterIP?: string } }[];
+    };
     return list.items.map((s) => ({
       name: s.metadata.name,
       clusterIp: s.spec?.clusterIP ?? '',

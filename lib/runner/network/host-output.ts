@@ -52,7 +52,8 @@ export const CONNTRACK_READ_SCRIPT = `echo "count=$(cat ${NETFILTER}/nf_conntrac
 
 /** Sets `nf_conntrack_max`, printing the limit before and the value read back. */
 export function conntrackSetScript(limit: number): string {
-  if (!Number.isInteger(limit) || limit <= 0) throw new Error(`nf_conntrack_max must be a positive integer, got ${limit}`);
+  if (!Number.isInteger(limit) || limit <= 0)
+    throw new Error(`nf_conntrack_max must be a positive integer, got ${limit}`);
   return `echo "before=$(cat ${NETFILTER}/nf_conntrack_max)"; echo ${limit} > ${NETFILTER}/nf_conntrack_max && echo "max=$(cat ${NETFILTER}/nf_conntrack_max)"; echo "count=$(cat ${NETFILTER}/nf_conntrack_count)"`;
 }
 
@@ -100,7 +101,8 @@ export function parseDatapathEvidence(text: string, ciliumText: string | undefin
     kubeProxyReplacement = /^(true|strict)$/i.test(kpr);
   }
   const nft = values.nftKubeProxyTable;
-  if (nft !== 'true' && nft !== 'false') throw new Error(`${source} printed nftKubeProxyTable=${nft ?? '(nothing)'}`);
+  if (nft !== 'true' && nft !== 'false')
+    throw new Error(`${source} printed nftKubeProxyTable=${nft ?? '(nothing)'}`);
   return {
     kubeProxyReplacement,
     kubeSvcChains: countOf(values, 'kubeSvcChains', source),
@@ -119,7 +121,8 @@ export function parseCurlResult(text: string): DownloadResult {
   }
   const num = (key: string) => {
     const v = parsed[key];
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new Error(`curl's write-out has no number ${key}`);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw new Error(`curl's write-out has no number ${key}`);
     return v;
   };
   if (typeof parsed.httpCode !== 'string') throw new Error("curl's write-out has no httpCode");
@@ -165,7 +168,10 @@ export function mtlsDelta(before: MtlsMetricEvidence, after: MtlsMetricEvidence)
   const requestsBySecurityPolicy: Record<string, number> = {};
   for (const p of policies) {
     const d = (after.requestsBySecurityPolicy[p] ?? 0) - (before.requestsBySecurityPolicy[p] ?? 0);
-    if (d < 0) throw new Error(`${ISTIO_REQUESTS}{connection_security_policy="${p}"} went down: the sidecar restarted`);
+    if (d < 0)
+      throw new Error(
+        `${ISTIO_REQUESTS}{connection_security_policy="${p}"} went down: the sidecar restarted`,
+      );
     if (d > 0) requestsBySecurityPolicy[p] = d;
   }
   const tcp = after.tcpConnectionsOpened - before.tcpConnectionsOpened;

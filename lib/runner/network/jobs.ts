@@ -10,12 +10,7 @@ import type {
   NetworkRun,
   SseRunSpec,
 } from '../../network/study/model.ts';
-import {
-  CELL_LABEL,
-  GOOD_SERVICE_ACCOUNT,
-  MESH_NAMESPACE,
-  PLAIN_NAMESPACE,
-} from '../../network/topology.ts';
+import { CELL_LABEL, GOOD_SERVICE_ACCOUNT, MESH_NAMESPACE, PLAIN_NAMESPACE } from '../../network/topology.ts';
 import type { ContainerRequests } from '../../study/resources.ts';
 import { RESULTS_HOST_PATH } from '../../study/topology.ts';
 import type { JobObject } from '../ports.ts';
@@ -128,7 +123,12 @@ function clientServiceAccount(namespace: string): string | undefined {
  * run's connections and resolution, the JSON written to /out (fortio v1.75.2 cli/fortio_main.go:
  * `-json path`, "Json output to provided file path or '-' for stdout").
  */
-export function fortioJob(ctx: NetworkJobContext, name: string, runId: string, spec: FortioRunSpec): JobObject {
+export function fortioJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  spec: FortioRunSpec,
+): JobObject {
   const network = {
     ...ctx.config.network,
     fortio: {
@@ -145,7 +145,9 @@ export function fortioJob(ctx: NetworkJobContext, name: string, runId: string, s
     keepalive: spec.mode !== 'new-connection',
   });
   const json = args.indexOf('-json');
-  const withFile = args.map((arg, i) => (i === json + 1 ? `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.fortio}` : arg));
+  const withFile = args.map((arg, i) =>
+    i === json + 1 ? `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.fortio}` : arg,
+  );
   const serviceAccountName = clientServiceAccount(spec.clientNamespace);
   return networkJob(ctx, name, spec.clientNamespace, runId, 'fortio-client', {
     ...(serviceAccountName ? { serviceAccountName } : {}),
@@ -201,7 +203,12 @@ function curlContainer(ctx: NetworkJobContext, url: string, passExit: boolean, m
 }
 
 /** E6: one download through the arm's path; curl's speed and time. */
-export function downloadJob(ctx: NetworkJobContext, name: string, runId: string, spec: DownloadRunSpec): JobObject {
+export function downloadJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  spec: DownloadRunSpec,
+): JobObject {
   const serviceAccountName = clientServiceAccount(spec.clientNamespace);
   return networkJob(ctx, name, spec.clientNamespace, runId, 'download-client', {
     ...(serviceAccountName ? { serviceAccountName } : {}),
@@ -235,14 +242,24 @@ function probeContainer(
     image: ctx.config.runner.image,
     imagePullPolicy: 'IfNotPresent',
     // The probe prints one JSON line on stdout and exits 0 (lib/network/probes/probe-main.ts).
-    command: ['sh', '-c', `"$@" > ${out}.tmp && mv ${out}.tmp ${out}`, probe, ...probeCommand(probe), ...flags],
+    command: [
+      'sh',
+      '-c',
+      `"$@" > ${out}.tmp && mv ${out}.tmp ${out}`,
+      probe,
+      ...probeCommand(probe),
+      ...flags,
+    ],
     resources: resources(requests),
     securityContext: unprivileged,
     volumeMounts: [outMount, { name: 'probes', mountPath: PROBES_MOUNT, readOnly: true }],
   };
 }
 
-const probesVolume = (ctx: NetworkJobContext) => ({ name: 'probes', configMap: { name: ctx.probesConfigMap } });
+const probesVolume = (ctx: NetworkJobContext) => ({
+  name: 'probes',
+  configMap: { name: ctx.probesConfigMap },
+});
 
 /** E7: the sse-client probe reading one stream. */
 export function sseJob(ctx: NetworkJobContext, name: string, runId: string, spec: SseRunSpec): JobObject {
@@ -285,7 +302,9 @@ export function proberJob(
     String(attemptTimeoutMs),
   ];
   return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'service-prober', {
-    containers: [probeContainer(ctx, 'service-prober', flags, OUTPUT_FILES.prober, NETWORK_REQUESTS.nodeProbe)],
+    containers: [
+      probeContainer(ctx, 'service-prober', flags, OUTPUT_FILES.prober, NETWORK_REQUESTS.nodeProbe),
+    ],
     extraVolumes: [probesVolume(ctx)],
   });
 }
@@ -309,7 +328,13 @@ export function conntrackDriverJob(
   return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'conntrack-driver', {
     hostNetwork: true,
     containers: [
-      probeContainer(ctx, 'conntrack-driver', flags, OUTPUT_FILES.conntrackDriver, NETWORK_REQUESTS.conntrackDriver),
+      probeContainer(
+        ctx,
+        'conntrack-driver',
+        flags,
+        OUTPUT_FILES.conntrackDriver,
+        NETWORK_REQUESTS.conntrackDriver,
+      ),
     ],
     extraVolumes: [probesVolume(ctx)],
   });
@@ -321,7 +346,12 @@ export function conntrackDriverJob(
  * Job fails when the script does. `/proc/sys/net/netfilter` is writable only from the host
  * network namespace (network-lab-spec 3), hence hostNetwork and privileged.
  */
-export function hostCommandJob(ctx: NetworkJobContext, name: string, runId: string, script: string): JobObject {
+export function hostCommandJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  script: string,
+): JobObject {
   const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.host}`;
   return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'host-command', {
     hostNetwork: true,
@@ -349,7 +379,12 @@ export function ciliumImage(config: LabConfig): string {
  * Job with the BPF filesystem (pinned maps, for `bpf lb list`) and the agent's socket folder (for
  * `status`) mounted from the node.
  */
-export function ciliumCommandJob(ctx: NetworkJobContext, name: string, runId: string, script: string): JobObject {
+export function ciliumCommandJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  script: string,
+): JobObject {
   const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.host}`;
   return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'cilium-command', {
     hostNetwork: true,

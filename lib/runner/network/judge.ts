@@ -1,3 +1,4 @@
+import { type FortioResult, nonOkCodes, parseFortioResult } from '../../network/study/fortio-result.ts';
 import type { NetworkRun, NetworkRunRecord } from '../../network/study/model.ts';
 
 /**
@@ -13,26 +14,20 @@ export interface Judgment {
   readonly flags: string[];
 }
 
-/** fortio's percentiles as in its JSON (`DurationHistogram.Percentiles`, values in seconds). */
-interface FortioJson {
-  RetCodes?: Record<string, number>;
-  DurationHistogram?: { Percentiles?: { Percentile: number; Value: number }[] };
-}
-
 const BUCKET_POSITIONS = [0.5, 0.9, 0.99];
 
-/** Percentiles sitting exactly on 0.5/0.9/0.99 of a 1 ms bucket: fortio's default `-r 0.001` at work. */
-function bucketArtifacts(raw: string): string[] {
-  let parsed: FortioJson;
+/** The result parses; every call answered OK; no percentile on a 1 ms bucket position (fortio's default `-r 0.001`). */
+function fortioReasons(raw: string): string[] {
+  let result: FortioResult;
   try {
-    parsed = JSON.parse(raw) as FortioJson;
+    result = parseFortioResult(raw);
   } catch (error) {
-    return [`fortio result does not parse: ${(error as Error).message}`];
+    return [(error as Error).message];
   }
   const reasons: string[] = [];
-  const codes = Object.entries(parsed.RetCodes ?? {}).filter(([code]) => code !== '200' && code !== 'SERVING');
-  if (codes.length > 0) reasons.push(`fortio RetCodes other than 200: ${codes.map(([c, n]) => `${c} x${n}`).join(', ')}`);
-  const onBuckets = (parsed.DurationHistogram?.Percentiles ?? []).filter((p) =>
+  const bad = Object.entries(nonOkCodes(result));
+  if (bad.length > 0) reasons.push(`fortio calls not OK: ${bad.map(([c, n]) => `${c} x${n}`).join(', ')}`);
+  const onBuckets = result.DurationHistogram.Percentiles.filter((p) =>
     BUCKET_POSITIONS.some((pos) => Math.abs(p.Value / 0.001 - pos) < 1e-9),
   );
   if (onBuckets.length > 0) {
@@ -47,11 +42,11 @@ function bucketArtifacts(raw: string): string[] {
 export function judgeDraft(_run: NetworkRun, draft: RecordDraft, runnerReasons: readonly string[]): Judgment {
   const reasons = [...runnerReasons];
   const result = draft.result;
-  if (result?.kind === 'fortio') reasons.push(...bucketArtifacts(result.raw));
+  if (result?.kind === 'fortio') reasons.push(...fortioReasons(result.raw));
   if (result?.kind === 'service-scale') {
     const q = result.scale.prober?.quantization;
-    if (q?.verdict === 'clustered') reasons.push(`E9 prober samples cluster on its attempt timeout: ${q.reason}`);
-    if (result.scale.newConnection !== undefined) reasons.push(...bucketArtifacts(result.scale.newConnection));
+    if (q?.verdict === 'clustered')
+      reasons.push(`E9 prober samples cluster on its attempt timeout: ${q.reason}`);
   }
   return { valid: reasons.length === 0, invalidReasons: reasons, flags: [] };
 }

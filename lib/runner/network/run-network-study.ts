@@ -4,7 +4,6 @@ import type {
   CellHostFacts,
   ConntrackRunSpec,
   DatapathEvidence,
-  FortioRunSpec,
   MtlsCaseResult,
   MtlsMetricEvidence,
   MtlsRunSpec,
@@ -19,8 +18,6 @@ import type {
   ServiceScaleRunSpec,
 } from '../../network/study/model.ts';
 import {
-  FORTIO_HTTP_PORT,
-  FORTIO_SERVER,
   MESH_NAMESPACE,
   meshNamespaceLabels,
   PLAIN_NAMESPACE,
@@ -62,7 +59,6 @@ import {
 import {
   ciliumCommandJob,
   conntrackDriverJob,
-  fortioJob,
   hostCommandJob,
   mtlsCaseJobName,
   type NetworkJobContext,
@@ -266,7 +262,9 @@ class NetworkStudyRunner {
     }
     const ctx = { policy: options.retry, clock: deps.clock, log: (line: string) => this.say(line) };
     this.cluster = retryingNetworkCluster(deps.cluster, ctx);
-    this.sidecars = { scrape: (ip) => withRetry(`GET ${ip}:15020/stats/prometheus`, () => deps.sidecars.scrape(ip), ctx) };
+    this.sidecars = {
+      scrape: (ip) => withRetry(`GET ${ip}:15020/stats/prometheus`, () => deps.sidecars.scrape(ip), ctx),
+    };
   }
 
   async run(): Promise<NetworkStudyRecord> {
@@ -505,15 +503,23 @@ class NetworkStudyRunner {
       before = await this.scrapeSidecars(serverPods, reasons);
     }
     const file =
-      run.spec.kind === 'fortio' ? OUTPUT_FILES.fortio : run.spec.kind === 'sse' ? OUTPUT_FILES.sse : OUTPUT_FILES.curl;
+      run.spec.kind === 'fortio'
+        ? OUTPUT_FILES.fortio
+        : run.spec.kind === 'sse'
+          ? OUTPUT_FILES.sse
+          : OUTPUT_FILES.curl;
     const done = await this.runJob(run, job, file);
     const result = done.text === undefined ? undefined : this.readClientResult(run, done.text, reasons);
-    if (done.text === undefined) reasons.push(`job/${name} ${done.outcome} and left no result file (${file})`);
+    if (done.text === undefined)
+      reasons.push(`job/${name} ${done.outcome} and left no result file (${file})`);
     else if (done.outcome !== 'succeeded') reasons.push(`job/${name} ${done.outcome}`);
     let mtlsMetrics: MtlsMetricEvidence | undefined;
     if (meshed && before) {
       await this.phase('scraping the server sidecar');
-      const after = await this.scrapeSidecars(await this.cluster.listPods(server.namespace, `app=${server.service}`), reasons);
+      const after = await this.scrapeSidecars(
+        await this.cluster.listPods(server.namespace, `app=${server.service}`),
+        reasons,
+      );
       if (after) {
         try {
           mtlsMetrics = mtlsDelta(before, after);
@@ -569,7 +575,9 @@ class NetworkStudyRunner {
           sum.requestsBySecurityPolicy[p] = (sum.requestsBySecurityPolicy[p] ?? 0) + n;
         sum.tcpConnectionsOpened += counters.tcpConnectionsOpened;
       } catch (error) {
-        reasons.push(`mTLS evidence missing: sidecar metrics of ${pod.namespace}/${pod.name} not read: ${(error as Error).message}`);
+        reasons.push(
+          `mTLS evidence missing: sidecar metrics of ${pod.namespace}/${pod.name} not read: ${(error as Error).message}`,
+        );
         return undefined;
       }
     }
@@ -589,7 +597,8 @@ class NetworkStudyRunner {
       pods.push(...done.pods.map(meshEvidence));
       if (done.outcome !== 'succeeded') job = done.outcome;
       let observed = null;
-      if (done.text === undefined) reasons.push(`case ${c.id}: job/${name} ${done.outcome} and left no result file`);
+      if (done.text === undefined)
+        reasons.push(`case ${c.id}: job/${name} ${done.outcome} and left no result file`);
       else {
         try {
           observed = curlOutcome(parseCurlResult(done.text));
@@ -605,14 +614,22 @@ class NetworkStudyRunner {
     return { job, result: { kind: 'mtls', cases }, pods, reasons };
   }
 
-  /** E9: entries, the prober on new Services, the new-connection fortio run (N Services exist: a precondition). */
+  /** E9: entries and the prober on new Services (N Services exist: a precondition; the plan's next run measures new connections). */
   private async scaleRun(run: NetworkRun, spec: ServiceScaleRunSpec): Promise<KindOutcome> {
     const reasons: string[] = [];
-    const ready = await this.cluster.servicesWithReadyEndpoints(PLAIN_NAMESPACE, `${SCALE_SERVICE_LABEL}=true`);
+    const ready = await this.cluster.servicesWithReadyEndpoints(
+      PLAIN_NAMESPACE,
+      `${SCALE_SERVICE_LABEL}=true`,
+    );
     await this.phase('counting datapath entries');
     let entries = 0;
     try {
-      const text = await this.hostOutput(`entries-${run.id}`, run.id, entriesScript(this.cell.datapath), this.cell.datapath === 'cilium');
+      const text = await this.hostOutput(
+        `entries-${run.id}`,
+        run.id,
+        entriesScript(this.cell.datapath),
+        this.cell.datapath === 'cilium',
+      );
       entries = countOf(keyValues(text), 'entries', `${ENTRIES_COMMANDS[this.cell.datapath]}`);
     } catch (error) {
       reasons.push(`datapath entries not counted: ${(error as Error).message}`);
@@ -621,12 +638,22 @@ class NetworkStudyRunner {
 
     await this.phase('probing new Services');
     let prober = null;
+    let job: NetworkJobOutcome = 'failed';
+    let pods: PodMeshEvidence[] = [];
     const targets = await this.createProbeServices(spec.samples);
     try {
+      if (targets.length < spec.samples)
+        reasons.push(`${spec.samples - targets.length} of ${spec.samples} probe Services have no ClusterIP`);
       const name = networkJobName(run.id, 'prober');
-      const job = proberJob(this.deps.jobs, name, run.id, targets, spec.attemptTimeoutMs);
-      const done = await this.runJob(run, job, OUTPUT_FILES.prober);
-      if (done.text === undefined) reasons.push(`job/${name} ${done.outcome} and left no result file`);
+      const done = await this.runJob(
+        run,
+        proberJob(this.deps.jobs, name, run.id, targets, spec.attemptTimeoutMs),
+        OUTPUT_FILES.prober,
+      );
+      job = done.outcome;
+      pods = done.pods.map(meshEvidence);
+      if (done.text === undefined)
+        reasons.push(`job/${name} ${done.outcome} and left no result file (${OUTPUT_FILES.prober})`);
       else {
         try {
           prober = JSON.parse(done.text);
@@ -637,13 +664,6 @@ class NetworkStudyRunner {
     } finally {
       await this.deleteServices(PROBE_SERVICE_LABEL);
     }
-
-    await this.phase('new-connection latency');
-    const fortioSpec = this.newConnectionSpec();
-    const name = networkJobName(run.id, 'newconn');
-    const done = await this.runJob(run, fortioJob(this.deps.jobs, name, run.id, fortioSpec), OUTPUT_FILES.fortio);
-    if (done.text === undefined) reasons.push(`job/${name} ${done.outcome} and left no result file`);
-    const job: NetworkJobOutcome = done.outcome;
     return {
       job,
       result: {
@@ -654,27 +674,10 @@ class NetworkStudyRunner {
           entriesCommand: ENTRIES_COMMANDS[this.cell.datapath],
           ...(lbMapFull !== undefined ? { lbMapFull } : {}),
           prober,
-          ...(done.text !== undefined ? { newConnection: done.text } : {}),
         },
       },
-      pods: done.pods.map(meshEvidence),
+      pods,
       reasons,
-    };
-  }
-
-  /** E9's new-connection run: `-keepalive=false` at the fixed rate against the plain fortio server. */
-  private newConnectionSpec(): FortioRunSpec {
-    const { fortio } = this.config.network;
-    return {
-      kind: 'fortio',
-      arm: 'plain',
-      mode: 'new-connection',
-      clientNamespace: PLAIN_NAMESPACE,
-      url: `http://${FORTIO_SERVER}.${PLAIN_NAMESPACE}.svc.cluster.local:${FORTIO_HTTP_PORT}/echo`,
-      qps: fortio.qps,
-      seconds: fortio.saturationSeconds,
-      connections: fortio.connections,
-      resolutionSeconds: fortio.resolutionSeconds,
     };
   }
 
@@ -684,7 +687,8 @@ class NetworkStudyRunner {
       const agents = await this.cluster.listPods('kube-system', CILIUM_AGENT_SELECTOR);
       if (agents.length === 0) throw new Error(`no pod matches ${CILIUM_AGENT_SELECTOR} in kube-system`);
       for (const agent of agents) {
-        if (MAP_FULL_PATTERN.test(await this.cluster.podLog('kube-system', agent.name, 'cilium-agent'))) return true;
+        if (MAP_FULL_PATTERN.test(await this.cluster.podLog('kube-system', agent.name, 'cilium-agent')))
+          return true;
       }
       return false;
     } catch (error) {
@@ -706,7 +710,10 @@ class NetworkStudyRunner {
       made.push({ name, createdAtMs: this.deps.clock.now().getTime() });
     }
     const listed = new Map(
-      (await this.cluster.listServices(PLAIN_NAMESPACE, `${PROBE_SERVICE_LABEL}=true`)).map((s) => [s.name, s]),
+      (await this.cluster.listServices(PLAIN_NAMESPACE, `${PROBE_SERVICE_LABEL}=true`)).map((s) => [
+        s.name,
+        s,
+      ]),
     );
     return made.flatMap(({ name, createdAtMs }) => {
       const ip = listed.get(name)?.clusterIp;
@@ -839,14 +846,22 @@ class NetworkStudyRunner {
     const selector = '!job-name';
     const stale = (await this.cluster.listPods(namespace, selector)).filter((pod) => !this.meshed(pod));
     for (const pod of stale) {
-      await this.say(`pod ${namespace}/${pod.name} is not in the mesh (created before the label?): deleting it`);
+      await this.say(
+        `pod ${namespace}/${pod.name} is not in the mesh (created before the label?): deleting it`,
+      );
       await this.cluster.deletePod(namespace, pod.name);
     }
     const staleUids = new Set(stale.map((p) => p.uid));
     return this.waitFor(`pods of ${namespace} in the mesh and ready`, async () => {
       const pods = await this.cluster.listPods(namespace, selector);
       const bad = pods.filter((p) => staleUids.has(p.uid) || !p.ready || !this.meshed(p));
-      return bad.length === 0 ? undefined : bad.map((p) => `${p.name}${this.meshed(p) ? '' : ' (not in the mesh)'}${p.ready ? '' : ' (not ready)'}`).join(', ');
+      return bad.length === 0
+        ? undefined
+        : bad
+            .map(
+              (p) => `${p.name}${this.meshed(p) ? '' : ' (not in the mesh)'}${p.ready ? '' : ' (not ready)'}`,
+            )
+            .join(', ');
     });
   }
 
@@ -863,7 +878,9 @@ class NetworkStudyRunner {
     const extra = [...existing].filter((n) => !wanted.has(n));
     const missing = [...wanted].filter((n) => !existing.has(n));
     if (extra.length > 0 || missing.length > 0) {
-      await this.phase(`Services: creating ${missing.length}, deleting ${extra.length} (${concurrency} at once)`);
+      await this.phase(
+        `Services: creating ${missing.length}, deleting ${extra.length} (${concurrency} at once)`,
+      );
       const started = this.deps.clock.now().getTime();
       await forEachLimited(extra, concurrency, (name) => this.cluster.deleteService(PLAIN_NAMESPACE, name));
       await forEachLimited(missing, concurrency, (name) =>
@@ -886,7 +903,9 @@ class NetworkStudyRunner {
   private async conntrackBaseline(run: NetworkRun, max: number): Promise<string | undefined> {
     let poll = 0;
     return this.waitFor(`fewer than ${max} conntrack entries`, async () => {
-      const values = keyValues(await this.hostOutput(`ct-read-${run.id}-${++poll}`, run.id, CONNTRACK_READ_SCRIPT));
+      const values = keyValues(
+        await this.hostOutput(`ct-read-${run.id}-${++poll}`, run.id, CONNTRACK_READ_SCRIPT),
+      );
       const count = countOf(values, 'count', 'the conntrack read Job');
       return count < max ? undefined : `${count} entries`;
     });
@@ -964,7 +983,9 @@ class NetworkStudyRunner {
       const outcome = status ? jobOutcome(status) : 'failed';
       if (outcome) return outcome;
       if (clock.now().getTime() >= deadline) {
-        await this.say(`job/${name} did not finish within ${formatElapsed(this.options.jobTimeoutMs)}; deleting it`);
+        await this.say(
+          `job/${name} did not finish within ${formatElapsed(this.options.jobTimeoutMs)}; deleting it`,
+        );
         return 'timed-out';
       }
       await this.progress();
@@ -983,7 +1004,9 @@ class NetworkStudyRunner {
       (await this.cluster.listPods(namespace, `job-name=${name}`)).length > 0
     ) {
       if (clock.now().getTime() >= deadline)
-        throw new Error(`job/${name} and its pods were not gone within ${formatElapsed(this.options.readyTimeoutMs)} of its deletion`);
+        throw new Error(
+          `job/${name} and its pods were not gone within ${formatElapsed(this.options.readyTimeoutMs)} of its deletion`,
+        );
       await clock.sleep(this.options.pollIntervalMs);
     }
   }
@@ -1047,7 +1070,9 @@ class NetworkStudyRunner {
     const entry = this.active;
     if (!entry) return { elapsedMs: 0, etaMs: undefined };
     const elapsedMs = this.deps.clock.now().getTime() - entry.startedAt.getTime();
-    const durations = [...this.records.values()].map((r) => Date.parse(r.finishedAt) - Date.parse(r.startedAt));
+    const durations = [...this.records.values()].map(
+      (r) => Date.parse(r.finishedAt) - Date.parse(r.startedAt),
+    );
     const after = this.plan.runs.slice(entry.index).filter((run) => !this.records.has(run.id)).length;
     return { elapsedMs, etaMs: studyEtaMs(durations, elapsedMs, after) };
   }
@@ -1080,7 +1105,9 @@ class NetworkStudyRunner {
       recordedRuns: records.length,
       validRuns: records.filter((r) => r.valid).length,
       invalidRuns: records.filter((r) => !r.valid).length,
-      invalidRunIds: this.plan.runs.flatMap((run) => (this.records.get(run.id)?.valid === false ? [run.id] : [])),
+      invalidRunIds: this.plan.runs.flatMap((run) =>
+        this.records.get(run.id)?.valid === false ? [run.id] : [],
+      ),
       ...(this.active && this.state !== 'finished'
         ? {
             current: {
@@ -1124,7 +1151,8 @@ export function retryingNetworkCluster(
       ),
     getJob: (ns, name) => r(`get job/${name}`, () => cluster.getJob(ns, name)),
     deleteJob: (ns, name) => r(`delete job/${name}`, () => cluster.deleteJob(ns, name)),
-    listPods: (ns, selector) => r(`list pods ${ns} ${selector ?? ''}`.trim(), () => cluster.listPods(ns, selector)),
+    listPods: (ns, selector) =>
+      r(`list pods ${ns} ${selector ?? ''}`.trim(), () => cluster.listPods(ns, selector)),
     deletePod: (ns, name) => r(`delete pod/${name}`, () => cluster.deletePod(ns, name)),
     podLog: (ns, name, container) => r(`log of pod/${name}`, () => cluster.podLog(ns, name, container)),
     namespaceLabels: (name) => r(`get namespace/${name}`, () => cluster.namespaceLabels(name)),
@@ -1143,7 +1171,8 @@ export function retryingNetworkCluster(
             ).some((s) => s.name === service.metadata.name),
         ),
       ),
-    listServices: (ns, selector) => r(`list services ${ns} ${selector}`, () => cluster.listServices(ns, selector)),
+    listServices: (ns, selector) =>
+      r(`list services ${ns} ${selector}`, () => cluster.listServices(ns, selector)),
     deleteService: (ns, name) => r(`delete service/${name}`, () => cluster.deleteService(ns, name)),
     servicesWithReadyEndpoints: (ns, selector) =>
       r(`list endpointslices ${ns} ${selector}`, () => cluster.servicesWithReadyEndpoints(ns, selector)),
