@@ -1,7 +1,7 @@
 import type { NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { fortioLoadArgs } from '../../network/fortio.ts';
-import { PROBES_MOUNT, type ProbeName, probeCommand } from '../../network/probes/bundle.ts';
+import type { ProbeName } from '../../network/probes/bundle.ts';
 import { NETWORK_REQUESTS } from '../../network/resources.ts';
 import type {
   DownloadRunSpec,
@@ -26,12 +26,23 @@ import { JOB_OUTPUT_MOUNT, jobOutputDir, networkJobName } from './layout.ts';
  * targets, limits) from the same functions at run time.
  */
 
-/** What every Job builder needs: the configuration, the cell, and the probes' ConfigMap name. */
+/**
+ * Where the lab's Node probes are in a pod: the ConfigMap with their bundles in `plain` and `mesh`
+ * (charts/network/node-probes.ts), its mount path and each probe's command
+ * (lib/network/probes/bundle.ts). Passed in, not imported: that module bundles with esbuild at
+ * synth, which the runner's own bundle must not carry.
+ */
+export interface ProbesInPod {
+  readonly configMap: string;
+  readonly mount: string;
+  readonly commands: Readonly<Record<ProbeName, readonly string[]>>;
+}
+
+/** What every Job builder needs: the configuration, the cell, and where the probes are. */
 export interface NetworkJobContext {
   readonly config: LabConfig;
   readonly cell: NetworkCell;
-  /** ConfigMap with the probes' bundles in `plain` and `mesh` (charts/network/node-probes.ts). */
-  readonly probesConfigMap: string;
+  readonly probes: ProbesInPod;
 }
 
 /** Label on every network Job: the run (or study step) it belongs to. */
@@ -247,18 +258,18 @@ function probeContainer(
       '-c',
       `"$@" > ${out}.tmp && mv ${out}.tmp ${out}`,
       probe,
-      ...probeCommand(probe),
+      ...ctx.probes.commands[probe],
       ...flags,
     ],
     resources: resources(requests),
     securityContext: unprivileged,
-    volumeMounts: [outMount, { name: 'probes', mountPath: PROBES_MOUNT, readOnly: true }],
+    volumeMounts: [outMount, { name: 'probes', mountPath: ctx.probes.mount, readOnly: true }],
   };
 }
 
 const probesVolume = (ctx: NetworkJobContext) => ({
   name: 'probes',
-  configMap: { name: ctx.probesConfigMap },
+  configMap: { name: ctx.probes.configMap },
 });
 
 /** E7: the sse-client probe reading one stream. */

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PROBES_CONFIG_MAP } from '../../../charts/network/node-probes.ts';
-import { scaleServiceTemplate } from '../../../charts/network/service-scale.ts';
+import { networkJobContext, serviceTemplateManifest } from '../../../charts/network/study-runner.ts';
 import type { NetworkCell } from '../../../lib/config/network.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import type { ConntrackDriverResult } from '../../../lib/network/probes/conntrack-driver.ts';
@@ -108,7 +107,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   readonly clock = new FakeClock();
   readonly cell: NetworkCell;
   readonly context: NetworkJobContext;
-  readonly serviceTemplate = scaleServiceTemplate() as unknown as ServiceObject;
+  readonly serviceTemplate = serviceTemplateManifest();
   /** Every Job created, in order. */
   readonly created: JobObject[] = [];
   /** Calls that fail with an HTTP status before succeeding: method name -> statuses to answer first. */
@@ -143,7 +142,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     options: FakeCellOptions = {},
   ) {
     this.cell = cellByName(config.network, cellName);
-    this.context = { config, cell: this.cell, probesConfigMap: PROBES_CONFIG_MAP };
+    this.context = networkJobContext(config, this.cell);
     const mesh = this.cell.mesh !== 'none';
     this.namespaces = {
       plain: {},
