@@ -17,7 +17,9 @@ import type {
   Precondition,
   ServiceScaleRunSpec,
 } from '../../network/study/model.ts';
+import { judgeNetworkRun, judgeRepeats, type NetworkJudgeConfig } from '../../network/study/validity.ts';
 import {
+  FORTIO_SERVER,
   MESH_NAMESPACE,
   meshNamespaceLabels,
   PLAIN_NAMESPACE,
@@ -66,7 +68,6 @@ import {
   proberJob,
   runJobs,
 } from './jobs.ts';
-import { judgeDraft, type RecordDraft } from './judge.ts';
 import { networkJobName } from './layout.ts';
 
 /** The network runner's I/O, behind the ports (ports.ts). */
@@ -109,6 +110,9 @@ export const AMBIENT_REDIRECTION_ANNOTATION = 'ambient.istio.io/redirection';
 /** The Cilium agent's pods (the Helm chart's DaemonSet label) and the phrase its log uses when a BPF map is full. */
 export const CILIUM_AGENT_SELECTOR = 'k8s-app=cilium';
 export const MAP_FULL_PATTERN = /map (is )?full/i;
+
+/** A record before its judgment. */
+type RecordDraft = Omit<NetworkRunRecord, 'valid' | 'invalidReasons' | 'flags'>;
 
 /** A run's kind-specific outcome before judgment. */
 interface KindOutcome {
@@ -246,6 +250,8 @@ class NetworkStudyRunner {
   private message = '';
   private readonly earlyLines: string[] = [];
   private probeServices = 0;
+  /** The cell's node (cellNode). */
+  private node: string | undefined;
   /** The host's own nf_conntrack_max, as first read (E10's default step or the first 'before'). */
   private conntrackDefault: number | undefined;
 
@@ -314,6 +320,7 @@ class NetworkStudyRunner {
     );
     await this.writeStatus();
 
+    this.node = await this.cellNode();
     const host = existing?.host ?? (await this.hostFacts());
     const datapathEvidence = existing?.datapathEvidence ?? (await this.datapathEvidence());
     this.study = {
@@ -340,6 +347,7 @@ class NetworkStudyRunner {
         this.records.set(run.id, record);
         this.active = undefined;
         await this.studyFiles().writeRun(record);
+        await this.applyRepeatSpread(run.id);
         await this.writeStudy();
         await this.say(
           `run ${i + 1}/${total} ${run.id}: ${record.valid ? 'valid' : `INVALID: ${record.invalidReasons.join('; ')}`}`,
@@ -356,6 +364,44 @@ class NetworkStudyRunner {
     await this.say(`study finished: ${valid} of ${study.runs.length} runs valid`);
     await this.writeStatus();
     return study;
+  }
+
+  /** The cell's settings the validity checks judge against (lib/network/study/validity.ts). */
+  private judgeConfig(): NetworkJudgeConfig {
+    const { network } = this.config;
+    return {
+      datapath: this.cell.datapath,
+      mesh: this.cell.mesh,
+      node: this.node ?? 'unknown (no fortio server pod found at the start of the study)',
+      lbMapMax: network.cilium.lbMapMax,
+      requiredVersions: Object.keys(this.requiredVersions()),
+      resolutionSeconds: network.fortio.resolutionSeconds,
+      connections: network.fortio.connections,
+    };
+  }
+
+  /** The versions every record names (network-lab-spec 5), by component. */
+  private requiredVersions(): Record<string, string> {
+    const c = this.config.network;
+    return {
+      fortio: c.fortio.image,
+      netshoot: c.probeImage,
+      runner: this.config.runner.image,
+      ...(this.cell.datapath === 'cilium' ? { cilium: c.cilium.version } : {}),
+      ...(this.cell.mesh !== 'none' ? { istio: c.istio.version } : {}),
+      k3s: '',
+    };
+  }
+
+  /** The cell's node: where the charts pinned the plain fortio server (every pod must run there). */
+  private async cellNode(): Promise<string | undefined> {
+    try {
+      const pods = await this.cluster.listPods(PLAIN_NAMESPACE, `app=${FORTIO_SERVER}`);
+      return pods.find((p) => p.node !== '')?.node;
+    } catch (error) {
+      await this.say(`the cell's node not found: ${(error as Error).message}`);
+      return undefined;
+    }
   }
 
   // ---- Once per study ------------------------------------------------------------------------
@@ -381,15 +427,8 @@ class NetworkStudyRunner {
     } catch (error) {
       await this.say(`host facts not read: ${(error as Error).message}`);
     }
-    const c = this.config.network;
-    const versions: Record<string, string> = {
-      k3sConfigured: this.config.k3s.version,
-      fortio: c.fortio.image,
-      probe: c.probeImage,
-      runner: this.config.runner.image,
-      ...(this.cell.datapath === 'cilium' ? { cilium: c.cilium.version } : {}),
-      ...(this.cell.mesh !== 'none' ? { istio: c.istio.version } : {}),
-    };
+    const { k3s: _read, ...pinned } = this.requiredVersions();
+    const versions: Record<string, string> = { k3sConfigured: this.config.k3s.version, ...pinned };
     try {
       versions.k3s = await this.cluster.serverVersion();
     } catch (error) {
@@ -458,7 +497,20 @@ class NetworkStudyRunner {
       pods: outcome.pods,
       ...(outcome.mtlsMetrics ? { mtlsMetrics: outcome.mtlsMetrics } : {}),
     };
-    const judgment = judgeDraft(run, draft, outcome.reasons);
+    const judgment = judgeNetworkRun(
+      run,
+      {
+        job: draft.job,
+        ...(draft.result ? { result: draft.result } : {}),
+        pods: draft.pods,
+        ...(draft.mtlsMetrics ? { mtlsMetrics: draft.mtlsMetrics } : {}),
+        host: this.study?.host,
+        datapath: this.study?.datapathEvidence,
+        earlier: this.plan.runs.flatMap((r) => this.records.get(r.id) ?? []),
+        runnerReasons: outcome.reasons,
+      },
+      this.judgeConfig(),
+    );
     return {
       ...draft,
       valid: judgment.valid,
@@ -1033,6 +1085,19 @@ class NetworkStudyRunner {
   }
 
   // ---- Records and progress ------------------------------------------------------------------
+
+  /** Repeat spread across an arm's repeats (flags, never invalid): records whose flags changed are rewritten. */
+  private async applyRepeatSpread(changedId: string): Promise<void> {
+    const ordered = this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []);
+    for (const record of judgeRepeats(ordered)) {
+      const before = this.records.get(record.id);
+      this.records.set(record.id, record);
+      if (record.id !== changedId && (before?.flags ?? []).join('\n') !== (record.flags ?? []).join('\n'))
+        await this.studyFiles().writeRun(record);
+    }
+    const latest = this.records.get(changedId);
+    if (latest) await this.studyFiles().writeRun(latest);
+  }
 
   private studyFiles(): NetworkStudyFiles {
     if (!this.files) throw new Error('internal: the study folder is used before the study was chosen');

@@ -69,6 +69,72 @@ function unit(seed: string): number {
   return createHash('sha256').update(seed).digest().readUInt32BE(0) / 2 ** 32;
 }
 
+const PERCENTILES = [50, 90, 99];
+
+/**
+ * A fortio duration histogram (seconds) of `count` calls around `baseSeconds`, as fortio writes
+ * it: 24 buckets between Min and Max with a right-skewed shape, cumulative percents, and
+ * percentiles interpolated inside their bucket. `jitter` (0-1) moves the whole distribution by
+ * +-1% (repeats of one arm stay within the spec's +-3%).
+ */
+export function latencyHistogram(baseSeconds: number, jitter: number, count: number) {
+  const scale = baseSeconds * (1 + (jitter - 0.5) * 0.02);
+  const min = scale * 0.41;
+  const width = (scale * 2.2 - min) / 24;
+  const weights = Array.from({ length: 24 }, (_, i) => Math.exp(-(((i - 5) / 3.2) ** 2)) + 0.01 * (24 - i));
+  const total = weights.reduce((a, b) => a + b, 0);
+  let cumulative = 0;
+  let sum = 0;
+  const data = weights.map((w, i) => {
+    const n = Math.round((w / total) * count);
+    cumulative += n;
+    const start = min + i * width;
+    sum += n * (start + width / 2);
+    return { Start: start, End: start + width, Count: n, Percent: 0, cumulative };
+  });
+  const calls = cumulative;
+  const buckets = data.map(({ cumulative: upTo, ...b }) => ({
+    ...b,
+    Percent: (100 * upTo) / Math.max(1, calls),
+  }));
+  const percentile = (p: number) => {
+    let before = 0;
+    for (const b of buckets) {
+      if (p <= b.Percent) return b.Start + ((p - before) / (b.Percent - before)) * (b.End - b.Start);
+      before = b.Percent;
+    }
+    return buckets[buckets.length - 1].End;
+  };
+  const avg = calls > 0 ? sum / calls : scale;
+  return {
+    avg,
+    histogram: {
+      Count: calls,
+      Min: min,
+      Max: min + 24 * width,
+      Sum: sum,
+      Avg: avg,
+      StdDev: scale * 0.38,
+      Data: buckets,
+      Percentiles: PERCENTILES.map((p) => ({ Percentile: p, Value: percentile(p) })),
+    },
+  };
+}
+
+/** fortio's default `-r 0.001` on sub-millisecond calls: one bucket, percentiles at 0.5/0.9/0.99 of it. */
+function coarseHistogram(count: number) {
+  return {
+    Count: count,
+    Min: 0.000_12,
+    Max: 0.000_97,
+    Sum: count * 0.000_2,
+    Avg: 0.000_2,
+    StdDev: 0.000_08,
+    Data: [{ Start: 0, End: 0.001, Percent: 100, Count: count }],
+    Percentiles: PERCENTILES.map((p, i) => ({ Percentile: p, Value: [0.0005, 0.0009, 0.00099][i] })),
+  };
+}
+
 /** Container command and args of a Job's first container. */
 function containerOf(job: JobObject): { command: string[]; args: string[]; env: Record<string, string> } {
   const spec = job.spec as { template: { spec: { containers: Record<string, unknown>[] } } };
@@ -449,25 +515,15 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     if (mesh)
       baseMs = server?.app === 'fortio-permissive' ? 0.55 : url.includes(':8082') ? 0.38 : grpc ? 0.71 : 0.62;
     if (!keepalive) baseMs += 0.09 + (this.cell.datapath === 'cilium' ? 0 : this.scaleServices() * 0.000_004);
-    // Repeats within +-1% of each other.
-    const avg = (baseMs * (1 + (unit(job.metadata.name) - 0.5) * 0.02)) / 1000;
-    const actualQps = qps > 0 ? qps * 0.9996 : c / avg;
-    const count = Math.round(actualQps * seconds);
     const coarse = this.coarseFortio?.test(job.metadata.name) ?? false;
     const resolution = coarse ? 0.001 : Number(flag(args, '-r'));
-    const percentiles = coarse
-      ? [50, 90, 99].map((p, i) => ({ Percentile: p, Value: [0.0005, 0.0009, 0.00099][i] }))
-      : [50, 90, 99].map((p, i) => ({ Percentile: p, Value: avg * [0.9317, 1.3871, 2.1133][i] }));
-    const histogram = {
-      Count: count,
-      Min: avg * 0.41,
-      Max: avg * 6.3,
-      Sum: avg * count,
-      Avg: avg,
-      StdDev: avg * 0.38,
-      Data: [{ Start: avg * 0.41, End: avg * 6.3, Percent: 100, Count: count }],
-      Percentiles: percentiles,
-    };
+    const shape = latencyHistogram(baseMs / 1000, unit(job.metadata.name), 100_000);
+    // At saturation the calls follow from Little's law: c connections, each waiting Avg per call.
+    const actualQps = qps > 0 ? qps * 0.9996 : c / shape.avg;
+    const histogram = coarse
+      ? coarseHistogram(Math.round(actualQps * seconds))
+      : latencyHistogram(baseMs / 1000, unit(job.metadata.name), Math.round(actualQps * seconds)).histogram;
+    const count = histogram.Count;
     this.count(job, url, count, keepalive ? c : count);
     const common = {
       RunType: grpc ? 'GRPC Ping' : 'HTTP',

@@ -100,6 +100,7 @@ describe('runNetworkStudy', () => {
     expect(study.runs[0].result).toBeUndefined();
     expect(study.runs[0].invalidReasons).toEqual([
       'job/net-c-r1 succeeded and left no result file (fortio.json)',
+      'the run left no result',
     ]);
   });
 
