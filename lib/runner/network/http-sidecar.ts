@@ -10,10 +10,14 @@ export const SIDECAR_METRICS_PORT = 15020;
 export const SIDECAR_METRICS_PATH = '/stats/prometheus';
 
 export class HttpSidecarMetrics implements SidecarMetrics {
-  constructor(private readonly timeoutMs = 15_000) {}
+  constructor(
+    private readonly timeoutMs = 15_000,
+    /** The port; tests point it at a loopback server. */
+    private readonly port = SIDECAR_METRICS_PORT,
+  ) {}
 
   async scrape(podIp: string): Promise<string> {
-    const url = `http://${podIp}:${SIDECAR_METRICS_PORT}${SIDECAR_METRICS_PATH}`;
+    const url = `http://${podIp}:${this.port}${SIDECAR_METRICS_PATH}`;
     let response: Response;
     try {
       response = await fetch(url, { signal: AbortSignal.timeout(this.timeoutMs) });
