@@ -59,8 +59,12 @@ export const OUTPUT_FILES = {
   host: 'host.txt',
 } as const;
 
-/** Istio's per-pod injection switch (a pod annotation honoured by the injector webhook). */
-export const SIDECAR_INJECT_ANNOTATION = 'sidecar.istio.io/inject';
+/**
+ * Istio's per-pod injection switch. A pod label: "the label is the new API; if both are present we
+ * prefer the label" (istio pkg/kube/inject/inject.go, injectRequired), and the injector webhook's
+ * object selector skips pods labelled `false`.
+ */
+export const SIDECAR_INJECT_LABEL = 'sidecar.istio.io/inject';
 
 function resources(r: ContainerRequests): Record<string, unknown> {
   return {
@@ -73,7 +77,8 @@ interface PodParts {
   readonly containers: readonly Record<string, unknown>[];
   readonly serviceAccountName?: string;
   readonly hostNetwork?: boolean;
-  readonly annotations?: Readonly<Record<string, string>>;
+  /** Labels of the pod only (not of the Job). */
+  readonly podLabels?: Readonly<Record<string, string>>;
   readonly extraVolumes?: readonly Record<string, unknown>[];
 }
 
@@ -99,7 +104,7 @@ export function networkJob(
     spec: {
       backoffLimit: 0,
       template: {
-        metadata: { labels, ...(pod.annotations ? { annotations: { ...pod.annotations } } : {}) },
+        metadata: { labels: { ...labels, ...pod.podLabels } },
         spec: {
           restartPolicy: 'Never',
           nodeSelector: { [CELL_LABEL]: ctx.cell.name },
@@ -234,7 +239,7 @@ export function downloadJob(
 export function mtlsCaseJob(ctx: NetworkJobContext, name: string, runId: string, c: MtlsCase): JobObject {
   return networkJob(ctx, name, c.clientNamespace, runId, 'mtls-client', {
     ...(c.serviceAccount !== 'default' ? { serviceAccountName: c.serviceAccount } : {}),
-    annotations: { [SIDECAR_INJECT_ANNOTATION]: c.inMesh ? 'true' : 'false' },
+    podLabels: { [SIDECAR_INJECT_LABEL]: c.inMesh ? 'true' : 'false' },
     containers: [curlContainer(ctx, c.url, false, 10)],
   });
 }

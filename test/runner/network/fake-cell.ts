@@ -12,7 +12,7 @@ import { cellByName, meshNamespaceLabels, SCALE_SERVICE_LABEL } from '../../../l
 import { KubeApiError } from '../../../lib/runner/kube-cluster.ts';
 import { HOST_FILE } from '../../../lib/runner/layout.ts';
 import type { NetworkJobContext } from '../../../lib/runner/network/jobs.ts';
-import { SIDECAR_INJECT_ANNOTATION } from '../../../lib/runner/network/jobs.ts';
+import { SIDECAR_INJECT_LABEL } from '../../../lib/runner/network/jobs.ts';
 import { jobOutputDir } from '../../../lib/runner/network/layout.ts';
 import type {
   NetworkRunnerDeps,
@@ -275,13 +275,13 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     this.created.push(job);
     const template = (
       job.spec as {
-        template: { metadata?: { annotations?: Record<string, string> }; spec: Record<string, unknown> };
+        template: { metadata?: { labels?: Record<string, string> }; spec: Record<string, unknown> };
       }
     ).template;
     const injected =
       job.metadata.namespace === 'mesh' &&
       this.cell.mesh === 'sidecar' &&
-      template.metadata?.annotations?.[SIDECAR_INJECT_ANNOTATION] !== 'false' &&
+      template.metadata?.labels?.[SIDECAR_INJECT_LABEL] !== 'false' &&
       !template.spec.hostNetwork;
     const n = ++this.uid;
     const pod: NetworkPodState & { labels: Record<string, string> } = {
