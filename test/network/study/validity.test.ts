@@ -788,6 +788,63 @@ describe('judgeNetworkRun', () => {
     expect(other.invalidReasons).toEqual(['the run is a fortio run but its result is a conntrack result']);
   });
 
+  it('judges download and conntrack runs by their own checks', () => {
+    const downloadSpec = {
+      kind: 'download',
+      arm: 'mesh-mtls',
+      clientNamespace: 'mesh',
+      url: 'http://fortio-server.mesh:8080/echo?size=104857600',
+      bytes: 104_857_600,
+    } as const;
+    const download = judgeNetworkRun(
+      { ...run('e6-mesh-mtls-r1', downloadSpec), experiment: 'E6' },
+      {
+        job: 'succeeded',
+        result: {
+          kind: 'download',
+          download: {
+            httpCode: '200',
+            curlExit: 0,
+            sizeDownloadBytes: 104_857_600,
+            speedDownloadBytesPerSecond: 4.1e8,
+            timeTotalSeconds: 0.26,
+          },
+        },
+        pods: [pod('curl-e6', 'mesh', true), pod('fortio-server-0', 'mesh', true)],
+        mtlsMetrics: { requestsBySecurityPolicy: { none: 1 }, tcpConnectionsOpened: 1 },
+        host,
+        datapath,
+      },
+      config,
+    );
+    expect(download.invalidReasons).toEqual([
+      'istio_requests_total{connection_security_policy="mutual_tls"} grew by 0, not by the run\'s 1 call: the mesh-mtls arm\'s traffic was not mutual TLS as configured',
+      'istio_requests_total{connection_security_policy="none"} grew by 1 over the mesh-mtls run, which must carry none',
+    ]);
+    const conntrackSpec: ConntrackRunSpec = {
+      kind: 'conntrack',
+      limit: 1024,
+      connections: 4000,
+      connectTimeoutSeconds: 5,
+      baselineMax: 500,
+    };
+    const conntrack = judgeNetworkRun(
+      { ...run('e10-limit-1024', conntrackSpec), experiment: 'E10' },
+      {
+        job: 'succeeded',
+        result: {
+          kind: 'conntrack',
+          conntrack: { limitBefore: 2048, limit: 1024, baseline: 180, limitAfterRestore: 2048, driver: null },
+        },
+        pods: [pod('conntrack-driver', 'probe', false)],
+        host,
+        datapath,
+      },
+      config,
+    );
+    expect(conntrack.invalidReasons).toEqual(['the conntrack driver left no result']);
+  });
+
   it('flags an mTLS matrix deviation without invalidating the run', () => {
     const judgment = judgeNetworkRun(
       { ...run('e2-matrix', matrixSpec), experiment: 'E2' },
