@@ -8,6 +8,7 @@ import { HttpReplicas } from './http-replicas.ts';
 import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
 import { type JobObject, systemClock } from './ports.ts';
 import type { StatusChecks } from './preflight.ts';
+import { retryPolicyOf } from './retry.ts';
 import { runStudy } from './run-study.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
 
@@ -59,11 +60,7 @@ async function main(): Promise<void> {
     {
       statusChecks,
       readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
-      retry: {
-        attempts: config.runner.retry.attempts,
-        initialDelayMs: config.runner.retry.initialDelaySeconds * 1000,
-        maxDelayMs: config.runner.retry.maxDelaySeconds * 1000,
-      },
+      retry: retryPolicyOf(config),
     },
   );
   const invalid = study.runs.filter((run) => !run.valid).length;

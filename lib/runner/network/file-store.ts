@@ -1,7 +1,7 @@
-import { appendFile, mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { appendFile, mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
-import { readOptional, writeAtomic } from '../file-store.ts';
+import { readJsonFile, readJsonFiles, readOptional, writeAtomic } from '../file-store.ts';
 import {
   NEW_STUDY_REQUEST_FILE,
   RUNNER_LOG_FILE,
@@ -75,36 +75,13 @@ export class FileNetworkResultStore implements NetworkResultStore {
 class FileNetworkStudyFiles implements NetworkStudyFiles {
   constructor(private readonly dir: string) {}
 
-  async readStudy(): Promise<NetworkStudyRecord | undefined> {
-    const path = join(this.dir, STUDY_FILE);
-    const text = await readOptional(path);
-    if (text === undefined) return undefined;
-    try {
-      return JSON.parse(text) as NetworkStudyRecord;
-    } catch (error) {
-      throw new Error(`${path} is not valid JSON: ${(error as Error).message}`);
-    }
+  readStudy(): Promise<NetworkStudyRecord | undefined> {
+    return readJsonFile<NetworkStudyRecord>(join(this.dir, STUDY_FILE));
   }
 
   async readRuns(): Promise<{ runs: NetworkRunRecord[]; unreadable: string[] }> {
-    let names: string[];
-    try {
-      names = await readdir(join(this.dir, RUNS_DIR));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
-      throw error;
-    }
-    const runs: NetworkRunRecord[] = [];
-    const unreadable: string[] = [];
-    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
-      const path = join(this.dir, RUNS_DIR, name);
-      try {
-        runs.push(JSON.parse(await readFile(path, 'utf8')) as NetworkRunRecord);
-      } catch (error) {
-        unreadable.push(`${path}: ${(error as Error).message}`);
-      }
-    }
-    return { runs, unreadable };
+    const { items, unreadable } = await readJsonFiles<NetworkRunRecord>(join(this.dir, RUNS_DIR));
+    return { runs: items, unreadable };
   }
 
   async writeStudy(study: NetworkStudyRecord): Promise<void> {
