@@ -1088,8 +1088,12 @@ class NetworkStudyRunner {
 
   /** Repeat spread across an arm's repeats (flags, never invalid): records whose flags changed are rewritten. */
   private async applyRepeatSpread(changedId: string): Promise<void> {
-    const ordered = this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []);
-    for (const record of judgeRepeats(ordered)) {
+    // Only runs the plan marks as repeats of an arm: E9's new-connection runs share an arm and a
+    // mode across Service counts, but differ on purpose.
+    const repeats = this.plan.runs.flatMap((run) =>
+      run.repeat === undefined ? [] : (this.records.get(run.id) ?? []),
+    );
+    for (const record of judgeRepeats(repeats)) {
       const before = this.records.get(record.id);
       this.records.set(record.id, record);
       if (record.id !== changedId && (before?.flags ?? []).join('\n') !== (record.flags ?? []).join('\n'))

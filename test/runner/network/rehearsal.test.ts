@@ -46,6 +46,13 @@ describe('rehearsal: the whole default network study against fake cells', () => 
     expect(prober?.reasons.join('\n')).toMatch(/cluster/);
   });
 
+  it('flags repeat spreads only among repeats of an arm, never across E9 Service counts', () => {
+    for (const { study } of cells) {
+      for (const run of study.runs.filter((r) => r.repeat === undefined))
+        expect(run.flags ?? [], run.id).toEqual([]);
+    }
+  });
+
   it('records the host, the datapath each cell claims, and mesh evidence on mesh arms', () => {
     const byCell = Object.fromEntries(cells.map((c) => [c.cell, c.study]));
     expect(byCell['dp-cilium'].datapathEvidence).toMatchObject({
