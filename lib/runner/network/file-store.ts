@@ -1,0 +1,96 @@
+import { appendFile, mkdir, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
+import { FileResultStore, readJsonFile, readJsonFiles, readOptional, writeAtomic } from '../file-store.ts';
+import { RUNNER_LOG_FILE, RUNS_DIR, runRecordPath, STUDIES_DIR, STUDY_FILE, studyDir } from '../layout.ts';
+import type { NetworkResultStore, NetworkStudyFiles } from '../ports.ts';
+import type { StudyStatus } from '../status.ts';
+import { isStudyId } from '../study-id.ts';
+import { jobOutputDir, keptOutputPath } from './layout.ts';
+
+/** A cell's results folder on its node, mounted into the network runner's pod (layout.ts). */
+export class FileNetworkResultStore implements NetworkResultStore {
+  /** status.json, host files and `lab run --new` are the first lab's, file for file. */
+  private readonly shared: FileResultStore;
+
+  constructor(private readonly root: string) {
+    this.shared = new FileResultStore(root);
+  }
+
+  readJobOutput(jobName: string, file: string): Promise<string | undefined> {
+    return readOptional(join(this.root, jobOutputDir(jobName), file));
+  }
+
+  async removeJobOutput(jobName: string): Promise<void> {
+    await rm(join(this.root, jobOutputDir(jobName)), { recursive: true, force: true });
+  }
+
+  writeStatus(status: StudyStatus): Promise<void> {
+    return this.shared.writeStatus(status);
+  }
+
+  readHostFile(name: string): Promise<string | undefined> {
+    return this.shared.readHostFile(name);
+  }
+
+  async listStudies(): Promise<{ studies: NetworkStudyRecord[]; unreadable: string[] }> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.root, STUDIES_DIR));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { studies: [], unreadable: [] };
+      throw error;
+    }
+    const studies: NetworkStudyRecord[] = [];
+    const unreadable: string[] = [];
+    for (const id of names.filter(isStudyId).sort()) {
+      try {
+        const study = await this.study(id).readStudy();
+        if (study?.lab === 'network') studies.push(study);
+        else unreadable.push(`${studyDir(id)}: ${study ? 'not a network study' : `no ${STUDY_FILE}`}`);
+      } catch (error) {
+        unreadable.push(`${studyDir(id)}: ${(error as Error).message}`);
+      }
+    }
+    return { studies, unreadable };
+  }
+
+  takeNewStudyRequest(): Promise<boolean> {
+    return this.shared.takeNewStudyRequest();
+  }
+
+  study(studyId: string): NetworkStudyFiles {
+    if (!isStudyId(studyId)) throw new Error(`"${studyId}" is not a study id (yyyymmdd-hhmmss-<8 hex>)`);
+    return new FileNetworkStudyFiles(join(this.root, studyDir(studyId)));
+  }
+}
+
+class FileNetworkStudyFiles implements NetworkStudyFiles {
+  constructor(private readonly dir: string) {}
+
+  readStudy(): Promise<NetworkStudyRecord | undefined> {
+    return readJsonFile<NetworkStudyRecord>(join(this.dir, STUDY_FILE));
+  }
+
+  async readRuns(): Promise<{ runs: NetworkRunRecord[]; unreadable: string[] }> {
+    const { items, unreadable } = await readJsonFiles<NetworkRunRecord>(join(this.dir, RUNS_DIR));
+    return { runs: items, unreadable };
+  }
+
+  async writeStudy(study: NetworkStudyRecord): Promise<void> {
+    await writeAtomic(join(this.dir, STUDY_FILE), `${JSON.stringify(study, null, 2)}\n`);
+  }
+
+  async writeRun(record: NetworkRunRecord): Promise<void> {
+    await writeAtomic(join(this.dir, runRecordPath(record.id)), `${JSON.stringify(record, null, 2)}\n`);
+  }
+
+  async saveOutput(runId: string, attempt: number, file: string, text: string): Promise<void> {
+    await writeAtomic(join(this.dir, keptOutputPath(runId, attempt, file)), text);
+  }
+
+  async appendLog(line: string): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
+  }
+}
