@@ -8,7 +8,7 @@ import type { LabConfig } from '../../lib/config/schema.ts';
 import { ciliumValues } from '../../lib/network/cilium-values.ts';
 import { cellDescription } from '../../lib/network/topology.ts';
 import { networkPrerequisites } from '../../lib/prereqs/prerequisites.ts';
-import { RUNNER_ON_DEMAND_DIR } from '../../lib/study/topology.ts';
+import { RUNNER_ON_DEMAND_DIR, STUDY_RUNNER_CHART } from '../../lib/study/topology.ts';
 import { LabApp } from '../lab-app.ts';
 import { cellLabels } from './common.ts';
 import { FortioClientJobsChart } from './fortio-clients.ts';
@@ -75,7 +75,8 @@ export function buildNetworkCellApp(config: LabConfig, cell: NetworkCell, props:
 }
 
 /** The chart (file) name of a cell's study runner: applied last, it starts the study on creation. */
-export const NETWORK_RUNNER_CHART = '90-study-runner';
+/** The runner's file: the first lab's name, so `lab run` finds it on either lab's host. */
+export const NETWORK_RUNNER_CHART = STUDY_RUNNER_CHART;
 
 /**
  * The cell's study runner (charts/network/study-runner.ts), in the cell's folder after the other

@@ -6,7 +6,12 @@ import type { LabConfig } from '../../lib/config/schema.ts';
 import { PROBE_NAMES, PROBES_MOUNT, type ProbeName, probeCommand } from '../../lib/network/probes/bundle.ts';
 import type { NetworkStudyPlan } from '../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../lib/network/study/plan.ts';
-import { CELL_LABEL, MESH_NAMESPACE, PLAIN_NAMESPACE } from '../../lib/network/topology.ts';
+import {
+  CELL_LABEL,
+  MESH_NAMESPACE,
+  NETWORK_RUNNER_NAME,
+  PLAIN_NAMESPACE,
+} from '../../lib/network/topology.ts';
 import { networkRunnerBundle } from '../../lib/runner/network/bundle.ts';
 import { type NetworkJobContext, type ProbesInPod, planJobs } from '../../lib/runner/network/jobs.ts';
 import { NETWORK_RUNNER_FILES, type NetworkRunnerContext } from '../../lib/runner/network/runner-files.ts';
@@ -26,8 +31,6 @@ import { cellNodeSelector } from './common.ts';
 import { PROBES_CONFIG_MAP } from './node-probes.ts';
 import { scaleServiceTemplate } from './service-scale.ts';
 
-/** The network study runner of a cell: its Job, ServiceAccount, Roles and ConfigMap (in `plain`). */
-export const NETWORK_RUNNER_NAME = 'network-study-runner';
 /** Namespace of the Cilium agent, whose log the runner reads for "map full" (Cilium cells). */
 const CILIUM_NAMESPACE = 'kube-system';
 

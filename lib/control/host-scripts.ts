@@ -1,6 +1,7 @@
 import { KUBECONFIG_PATH, READY_MARKER, RESULTS_SYNC_SCRIPT } from '../aws/bootstrap/bootstrap.ts';
 import { BOOTSTRAP_LOG, MANIFESTS_DIR, shellQuote } from '../aws/bootstrap/shell.ts';
 import type { LabConfig } from '../config/schema.ts';
+import { NETWORK_RUNNER_NAME, PLAIN_NAMESPACE } from '../network/topology.ts';
 import { NEW_STUDY_REQUEST_FILE, STATUS_FILE } from '../runner/layout.ts';
 import {
   RESULTS_HOST_PATH,
@@ -56,7 +57,9 @@ export interface RunnerJob {
   readonly name: string;
 }
 
+/** The runner Job of the configured lab: a network cell's runs in `plain` (charts/network/study-runner.ts). */
 export function runnerJob(config: LabConfig): RunnerJob {
+  if (config.lab === 'network') return { namespace: PLAIN_NAMESPACE, name: NETWORK_RUNNER_NAME };
   return { namespace: config.namespace, name: STUDY_RUNNER_NAME };
 }
 

@@ -52,6 +52,9 @@ export const SCALE_BACKEND_PORT = FORTIO_HTTP_PORT;
 /** Label every runner-created E9 Service carries, so a step can count and delete them. */
 export const SCALE_SERVICE_LABEL = 'network-lab/service-scale';
 
+/** The cell's study runner: its Job, ServiceAccount, Roles and ConfigMap (in `plain`). */
+export const NETWORK_RUNNER_NAME = 'network-study-runner';
+
 /** The privileged host-network probe (rule counts, conntrack). */
 export const HOST_PROBE = 'host-probe';
 

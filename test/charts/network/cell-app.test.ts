@@ -47,7 +47,7 @@ describe('the example network lab synthesizes one folder per cell', async () => 
       '30-service-scale.yaml',
       '40-host-probe.yaml',
       '50-node-probes.yaml',
-      '90-study-runner.yaml',
+      '90-runner.yaml',
     ]);
     expect(existsSync(join(cells['dp-iptables'].dir, '20-mesh-policies.yaml'))).toBe(false);
     expect(existsSync(join(cells.mesh.dir, 'jobs', 'fortio-clients.yaml'))).toBe(true);

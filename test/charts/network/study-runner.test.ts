@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { Testing } from 'cdk8s';
 import { describe, expect, it } from 'vitest';
 import {
-  NETWORK_RUNNER_NAME,
   NetworkStudyRunnerChart,
   networkJobContext,
   serviceTemplateManifest,
@@ -14,7 +13,7 @@ import { loadLabConfig, parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import type { NetworkStudyPlan } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
-import { cellByName } from '../../../lib/network/topology.ts';
+import { cellByName, NETWORK_RUNNER_NAME } from '../../../lib/network/topology.ts';
 import { CONNTRACK_READ_SCRIPT, DATAPATH_SCRIPT } from '../../../lib/runner/network/host-output.ts';
 import {
   ciliumCommandJob,
