@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CACHE_AWARE_DEFAULTS } from '../study/router-defaults.ts';
+import { ClusterSchema, clusterProblems } from './cluster.ts';
 import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
 import { NetworkSchema } from './network.ts';
@@ -372,9 +373,17 @@ export const LabConfigSchema = z
     study: StudySchema,
     runner: RunnerSchema,
     network: NetworkSchema,
+    cluster: ClusterSchema,
   })
   // Cross-field rules run even when a field failed its own schema, so every problem shows at once.
-  .superRefine(crossCheck, { when: () => true });
+  .superRefine(
+    (config, ctx) => {
+      crossCheck(config, ctx);
+      for (const { path, message, input } of clusterProblems(config))
+        ctx.addIssue({ code: 'custom', path, message, input });
+    },
+    { when: () => true },
+  );
 
 export type LabConfig = z.output<typeof LabConfigSchema>;
 export type LabConfigInput = z.input<typeof LabConfigSchema>;

@@ -1,4 +1,5 @@
 import { cachePressure } from '../study/workload.ts';
+import { clusterWarnings } from './cluster.ts';
 import { networkWarnings } from './network-rules.ts';
 import type { LabConfig } from './schema.ts';
 
@@ -8,6 +9,10 @@ import type { LabConfig } from './schema.ts';
  */
 export function configWarnings(config: LabConfig): string[] {
   if (config.lab === 'network') return networkWarnings(config.network);
+  return [...workloadWarnings(config), ...clusterWarnings(config)];
+}
+
+function workloadWarnings(config: LabConfig): string[] {
   const { workload, vllm } = config;
   if (vllm.replicas < 2) {
     return [
