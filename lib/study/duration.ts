@@ -124,6 +124,8 @@ export function estimateStudy(
   config: LabConfig,
   plan: StudyPlan,
   overheads: RunOverheads = DEFAULT_RUN_OVERHEADS,
+  /** Hourly cost of every host the study runs on (the GPU host and its agents). */
+  pricePerHourUsd: number = config.instance.pricePerHourUsd,
 ): StudyEstimate {
   const arms = new Map(studyArms(config).map((arm) => [arm.id, arm]));
   const engine = planEngine(config);
@@ -159,7 +161,6 @@ export function estimateStudy(
     totalSeconds += longest.loadSeconds + longest.overheadSeconds;
   }
   const serialSeconds = runs.reduce((sum, r) => sum + r.loadSeconds + r.overheadSeconds, 0);
-  const pricePerHourUsd = config.instance.pricePerHourUsd;
   return {
     runs,
     groups,

@@ -1,4 +1,3 @@
-import { NVIDIA_RUNTIME_CLASS } from '../../study/topology.ts';
 import { fieldPath, record } from '../manifest.ts';
 import { type ContainerRef, type PodTemplate, type Testbed, unique } from '../testbed.ts';
 import { type Violation, violation } from '../violation.ts';
@@ -14,14 +13,11 @@ interface GpuPod {
 }
 
 /**
- * Lesson 1: every pod that needs a GPU runs with the GPU RuntimeClass (`nvidia` unless the
- * configuration names another, `placement.gpuNodes.runtimeClassName`). With none configured the
+ * Lesson 1: every pod that needs a GPU runs with the GPU RuntimeClass the configuration
+ * names (`placement.gpuNodes.runtimeClassName`, `nvidia` by default: the one K3s registers). With none configured the
  * node's default runtime injects the GPUs (EKS GPU AMIs) and there is nothing to check here.
  */
-export function runtimeClassOnGpuPods(
-  testbed: Testbed,
-  expected: string | undefined = NVIDIA_RUNTIME_CLASS,
-): Violation[] {
+export function runtimeClassOnGpuPods(testbed: Testbed, expected: string | undefined): Violation[] {
   if (expected === undefined) return [];
   const pods: GpuPod[] = [
     ...unique(testbed.servers.map((ref) => ref.pod)).map((pod) => ({
