@@ -221,6 +221,19 @@ export function clusterNodeRoles(config: LabConfig): NodeRole[] {
   return clusterHasCpuNode(config) ? ['gpu', 'cpu'] : ['gpu'];
 }
 
+/**
+ * vCPUs and memory of every host together (the host alone without agents): what the resource
+ * budget is held against, as the pods spread over the hosts.
+ */
+export function clusterCapacity(config: LabConfig): { vcpus: number; memoryGiB: number } {
+  const hosts = knownClusterNodes(config);
+  if (hosts.length <= 1) return { vcpus: config.instance.vcpus, memoryGiB: config.instance.memoryGiB };
+  return {
+    vcpus: hosts.reduce((sum, node) => sum + node.vcpus, 0),
+    memoryGiB: hosts.reduce((sum, node) => sum + node.memoryGiB, 0),
+  };
+}
+
 /** The placement of every lab pod in the cluster this configuration describes. */
 export function labPlacement(config: LabConfig): LabPlacement {
   return resolvePlacement(config.placement, clusterHasCpuNode(config));

@@ -14,7 +14,13 @@ import {
   resourceBudget,
 } from '../study/resources.ts';
 import { networkProblems } from './network-rules.ts';
-import { gpuWhereabouts, knownClusterNodes, placementProblems, replicaGpuCount } from './placement.ts';
+import {
+  clusterCapacity,
+  gpuWhereabouts,
+  knownClusterNodes,
+  placementProblems,
+  replicaGpuCount,
+} from './placement.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -182,13 +188,7 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
   if (gpusFit && armsKnown && [instance.vcpus, instance.memoryGiB, vllm.replicas].every(isInt)) {
     // With agents the pods spread over every host: the budget is against the cluster's sum.
     const hosts = nodes.length > 1 ? nodes : [];
-    const capacity =
-      hosts.length > 0
-        ? {
-            vcpus: hosts.reduce((sum, node) => sum + node.vcpus, 0),
-            memoryGiB: hosts.reduce((sum, node) => sum + node.memoryGiB, 0),
-          }
-        : { vcpus: instance.vcpus, memoryGiB: instance.memoryGiB };
+    const capacity = clusterCapacity(config);
     const holder = hosts.length > 0 ? `the cluster's ${hosts.length} hosts have` : `${instance.type} has`;
     const budget = budgetOf(config, capacity);
     if (budget && !budget.fits) {
