@@ -195,6 +195,12 @@ export interface GpuHostProps {
   readonly config: LabConfig;
   /** Where the host syncs study results; the role may write only under the stack's prefix. */
   readonly resultsBucket: s3.IBucket;
+  /**
+   * Deploy-time inputs of the launcher (with agents: the agent token's secret ARN).
+   *
+   * @default - none
+   */
+  readonly environment?: Readonly<Record<string, string>>;
 }
 
 /** The LLM-gateway lab's GPU host: the whole cluster folder and the GPU bootstrap, results under the stack's prefix. */
@@ -208,6 +214,7 @@ export class GpuHost extends LabHost {
       writeBootstrap: (dir) => writeBootstrapFolder(config, dir),
       resultsBucket,
       resultsPrefix: `${Stack.of(scope).stackName}/`,
+      ...(props.environment ? { environment: props.environment } : {}),
     });
   }
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { minimumReadyTimeoutMinutes, WAIT_FOR_AGENTS_MINUTES } from '../aws/bootstrap/budgets.ts';
 import { type OnDemandQuota, onDemandQuotaFor } from '../aws/instances.ts';
 
 /**
@@ -224,6 +225,7 @@ export interface ClusterProblem {
 export function clusterProblems(config: {
   readonly lab?: unknown;
   readonly cluster?: Partial<ClusterConfig>;
+  readonly instance?: { readonly readyTimeoutMinutes?: unknown };
 }): ClusterProblem[] {
   const agents = config.cluster?.agents;
   if (!Array.isArray(agents)) return [];
@@ -238,6 +240,16 @@ export function clusterProblems(config: {
     ];
   }
   const problems: ClusterProblem[] = [];
+  // The server waits for its agents within the same WaitCondition time (lib/aws/bootstrap/budgets.ts).
+  const ready = config.instance?.readyTimeoutMinutes;
+  const least = minimumReadyTimeoutMinutes(true);
+  if (agents.length > 0 && typeof ready === 'number' && Number.isInteger(ready) && ready < least) {
+    problems.push({
+      path: ['instance', 'readyTimeoutMinutes'],
+      input: ready,
+      message: `must be at least ${least} with cluster.agents, got ${ready}: the server's bootstrap also waits up to ${WAIT_FOR_AGENTS_MINUTES} minutes for its agents to join and fill their model caches`,
+    });
+  }
   const seen = new Set<string>();
   agents.forEach((agent: ClusterAgent, i) => {
     if (typeof agent?.name === 'string') {
