@@ -28,7 +28,7 @@ wait_for_agents() {
   local server_id
   server_id=$(this_instance_id) || die "the instance metadata service did not give this server's instance id (IMDSv2)"
   log "waiting for ${#AGENT_HOSTS[@]} agent(s): ${AGENT_HOSTS[*]}"
-  if ! wait_until "$(budget_left)" agents_ready "$server_id"; then
+  if ! wait_until "$(wait_limit)" agents_ready "$server_id"; then
     kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL" || true
     die "not ready: $(pending_agents "$server_id") (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
   fi
@@ -37,6 +37,15 @@ wait_for_agents() {
 }
 
 agents_ready() { [ -z "$(pending_agents "$1")" ]; }
+
+# The step's budget less a margin (half, at most 30 s) to name what is missing before the
+# watchdog ends the step with no more than "over budget".
+wait_limit() {
+  local left margin
+  left=$(budget_left)
+  margin=$((left / 2 < 30 ? left / 2 : 30))
+  printf '%s\n' "$((left - margin))"
+}
 
 # What keeps each agent from being ready, "" when nothing does.
 pending_agents() {
@@ -78,7 +87,7 @@ wait_for_agent_gpus() {
   for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
     host=${AGENT_HOSTS[$i]}
     if ((AGENT_GPUS[i] == 0)); then continue; fi
-    if ! wait_until "$(budget_left)" agent_gpus_allocatable "$host" "${AGENT_GPUS[$i]}"; then
+    if ! wait_until "$(wait_limit)" agent_gpus_allocatable "$host" "${AGENT_GPUS[$i]}"; then
       kubectl -n kube-system get pods -o wide || true
       die "agent $host reports '$(node_gpus "$host")' allocatable nvidia.com/gpu, expected ${AGENT_GPUS[$i]} (the NVIDIA device plugin's pod on that node, kube-system)"
     fi
@@ -113,7 +122,7 @@ join_cluster() {
     INSTALL_K3S_EXEC="$K3S_AGENT_EXEC --node-name $NODE_NAME" within_budget sh "$WORK_DIR/k3s-install.sh"
   k3s --version
   systemctl start --no-block "$AGENT_SERVICE"
-  if ! wait_until "$(budget_left)" agent_joined; then
+  if ! wait_until "$(wait_limit)" agent_joined; then
     die "node $NODE_NAME did not join the K3s server at $LAB_SERVER_URL within the step's budget; $AGENT_SERVICE journal: $(join_failure_cause)"
   fi
   log "node $NODE_NAME joined $LAB_SERVER_URL and is Ready"
