@@ -1,10 +1,11 @@
 import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
+import { labPlacement, type NodePool } from '../lib/config/placement.ts';
 import type { LabConfig, RouterVariant } from '../lib/config/schema.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { MODEL_CACHE_HOST_PATH, ROUTER_PORT, replicaUrls, routerName } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, containerResources, port, rootContainerSecurity } from './common.ts';
+import { COMPONENT_LABEL, containerResources, podPlacement, port, rootContainerSecurity } from './common.ts';
 
 /** Prometheus port of vllm-router (its default; only the host is overridden). */
 export const ROUTER_METRICS_PORT = 29000;
@@ -49,6 +50,11 @@ export interface RouterArmProps {
   readonly version: string;
   /** Stable replica URLs (headless Service DNS), never the kube-proxy Service. */
   readonly workerUrls: readonly string[];
+  /**
+   * Nodes the pod may run on (nodeSelector and tolerations).
+   * @default - any node
+   */
+  readonly nodePool?: NodePool;
 }
 
 /** Flags of the cache_aware thresholds that are set on a variant, in a fixed order. */
@@ -117,6 +123,7 @@ export class RouterArm extends Construct {
         template: {
           metadata: { labels: { ...selector, [COMPONENT_LABEL]: 'router' } },
           spec: {
+            ...(props.nodePool ? podPlacement(props.nodePool) : {}),
             containers: [
               {
                 name: 'router',
@@ -190,6 +197,7 @@ export class RoutersChart extends Chart {
         image: config.router.image,
         version: config.router.version,
         workerUrls: replicaUrls(config, 'standard'),
+        nodePool: labPlacement(config).frontEnds,
       });
     }
   }

@@ -4,6 +4,7 @@ import { ClusterSchema, clusterProblems } from './cluster.ts';
 import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
 import { NetworkSchema } from './network.ts';
+import { PlacementSchema } from './placement.ts';
 import { crossCheck } from './rules.ts';
 
 /**
@@ -251,8 +252,10 @@ const WorkloadSchema = z
       .describe('Tokens the chat template adds to each request (2,186 looked up = 2,048 + 128 + 10)'),
     partitionSeeds: z
       .array(z.number().int().nonnegative())
-      .default([42, 4242])
-      .describe('Seed of each replica in the ideal-partition run; one per replica'),
+      .optional()
+      .describe(
+        'Seed of each replica in the ideal-partition run, one per replica; absent: workload.seed + 4200 x replica (42, 4242, 8442, ...)',
+      ),
   })
   .prefault({});
 
@@ -372,6 +375,7 @@ export const LabConfigSchema = z
     workload: WorkloadSchema,
     study: StudySchema,
     runner: RunnerSchema,
+    placement: PlacementSchema,
     network: NetworkSchema,
     cluster: ClusterSchema,
   })

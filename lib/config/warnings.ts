@@ -1,6 +1,7 @@
 import { cachePressure } from '../study/workload.ts';
 import { clusterWarnings } from './cluster.ts';
 import { networkWarnings } from './network-rules.ts';
+import { placementWarnings } from './placement.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -9,7 +10,7 @@ import type { LabConfig } from './schema.ts';
  */
 export function configWarnings(config: LabConfig): string[] {
   if (config.lab === 'network') return networkWarnings(config.network);
-  return [...workloadWarnings(config), ...clusterWarnings(config)];
+  return [...workloadWarnings(config), ...clusterWarnings(config), ...placementWarnings(config)];
 }
 
 function workloadWarnings(config: LabConfig): string[] {

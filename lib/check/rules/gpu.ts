@@ -1,3 +1,4 @@
+import { NVIDIA_RUNTIME_CLASS } from '../../study/topology.ts';
 import { fieldPath, record } from '../manifest.ts';
 import { type ContainerRef, type PodTemplate, type Testbed, unique } from '../testbed.ts';
 import { type Violation, violation } from '../violation.ts';
@@ -12,8 +13,16 @@ interface GpuPod {
   readonly why: string;
 }
 
-/** Lesson 1: every pod that needs a GPU runs with the nvidia RuntimeClass. */
-export function runtimeClassOnGpuPods(testbed: Testbed): Violation[] {
+/**
+ * Lesson 1: every pod that needs a GPU runs with the GPU RuntimeClass (`nvidia` unless the
+ * configuration names another, `placement.gpuNodes.runtimeClassName`). With none configured the
+ * node's default runtime injects the GPUs (EKS GPU AMIs) and there is nothing to check here.
+ */
+export function runtimeClassOnGpuPods(
+  testbed: Testbed,
+  expected: string | undefined = NVIDIA_RUNTIME_CLASS,
+): Violation[] {
+  if (expected === undefined) return [];
   const pods: GpuPod[] = [
     ...unique(testbed.servers.map((ref) => ref.pod)).map((pod) => ({
       pod,
@@ -33,10 +42,15 @@ export function runtimeClassOnGpuPods(testbed: Testbed): Violation[] {
   ];
   return pods.flatMap(({ pod, what, why }) => {
     const runtimeClass = pod.spec.runtimeClassName;
-    if (runtimeClass === 'nvidia') return [];
+    if (runtimeClass === expected) return [];
     const actual = runtimeClass === undefined ? 'is not set' : `is ${JSON.stringify(runtimeClass)}`;
     return [
-      violation(pod.object, `${pod.path}.runtimeClassName`, 1, `${actual}; ${what} needs "nvidia": ${why}`),
+      violation(
+        pod.object,
+        `${pod.path}.runtimeClassName`,
+        1,
+        `${actual}; ${what} needs "${expected}": ${why}`,
+      ),
     ];
   });
 }
