@@ -3,7 +3,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LabStack } from '../../lib/aws/lab-stack.ts';
-import { parseLabConfig } from '../../lib/config/load.ts';
+import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { ControlTowerChecks } from './control-tower.ts';
 
 /** Issue 17's cluster: the GPU host as server, two GPU agents and one CPU agent. */
@@ -175,6 +175,22 @@ describe('LabStack with K3s agents (issue 17)', () => {
     );
     expect(outputs.ClusterCostPerHour?.Value).toBe(
       '6.92 USD/hour on demand for 4 hosts (g6.12xlarge + g6.xlarge + g6.xlarge + c7i.4xlarge, instances only)',
+    );
+  });
+
+  it('synthesizes the tracked example, examples/multi-node.yaml, offline', () => {
+    const file = new URL('../../examples/multi-node.yaml', import.meta.url).pathname;
+    const { config: example } = loadLabConfig({ file });
+    const t = Template.fromStack(new LabStack(new App(), example.stackName, { config: example }));
+    const launches = Object.keys(t.findResources('Custom::CapacityLaunch')).map((id) =>
+      id.replace(/Launch.*$/, ''),
+    );
+    expect(launches.sort()).toEqual(['AgentCpu1', 'AgentGpu1', 'AgentGpu2', 'Capacity']);
+    t.resourceCountIs('AWS::SecretsManager::Secret', 1);
+    t.resourceCountIs('AWS::EC2::SecurityGroupIngress', 1);
+    const outputs = t.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(outputs.ClusterCostPerHour?.Value).toBe(
+      '14.52 USD/hour on demand for 4 hosts (g6.12xlarge + g6.12xlarge + g6.12xlarge + c7i.4xlarge, instances only)',
     );
   });
 

@@ -2,6 +2,7 @@ import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { agentNodes, type ClusterNode, type NodeRole, SERVER_HOST } from '../../config/cluster.ts';
+import { NODE_ROLE_LABEL } from '../../config/placement.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
 import { HOST_FILE, STATUS_FILE, STUDIES_DIR } from '../../runner/layout.ts';
@@ -46,11 +47,11 @@ export const K3S_EXEC = '--write-kubeconfig-mode 644 --disable traefik';
 
 /**
  * Node labels every host of the LLM-gateway lab registers with (`--node-label`): its role, which
- * placement selects on, and its host name among the cluster's hosts, which the bootstrap finds each
- * node by. The same literal strings as lib/config/placement.ts (NODE_ROLE_LABEL), which the
- * charts' node selectors use; kept here too so that the bootstrap does not depend on the charts.
+ * the charts' node selectors use (NODE_ROLE_LABEL of lib/config/placement.ts; the shell steps use
+ * the same literal through settings.env), and its host name among the cluster's hosts, which the
+ * bootstrap finds each node by.
  */
-export const NODE_ROLE_LABEL = 'llm-gateway-lab/node-role';
+export { NODE_ROLE_LABEL };
 export const HOST_LABEL = 'llm-gateway-lab/host';
 
 /** `--node-label` flags of one host. */
