@@ -58,7 +58,11 @@ const AgentSchema = z.strictObject({
       description: 'Agent name; its hosts are <name>-1 .. <name>-<count> (construct ids, stack outputs)',
       allowed: 'DNS-1123 label (a-z, 0-9, "-"; at most 40)',
     }),
-  role: z.enum(NODE_ROLES).describe('gpu: runs replicas (one per GPU); cpu: runs clients and front ends'),
+  role: z
+    .enum(NODE_ROLES)
+    .describe(
+      'gpu: runs replicas (one per GPU); cpu: runs the front ends (placement.frontEnds), never a replica',
+    ),
   count: z
     .number()
     .int('must be a whole number of hosts')
