@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { minimumReadyTimeoutMinutes, WAIT_FOR_AGENTS_MINUTES } from '../aws/bootstrap/budgets.ts';
 import { type OnDemandQuota, onDemandQuotaFor } from '../aws/instances.ts';
 
 /**
@@ -57,7 +58,11 @@ const AgentSchema = z.strictObject({
       description: 'Agent name; its hosts are <name>-1 .. <name>-<count> (construct ids, stack outputs)',
       allowed: 'DNS-1123 label (a-z, 0-9, "-"; at most 40)',
     }),
-  role: z.enum(NODE_ROLES).describe('gpu: runs replicas (one per GPU); cpu: runs clients and front ends'),
+  role: z
+    .enum(NODE_ROLES)
+    .describe(
+      'gpu: runs replicas (one per GPU); cpu: runs the front ends (placement.frontEnds), never a replica',
+    ),
   count: z
     .number()
     .int('must be a whole number of hosts')
@@ -224,6 +229,7 @@ export interface ClusterProblem {
 export function clusterProblems(config: {
   readonly lab?: unknown;
   readonly cluster?: Partial<ClusterConfig>;
+  readonly instance?: { readonly readyTimeoutMinutes?: unknown };
 }): ClusterProblem[] {
   const agents = config.cluster?.agents;
   if (!Array.isArray(agents)) return [];
@@ -238,6 +244,16 @@ export function clusterProblems(config: {
     ];
   }
   const problems: ClusterProblem[] = [];
+  // The server waits for its agents within the same WaitCondition time (lib/aws/bootstrap/budgets.ts).
+  const ready = config.instance?.readyTimeoutMinutes;
+  const least = minimumReadyTimeoutMinutes(true);
+  if (agents.length > 0 && typeof ready === 'number' && Number.isInteger(ready) && ready < least) {
+    problems.push({
+      path: ['instance', 'readyTimeoutMinutes'],
+      input: ready,
+      message: `must be at least ${least} with cluster.agents, got ${ready}: the server's bootstrap also waits up to ${WAIT_FOR_AGENTS_MINUTES} minutes for its agents to join and fill their model caches`,
+    });
+  }
   const seen = new Set<string>();
   agents.forEach((agent: ClusterAgent, i) => {
     if (typeof agent?.name === 'string') {

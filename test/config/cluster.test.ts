@@ -13,7 +13,12 @@ const TWO_GPU_ONE_CPU = [
   { name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.xlarge' },
   { name: 'client', role: 'cpu', instanceType: 'c7i.4xlarge' },
 ];
-const withAgents = (agents: unknown[], extra: object = {}) => ({ cluster: { agents }, ...extra });
+/** Agents need the longer ready timeout (the server waits for them): 60 minutes here. */
+const withAgents = (agents: unknown[], extra: object = {}) => ({
+  cluster: { agents },
+  instance: { readyTimeoutMinutes: 60 },
+  ...extra,
+});
 
 describe('cluster.agents (issue 17)', () => {
   it('is empty by default: the cluster is the one GPU host', () => {
@@ -108,6 +113,15 @@ describe('cluster.agents (issue 17)', () => {
       'cluster.agents[0].instanceType = "g5.xlarge": "g5.xlarge" is not in the instance table (g6.xlarge, g6.2xlarge, g6.4xlarge, g6.8xlarge, g6.12xlarge, g6.24xlarge, g6.48xlarge, c7i.xlarge, c7i.2xlarge, c7i.4xlarge, c7i.8xlarge, m7i.xlarge, m7i.2xlarge, m7i.4xlarge); give gpus, vcpus, memoryGiB and pricePerHourUsd for it; missing: vcpus, memoryGiB, pricePerHourUsd',
     ]);
     expect(problems(withAgents([{ name: 'Gpu', role: 'tpu', instanceType: 'g6.xlarge' }]))).toHaveLength(2);
+  });
+
+  it("needs a ready timeout that holds the server's wait for its agents", () => {
+    expect(problems({ cluster: { agents: TWO_GPU_ONE_CPU } })).toEqual([
+      "instance.readyTimeoutMinutes = 45: must be at least 53 with cluster.agents, got 45: the server's bootstrap also waits up to 8 minutes for its agents to join and fill their model caches",
+    ]);
+    expect(problems({ cluster: { agents: TWO_GPU_ONE_CPU }, instance: { readyTimeoutMinutes: 53 } })).toEqual(
+      [],
+    );
   });
 
   it('warns when a cpu agent runs on a GPU type (its GPUs are paid for and unused)', () => {
