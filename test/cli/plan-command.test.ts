@@ -74,7 +74,7 @@ describe('lab plan --replicas (issue 17)', () => {
       const run = runLabCli(['plan', '--json', '--replicas', String(replicas)]);
       expect(run.code).toBe(0);
       const json = JSON.parse(run.stdout);
-        expect(json.policies['ideal-partition'].perReplica).toHaveLength(replicas);
+      expect(json.policies['ideal-partition'].perReplica).toHaveLength(replicas);
       expect(json.policies['ideal-partition'].requestsPerReplica).toEqual(
         Array(replicas).fill(1024 / replicas),
       );
