@@ -9,7 +9,10 @@ const ROLE = 'llm-gateway-lab/node-role';
 /** The placement of a cluster with a CPU agent: front ends on the CPU node. */
 const withCpuNode = {
   placement: labPlacement(
-    parseLabConfig({ cluster: { agents: [{ name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' }] } }),
+    parseLabConfig({
+      instance: { readyTimeoutMinutes: 60 },
+      cluster: { agents: [{ name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' }] },
+    }),
   ),
   clusterRoles: ['gpu', 'cpu'] as const,
 };

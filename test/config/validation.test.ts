@@ -4,6 +4,9 @@ import { parseLabConfig } from '../../lib/config/load.ts';
 import { configWarnings } from '../../lib/config/warnings.ts';
 import { problems } from './problems.ts';
 
+/** The ready timeout a cluster with agents needs (the server waits for them too). */
+const READY = { readyTimeoutMinutes: 60 };
+
 describe('LabConfig validation', () => {
   it('accepts the defaults and a partial override', () => {
     expect(problems({})).toEqual([]);
@@ -24,18 +27,18 @@ describe('LabConfig validation', () => {
       { name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' },
     ];
     // The GPU agents add theirs; a CPU agent adds none.
-    expect(problems({ vllm: { replicas: 6 }, cluster: { agents } })).toEqual([]);
-    expect(problems({ vllm: { replicas: 7 }, cluster: { agents } })).toEqual([
+    expect(problems({ vllm: { replicas: 6 }, instance: READY, cluster: { agents } })).toEqual([]);
+    expect(problems({ vllm: { replicas: 7 }, instance: READY, cluster: { agents } })).toEqual([
       'vllm.replicas = 7: each replica needs its own GPU and the cluster has 6 GPU(s) a replica fits beside (server g6.12xlarge: 4, gpu-1..gpu-2 g6.4xlarge: 1 each); allowed: 1 to 6, or add GPU agents (cluster.agents)',
     ]);
   });
 
   it('does not count the GPU of an agent too small for one replica, and warns about it', () => {
     const agents = [{ name: 'small', role: 'gpu', count: 2, instanceType: 'g6.xlarge' }];
-    expect(problems({ vllm: { replicas: 5 }, cluster: { agents } })).toContain(
+    expect(problems({ vllm: { replicas: 5 }, instance: READY, cluster: { agents } })).toContain(
       'vllm.replicas = 5: each replica needs its own GPU and the cluster has 4 GPU(s) a replica fits beside (server g6.12xlarge: 4); allowed: 1 to 4, or add GPU agents (cluster.agents)',
     );
-    expect(configWarnings(parseLabConfig({ cluster: { agents } }))).toContain(
+    expect(configWarnings(parseLabConfig({ instance: READY, cluster: { agents } }))).toContain(
       'placement: cluster.agents small (g6.xlarge: 4 vCPUs, 16 GiB) runs no replica: a vLLM replica requests 4 CPUs and 32Gi (lib/study/resources.ts), more than the host has, so its GPU is paid for but idle; use a larger GPU type (e.g. g6.4xlarge)',
     );
   });

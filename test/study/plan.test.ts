@@ -241,7 +241,9 @@ describe('study.repeats', () => {
 });
 
 describe('the study for 4 and 8 replicas (issue 17)', () => {
+  // The server's bootstrap waits for its agents too: a cluster needs the longer ready timeout.
   const eightGpuAgents = {
+    instance: { readyTimeoutMinutes: 60 },
     cluster: { agents: [{ name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.12xlarge' }] },
   };
 
