@@ -107,6 +107,9 @@ const GpuNodesSchema = z
       'gpu',
       'e.g. key nvidia.com/gpu, operator Exists: EKS GPU node groups are often tainted so',
     ),
+    // K3s registers RuntimeClass `nvidia` over a runc default; the EKS accelerated AMI instead
+    // makes nvidia containerd's default runtime (amazon-eks-ami nodeadm/internal/containerd/
+    // runtime_config_nvidia.go, nvidiaRuntimeConfigMixin.Apply) and creates no RuntimeClass.
     runtimeClassName: z
       .union([
         z
