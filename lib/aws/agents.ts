@@ -15,7 +15,7 @@ import {
 } from './bootstrap/agent.ts';
 import { AGENT_TOKEN_SECRET_VARIABLE } from './bootstrap/bootstrap.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
-import { type HostInstanceSettings, LabHost } from './gpu-host.ts';
+import { type HostInstanceSettings, hostConstructId, LabHost } from './gpu-host.ts';
 
 /**
  * The K3s agents of the LLM-gateway lab (issue 17): the agent token every host of the cluster
@@ -25,10 +25,7 @@ import { type HostInstanceSettings, LabHost } from './gpu-host.ts';
 
 /** `gpu-1` -> `AgentGpu1`: construct ids and output names of an agent host. */
 export function agentConstructId(name: string): string {
-  return `Agent${name
-    .split('-')
-    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
-    .join('')}`;
+  return hostConstructId('Agent', name);
 }
 
 /** What the agents need from the server: its launch (AZ, private IP, id) and its generation. */

@@ -15,6 +15,14 @@ import { renderLauncher, writeBootstrapFolder } from './bootstrap/index.ts';
 /** CDK context key whose new value makes the next deploy launch a fresh host. */
 export const RELAUNCH_CONTEXT_KEY = 'relaunch';
 
+/** `('Cell', 'dp-cilium')` -> `CellDpCilium`: construct ids and output names of one named host. */
+export function hostConstructId(prefix: string, name: string): string {
+  return `${prefix}${name
+    .split('-')
+    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
+    .join('')}`;
+}
+
 /** The instance settings a host is launched and identified with (GPU host or network-lab cell). */
 export interface HostInstanceSettings {
   readonly type: string;

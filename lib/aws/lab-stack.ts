@@ -22,7 +22,7 @@ import { AGENT_TOKEN_SECRET_VARIABLE, LOG_OBJECT } from './bootstrap/bootstrap.t
 import { writeCellBootstrapFolder } from './bootstrap/cell.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import type { OnDemandQuota } from './capacity-launch/launch.ts';
-import { GpuHost, type HostInstanceSettings, LabHost } from './gpu-host.ts';
+import { GpuHost, type HostInstanceSettings, hostConstructId, LabHost } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
 import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
 
@@ -48,10 +48,7 @@ export function cellInstance(config: LabConfig, cell: NetworkCell): HostInstance
 
 /** `dp-cilium` -> `CellDpCilium`: construct ids and output names of a cell. */
 export function cellConstructId(name: string): string {
-  return `Cell${name
-    .split('-')
-    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
-    .join('')}`;
+  return hostConstructId('Cell', name);
 }
 
 /** Days a replaced or deleted result file is kept as a noncurrent version of the results bucket. */
@@ -228,26 +225,17 @@ export class LabStack extends Stack {
   ): void {
     const { instance } = config.network;
     const type = cellInstance(config, cell).type;
-    const output = (name: string, value: string, description: string) =>
-      new CfnOutput(this, `${id}${name}`, { value, description: `Cell ${cell.name}: ${description}` });
-    output('InstanceId', launch.instanceId, `its host (${cell.datapath}, mesh ${cell.mesh})`);
-    output('AvailabilityZone', launch.availabilityZone, 'where capacity was found');
-    output('InstanceType', launch.instanceType, 'the type that launched');
-    output('LaunchAttempts', launch.attemptLog, 'every Availability Zone tried, and why it failed');
-    output(
-      'ConnectCommand',
-      `aws ssm start-session --region ${this.region} --target ${launch.instanceId}`,
-      'a shell on the host (SSM Session Manager; no SSH, no inbound rule)',
+    const output = this.addHostOutputs(
+      id,
+      `Cell ${cell.name} (${cell.datapath}, mesh ${cell.mesh})`,
+      launch,
+      `${cell.name}/`,
     );
+    output('InstanceType', launch.instanceType, 'the type that launched');
     output(
       'ResultsLocation',
       `s3://${this.resultsBucket.bucketName}/${this.stackName}/${cell.name}/`,
       'where the host syncs results',
-    );
-    output(
-      'BootstrapLog',
-      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${cell.name}/${LOG_OBJECT}`,
-      'the bootstrap log, uploaded every few minutes',
     );
     output(
       'EstimatedCostPerHour',
@@ -262,13 +250,16 @@ export class LabStack extends Stack {
     output('ReadyReport', Token.asString(ready.attrData), 'what the bootstrap reported: the datapath proof');
   }
 
-  private addAgentOutputs(config: LabConfig, agent: AgentHostParts): void {
-    const { node, id, launch, ready } = agent;
+  /**
+   * The outputs every named host has (a network-lab cell, a K3s agent): its instance, AZ, launch
+   * attempts, a shell and its bootstrap log. Returns the writer of the host's further outputs.
+   */
+  private addHostOutputs(id: string, who: string, launch: CapacityLaunch, resultsSubdir: string) {
     const output = (name: string, value: string, description: string) =>
-      new CfnOutput(this, `${id}${name}`, { value, description: `Agent ${node.name}: ${description}` });
-    output('InstanceId', launch.instanceId, `its host (${node.role} node, ${node.instanceType})`);
-    output('AvailabilityZone', launch.availabilityZone, "the server's Availability Zone");
-    output('LaunchAttempts', launch.attemptLog, 'every launch attempt, and why it failed');
+      new CfnOutput(this, `${id}${name}`, { value, description: `${who}: ${description}` });
+    output('InstanceId', launch.instanceId, 'its host');
+    output('AvailabilityZone', launch.availabilityZone, 'where capacity was found');
+    output('LaunchAttempts', launch.attemptLog, 'every Availability Zone tried, and why it failed');
     output(
       'ConnectCommand',
       `aws ssm start-session --region ${this.region} --target ${launch.instanceId}`,
@@ -276,8 +267,19 @@ export class LabStack extends Stack {
     );
     output(
       'BootstrapLog',
-      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${agentResultsSubdir(node.name)}${LOG_OBJECT}`,
+      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${resultsSubdir}${LOG_OBJECT}`,
       'the bootstrap log, uploaded every few minutes',
+    );
+    return output;
+  }
+
+  private addAgentOutputs(config: LabConfig, agent: AgentHostParts): void {
+    const { node, id, launch, ready } = agent;
+    const output = this.addHostOutputs(
+      id,
+      `Agent ${node.name} (${node.role} node, ${node.instanceType}, in the server's Availability Zone)`,
+      launch,
+      agentResultsSubdir(node.name),
     );
     output(
       'EstimatedCostPerHour',
