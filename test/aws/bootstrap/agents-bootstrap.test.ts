@@ -155,7 +155,7 @@ describe('the server of a cluster with agents, rehearsed', () => {
       `aws secretsmanager get-secret-value --region us-west-2 --secret-id ${SECRET} --query SecretString --output text`,
     );
     const tokenFile = box.path('/opt/lab/agent-token');
-    expect(readFileSync(tokenFile, 'utf8')).toBe('fake-agent-token\n');
+    expect(readFileSync(tokenFile, 'utf8')).toBe('fake-agent-token');
     expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
     expect(index(/^k3s-install .*--agent-token-file .*\/opt\/lab\/agent-token$/)).toBeGreaterThan(
       index(/^aws secretsmanager get-secret-value/),

@@ -15,9 +15,10 @@ fetch_agent_token() {
     --query SecretString --output text 2>"$WORK_DIR/agent-token.err") ||
     die "cannot read the K3s agent token from Secrets Manager ($LAB_AGENT_TOKEN_SECRET): $(head -c 300 "$WORK_DIR/agent-token.err")"
   if [ -z "$token" ] || [ "$token" = None ]; then die "the K3s agent token in $LAB_AGENT_TOKEN_SECRET is empty"; fi
+  # The exact token, no newline: nothing depends on the reader trimming it.
   (
     umask 077
-    printf '%s\n' "$token" >"$AGENT_TOKEN_FILE"
+    printf '%s' "$token" >"$AGENT_TOKEN_FILE"
   )
   log "agent token read from Secrets Manager into $AGENT_TOKEN_FILE (mode 600)"
 }
