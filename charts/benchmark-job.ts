@@ -1,6 +1,7 @@
 import { ApiObject, App, Chart, YamlOutputType } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
+import { labPlacement } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { benchServeArgs, RESULT_DIR } from '../lib/study/benchmark.ts';
 import type { BenchmarkSpec, StudyPlan } from '../lib/study/plan.ts';
@@ -9,11 +10,12 @@ import {
   COMPONENT_LABEL,
   containerResources,
   envVars,
+  gpuRuntime,
   labLabels,
   MODEL_CACHE_MOUNT,
   modelCacheMount,
   modelCacheVolume,
-  NVIDIA_RUNTIME_CLASS,
+  podPlacement,
   RESULTS_HOST_PATH,
 } from './common.ts';
 
@@ -54,6 +56,7 @@ export function benchmarkResultHostPath(spec: Pick<BenchmarkSpec, 'id'>): string
  */
 export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec): JobManifest {
   const name = benchmarkJobName(spec);
+  const placement = labPlacement(config);
   const labels = { ...labLabels(), [COMPONENT_LABEL]: 'benchmark', [BENCHMARK_LABEL]: spec.id };
   const props: k8s.KubeJobProps = {
     metadata: { name, namespace: config.namespace, labels },
@@ -66,8 +69,10 @@ export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec): JobManifes
           restartPolicy: 'Never',
           // The CLI builds an engine config and dies ("Failed to infer device type") without a
           // visible GPU, yet it must not take one from the replicas: runtime class and env, no
-          // nvidia.com/gpu request.
-          runtimeClassName: NVIDIA_RUNTIME_CLASS,
+          // nvidia.com/gpu request. Hence a GPU node too (vLLM issue 23967); the runner further
+          // pins each Job to its own node, whose results folder it reads (pinToRunnerNode).
+          ...gpuRuntime(placement.gpuRuntimeClass),
+          ...podPlacement(placement.clients),
           containers: [
             {
               name: 'bench',

@@ -1,4 +1,5 @@
 import { k8s } from 'cdk8s-plus-34';
+import type { NodePool } from '../lib/config/placement.ts';
 import type { ContainerRequests } from '../lib/study/resources.ts';
 
 /**
@@ -68,4 +69,20 @@ export function modelCacheMount(): k8s.VolumeMount {
  */
 export function rootContainerSecurity(): k8s.SecurityContext {
   return { runAsNonRoot: false, readOnlyRootFilesystem: false, allowPrivilegeEscalation: false };
+}
+
+/** A pod's nodeSelector and tolerations for a node pool of the configuration (lib/config/placement.ts). */
+export function podPlacement(pool: NodePool): Pick<k8s.PodSpec, 'nodeSelector' | 'tolerations'> {
+  return {
+    nodeSelector: { ...pool.nodeSelector },
+    ...(pool.tolerations.length > 0 ? { tolerations: pool.tolerations.map((t) => ({ ...t })) } : {}),
+  };
+}
+
+/**
+ * `runtimeClassName` of a pod that uses a GPU: the configured RuntimeClass, or none where the
+ * node's default runtime is already NVIDIA's (`placement.gpuNodes.runtimeClassName: null`).
+ */
+export function gpuRuntime(runtimeClass: string | null | undefined): Pick<k8s.PodSpec, 'runtimeClassName'> {
+  return runtimeClass ? { runtimeClassName: runtimeClass } : {};
 }

@@ -3,6 +3,7 @@ import { type ApiObject, Chart, type ChartProps, JsonPatch } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import { stringify } from 'yaml';
+import { labPlacement, type NodePool } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { Arm } from '../lib/study/arms.ts';
 import { studyFrontEnds } from '../lib/study/arms.ts';
@@ -15,7 +16,14 @@ import {
   replicaSetName,
   VLLM_PORT,
 } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, containerResources, MODEL_CACHE_MOUNT, modelCacheVolume, port } from './common.ts';
+import {
+  COMPONENT_LABEL,
+  containerResources,
+  MODEL_CACHE_MOUNT,
+  modelCacheVolume,
+  podPlacement,
+  port,
+} from './common.ts';
 import {
   type EndpointPickerConfig,
   gaieSchedulerConfig,
@@ -146,6 +154,11 @@ export interface EndpointPickerProps {
    * @default - no tokenizer folder
    */
   readonly tokenizerSeed?: TokenizerSeed;
+  /**
+   * Nodes the pod may run on (nodeSelector and tolerations).
+   * @default - any node
+   */
+  readonly nodePool?: NodePool;
 }
 
 /** The EPP's command line (lab-spec 3.4); the image's entrypoint is `/epp`. */
@@ -279,6 +292,7 @@ export class EndpointPicker extends Construct {
           },
           spec: {
             serviceAccountName: props.name,
+            ...(props.nodePool ? podPlacement(props.nodePool) : {}),
             terminationGracePeriodSeconds: 30,
             containers: [
               {
@@ -361,12 +375,14 @@ export function endpointPickerArms(config: LabConfig): Arm[] {
 
 /** EndpointPicker props of one EPP-style arm on a replica pair, from the configuration. */
 export function endpointPickerProps(config: LabConfig, arm: Arm, pair = 0): EndpointPickerProps {
+  const placement = labPlacement(config);
   const common = {
     name: eppName(config, arm.frontEndId, pair),
     namespace: config.namespace,
     poolName: inferencePoolName(config, arm.frontEndId, pair),
     poolSelector: { app: replicaSetName(config, arm.servers, pair) },
     targetPort: VLLM_PORT,
+    nodePool: placement.frontEnds,
   };
   switch (arm.frontEndId) {
     case 'epp':
@@ -404,6 +420,8 @@ export function endpointPickerProps(config: LabConfig, arm: Arm, pair = 0): Endp
           weights: config.llmd.weights,
         }),
         kvEventsPort: KV_EVENTS_PORT,
+        // Its tokenizer comes from the model cache, which only the GPU nodes have filled.
+        nodePool: placement.modelCacheReaders,
         // The vLLM image: the host already has it for the replicas. No HF_TOKEN on the EPP: in
         // llm-d-kv-cache-manager v0.3.2 NewCachedHFTokenizer a token replaces the cache-dir option.
         tokenizerSeed: {

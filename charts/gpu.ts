@@ -1,8 +1,9 @@
 import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
+import type { NodePool } from '../lib/config/placement.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
-import { containerResources, GPU_RESOURCE, NVIDIA_RUNTIME_CLASS } from './common.ts';
+import { containerResources, GPU_RESOURCE, gpuRuntime, NVIDIA_RUNTIME_CLASS } from './common.ts';
 
 /** Where the kubelet expects device plugins to register their sockets. */
 const DEVICE_PLUGIN_DIR = '/var/lib/kubelet/device-plugins';
@@ -15,6 +16,16 @@ export interface NvidiaDevicePluginProps {
    * @default 'nvidia-device-plugin'
    */
   readonly name?: string;
+  /**
+   * RuntimeClass that lets the plugin see the GPUs; null where the node's default runtime does.
+   * @default 'nvidia'
+   */
+  readonly runtimeClassName?: string | null;
+  /**
+   * The GPU nodes: the plugin runs only there, with their tolerations.
+   * @default - every node that tolerates nothing but nvidia.com/gpu
+   */
+  readonly gpuNodes?: NodePool;
 }
 
 /**
@@ -36,10 +47,16 @@ export class NvidiaDevicePlugin extends Construct {
         template: {
           metadata: { labels: selector },
           spec: {
-            runtimeClassName: NVIDIA_RUNTIME_CLASS,
+            ...gpuRuntime(
+              props.runtimeClassName === undefined ? NVIDIA_RUNTIME_CLASS : props.runtimeClassName,
+            ),
+            ...(props.gpuNodes ? { nodeSelector: { ...props.gpuNodes.nodeSelector } } : {}),
             // A node without this plugin cannot run any replica: evict it last.
             priorityClassName: 'system-node-critical',
-            tolerations: [{ key: GPU_RESOURCE, operator: 'Exists', effect: 'NoSchedule' }],
+            tolerations: [
+              { key: GPU_RESOURCE, operator: 'Exists', effect: 'NoSchedule' },
+              ...(props.gpuNodes?.tolerations ?? []).map((t) => ({ ...t })),
+            ],
             containers: [
               {
                 name: 'device-plugin',
@@ -62,12 +79,26 @@ export class NvidiaDevicePlugin extends Construct {
 export interface GpuPlumbingChartProps extends ChartProps {
   /** Pinned device plugin image. */
   readonly devicePluginImage: string;
+  /**
+   * RuntimeClass of the plugin; null for none.
+   * @default 'nvidia'
+   */
+  readonly runtimeClassName?: string | null;
+  /**
+   * The GPU nodes the plugin runs on.
+   * @default - every node
+   */
+  readonly gpuNodes?: NodePool;
 }
 
 /** GPU plumbing in `kube-system`: applied before anything that requests a GPU. */
 export class GpuPlumbingChart extends Chart {
   constructor(scope: Construct, id: string, props: GpuPlumbingChartProps) {
     super(scope, id, { ...props, namespace: props.namespace ?? 'kube-system' });
-    new NvidiaDevicePlugin(this, 'device-plugin', { image: props.devicePluginImage });
+    new NvidiaDevicePlugin(this, 'device-plugin', {
+      image: props.devicePluginImage,
+      ...(props.runtimeClassName === undefined ? {} : { runtimeClassName: props.runtimeClassName }),
+      ...(props.gpuNodes ? { gpuNodes: props.gpuNodes } : {}),
+    });
   }
 }

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { App, type AppProps, type Chart, Yaml, YamlOutputType } from 'cdk8s';
+import { labPlacement } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { AI_GATEWAY_CONFIG_CHART } from '../lib/prereqs/prerequisites.ts';
 import { AiGatewayChart, AiGatewayConfigChart, aiGatewayEnabled } from './ai-gateway.ts';
@@ -54,7 +55,13 @@ export function buildLabApp(config: LabConfig, props: AppProps = {}): LabApp {
   const inLab = { namespace: config.namespace, labels };
 
   const namespace = new LabNamespace(app, '00-namespace', { name: config.namespace, labels });
-  const gpu = new GpuPlumbingChart(app, '10-gpu', { labels, devicePluginImage: config.devicePlugin.image });
+  const placement = labPlacement(config);
+  const gpu = new GpuPlumbingChart(app, '10-gpu', {
+    labels,
+    devicePluginImage: config.devicePlugin.image,
+    runtimeClassName: placement.gpuRuntimeClass ?? null,
+    gpuNodes: placement.replicas,
+  });
   const servers = new ModelServersChart(app, '20-model-servers', { ...inLab, config });
   servers.addDependency(namespace, gpu);
   const baseline = new KubeProxyBaselineChart(app, '30-baseline', { ...inLab, config });

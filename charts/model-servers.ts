@@ -1,6 +1,7 @@
 import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
+import { labPlacement, type NodePool } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { ServerSet } from '../lib/study/arms.ts';
 import { pairSuffix, studyPairs } from '../lib/study/pairs.ts';
@@ -10,10 +11,12 @@ import {
   COMPONENT_LABEL,
   envVars,
   GPU_RESOURCE,
+  gpuRuntime,
   MODEL_CACHE_MOUNT,
   modelCacheMount,
   modelCacheVolume,
   NVIDIA_RUNTIME_CLASS,
+  podPlacement,
   port,
   quantity,
   rootContainerSecurity,
@@ -72,7 +75,20 @@ export interface ModelServersProps {
    * @default '4Gi'
    */
   readonly shmSize?: string;
+  /**
+   * RuntimeClass that injects the GPU; null where the node's default runtime already does.
+   * @default 'nvidia' (the RuntimeClass K3s registers)
+   */
+  readonly runtimeClassName?: string | null;
+  /**
+   * GPU nodes the replicas may run on (nodeSelector and tolerations).
+   * @default - any node with a free GPU
+   */
+  readonly nodePool?: NodePool;
 }
+
+/** Node label that tells nodes apart, for spreading the replicas over every GPU node. */
+export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
 
 /** Arguments of the vLLM OpenAI server for one replica set (lab-spec 3.1, 3.7). */
 export function vllmServerArgs(props: ModelServersProps): string[] {
@@ -164,7 +180,20 @@ export class ModelServers extends Construct {
           metadata: { labels: { ...this.selector, [COMPONENT_LABEL]: 'model-servers' } },
           spec: {
             // Without it the GPU is requested but not injected into the container.
-            runtimeClassName: NVIDIA_RUNTIME_CLASS,
+            ...gpuRuntime(
+              props.runtimeClassName === undefined ? NVIDIA_RUNTIME_CLASS : props.runtimeClassName,
+            ),
+            ...(props.nodePool ? podPlacement(props.nodePool) : {}),
+            // Use every GPU node: one more replica on a node than on another only when the GPUs
+            // (a hard limit through nvidia.com/gpu) leave no other choice, hence ScheduleAnyway.
+            topologySpreadConstraints: [
+              {
+                maxSkew: 1,
+                topologyKey: HOSTNAME_LABEL,
+                whenUnsatisfiable: 'ScheduleAnyway',
+                labelSelector: { matchLabels: { ...this.selector } },
+              },
+            ],
             terminationGracePeriodSeconds: 30,
             containers: [
               {
@@ -204,6 +233,7 @@ export class ModelServers extends Construct {
 
 /** ModelServers props of a server set, from the configuration. */
 export function modelServersProps(config: LabConfig, servers: ServerSet, pair = 0): ModelServersProps {
+  const placement = labPlacement(config);
   const common = {
     name: replicaSetName(config, servers, pair),
     headlessService: headlessServiceName(config, servers, pair),
@@ -215,6 +245,8 @@ export function modelServersProps(config: LabConfig, servers: ServerSet, pair = 
     gpuMemoryUtilization: config.vllm.gpuMemoryUtilization,
     maxNumBatchedTokens: config.vllm.maxNumBatchedTokens,
     maxNumSeqs: config.vllm.maxNumSeqs,
+    runtimeClassName: placement.gpuRuntimeClass ?? null,
+    nodePool: placement.replicas,
   };
   if (servers === 'standard') return { ...common, blockSize: config.vllm.blockSize };
   const epp = eppName(config, 'llmd-precise');

@@ -1,11 +1,12 @@
 import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
+import { labPlacement, type NodePool } from '../lib/config/placement.ts';
 import type { LabConfig, RouterVariant } from '../lib/config/schema.ts';
 import { pairSuffix, studyPairs } from '../lib/study/pairs.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { MODEL_CACHE_HOST_PATH, ROUTER_PORT, replicaUrls, routerName } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, containerResources, port, rootContainerSecurity } from './common.ts';
+import { COMPONENT_LABEL, containerResources, podPlacement, port, rootContainerSecurity } from './common.ts';
 
 /** Prometheus port of vllm-router (its default; only the host is overridden). */
 export const ROUTER_METRICS_PORT = 29000;
@@ -50,6 +51,11 @@ export interface RouterArmProps {
   readonly version: string;
   /** Stable replica URLs (headless Service DNS), never the kube-proxy Service. */
   readonly workerUrls: readonly string[];
+  /**
+   * Nodes the pod may run on (nodeSelector and tolerations).
+   * @default - any node
+   */
+  readonly nodePool?: NodePool;
 }
 
 /** Flags of the cache_aware thresholds that are set on a variant, in a fixed order. */
@@ -118,6 +124,7 @@ export class RouterArm extends Construct {
         template: {
           metadata: { labels: { ...selector, [COMPONENT_LABEL]: 'router' } },
           spec: {
+            ...(props.nodePool ? podPlacement(props.nodePool) : {}),
             containers: [
               {
                 name: 'router',
@@ -187,6 +194,7 @@ export class RoutersChart extends Chart {
   constructor(scope: Construct, id: string, props: RoutersChartProps) {
     super(scope, id, props);
     const { config } = props;
+    const nodePool = labPlacement(config).frontEnds;
     for (const pair of studyPairs(config)) {
       for (const variant of config.router.variants) {
         new RouterArm(this, `${variant.name}${pairSuffix(pair)}`, {
@@ -195,6 +203,7 @@ export class RoutersChart extends Chart {
           image: config.router.image,
           version: config.router.version,
           workerUrls: replicaUrls(config, 'standard', pair),
+          nodePool,
         });
       }
     }

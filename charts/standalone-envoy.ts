@@ -3,11 +3,12 @@ import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import { stringify } from 'yaml';
+import { labPlacement, type NodePool } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { pairSuffix } from '../lib/study/pairs.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import { ENVOY_LISTENER_PORT, EPP_GRPC_PORT, eppName, frontEnd } from '../lib/study/topology.ts';
-import { COMPONENT_LABEL, containerResources, port } from './common.ts';
+import { COMPONENT_LABEL, containerResources, podPlacement, port } from './common.ts';
 import { endpointPickerPlacements } from './endpoint-picker.ts';
 import { standaloneEnvoyBootstrap } from './envoy/bootstrap.ts';
 
@@ -33,6 +34,11 @@ export interface StandaloneEnvoyProps {
    * @default ENVOY_LISTENER_PORT (8081)
    */
   readonly listenerPort?: number;
+  /**
+   * Nodes the pod may run on (nodeSelector and tolerations).
+   * @default - any node
+   */
+  readonly nodePool?: NodePool;
 }
 
 /** Envoy's command line; the config path is where the ConfigMap is mounted. */
@@ -88,6 +94,7 @@ export class StandaloneEnvoy extends Construct {
             annotations: { 'lab/config-sha256': createHash('sha256').update(bootstrap).digest('hex') },
           },
           spec: {
+            ...(props.nodePool ? podPlacement(props.nodePool) : {}),
             containers: [
               {
                 name: 'envoy',
@@ -141,6 +148,7 @@ export class StandaloneEnvoysChart extends Chart {
         logLevel: config.envoy.logLevel,
         eppHost: `${eppName(config, arm.frontEndId, pair)}.${config.namespace}.svc.cluster.local`,
         listenerPort: fe.port,
+        nodePool: labPlacement(config).frontEnds,
       });
     }
   }

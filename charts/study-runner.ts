@@ -1,8 +1,10 @@
 import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
+import { labPlacement } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { runnerBundle } from '../lib/runner/bundle.ts';
+import { RUNNER_NODE_ENV } from '../lib/runner/layout.ts';
 import type { StatusCheck, StatusChecks } from '../lib/runner/preflight.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
 import { studyArms } from '../lib/study/arms.ts';
@@ -16,6 +18,7 @@ import {
   COMPONENT_LABEL,
   containerResources,
   envVars,
+  podPlacement,
   RESULTS_HOST_PATH,
   rootContainerSecurity,
 } from './common.ts';
@@ -164,12 +167,18 @@ export class StudyRunnerChart extends Chart {
             serviceAccountName: name,
             automountServiceAccountToken: true,
             restartPolicy: 'Never',
+            // The node whose results folder is kept (the K3s server's bootstrap uploads it); the
+            // clients are pinned to this node at run time (lib/runner/layout.ts onRunnerNode).
+            ...podPlacement(labPlacement(config).runner),
             containers: [
               {
                 name: 'runner',
                 image: config.runner.image,
                 command: ['node', `${RUNNER_DIR}/${RUNNER_FILES.bundle}`],
-                env: envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
+                env: [
+                  ...envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
+                  { name: RUNNER_NODE_ENV, valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+                ],
                 resources: containerResources(REQUESTS.runner),
                 // Root: the results host folder belongs to root, like the benchmark clients' output.
                 securityContext: rootContainerSecurity(),

@@ -4,12 +4,17 @@
  * without loading aws-cdk-lib.
  */
 
-/** `dp-cilium` -> `CellDpCilium`: construct ids and output names of a cell. */
-export function cellConstructId(name: string): string {
-  return `Cell${name
+/** `('Cell', 'dp-cilium')` -> `CellDpCilium`: construct ids and output names of a named host. */
+export function hostConstructId(prefix: string, name: string): string {
+  return `${prefix}${name
     .split('-')
     .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
     .join('')}`;
+}
+
+/** `dp-cilium` -> `CellDpCilium`: construct ids and output names of a cell. */
+export function cellConstructId(name: string): string {
+  return hostConstructId('Cell', name);
 }
 
 /** A cell's stack output: `CellDpCiliumInstanceId`. */

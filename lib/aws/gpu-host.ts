@@ -36,6 +36,19 @@ export interface LabHostProps {
   readonly resultsBucket: s3.IBucket;
   /** The host's prefix of the results bucket, ending in `/` (what its settings.env uses too). */
   readonly resultsPrefix: string;
+  /**
+   * Deploy-time inputs the launcher exports (tokens: a server URL, a secret ARN).
+   *
+   * @default - none
+   */
+  readonly environment?: Readonly<Record<string, string>>;
+  /**
+   * Whatever else should launch a new instance when it changes, e.g. a K3s agent's server
+   * generation: an agent must join every new server.
+   *
+   * @default - nothing else
+   */
+  readonly generationInputs?: string;
 }
 
 /**
@@ -125,6 +138,8 @@ export class LabHost extends Construct {
       rootVolumeGiB,
       amiParameter,
       relaunch,
+      // Only when given: the generation of a host without it stays what it was.
+      ...(props.generationInputs === undefined ? {} : { more: props.generationInputs }),
     });
     this.generation = createHash('sha256')
       .update(`${bootstrap.assetHash}/${manifests.assetHash}/${launchInputs}`)
@@ -141,6 +156,7 @@ export class LabHost extends Construct {
         waitHandleUrl: this.readyHandle.ref,
         resultsBucket: props.resultsBucket.bucketName,
         stackName: stack.stackName,
+        ...(props.environment ? { environment: props.environment } : {}),
       }),
     );
 
@@ -179,6 +195,12 @@ export interface GpuHostProps {
   readonly config: LabConfig;
   /** Where the host syncs study results; the role may write only under the stack's prefix. */
   readonly resultsBucket: s3.IBucket;
+  /**
+   * Deploy-time inputs of the launcher (with agents: the agent token's secret ARN).
+   *
+   * @default - none
+   */
+  readonly environment?: Readonly<Record<string, string>>;
 }
 
 /** The LLM-gateway lab's GPU host: the whole cluster folder and the GPU bootstrap, results under the stack's prefix. */
@@ -192,6 +214,7 @@ export class GpuHost extends LabHost {
       writeBootstrap: (dir) => writeBootstrapFolder(config, dir),
       resultsBucket,
       resultsPrefix: `${Stack.of(scope).stackName}/`,
+      ...(props.environment ? { environment: props.environment } : {}),
     });
   }
 }

@@ -11,11 +11,14 @@ import {
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
 import { synthesizeNetworkCell } from '../../charts/network/cell-app.ts';
+import { agentNodes, clusterNodes, clusterPricePerHourUsd } from '../config/cluster.ts';
 import type { NetworkCell } from '../config/network.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { KUBE_PROXY_NODE_PORT } from '../study/topology.ts';
 import { acknowledgeControlTowerRules } from './acknowledgements.ts';
-import { LOG_OBJECT } from './bootstrap/bootstrap.ts';
+import { type AgentHostParts, ClusterAgents } from './agents.ts';
+import { agentResultsSubdir } from './bootstrap/agent.ts';
+import { AGENT_TOKEN_SECRET_VARIABLE, LOG_OBJECT } from './bootstrap/bootstrap.ts';
 import { writeCellBootstrapFolder } from './bootstrap/cell.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import type { OnDemandQuota } from './capacity-launch/launch.ts';
@@ -69,6 +72,8 @@ export class LabStack extends Stack {
   readonly launch?: CapacityLaunch;
   /** One host per cell (network lab); empty for the LLM-gateway lab. */
   readonly cells: readonly NetworkCellHost[] = [];
+  /** The K3s agents, their token and rule (LLM-gateway lab with cluster.agents); undefined otherwise. */
+  readonly agents?: ClusterAgents;
 
   constructor(scope: Construct, id: string, props: LabStackProps) {
     super(scope, id, props);
@@ -111,7 +116,26 @@ export class LabStack extends Stack {
       return;
     }
 
-    this.host = new GpuHost(this, 'Host', { config, resultsBucket: this.resultsBucket });
+    const agents = agentNodes(config);
+    // The token and the intra-lab rule exist before the server, whose user data names the token.
+    this.agents =
+      agents.length > 0
+        ? new ClusterAgents(this, 'Cluster', {
+            config,
+            agents,
+            securityGroup: this.network.securityGroup,
+            subnets: this.network.subnets,
+            resultsBucket: this.resultsBucket,
+          })
+        : undefined;
+    this.host = new GpuHost(this, 'Host', {
+      config,
+      resultsBucket: this.resultsBucket,
+      ...(this.agents
+        ? { environment: { [AGENT_TOKEN_SECRET_VARIABLE]: this.agents.agentToken.secretArn } }
+        : {}),
+    });
+    this.agents?.allowRead(this.host);
 
     const launch = new CapacityLaunch(this, 'CapacityLaunch', {
       launchTemplate: this.host.launchTemplate,
@@ -129,11 +153,14 @@ export class LabStack extends Stack {
       generation: this.host.generation,
     });
     this.launch = launch;
+    const agentHosts = this.agents?.addAgents({ launch, generation: this.host.generation }) ?? [];
 
-    // Systems Manager may attach policies to the instance role after deploy; strip them before the
-    // role is deleted, and only once the instance is gone (lab-spec 2.4).
-    const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: [this.host.role] });
-    roleCleanup.mustRunAfterDeletionOf(launch.resource);
+    // Systems Manager may attach policies to the instance roles after deploy; strip them before the
+    // roles are deleted, and only once every instance is gone (lab-spec 2.4).
+    const roleCleanup = new RoleCleanup(this, 'RoleCleanup', {
+      roles: [this.host.role, ...agentHosts.map((a) => a.host.role)],
+    });
+    roleCleanup.mustRunAfterDeletionOf(launch.resource, ...agentHosts.map((a) => a.launch.resource));
 
     // Named by the host generation: a changed bootstrap or manifests set launches a new instance,
     // and cdk deploy must wait for that one's signal, not reuse the old, completed condition.
@@ -146,6 +173,7 @@ export class LabStack extends Stack {
     ready.node.addDependency(launch);
 
     this.addOutputs(config, this.launch, ready);
+    for (const agent of agentHosts) this.addAgentOutputs(config, agent);
   }
 
   /**
@@ -195,29 +223,18 @@ export class LabStack extends Stack {
   ): void {
     const { instance } = config.network;
     const type = cellInstance(config, cell).type;
-    const output = (name: string, value: string, description: string) =>
-      new CfnOutput(this, `${id}${name}`, {
-        value,
-        description: cellOutputDescription(cell.name, description),
-      });
-    output('InstanceId', launch.instanceId, `its host (${cell.datapath}, mesh ${cell.mesh})`);
-    output('AvailabilityZone', launch.availabilityZone, 'where capacity was found');
-    output('InstanceType', launch.instanceType, 'the type that launched');
-    output('LaunchAttempts', launch.attemptLog, 'every Availability Zone tried, and why it failed');
-    output(
-      'ConnectCommand',
-      `aws ssm start-session --region ${this.region} --target ${launch.instanceId}`,
-      'a shell on the host (SSM Session Manager; no SSH, no inbound rule)',
+    const output = this.addHostOutputs(
+      id,
+      (description) => cellOutputDescription(cell.name, description),
+      launch,
+      `${cell.name}/`,
+      `its host (${cell.datapath}, mesh ${cell.mesh})`,
     );
+    output('InstanceType', launch.instanceType, 'the type that launched');
     output(
       'ResultsLocation',
       `s3://${this.resultsBucket.bucketName}/${this.stackName}/${cell.name}/`,
       'where the host syncs results',
-    );
-    output(
-      'BootstrapLog',
-      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${cell.name}/${LOG_OBJECT}`,
-      'the bootstrap log, uploaded every few minutes',
     );
     output(
       'EstimatedCostPerHour',
@@ -230,6 +247,61 @@ export class LabStack extends Stack {
       'cost guard (network.instance.maxLifetimeHours)',
     );
     output('ReadyReport', Token.asString(ready.attrData), 'what the bootstrap reported: the datapath proof');
+  }
+
+  /**
+   * The outputs every named host has (a network-lab cell, a K3s agent): its instance, AZ, launch
+   * attempts, a shell and its bootstrap log. Returns the writer of the host's further outputs.
+   */
+  private addHostOutputs(
+    id: string,
+    describe: (description: string) => string,
+    launch: CapacityLaunch,
+    resultsSubdir: string,
+    host = 'its host',
+  ) {
+    const output = (name: string, value: string, description: string) =>
+      new CfnOutput(this, `${id}${name}`, { value, description: describe(description) });
+    output('InstanceId', launch.instanceId, host);
+    output('AvailabilityZone', launch.availabilityZone, 'where capacity was found');
+    output('LaunchAttempts', launch.attemptLog, 'every Availability Zone tried, and why it failed');
+    output(
+      'ConnectCommand',
+      `aws ssm start-session --region ${this.region} --target ${launch.instanceId}`,
+      'a shell on the host (SSM Session Manager; no SSH, no inbound rule from outside the lab)',
+    );
+    output(
+      'BootstrapLog',
+      `s3://${this.resultsBucket.bucketName}/${this.stackName}/${resultsSubdir}${LOG_OBJECT}`,
+      'the bootstrap log, uploaded every few minutes',
+    );
+    return output;
+  }
+
+  private addAgentOutputs(config: LabConfig, agent: AgentHostParts): void {
+    const { node, id, launch, ready } = agent;
+    const output = this.addHostOutputs(
+      id,
+      (description) =>
+        `Agent ${node.name} (${node.role} node, ${node.instanceType}, in the server's Availability Zone): ${description}`,
+      launch,
+      agentResultsSubdir(node.name),
+    );
+    output(
+      'EstimatedCostPerHour',
+      `${node.pricePerHourUsd.toFixed(2)} USD/hour on demand (${node.instanceType}, instance only)`,
+      'from the instance table or cluster.agents[].pricePerHourUsd',
+    );
+    output(
+      'MaxLifetime',
+      `${config.instance.maxLifetimeHours} h after boot the host shuts down and terminates`,
+      'cost guard (instance.maxLifetimeHours, as the server)',
+    );
+    output(
+      'ReadyReport',
+      Token.asString(ready.attrData),
+      'what its bootstrap reported: the join, the model cache',
+    );
   }
 
   private addOutputs(config: LabConfig, launch: CapacityLaunch, ready: CfnWaitCondition): void {
@@ -270,6 +342,14 @@ export class LabStack extends Stack {
       `${config.instance.pricePerHourUsd.toFixed(2)} USD/hour on demand (${config.instance.type}, instance only)`,
       'From instance.pricePerHourUsd',
     );
+    const nodes = clusterNodes(config);
+    if (nodes.length > 1) {
+      output(
+        'ClusterCostPerHour',
+        `${clusterPricePerHourUsd(nodes).toFixed(2)} USD/hour on demand for ${nodes.length} hosts (${nodes.map((n) => n.instanceType).join(' + ')}, instances only)`,
+        'The server and every K3s agent (cluster.agents)',
+      );
+    }
     output(
       'MaxLifetime',
       `${config.instance.maxLifetimeHours} h after boot the host uploads results, shuts down and terminates (at most ${(config.instance.maxLifetimeHours * config.instance.pricePerHourUsd).toFixed(2)} USD)`,

@@ -1,4 +1,5 @@
 import { defaultLabConfig } from '../config/load.ts';
+import { clusterNodeRoles, type LabPlacement, labPlacement, type NodeRole } from '../config/placement.ts';
 import { gibToBytes } from '../study/quantity.ts';
 import type { KubeObject } from './manifest.ts';
 import { findCell, isNetworkCell } from './network/cell.ts';
@@ -30,6 +31,7 @@ import {
 import { oneGpuPerReplica, runtimeClassOnGpuPods } from './rules/gpu.ts';
 import { llmdReplicasMatchIndexer, llmdTokenizerDirWritable } from './rules/llmd.ts';
 import { networkLessonViolations } from './rules/network.ts';
+import { type PlacementExpectation, placementViolations } from './rules/placement.ts';
 import {
   devModeForCacheReset,
   prefixCachingAndMetrics,
@@ -56,6 +58,16 @@ export interface CheckOptions {
    * @default the lab configuration's `instance.memoryGiB` (192 on a g6.12xlarge)
    */
   readonly nodeMemoryGiB?: number;
+  /**
+   * Where the configuration places each kind of pod, for the placement rules.
+   * @default labPlacement of the lab configuration (replicas and clients on GPU nodes)
+   */
+  readonly placement?: LabPlacement;
+  /**
+   * Roles of the cluster's nodes: a pod selecting another role would stay Pending.
+   * @default the lab configuration's (gpu, plus cpu with a CPU agent)
+   */
+  readonly clusterRoles?: readonly NodeRole[];
 }
 
 export interface CheckReport {
@@ -68,9 +80,10 @@ function lessonViolations(
   testbed: Testbed,
   kvCacheTokensPerReplica: number,
   capacity: NodeCapacity,
+  expected: PlacementExpectation,
 ): Violation[] {
   return [
-    ...runtimeClassOnGpuPods(testbed),
+    ...runtimeClassOnGpuPods(testbed, expected.placement.gpuRuntimeClass),
     ...oneGpuPerReplica(testbed),
     ...prefixCachingAndMetrics(testbed),
     ...servedModelNameMatches(testbed),
@@ -97,6 +110,7 @@ function lessonViolations(
     ...aiGatewayEppServesTls(testbed),
     ...aiGatewayReferencesResolve(testbed),
     ...requestsFitNode(testbed, capacity),
+    ...placementViolations(testbed, expected),
   ];
 }
 
@@ -145,11 +159,15 @@ export function inspectManifests(objects: readonly KubeObject[], options: CheckO
     cpu: options.nodeCpu ?? defaults.instance.vcpus,
     memoryBytes: gibToBytes(options.nodeMemoryGiB ?? defaults.instance.memoryGiB),
   };
+  const expected: PlacementExpectation = {
+    placement: options.placement ?? labPlacement(defaults),
+    clusterRoles: options.clusterRoles ?? clusterNodeRoles(defaults),
+  };
   const schema = objects.map(validateSchema);
   const testbed = findTestbed(objects);
   const violations = [
     ...schema.flatMap((result) => result.violations),
-    ...lessonViolations(testbed, kv, capacity),
+    ...lessonViolations(testbed, kv, capacity, expected),
   ];
   const notes = [
     ...schema.flatMap((result) => result.notes),

@@ -6,6 +6,8 @@ export const SCHEMA = 0;
 export const AI_GATEWAY = 10;
 /** `lesson` of the resource budget: what runs at once fits the node. */
 export const BUDGET = 11;
+/** `lesson` of the placement rules (issue 17): which nodes replicas, clients and front ends select. */
+export const PLACEMENT = 12;
 
 /**
  * `lesson` of the network lab's rules (network-lab-spec 2, 3): 21-27, shown as `network 1`..`network 7`
@@ -29,6 +31,7 @@ export function lessonLabel(lesson: number): string {
   if (lesson > NETWORK_LESSON_BASE) return `network ${lesson - NETWORK_LESSON_BASE}`;
   if (lesson === AI_GATEWAY) return 'ai-gateway';
   if (lesson === BUDGET) return 'budget';
+  if (lesson === PLACEMENT) return 'placement';
   return `lesson ${lesson}`;
 }
 
@@ -40,7 +43,8 @@ export interface Violation {
   readonly field: string;
   /**
    * 1-9: the lesson of lab-spec section 5; 0 (`SCHEMA`): the object fails its schema;
-   * 10 (`AI_GATEWAY`): the AI Gateway arm's wiring; 11 (`BUDGET`): the resource budget.
+   * 10 (`AI_GATEWAY`): the AI Gateway arm's wiring; 11 (`BUDGET`): the resource budget;
+   * 12 (`PLACEMENT`): the nodes the pods select.
    */
   readonly lesson: number;
   /** What is wrong and why it matters to the study. */

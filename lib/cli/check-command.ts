@@ -45,12 +45,12 @@ export function registerCheckCommand(program: Command): void {
     )
     .option(
       '--node-cpu <cores>',
-      "allocatable CPU of the node for the resource budget (default: the configuration's instance.vcpus)",
+      "allocatable CPU of the node for the resource budget (default: the configuration's instance.vcpus, summed over cluster.agents)",
       positiveNumber,
     )
     .option(
       '--node-memory-gib <gib>',
-      "allocatable memory (GiB) of the node for the resource budget (default: the configuration's instance.memoryGiB)",
+      "allocatable memory (GiB) of the node for the resource budget (default: the configuration's instance.memoryGiB, summed over cluster.agents)",
       positiveNumber,
     )
     .action(async (dir: string, options: CheckCommandOptions) => {
@@ -66,17 +66,18 @@ export function registerCheckCommand(program: Command): void {
           `lab check: no Kubernetes objects found in ${dir} (looked for *.yaml, *.yml and *.json)`,
         );
       }
-      const needsConfig =
-        options.kvCacheTokens === undefined ||
-        options.nodeCpu === undefined ||
-        options.nodeMemoryGib === undefined;
-      const config = needsConfig
-        ? (await import('../config/load.ts')).loadLabConfig({ file: program.opts().config }).config
-        : undefined;
+      // The placement rules judge against the configured node pools and cluster.
+      const config = (await import('../config/load.ts')).loadLabConfig({
+        file: program.opts().config,
+      }).config;
+      const placement = await import('../config/placement.ts');
+      const capacity = placement.clusterCapacity(config);
       const report = check.inspectManifests(folder.objects, {
-        kvCacheTokensPerReplica: options.kvCacheTokens ?? config?.vllm.kvCacheTokensPerReplica,
-        nodeCpu: options.nodeCpu ?? config?.instance.vcpus,
-        nodeMemoryGiB: options.nodeMemoryGib ?? config?.instance.memoryGiB,
+        kvCacheTokensPerReplica: options.kvCacheTokens ?? config.vllm.kvCacheTokensPerReplica,
+        nodeCpu: options.nodeCpu ?? capacity.vcpus,
+        nodeMemoryGiB: options.nodeMemoryGib ?? capacity.memoryGiB,
+        placement: placement.labPlacement(config),
+        clusterRoles: placement.clusterNodeRoles(config),
       });
       const notes = [
         ...report.notes,

@@ -39,7 +39,11 @@ export function registerPlanCommand(program: Command): void {
       'tokens per prefix (default: workload.prefixLen)',
       positiveInteger('--prefix-len'),
     )
-    .option('--replicas <n>', 'vLLM replicas (default: vllm.replicas)', positiveInteger('--replicas'))
+    .option(
+      '--replicas <n>',
+      'vLLM replicas (default: vllm.replicas); the study estimate follows it (one partition client per replica)',
+      positiveInteger('--replicas'),
+    )
     .option(
       '--concurrency <n>',
       'requests in flight (default: workload.concurrency)',
@@ -78,12 +82,18 @@ export function registerPlanCommand(program: Command): void {
       }
       if (cell !== undefined)
         fail(`--cell ${cell}: cells belong to the network lab; this configuration is the LLM-gateway lab`);
-      const { formatPlan, planJson, planStudy } = await import('../study/planner.ts');
-      const { estimateStudy, formatEstimate } = await import('../study/duration.ts');
+      const { formatPlan, planJson, planStudy, withReplicas } = await import('../study/planner.ts');
+      const { estimateStudy, formatEstimate, DEFAULT_RUN_OVERHEADS } = await import('../study/duration.ts');
       const { studyPlan } = await import('../study/plan.ts');
+      const { clusterPricePerHourUsd } = await import('../config/cluster.ts');
+      const { knownClusterNodes } = await import('../config/placement.ts');
       const plan = planStudy(config, whatIf);
-      // The study's duration and cost are for the configured study, not the what-if values.
-      const estimate = estimateStudy(config, studyPlan(config));
+      // The study's duration and cost are for the configured study and cluster (every host is
+      // paid for), with the what-if replica count: it shapes the runs (one partition client each).
+      const studied = whatIf.replicas ? withReplicas(config, whatIf.replicas) : config;
+      const hosts = knownClusterNodes(config);
+      const price = hosts.length > 0 ? clusterPricePerHourUsd(hosts) : config.instance.pricePerHourUsd;
+      const estimate = estimateStudy(studied, studyPlan(studied), DEFAULT_RUN_OVERHEADS, price);
       process.stdout.write(
         options.json
           ? `${JSON.stringify({ ...planJson(plan), estimate }, null, 2)}\n`

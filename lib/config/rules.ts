@@ -6,6 +6,7 @@ import {
 } from '../aws/bootstrap/budgets.ts';
 import { allArms, studyArms } from '../study/arms.ts';
 import {
+  type BudgetCapacity,
   cpuText,
   largestLines,
   memoryText,
@@ -13,6 +14,13 @@ import {
   resourceBudget,
 } from '../study/resources.ts';
 import { networkProblems } from './network-rules.ts';
+import {
+  clusterCapacity,
+  gpuWhereabouts,
+  knownClusterNodes,
+  placementProblems,
+  replicaGpuCount,
+} from './placement.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -37,41 +45,42 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
 
   const { instance, vllm, workload, study, router } = config;
 
+  for (const problem of placementProblems(config)) fail(problem.path, problem.message);
+
+  // The replicas may use every GPU of the cluster: the server's and each GPU agent's.
+  const nodes = isInt(instance.gpus) || instance.gpus === 0 ? knownClusterNodes(config) : [];
+  // Only GPUs on hosts a replica fits on count (placementWarnings names the others).
+  const gpus = nodes.length > 0 ? replicaGpuCount(nodes) : undefined;
+  const where = `${gpus} GPU(s) a replica fits beside (${gpuWhereabouts(nodes) || 'none'})`;
   let gpusFit = true;
   const llmd = Array.isArray(study.optionalArms) && study.optionalArms.includes('llmd-precise');
-  if (isInt(vllm.replicas) && isInt(instance.gpus) && vllm.replicas > instance.gpus) {
+  if (isInt(vllm.replicas) && gpus !== undefined && vllm.replicas > gpus) {
     gpusFit = false;
     fail(
       ['vllm', 'replicas'],
-      `each replica needs its own GPU and instance.gpus is ${instance.gpus} (${instance.type}); allowed: 1 to ${instance.gpus}`,
+      `each replica needs its own GPU and the cluster has ${where}; allowed: 1 to ${gpus}, or add GPU agents (cluster.agents)`,
     );
-  } else if (
-    isInt(vllm.replicas) &&
-    isInt(instance.gpus) &&
-    Array.isArray(study.optionalArms) &&
-    study.optionalArms.includes('llmd-precise') &&
-    2 * vllm.replicas > instance.gpus
-  ) {
+  } else if (isInt(vllm.replicas) && gpus !== undefined && llmd && 2 * vllm.replicas > gpus) {
     // llm-d's KV-events replicas are a second set beside the standard one (lab-spec 3.7).
     gpusFit = false;
     fail(
       ['study', 'optionalArms'],
-      `llmd-precise runs its own ${vllm.replicas} replica(s) beside the standard ${vllm.replicas}, needing ${2 * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Lower vllm.replicas to ${Math.floor(instance.gpus / 2)} or use a larger instance`,
+      `llmd-precise runs its own ${vllm.replicas} replica(s) beside the standard ${vllm.replicas}, needing ${2 * vllm.replicas} GPUs; the cluster has ${where}. Lower vllm.replicas to ${Math.floor(gpus / 2)} or add GPU agents (cluster.agents)`,
     );
   } else if (
     isInt(vllm.replicas) &&
-    isInt(instance.gpus) &&
+    gpus !== undefined &&
     isInt(study.parallelism) &&
     study.parallelism > 1 &&
-    (study.parallelism + (llmd ? 1 : 0)) * vllm.replicas > instance.gpus
+    (study.parallelism + (llmd ? 1 : 0)) * vllm.replicas > gpus
   ) {
     // The second replica pair (lib/study/pairs.ts) needs GPUs of its own: nothing is shared.
     gpusFit = false;
     const sets = study.parallelism + (llmd ? 1 : 0);
-    const fewer = Math.floor(instance.gpus / sets);
+    const fewer = Math.floor(gpus / sets);
     fail(
       ['study', 'parallelism'],
-      `a second pair of ${vllm.replicas} replica(s) runs beside the standard ${vllm.replicas}${llmd ? ` and llm-d's ${vllm.replicas}` : ''}, needing ${sets * vllm.replicas} GPUs; instance.gpus is ${instance.gpus} (${instance.type}). Allowed on this instance: 1${fewer >= 1 ? `; or lower vllm.replicas to ${fewer}` : ''}; or use a larger instance`,
+      `a second pair of ${vllm.replicas} replica(s) runs beside the standard ${vllm.replicas}${llmd ? ` and llm-d's ${vllm.replicas}` : ''}, needing ${sets * vllm.replicas} GPUs; the cluster has ${where}. Allowed here: 1${fewer >= 1 ? `; or lower vllm.replicas to ${fewer}` : ''}; or add GPU agents (cluster.agents)`,
     );
   }
 
@@ -187,23 +196,27 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
 
   // Only once the replicas have their GPUs: a study that cannot place them is reported above.
   if (gpusFit && armsKnown && [instance.vcpus, instance.memoryGiB, vllm.replicas].every(isInt)) {
-    const budget = budgetOf(config);
+    // With agents the pods spread over every host: the budget is against the cluster's sum.
+    const hosts = nodes.length > 1 ? nodes : [];
+    const capacity = clusterCapacity(config);
+    const holder = hosts.length > 0 ? `the cluster's ${hosts.length} hosts have` : `${instance.type} has`;
+    const budget = budgetOf(config, capacity);
     if (budget && !budget.fits) {
       const cpu = budget.cpuMillis > budget.capacityCpuMillis;
       const over = cpu
         ? {
             path: ['instance', 'vcpus'],
             what: `${cpuText(budget.cpuMillis)} CPUs`,
-            has: `${instance.vcpus} vCPUs`,
+            has: `${capacity.vcpus} vCPUs`,
           }
         : {
             path: ['instance', 'memoryGiB'],
             what: memoryText(budget.memoryMiB),
-            has: `${instance.memoryGiB} GiB`,
+            has: `${capacity.memoryGiB} GiB`,
           };
       fail(
         over.path,
-        `the pods that can run at once request ${over.what} but ${instance.type} has ${over.has} (${cpuText(budget.cpuMillis)} CPUs and ${memoryText(budget.memoryMiB)} in all, largest: ${largestLines(budget, cpu ? 'cpu' : 'memory')}). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance`,
+        `the pods that can run at once request ${over.what} but ${holder} ${over.has} (${cpuText(budget.cpuMillis)} CPUs and ${memoryText(budget.memoryMiB)} in all, largest: ${largestLines(budget, cpu ? 'cpu' : 'memory')}). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance${hosts.length > 0 ? ' or more agents' : ''}`,
       );
     }
   }
@@ -220,9 +233,9 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
 }
 
 /** The resource budget, or undefined when another invalid setting keeps the study from being planned. */
-function budgetOf(config: LabConfig): ResourceBudget | undefined {
+function budgetOf(config: LabConfig, capacity: BudgetCapacity): ResourceBudget | undefined {
   try {
-    return resourceBudget(config);
+    return resourceBudget(config, capacity);
   } catch {
     return undefined;
   }

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { CACHE_AWARE_DEFAULTS } from '../study/router-defaults.ts';
+import { ClusterSchema, clusterProblems } from './cluster.ts';
 import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
 import { NetworkSchema } from './network.ts';
+import { PlacementSchema } from './placement.ts';
 import { crossCheck } from './rules.ts';
 
 /**
@@ -250,8 +252,10 @@ const WorkloadSchema = z
       .describe('Tokens the chat template adds to each request (2,186 looked up = 2,048 + 128 + 10)'),
     partitionSeeds: z
       .array(z.number().int().nonnegative())
-      .default([42, 4242])
-      .describe('Seed of each replica in the ideal-partition run; one per replica'),
+      .optional()
+      .describe(
+        'Seed of each replica in the ideal-partition run, one per replica; absent: workload.seed + 4200 x replica (42, 4242, 8442, ...)',
+      ),
   })
   .prefault({});
 
@@ -376,10 +380,19 @@ export const LabConfigSchema = z
     workload: WorkloadSchema,
     study: StudySchema,
     runner: RunnerSchema,
+    placement: PlacementSchema,
     network: NetworkSchema,
+    cluster: ClusterSchema,
   })
   // Cross-field rules run even when a field failed its own schema, so every problem shows at once.
-  .superRefine(crossCheck, { when: () => true });
+  .superRefine(
+    (config, ctx) => {
+      crossCheck(config, ctx);
+      for (const { path, message, input } of clusterProblems(config))
+        ctx.addIssue({ code: 'custom', path, message, input });
+    },
+    { when: () => true },
+  );
 
 export type LabConfig = z.output<typeof LabConfigSchema>;
 export type LabConfigInput = z.input<typeof LabConfigSchema>;

@@ -1,5 +1,7 @@
 import { cachePressure } from '../study/workload.ts';
+import { clusterWarnings } from './cluster.ts';
 import { networkWarnings } from './network-rules.ts';
+import { placementWarnings } from './placement.ts';
 import type { LabConfig } from './schema.ts';
 
 /**
@@ -8,6 +10,10 @@ import type { LabConfig } from './schema.ts';
  */
 export function configWarnings(config: LabConfig): string[] {
   if (config.lab === 'network') return networkWarnings(config.network);
+  return [...workloadWarnings(config), ...clusterWarnings(config), ...placementWarnings(config)];
+}
+
+function workloadWarnings(config: LabConfig): string[] {
   const { workload, vllm } = config;
   if (vllm.replicas < 2) {
     return [

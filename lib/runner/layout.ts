@@ -22,7 +22,13 @@
  * host/host.json                   optional: { instanceType, availabilityZone, k3sVersion }
  * ```
  * The runner reads the `host/` files if present; it has no GPU and cannot run nvidia-smi itself.
+ *
+ * On a cluster of several nodes the folder is a host folder of one node: the runner's. Every
+ * client Job is therefore pinned to the runner's node (`onRunnerNode`), so its saved JSON lands
+ * where the runner reads it, whichever node the scheduler would otherwise have picked.
  */
+
+import type { JobObject } from './ports.ts';
 
 export const STUDY_FILE = 'study.json';
 export const STATUS_FILE = 'status.json';
@@ -64,4 +70,29 @@ export function clientResultPath(benchmarkId: string, resultFile: string): strin
 
 export function clientLogPath(benchmarkId: string): string {
   return `${benchmarkId}/${benchmarkId}.log`;
+}
+
+/** Env var of the runner pod carrying its node's name (the downward API's `spec.nodeName`). */
+export const RUNNER_NODE_ENV = 'LAB_RUNNER_NODE';
+
+/**
+ * The Job, required to run on `node`: a node-affinity term on the node's `metadata.name`, the way
+ * the DaemonSet controller pins its pods, so the scheduler still checks resources and taints (a
+ * bare `nodeName` would bypass it). The Job's own nodeSelector and tolerations stay: they must
+ * admit the node too. Without a node name (a runner outside a pod), the Job is left as it is.
+ */
+export function onRunnerNode(job: JobObject, node: string | undefined): JobObject {
+  if (!node) return job;
+  const template = job.spec.template as { metadata?: unknown; spec: Record<string, unknown> };
+  const affinity = {
+    nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [node] }] }],
+      },
+    },
+  };
+  return {
+    ...job,
+    spec: { ...job.spec, template: { ...template, spec: { ...template.spec, affinity } } },
+  };
 }

@@ -6,6 +6,7 @@ import { FileResultStore } from './file-store.ts';
 import { HttpEndpointPickers, HttpFrontEnds } from './http-front-ends.ts';
 import { HttpReplicas } from './http-replicas.ts';
 import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
+import { onRunnerNode, RUNNER_NODE_ENV } from './layout.ts';
 import { type JobObject, systemClock } from './ports.ts';
 import type { StatusChecks } from './preflight.ts';
 import { retryPolicyOf } from './retry.ts';
@@ -52,7 +53,8 @@ async function main(): Promise<void> {
       endpointPickers: new HttpEndpointPickers(),
       store: new FileResultStore(results),
       clock: systemClock,
-      jobManifest: (spec) => jobs[spec.id],
+      // The clients write into this node's results folder (layout.ts).
+      jobManifest: (spec) => onRunnerNode(jobs[spec.id], process.env[RUNNER_NODE_ENV]),
       log: (line) => console.log(line),
     },
     config,

@@ -127,6 +127,8 @@ export function estimateStudy(
   config: LabConfig,
   plan: StudyPlan,
   overheads: RunOverheads = DEFAULT_RUN_OVERHEADS,
+  /** Hourly cost of every host the study runs on (the GPU host and its agents). */
+  pricePerHourUsd: number = config.instance.pricePerHourUsd,
 ): StudyEstimate {
   const arms = new Map(studyArms(config).map((arm) => [arm.id, arm]));
   const engine = planEngine(config);
@@ -167,7 +169,6 @@ export function estimateStudy(
     groups[r.group].overheadSeconds += r.overheadSeconds * share;
   }
   const serialSeconds = runs.reduce((sum, r) => sum + r.loadSeconds + r.overheadSeconds, 0);
-  const pricePerHourUsd = config.instance.pricePerHourUsd;
   return {
     runs,
     groups,

@@ -1,7 +1,7 @@
 import type { LabConfig } from '../config/schema.ts';
 import { type Api, type Arm, type ServerSet, studyArms } from './arms.ts';
 import { onEveryPair } from './pairs.ts';
-import { evenSplit, upperBound } from './workload.ts';
+import { evenSplit, partitionSeeds, upperBound } from './workload.ts';
 
 /**
  * The study of lab-spec 4.2 as an ordered list of runs, built from the configuration. Charts,
@@ -242,7 +242,8 @@ function boundRun(config: LabConfig, prefixes: number, replica: number, pair: nu
  */
 function partitionRun(config: LabConfig): StudyRun {
   const { replicas } = config.vllm;
-  const { prompts, prefixes, concurrency, partitionSeeds } = config.workload;
+  const { prompts, prefixes, concurrency } = config.workload;
+  const seeds = partitionSeeds(config.workload, replicas);
   const repeats = prompts / prefixes;
   const prefixShares = evenSplit(prefixes, replicas);
   const concurrencyShares = evenSplit(concurrency, replicas);
@@ -254,7 +255,7 @@ function partitionRun(config: LabConfig): StudyRun {
       dataset: 'prefix',
       prompts: share * repeats,
       concurrency: concurrencyShares[replica],
-      seed: partitionSeeds[replica],
+      seed: seeds[replica],
       prefix: prefixShape(config, share),
       resultFile: `partition-r${replica}.json`,
     }),

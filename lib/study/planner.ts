@@ -83,6 +83,17 @@ export function planInput(config: LabConfig, overrides: PlanOverrides = {}): Sim
   };
 }
 
+/**
+ * The configuration with another replica count, for estimating the study a what-if `--replicas`
+ * describes: its partition has one client per replica and its bound runs one replica each. A
+ * configured seed list too short for the count gives way to the derived seeds (workload.ts).
+ */
+export function withReplicas(config: LabConfig, replicas: number): LabConfig {
+  const { partitionSeeds, ...workload } = config.workload;
+  const seeds = partitionSeeds && partitionSeeds.length >= replicas ? { partitionSeeds } : {};
+  return { ...config, vllm: { ...config.vllm, replicas }, workload: { ...workload, ...seeds } };
+}
+
 /** `--max-num-batched-tokens` and `--max-num-seqs` of the replicas, from the configuration. */
 export function planEngine(config: LabConfig): PlanEngine {
   return { maxNumBatchedTokens: config.vllm.maxNumBatchedTokens, maxNumSeqs: config.vllm.maxNumSeqs };

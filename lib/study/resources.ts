@@ -65,12 +65,23 @@ export interface ResourceBudget {
   readonly fits: boolean;
 }
 
+/** vCPUs and memory the pods may take: the host's, or the sum over a cluster's hosts. */
+export interface BudgetCapacity {
+  readonly vcpus: number;
+  readonly memoryGiB: number;
+}
+
 /**
  * Everything that can run at once on the host: every replica and front end the study deploys
  * (Deployments stay up between runs), the device plugin, the runner, the reserve, and the largest
  * set of benchmark clients one run starts together (the ideal partition starts one per replica).
+ * On a cluster of several hosts, `capacity` is their sum: a necessary condition, the scheduler
+ * packs the pods per node (and the replicas' GPU requests bound how many share a node).
  */
-export function resourceBudget(config: LabConfig): ResourceBudget {
+export function resourceBudget(
+  config: LabConfig,
+  capacity: BudgetCapacity = { vcpus: config.instance.vcpus, memoryGiB: config.instance.memoryGiB },
+): ResourceBudget {
   const line = (what: string, count: number, r: ContainerRequests): BudgetLine => ({
     what,
     count,
@@ -100,8 +111,8 @@ export function resourceBudget(config: LabConfig): ResourceBudget {
   ].filter((l) => l.count > 0);
   const cpu = lines.reduce((sum, l) => sum + l.count * l.cpuMillis, 0);
   const memory = lines.reduce((sum, l) => sum + l.count * l.memoryMiB, 0);
-  const capacityCpuMillis = config.instance.vcpus * 1000;
-  const capacityMemoryMiB = config.instance.memoryGiB * 1024;
+  const capacityCpuMillis = capacity.vcpus * 1000;
+  const capacityMemoryMiB = capacity.memoryGiB * 1024;
   return {
     lines,
     cpuMillis: cpu,

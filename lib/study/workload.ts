@@ -75,3 +75,19 @@ export function evenSplit(total: number, parts: number): number[] {
   const remainder = total % parts;
   return Array.from({ length: parts }, (_, i) => base + (i < remainder ? 1 : 0));
 }
+
+/** Seed step between the replicas' clients of the ideal partition: 42 and 4242 in the published lab. */
+export const PARTITION_SEED_STEP = 4200;
+
+/**
+ * The seed of each replica's client in the ideal-partition run: the configured list, or
+ * `seed + 4200 x replica` (42, 4242, 8442, ... from the default seed 42), so every replica's
+ * prefixes differ however many replicas there are.
+ */
+export function partitionSeeds(
+  w: { readonly seed: number; readonly partitionSeeds?: readonly number[] },
+  replicas: number,
+): number[] {
+  if (w.partitionSeeds) return w.partitionSeeds.slice(0, replicas);
+  return Array.from({ length: replicas }, (_, replica) => w.seed + PARTITION_SEED_STEP * replica);
+}

@@ -106,3 +106,22 @@ describe('lab check', () => {
     expect((error as { stdout: string }).stdout).toContain('lesson 3  StatefulSet vllm/qwen3');
   });
 });
+
+describe('lab check with a multi-node configuration (issue 17)', () => {
+  it('passes the synthesized examples/multi-node.yaml cluster and judges placement against it', async () => {
+    const { loadLabConfig } = await import('../../lib/config/load.ts');
+    const { synthesizeCluster } = await import('../../charts/synthesize.ts');
+    const example = 'examples/multi-node.yaml';
+    const dir = tempDir('lab-check-multi-node-');
+    synthesizeCluster(loadLabConfig({ file: example, env: {} }).config, dir);
+    const passed = await lab('--config', example, 'check', dir);
+    expect(passed.err).toMatch(/no violations/);
+    expect(passed.code).toBe(0);
+    // The same manifests judged as the one-host lab: front ends on a CPU node it does not have.
+    const { code, out } = await lab('check', dir);
+    expect(code).toBe(1);
+    expect(out).toMatch(
+      /^placement Deployment vllm\/vllm-router-round-robin {2}spec\.template\.spec\.nodeSelector\["llm-gateway-lab\/node-role"\]: is "cpu" but the cluster has no CPU node \(it has GPU\): the pod would stay Pending/m,
+    );
+  });
+});

@@ -10,6 +10,8 @@ import { type Json, nameOf } from '../../lib/check/manifest.ts';
  */
 
 const NS = 'vllm';
+/** The default placement on the lab's one-host cluster: every lab pod on the GPU node. */
+const GPU_NODE = { 'llm-gateway-lab/node-role': 'gpu' };
 const meta = (name: string, labels: Record<string, string> = {}) => ({ name, namespace: NS, labels });
 const replicaUrl = (i: number) => `http://qwen3-${i}.qwen3-headless.vllm.svc.cluster.local:8000`;
 
@@ -50,6 +52,7 @@ function replicas(): KubeObject[] {
         metadata: { labels: { app: 'qwen3' } },
         spec: {
           runtimeClassName: 'nvidia',
+          nodeSelector: GPU_NODE,
           containers: [
             {
               name: 'vllm',
@@ -106,6 +109,7 @@ function router(): KubeObject[] {
         template: {
           metadata: { labels: { app: 'router' } },
           spec: {
+            nodeSelector: GPU_NODE,
             containers: [
               { name: 'router', image: 'python:3.12-slim', command: ['sh', '-c'], args: [script] },
             ],
@@ -209,6 +213,7 @@ function endpointPicker(): KubeObject[] {
         metadata: { labels: { app: 'picker' } },
         spec: {
           serviceAccountName: 'picker',
+          nodeSelector: GPU_NODE,
           containers: [
             {
               name: 'epp',
@@ -327,6 +332,7 @@ function envoy(): KubeObject[] {
         template: {
           metadata: { labels: { app: 'envoy' } },
           spec: {
+            nodeSelector: GPU_NODE,
             containers: [
               {
                 name: 'envoy',
@@ -355,6 +361,7 @@ export function benchJob(name: string, baseUrl: string, prefixes: number, prefix
         spec: {
           restartPolicy: 'Never',
           runtimeClassName: 'nvidia',
+          nodeSelector: GPU_NODE,
           containers: [
             {
               name: 'bench',

@@ -132,3 +132,34 @@ describe('lab plan', () => {
     });
   });
 });
+
+describe('lab plan --replicas (issue 17)', () => {
+  it.each([4, 8])(
+    'predicts every policy and the study for %i replicas, the partition with a client each',
+    (replicas) => {
+      const run = runLabCli(['plan', '--json', '--replicas', String(replicas)]);
+      expect(run.code).toBe(0);
+      const json = JSON.parse(run.stdout);
+      expect(json.policies['ideal-partition'].perReplica).toHaveLength(replicas);
+      expect(json.policies['ideal-partition'].requestsPerReplica).toEqual(
+        Array(replicas).fill(1024 / replicas),
+      );
+      // 16 prefixes x 2,048 tokens per replica at 8 replicas: the partition fits, random routing evicts.
+      expect(json.partitionFits).toBe(true);
+      expect(json.policies['ideal-partition'].hitRate).toBeGreaterThan(json.policies.random.hitRate + 0.3);
+      const kube = json.arms.arms.find((a: { arm: string }) => a.arm === 'kube-proxy');
+      expect(kube.requestsPerReplica).toHaveLength(replicas);
+      expect(json.estimate.runs.filter((r: { group: string }) => r.group === 'partition')).toHaveLength(1);
+    },
+  );
+
+  it('prints the table for 8 replicas and prices the configured cluster', () => {
+    const run = runLabCli(['plan', '--replicas', '8'], { LAB_CONFIG: 'examples/multi-node.yaml' });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('  KV cache per replica    163,472 tokens x 8 replica(s)');
+    expect(run.stdout).toMatch(/^ {2}policy +overall +replica 0 .* replica 7 /m);
+    expect(run.stdout).toMatch(/^Verdict: routing can matter: /m);
+    // The server (instance.pricePerHourUsd 4.6), two g6.12xlarge agents and a c7i.4xlarge.
+    expect(run.stdout).toMatch(/about \d+\.\d\d USD at 14\.518 USD\/h$/m);
+  });
+});

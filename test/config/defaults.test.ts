@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { defaultLabConfig } from '../../lib/config/load.ts';
+import { partitionSeeds } from '../../lib/study/workload.ts';
 
 // Every default against lab-spec sections 2-4: the defaults reproduce the published lab.
 describe('LabConfig defaults', () => {
@@ -109,8 +110,9 @@ describe('LabConfig defaults', () => {
       concurrency: 32,
       seed: 42,
       chatTemplateTokens: 10,
-      partitionSeeds: [42, 4242],
     });
+    // The ideal partition's seeds derive from the seed: 42 and 4242, the published lab's.
+    expect(partitionSeeds(config.workload, config.vllm.replicas)).toEqual([42, 4242]);
   });
 
   it('starts the study when the testbed is ready and leaves the instance running after it', () => {

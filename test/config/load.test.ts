@@ -79,9 +79,8 @@ describe('loadLabConfig', () => {
       'vllm.blockSize = 20',
       'envoy.image = "envoyproxy/envoy:latest"',
       'vllm.replicas = 9',
-      'workload.partitionSeeds = [42,4242]',
     ]);
-    expect(message).toContain(`Invalid lab configuration (${path}): 4 problem(s)`);
+    expect(message).toContain(`Invalid lab configuration (${path}): 3 problem(s)`);
   });
 
   it('returns the warnings with the configuration', () => {

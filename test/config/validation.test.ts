@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { imageTagProblem } from '../../lib/config/fields.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
+import { configWarnings } from '../../lib/config/warnings.ts';
 import { problems } from './problems.ts';
+
+/** The ready timeout a cluster with agents needs (the server waits for them too). */
+const READY = { readyTimeoutMinutes: 60 };
 
 describe('LabConfig validation', () => {
   it('accepts the defaults and a partial override', () => {
@@ -14,10 +18,64 @@ describe('LabConfig validation', () => {
     });
   });
 
-  it('rejects more replicas than the instance has GPUs', () => {
+  it('rejects more replicas than the cluster has GPUs, naming where they are', () => {
     expect(problems({ vllm: { replicas: 5 } })).toContain(
-      'vllm.replicas = 5: each replica needs its own GPU and instance.gpus is 4 (g6.12xlarge); allowed: 1 to 4',
+      'vllm.replicas = 5: each replica needs its own GPU and the cluster has 4 GPU(s) a replica fits beside (server g6.12xlarge: 4); allowed: 1 to 4, or add GPU agents (cluster.agents)',
     );
+    const agents = [
+      { name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.4xlarge' },
+      { name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' },
+    ];
+    // The GPU agents add theirs; a CPU agent adds none.
+    expect(problems({ vllm: { replicas: 6 }, instance: READY, cluster: { agents } })).toEqual([]);
+    expect(problems({ vllm: { replicas: 7 }, instance: READY, cluster: { agents } })).toEqual([
+      'vllm.replicas = 7: each replica needs its own GPU and the cluster has 6 GPU(s) a replica fits beside (server g6.12xlarge: 4, gpu-1..gpu-2 g6.4xlarge: 1 each); allowed: 1 to 6, or add GPU agents (cluster.agents)',
+    ]);
+  });
+
+  it('does not count the GPU of an agent too small for one replica, and warns about it', () => {
+    const agents = [{ name: 'small', role: 'gpu', count: 2, instanceType: 'g6.xlarge' }];
+    expect(problems({ vllm: { replicas: 5 }, instance: READY, cluster: { agents } })).toContain(
+      'vllm.replicas = 5: each replica needs its own GPU and the cluster has 4 GPU(s) a replica fits beside (server g6.12xlarge: 4); allowed: 1 to 4, or add GPU agents (cluster.agents)',
+    );
+    expect(configWarnings(parseLabConfig({ instance: READY, cluster: { agents } }))).toContain(
+      'placement: cluster.agents small (g6.xlarge: 4 vCPUs, 16 GiB) runs no replica: a vLLM replica requests 4 CPUs and 32Gi (lib/study/resources.ts), more than the host has, so its GPU is paid for but idle; use a larger GPU type (e.g. g6.4xlarge)',
+    );
+  });
+
+  it('warns when the front ends are sent to CPU nodes the cluster does not have', () => {
+    expect(configWarnings(parseLabConfig({ placement: { frontEnds: 'cpu' } }))).toEqual([
+      "placement.frontEnds is cpu but cluster.agents has no cpu agent: on the lab's own cluster the routers, EPPs and Envoys would stay Pending (fine on a cluster of your own whose CPU nodes carry placement.cpuNodes.nodeSelector). Add a cpu agent or use auto",
+    ]);
+  });
+
+  it('keeps the benchmark clients on GPU nodes and the node pools apart', () => {
+    expect(problems({ placement: { clients: 'cpu' } })).toEqual([
+      'placement.clients = "cpu": cannot be cpu: `vllm bench serve` builds an engine configuration and exits with "RuntimeError: Failed to infer device type" where no GPU is visible (vLLM issue 23967, open: https://github.com/vllm-project/vllm/issues/23967); no CPU-capable client is verified, so the clients stay on GPU nodes, where they see the GPUs without taking one. Allowed: gpu',
+    ]);
+    expect(
+      problems({ placement: { cpuNodes: { nodeSelector: { 'llm-gateway-lab/node-role': 'gpu' } } } }),
+    ).toEqual([
+      'placement.cpuNodes.nodeSelector: selects the same nodes as placement.gpuNodes.nodeSelector ({"llm-gateway-lab/node-role":"gpu"}); give the CPU nodes their own labels (default: llm-gateway-lab/node-role: cpu)',
+    ]);
+  });
+
+  it('rejects node selectors, tolerations and runtime classes Kubernetes would refuse', () => {
+    expect(problems({ placement: { gpuNodes: { nodeSelector: {} } } })).toEqual([
+      'placement.gpuNodes.nodeSelector: needs at least one label, or gpu pods could land on any node',
+    ]);
+    expect(problems({ placement: { gpuNodes: { nodeSelector: { 'bad key!': 'x' } } } })).toEqual([
+      'placement.gpuNodes.nodeSelector.bad key! = "bad key!": must be a Kubernetes label key like "example.com/name" or "name"',
+    ]);
+    expect(
+      problems({ placement: { cpuNodes: { tolerations: [{ key: 'dedicated', effect: 'Never' }] } } }),
+    ).toEqual([
+      'placement.cpuNodes.tolerations[0].effect = "Never": allowed: NoSchedule, PreferNoSchedule, NoExecute',
+    ]);
+    expect(problems({ placement: { gpuNodes: { runtimeClassName: 'NVIDIA' } } })).toEqual([
+      'placement.gpuNodes.runtimeClassName = "NVIDIA": must be a RuntimeClass name (DNS-1123 subdomain), or null for none',
+    ]);
+    expect(problems({ placement: { gpuNodes: { runtimeClassName: null } } })).toEqual([]);
   });
 
   it("counts the GPUs of llm-d's second replica set", () => {
@@ -29,7 +87,7 @@ describe('LabConfig validation', () => {
         study: { optionalArms: ['llmd-precise'] },
       }),
     ).toEqual([
-      'study.optionalArms = ["llmd-precise"]: llmd-precise runs its own 3 replica(s) beside the standard 3, needing 6 GPUs; instance.gpus is 4 (g6.12xlarge). Lower vllm.replicas to 2 or use a larger instance',
+      'study.optionalArms = ["llmd-precise"]: llmd-precise runs its own 3 replica(s) beside the standard 3, needing 6 GPUs; the cluster has 4 GPU(s) a replica fits beside (server g6.12xlarge: 4). Lower vllm.replicas to 2 or add GPU agents (cluster.agents)',
     ]);
   });
 
@@ -187,7 +245,9 @@ describe('LabConfig validation', () => {
   });
 
   it('needs one distinct partition seed and one client slot per replica', () => {
-    expect(problems({ vllm: { replicas: 3 } })).toEqual([
+    // Without a list every replica gets a derived seed; a list must cover every replica.
+    expect(problems({ vllm: { replicas: 3 } })).toEqual([]);
+    expect(problems({ vllm: { replicas: 3 }, workload: { partitionSeeds: [42, 4242] } })).toEqual([
       'workload.partitionSeeds = [42,4242]: needs one seed per replica: 3 replicas, 2 seeds',
     ]);
     expect(problems({ workload: { partitionSeeds: [7, 7] } })).toEqual([
@@ -242,7 +302,6 @@ describe('LabConfig validation', () => {
       'envoy.image = "envoyproxy/envoy',
       'vllm.replicas = 6',
       'workload.prefixLen = 9000',
-      'workload.partitionSeeds = [42,4242]',
     ]);
   });
 

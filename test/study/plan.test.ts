@@ -230,3 +230,53 @@ describe('study.repeats', () => {
     expect(() => parseLabConfig({ study: { repeats: 21 } })).toThrow(/study\.repeats/);
   });
 });
+
+describe('the study for 4 and 8 replicas (issue 17)', () => {
+  // The server's bootstrap waits for its agents too: a cluster needs the longer ready timeout.
+  const eightGpuAgents = {
+    instance: { readyTimeoutMinutes: 60 },
+    cluster: { agents: [{ name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.12xlarge' }] },
+  };
+
+  it.each([
+    [4, {}],
+    [8, eightGpuAgents],
+  ])(
+    'with %i replicas: one partition client per replica, each its own prefixes and seed',
+    (replicas, cluster) => {
+      const plan = studyPlan(parseLabConfig({ ...cluster, vllm: { replicas } }));
+      const run = findRun(plan, 'partition');
+      expect(run.benchmarks).toHaveLength(replicas);
+      expect(run.benchmarks.map((b) => b.target)).toEqual(
+        Array.from({ length: replicas }, (_, replica) => ({ kind: 'replica', servers: 'standard', replica })),
+      );
+      // 128 prefixes, 1,024 prompts and concurrency 32 split evenly; seeds 42, 4242, 8442, ...
+      for (const b of run.benchmarks) {
+        expect(b.prefix?.prefixes).toBe(128 / replicas);
+        expect(b.prompts).toBe(1024 / replicas);
+        expect(b.concurrency).toBe(32 / replicas);
+      }
+      expect(run.benchmarks.map((b) => b.seed)).toEqual(
+        Array.from({ length: replicas }, (_, i) => 42 + 4200 * i),
+      );
+      expect(new Set(run.benchmarks.map((b) => b.id)).size).toBe(replicas);
+      expect(run.expectedRequests).toBe(1024 + replicas);
+      expect(run.title).toBe(
+        `Ideal partition: ${Array(replicas)
+          .fill(128 / replicas)
+          .join(' + ')} prefixes pinned to ${replicas} replicas`,
+      );
+    },
+  );
+
+  it('runs the bound sweep one replica per run, all four at once when there are 4 or more replicas', () => {
+    for (const replicas of [4, 8]) {
+      const plan = studyPlan(parseLabConfig({ ...eightGpuAgents, vllm: { replicas } }));
+      const bounds = plan.runs.filter((r) => r.group === 'bound');
+      expect(bounds.map((r) => r.reset.replicas)).toEqual([[0], [1], [2], [3]]);
+      // None of the four waits for another: they run at once.
+      const waits = runPrerequisites(plan);
+      expect(bounds.map((r) => waits.get(r.id))).toEqual([[], [], [], []]);
+    }
+  });
+});

@@ -2,6 +2,8 @@ import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { routerWheelhouse } from '../../../charts/routers.ts';
+import { agentNodes, type ClusterNode, type NodeRole, SERVER_HOST } from '../../config/cluster.ts';
+import { NODE_ROLE_LABEL } from '../../config/placement.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
 import { HOST_FILE, STATUS_FILE, STUDIES_DIR } from '../../runner/layout.ts';
@@ -14,7 +16,14 @@ import {
   replicaSetName,
   VLLM_PORT,
 } from '../../study/topology.ts';
-import { type NetworkStepName, STEP_NAMES, type StepName, stepBudgetSeconds } from './budgets.ts';
+import {
+  type AgentStepName,
+  type NetworkStepName,
+  type ServerStepName,
+  serverStepBudgetSeconds,
+  serverStepNames,
+  WAIT_FOR_AGENTS,
+} from './budgets.ts';
 import {
   BOOTSTRAP_ENVIRONMENT,
   BOOTSTRAP_LOG,
@@ -37,6 +46,43 @@ export const BOOTSTRAP_SOURCES = fileURLToPath(new URL('./sh/', import.meta.url)
 
 /** K3s flags (lab-spec 2.2): a kubeconfig kubectl can read without sudo, no bundled Traefik. */
 export const K3S_EXEC = '--write-kubeconfig-mode 644 --disable traefik';
+
+/**
+ * Node labels every host of the LLM-gateway lab registers with (`--node-label`): its role, which
+ * the charts' node selectors use (NODE_ROLE_LABEL of lib/config/placement.ts; the shell steps use
+ * the same literal through settings.env), and its host name among the cluster's hosts, which the
+ * bootstrap finds each node by.
+ */
+export { NODE_ROLE_LABEL };
+export const HOST_LABEL = 'llm-gateway-lab/host';
+
+/** `--node-label` flags of one host. */
+export function nodeLabelFlags(host: string, role: NodeRole): string {
+  return `--node-label ${NODE_ROLE_LABEL}=${role} --node-label ${HOST_LABEL}=${host}`;
+}
+
+/**
+ * Where the server keeps the agent token it read from Secrets Manager (root only): K3s reads it
+ * with `--agent-token-file`, "File containing the agent secret", the shared secret that joins
+ * agents but not servers (k3s-io/k3s pkg/cli/cmds/server.go, ServerFlags: agent-token,
+ * agent-token-file / K3S_AGENT_TOKEN_FILE).
+ */
+export const AGENT_TOKEN_FILE = `${WORK_DIR}/agent-token`;
+
+/** Results prefix of the agents under the stack's: `agents/<host>/`. */
+export const AGENTS_RESULTS_DIR = 'agents';
+/**
+ * A GPU agent reports its model cache at `<stack>/agents/<host>/model-cache/<server instance id>`:
+ * keyed by the server, so that a new server never reads a report meant for an earlier one.
+ */
+export const MODEL_CACHE_REPORT_DIR = 'model-cache';
+
+/** The K3s flags of the server: the common ones, its labels, and the agent token when agents join. */
+export function serverK3sExec(config: LabConfig): string {
+  const flags = [K3S_EXEC, nodeLabelFlags(SERVER_HOST, 'gpu')];
+  if (config.cluster.agents.length > 0) flags.push(`--agent-token-file ${AGENT_TOKEN_FILE}`);
+  return flags.join(' ');
+}
 
 /** The ShareGPT file of vLLM's benchmark documentation (lab-spec 3.8). */
 export const SHAREGPT_URL =
@@ -95,7 +141,7 @@ export const SIGNAL_RETRY_SECONDS = 10;
 
 /** One step: its bash function, the title its marker shows, and its time budget. */
 export interface BootstrapStep {
-  readonly name: StepName | NetworkStepName;
+  readonly name: ServerStepName | NetworkStepName | AgentStepName;
   readonly title: string;
   readonly budgetSeconds: number;
 }
@@ -125,7 +171,7 @@ export function sharegptHostPath(config: LabConfig): string {
   return `${MODEL_CACHE_HOST_PATH}/${inPod.slice(prefix.length)}`;
 }
 
-function stepTitles(config: LabConfig): Record<StepName, string> {
+function stepTitles(config: LabConfig): Record<ServerStepName, string> {
   const minutes = lifetimeMinutes(config);
   const whenDone = config.runner.terminateWhenDone
     ? '; terminate when the study is done (runner.terminateWhenDone)'
@@ -140,11 +186,14 @@ function stepTitles(config: LabConfig): Record<StepName, string> {
     check_container_runtime: 'check nvidia-container-runtime (K3s needs it for the nvidia runtime)',
     install_k3s: `install K3s ${config.k3s.version}, check its containerd has the nvidia runtime and RuntimeClass ${NVIDIA_RUNTIME_CLASS}`,
     prefetch: `pre-fetch ${config.model.name}${sharegpt} into the shared cache; pull images in parallel`,
+    [WAIT_FOR_AGENTS]: `wait for the K3s agents (${agentNodes(config)
+      .map((n) => `${n.name} ${n.role}`)
+      .join(', ')}) to be Ready, each GPU agent with its model cache`,
     apply_prerequisites:
       'apply the prerequisites of prerequisites.json in order, waiting for their CRDs and Deployments',
     apply_charts:
       'apply the lab charts (NN-*.yaml) in file-name order, not jobs/, with their after-apply steps',
-    wait_for_device_plugin: `wait for the device plugin: ${config.instance.gpus} allocatable nvidia.com/gpu`,
+    wait_for_device_plugin: `wait for the device plugin: ${gpuNodesText(config)} allocatable nvidia.com/gpu`,
     wait_for_replicas: `wait for ${sets.length * config.vllm.replicas} vLLM replica(s) (${sets.join(', ')}) to be Ready and serve /v1/models`,
     record_gpu_uuids: 'record the GPU UUID of every replica and check they are distinct',
     signal_success: 'signal SUCCESS to the WaitCondition',
@@ -158,8 +207,23 @@ function stepTitles(config: LabConfig): Record<StepName, string> {
  */
 export function bootstrapSteps(config: LabConfig): BootstrapStep[] {
   const titles = stepTitles(config);
-  const budgets = stepBudgetSeconds(config.instance.readyTimeoutMinutes);
-  return STEP_NAMES.map((name) => ({ name, title: titles[name], budgetSeconds: budgets[name] }));
+  const withAgents = config.cluster.agents.length > 0;
+  const budgets = serverStepBudgetSeconds(config.instance.readyTimeoutMinutes, withAgents);
+  return serverStepNames(withAgents).map((name) => ({
+    name,
+    title: titles[name],
+    budgetSeconds: budgets[name] ?? 0,
+  }));
+}
+
+/** "4 on the server" or "4 on the server, 1 on gpu-1, 1 on gpu-2". */
+function gpuNodesText(config: LabConfig): string {
+  const agents = gpuAgents(config).map((n) => `${n.gpus} on ${n.name}`);
+  return [`${config.instance.gpus}${agents.length > 0 ? ' on the server' : ''}`, ...agents].join(', ');
+}
+
+function gpuAgents(config: LabConfig): ClusterNode[] {
+  return agentNodes(config).filter((n) => n.role === 'gpu');
 }
 
 export const q = shellQuote;
@@ -171,7 +235,13 @@ export const array = (name: string, values: readonly (string | number)[]) =>
 /** Lines of settings.env every lab's bootstrap reads: host paths, the steps, the signal, the uploads. */
 export function commonSettings(
   steps: readonly { name: string; title: string; budgetSeconds: number }[],
-  host: { terminateWhenDone: boolean; lifetimeMinutes: number; resultsSubdir: string },
+  host: {
+    terminateWhenDone: boolean;
+    lifetimeMinutes: number;
+    resultsSubdir: string;
+    /** Launcher variables this host needs beyond BOOTSTRAP_ENVIRONMENT (an agent's server URL...). */
+    environment?: readonly string[];
+  },
 ): string[] {
   return [
     '# shellcheck shell=bash disable=SC2034',
@@ -218,7 +288,7 @@ export function commonSettings(
     assign('WAIT_INTERVAL_SECONDS', 5),
     '',
     '# --- the WaitCondition and the uploads',
-    array('REQUIRED_ENVIRONMENT', BOOTSTRAP_ENVIRONMENT),
+    array('REQUIRED_ENVIRONMENT', [...BOOTSTRAP_ENVIRONMENT, ...(host.environment ?? [])]),
     assign('SIGNAL_UNIQUE_ID', SIGNAL_UNIQUE_ID),
     assign('SIGNAL_ATTEMPTS', SIGNAL_ATTEMPTS),
     assign('SIGNAL_RETRY_SECONDS', SIGNAL_RETRY_SECONDS),
@@ -238,22 +308,23 @@ export function commonSettings(
 /** settings.env: every value the shell program reads from the configuration, as bash assignments. */
 export function renderSettings(config: LabConfig): string {
   const steps = bootstrapSteps(config);
-  const sharegpt = config.study.sharegptControl ? sharegptHostPath(config) : '';
+  const agents = agentNodes(config);
   return [
     ...commonSettings(steps, {
       terminateWhenDone: config.runner.terminateWhenDone,
       lifetimeMinutes: lifetimeMinutes(config),
       resultsSubdir: '',
+      environment: agents.length > 0 ? [AGENT_TOKEN_SECRET_VARIABLE] : [],
     }),
     '# --- the lab configuration',
     assign('MODEL_CACHE', MODEL_CACHE_HOST_PATH),
-    assign('SHAREGPT_FILE', sharegpt),
+    assign('SHAREGPT_FILE', sharegptSetting(config)),
     assign('INSTANCE_TYPE', config.instance.type),
     assign('EXPECTED_GPUS', config.instance.gpus),
     assign('AMI_PARAMETER', config.instance.amiParameter),
     assign('HELD_PACKAGES_PATTERN', HELD_PACKAGES_PATTERN),
     assign('K3S_VERSION', config.k3s.version),
-    assign('K3S_EXEC', K3S_EXEC),
+    assign('K3S_EXEC', serverK3sExec(config)),
     assign('RUNTIME_CLASS', NVIDIA_RUNTIME_CLASS),
     assign('NAMESPACE', config.namespace),
     assign('MODEL_NAME', config.model.name),
@@ -270,7 +341,38 @@ export function renderSettings(config: LabConfig): string {
     assign('MODEL_CACHE_MOUNT', MODEL_CACHE_MOUNT),
     assign('SHAREGPT_URL', SHAREGPT_URL),
     '',
+    '# --- the K3s cluster: this host is the server; its agents (none for the one-host lab)',
+    ...clusterSettings(SERVER_HOST),
+    array(
+      'AGENT_HOSTS',
+      agents.map((n) => n.name),
+    ),
+    array(
+      'AGENT_GPUS',
+      agents.map((n) => n.gpus),
+    ),
+    assign('AGENT_TOKEN_FILE', AGENT_TOKEN_FILE),
+    '',
   ].join('\n');
+}
+
+/** The launcher variable holding the agent token's secret ARN (server and agents). */
+export const AGENT_TOKEN_SECRET_VARIABLE = 'LAB_AGENT_TOKEN_SECRET';
+
+/** Settings every host of the cluster shares: its name, the labels, where agents report. */
+export function clusterSettings(host: string): string[] {
+  return [
+    assign('HOST_NAME', host),
+    assign('HOST_LABEL', HOST_LABEL),
+    assign('NODE_ROLE_LABEL', NODE_ROLE_LABEL),
+    assign('AGENTS_RESULTS_DIR', AGENTS_RESULTS_DIR),
+    assign('MODEL_CACHE_REPORT_DIR', MODEL_CACHE_REPORT_DIR),
+  ];
+}
+
+/** The ShareGPT file's host path, or '' when the study runs no ShareGPT control. */
+export function sharegptSetting(config: LabConfig): string {
+  return config.study.sharegptControl ? sharegptHostPath(config) : '';
 }
 
 /**

@@ -49,6 +49,84 @@ export const BASE_STEP_MINUTES: Readonly<Record<StepName, number>> = {
 };
 
 /**
+ * The server's extra step when the cluster has K3s agents (issue 17): after its own pre-fetch and
+ * before anything is applied, every agent has joined and every GPU agent has its model cache, so
+ * no replica is ever placed on a node without the model.
+ */
+export const WAIT_FOR_AGENTS = 'wait_for_agents';
+export type ServerStepName = StepName | typeof WAIT_FOR_AGENTS;
+
+/** Minutes of the server's wait for its agents; they boot in parallel with it, so mostly spent already. */
+export const WAIT_FOR_AGENTS_MINUTES = 8;
+
+/** The server's steps: the one-host steps, with the wait for the agents when there are any. */
+export function serverStepNames(withAgents: boolean): ServerStepName[] {
+  if (!withAgents) return [...STEP_NAMES];
+  const at = STEP_NAMES.indexOf('prefetch') + 1;
+  return [...STEP_NAMES.slice(0, at), WAIT_FOR_AGENTS, ...STEP_NAMES.slice(at)];
+}
+
+const SERVER_WITH_AGENTS_MINUTES: Readonly<Record<ServerStepName, number>> = {
+  ...BASE_STEP_MINUTES,
+  [WAIT_FOR_AGENTS]: WAIT_FOR_AGENTS_MINUTES,
+};
+
+/** Seconds per server step: the one-host budgets, or those with the wait for the agents. */
+export function serverStepBudgetSeconds(
+  readyTimeoutMinutes: number,
+  withAgents: boolean,
+): Partial<Record<ServerStepName, number>> {
+  return withAgents
+    ? scaledBudgets(readyTimeoutMinutes, SERVER_WITH_AGENTS_MINUTES)
+    : stepBudgetSeconds(readyTimeoutMinutes);
+}
+
+/**
+ * A K3s agent's steps (issue 17): the common start, the GPU checks and the model cache on GPU
+ * agents only, the join, a report of the cache to the server, the signal.
+ */
+export const AGENT_STEP_NAMES = [
+  'arm_cost_guard',
+  'hold_os_updates',
+  'check_gpus',
+  'check_container_runtime',
+  'join_cluster',
+  'prefetch',
+  'report_model_cache',
+  'signal_success',
+] as const;
+export type AgentStepName = (typeof AGENT_STEP_NAMES)[number];
+
+/** Steps a CPU agent skips: it has no GPU and serves no model. */
+export const GPU_AGENT_ONLY_STEPS: readonly AgentStepName[] = [
+  'check_gpus',
+  'check_container_runtime',
+  'prefetch',
+  'report_model_cache',
+];
+
+/**
+ * Minutes per agent step at the default ready timeout. Estimates, not measured: the join waits
+ * for the server's K3s (which the server installs after its own first-boot apt work), and the
+ * pre-fetch is the server's (the vLLM image and the model).
+ */
+export const AGENT_BASE_STEP_MINUTES: Readonly<Record<AgentStepName, number>> = {
+  arm_cost_guard: 1,
+  hold_os_updates: 6,
+  check_gpus: 1,
+  check_container_runtime: 3,
+  join_cluster: 8,
+  prefetch: 10,
+  report_model_cache: 1,
+  signal_success: 1,
+};
+
+/** The same scaling for an agent's steps (GPU agent's table; a CPU agent uses a subset). */
+export function agentStepBudgetSeconds(readyTimeoutMinutes: number): Record<AgentStepName, number> {
+  return scaledBudgets(readyTimeoutMinutes, AGENT_BASE_STEP_MINUTES);
+}
+
+/**
  * The network lab's steps (network-lab-spec 1, 2): the common start (cost guard, OS updates,
  * preflight), the cell's datapath preflight, K3s with the cell's flags, image pulls, Cilium/Istio
  * as Helm prerequisites, the charts, the datapath proof, istiod's injector on mesh cells, signal.
@@ -96,9 +174,12 @@ export function baseBudgetMinutes(base: Readonly<Record<string, number>> = BASE_
   return Object.values(base).reduce((sum, minutes) => sum + minutes, 0);
 }
 
-/** The least `instance.readyTimeoutMinutes` that holds every step's base budget and the boot. */
-export function minimumReadyTimeoutMinutes(): number {
-  return baseBudgetMinutes() + BOOT_MARGIN_MINUTES;
+/**
+ * The least `instance.readyTimeoutMinutes` that holds every step's base budget and the boot; with
+ * agents, the server's wait for them too (agents boot in parallel and need less).
+ */
+export function minimumReadyTimeoutMinutes(withAgents = false): number {
+  return baseBudgetMinutes(withAgents ? SERVER_WITH_AGENTS_MINUTES : BASE_STEP_MINUTES) + BOOT_MARGIN_MINUTES;
 }
 
 /**

@@ -28,6 +28,11 @@ export interface LauncherInputs {
   /** Results bucket name; results go under `<stackName>/`. */
   readonly resultsBucket: string;
   readonly stackName: string;
+  /**
+   * Further deploy-time inputs of one kind of host, exported by name (a K3s agent's server URL,
+   * the agent token's secret ARN): values only the deployment knows, so not in settings.env.
+   */
+  readonly environment?: Readonly<Record<string, string>>;
 }
 
 /** The size EC2 allows for user data (before base64). */
@@ -43,10 +48,16 @@ export const USER_DATA_LIMIT_BYTES = 16 * 1024;
  * concrete value that does is refused. Tokens pass unchanged.
  */
 export function renderLauncher(inputs: LauncherInputs): string {
-  for (const [name, value] of Object.entries(inputs)) {
+  const { environment = {}, ...fixed } = inputs;
+  for (const [name, value] of Object.entries({ ...fixed, ...environment })) {
     if (value.includes("'"))
       throw new Error(`renderLauncher: ${name} must not contain a single quote: ${value}`);
   }
+  for (const name of Object.keys(environment)) {
+    if (!/^LAB_[A-Z0-9_]+$/.test(name))
+      throw new Error(`renderLauncher: environment name ${name} must look like LAB_SOMETHING`);
+  }
+  const extra = Object.entries(environment).map(([name, value]) => `export ${name}='${value}'\n`);
   return `#!/bin/bash
 # Lab launcher (user data): fetch the bootstrap folder and the manifests from S3 and run the
 # bootstrap, which signals the WaitCondition. A failure before any signal is signalled here, so the
@@ -57,7 +68,7 @@ export LAB_REGION='${inputs.region}'
 export LAB_RESULTS_BUCKET='${inputs.resultsBucket}'
 export LAB_STACK_NAME='${inputs.stackName}'
 export WAIT_HANDLE_URL='${inputs.waitHandleUrl}'
-export AWS_DEFAULT_REGION=$LAB_REGION LAB_MANIFESTS_DIR=${MANIFESTS_DIR}
+${extra.join('')}export AWS_DEFAULT_REGION=$LAB_REGION LAB_MANIFESTS_DIR=${MANIFESTS_DIR}
 bootstrap_uri='${inputs.bootstrapS3Uri}'
 manifests_uri='${inputs.manifestsS3Uri}'
 step=start

@@ -44,6 +44,13 @@ export interface CapacityLaunchProps {
    * @default - none: the offered AZs in name order
    */
   readonly preferredAzs?: string[];
+  /**
+   * The only Availability Zone to launch in, e.g. a K3s server's (a token from its launch): the
+   * fallback types are tried there, other AZs never. Overrides `preferredAzs`.
+   *
+   * @default - any AZ with a lab subnet that offers the type
+   */
+  readonly availabilityZone?: string;
   /** vCPUs of `instanceType`, named in the quota message (48 for g6.12xlarge). */
   readonly vcpusNeeded: number;
   /**
@@ -167,6 +174,8 @@ export class CapacityLaunch extends Construct {
   readonly instanceType: string;
   /** One line per attempt, newest kept when shortened. */
   readonly attemptLog: string;
+  /** The instance's private IPv4 address. */
+  readonly privateIpAddress: string;
   /** The function that launches, keeps or terminates the instance. */
   readonly onEventFunction: nodejs.NodejsFunction;
   /** The function that waits for `running` or `terminated`. */
@@ -328,6 +337,8 @@ export class CapacityLaunch extends Construct {
         [LaunchProps.securityGroupId]: props.securityGroup.securityGroupId,
         [LaunchProps.instanceTypes]: [props.instanceType, ...(props.fallbackInstanceTypes ?? [])],
         [LaunchProps.preferredAzs]: props.preferredAzs ?? [],
+        // Only when set: an unchanged one-host stack keeps its launch inputs, and so its host.
+        ...(props.availabilityZone === undefined ? {} : { [LaunchProps.requiredAz]: props.availabilityZone }),
         [LaunchProps.vcpusNeeded]: props.vcpusNeeded,
         [LaunchProps.quotaName]: props.quota?.name ?? '',
         [LaunchProps.quotaCode]: props.quota?.code ?? '',
@@ -343,6 +354,7 @@ export class CapacityLaunch extends Construct {
     this.availabilityZone = resource.getAttString(LaunchAttributes.availabilityZone);
     this.instanceType = resource.getAttString(LaunchAttributes.instanceType);
     this.attemptLog = resource.getAttString(LaunchAttributes.attemptLog);
+    this.privateIpAddress = resource.getAttString(LaunchAttributes.privateIpAddress);
   }
 
   private handlerFunction(

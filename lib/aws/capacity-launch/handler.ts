@@ -41,7 +41,8 @@ export interface IsCompleteResponse {
   readonly IsComplete: boolean;
   /** Set when a replacement completes: the new instance (the framework passes it to CloudFormation). */
   readonly PhysicalResourceId?: string;
-  readonly Data?: LaunchData;
+  /** A replacement's whole Data; otherwise only what onEvent could not know yet (the private IP). */
+  readonly Data?: Partial<LaunchData>;
 }
 
 export interface HandlerDeps {
@@ -88,19 +89,39 @@ function quotaOf(props: Record<string, unknown>): { quota?: OnDemandQuota } {
   return { quota: { name, ...(typeof code === 'string' && code !== '' ? { code } : {}) } };
 }
 
+/**
+ * The subnets a launch may use: all of them, or only the required AZ's (a K3s agent joins its
+ * server in the server's AZ; the type fallback still applies there, the AZ fallback cannot).
+ */
+function subnetsWithin(subnets: LabSubnet[], requiredAz: unknown): LabSubnet[] {
+  if (typeof requiredAz !== 'string' || requiredAz === '') return subnets;
+  const inAz = subnets.filter((s) => s.availabilityZone === requiredAz);
+  if (inAz.length === 0) {
+    const azs = [...new Set(subnets.map((s) => s.availabilityZone))].sort().join(', ');
+    throw new Error(
+      `CapacityLaunch: ${LaunchProps.requiredAz} ${requiredAz} has no lab subnet; the subnets are in ${azs}`,
+    );
+  }
+  return inAz;
+}
+
 /** The launch request from the resource properties (CloudFormation sends numbers as strings). */
 export function parseLaunchRequest(props: Record<string, unknown>, requestId: string): LaunchRequest {
   const instanceTypes = list(props, LaunchProps.instanceTypes).map(String);
   if (instanceTypes.length === 0)
     throw new Error(`CapacityLaunch: property ${LaunchProps.instanceTypes} is empty`);
   const vcpus = Number(props[LaunchProps.vcpusNeeded]);
+  const requiredAz = props[LaunchProps.requiredAz];
   return {
     launchTemplateId: text(props, LaunchProps.launchTemplateId),
     launchTemplateVersion: text(props, LaunchProps.launchTemplateVersion),
-    subnets: list(props, LaunchProps.subnets).map(subnetOf),
+    subnets: subnetsWithin(list(props, LaunchProps.subnets).map(subnetOf), requiredAz),
     securityGroupId: text(props, LaunchProps.securityGroupId),
     instanceTypes,
-    preferredAzs: list(props, LaunchProps.preferredAzs).map(String),
+    preferredAzs:
+      typeof requiredAz === 'string' && requiredAz !== ''
+        ? [requiredAz]
+        : list(props, LaunchProps.preferredAzs).map(String),
     vcpusNeeded: Number.isFinite(vcpus) ? vcpus : 0,
     ...quotaOf(props),
     stackTag: { key: text(props, LaunchProps.stackTagKey), value: text(props, LaunchProps.stackTagValue) },
@@ -164,6 +185,7 @@ function hostResponse(instance: Instance, attemptLog: string): OnEventResponse {
       AvailabilityZone: instance.Placement?.AvailabilityZone ?? '',
       InstanceType: instance.InstanceType ?? '',
       AttemptLog: attemptLog,
+      PrivateIpAddress: instance.PrivateIpAddress ?? '',
     },
   };
 }
@@ -209,6 +231,8 @@ async function launch(event: ResourceEvent, deps: HandlerDeps): Promise<OnEventR
       AvailabilityZone: result.availabilityZone,
       InstanceType: result.instanceType,
       AttemptLog: attemptLogAttribute(result.log),
+      // Known once isComplete sees the instance (its answer's Data is merged over this one).
+      PrivateIpAddress: '',
     },
   };
 }
@@ -254,6 +278,7 @@ async function update(event: ResourceEvent, deps: HandlerDeps): Promise<OnEventR
         AvailabilityZone: az,
         InstanceType: type,
         AttemptLog: `${type}: kept ${current} in ${az}, launch inputs unchanged`,
+        PrivateIpAddress: instance?.PrivateIpAddress ?? '',
       },
     };
   }
@@ -381,7 +406,10 @@ export async function checkComplete(event: ResourceEvent, deps: HandlerDeps): Pr
   }
   if (isReplacement(event)) return continueReplacement(event, deps);
   const instance = await describeInstance(deps.ec2, instanceId);
-  return { IsComplete: hostState(instance, instanceId) === 'running' };
+  if (hostState(instance, instanceId) !== 'running') return { IsComplete: false };
+  // The Provider framework merges this Data over onEvent's (aws-cdk-lib custom-resources
+  // provider-framework/runtime/framework.js, isComplete: `Data: {...event.Data, ...isCompleteResult.Data}`).
+  return { IsComplete: true, Data: { PrivateIpAddress: instance?.PrivateIpAddress ?? '' } };
 }
 
 /**

@@ -8,6 +8,10 @@ import {
   RunInstancesCommand,
   type RunInstancesCommandInput,
 } from '@aws-sdk/client-ec2';
+import { type OnDemandQuota, onDemandQuotaFor } from '../instances.ts';
+
+// The quota table lives with the other plain instance facts, which the configuration reads too.
+export { type OnDemandQuota, onDemandQuotaFor };
 
 /** One of the lab's public subnets: the launch picks an Availability Zone by picking its subnet. */
 export interface LabSubnet {
@@ -147,29 +151,6 @@ export function classifyLaunchError(err: unknown): FailureClass {
   if (TRANSIENT_CODES.has(code) || httpStatusCode === 503) return 'transient';
   // An error nobody expected says nothing about the other AZs: record it and move on.
   return 'next-az';
-}
-
-/** An On-Demand vCPU quota of EC2: its name in Service Quotas and, when known, its code. */
-export interface OnDemandQuota {
-  readonly name: string;
-  readonly code?: string;
-}
-
-/** The On-Demand vCPU quota an instance type counts against, by its family letters. */
-export function onDemandQuotaFor(instanceType: string): OnDemandQuota {
-  const family = instanceType.split('.')[0] ?? '';
-  if (/^(g|vt)\d/.test(family)) return { name: 'Running On-Demand G and VT instances', code: 'L-DB2E81BA' };
-  if (/^p\d/.test(family)) return { name: 'Running On-Demand P instances', code: 'L-417A185B' };
-  if (/^inf\d/.test(family)) return { name: 'Running On-Demand Inf instances' };
-  if (/^trn\d/.test(family)) return { name: 'Running On-Demand Trn instances' };
-  if (/^dl\d/.test(family)) return { name: 'Running On-Demand DL instances' };
-  if (/^f\d/.test(family)) return { name: 'Running On-Demand F instances' };
-  if (/^x\d/.test(family)) return { name: 'Running On-Demand X instances' };
-  if (/^u/.test(family)) return { name: 'Running On-Demand High Memory instances' };
-  return {
-    name: 'Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances',
-    code: 'L-1216C47A',
-  };
 }
 
 /** The actionable message for an error that stops the launch in every AZ. */

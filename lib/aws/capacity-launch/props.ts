@@ -13,6 +13,8 @@ export const LaunchProps = {
   /** The primary type first, then the fallback types. */
   instanceTypes: 'InstanceTypes',
   preferredAzs: 'PreferredAzs',
+  /** The only Availability Zone tried (a K3s agent goes where its server runs); absent: any. */
+  requiredAz: 'RequiredAz',
   vcpusNeeded: 'VcpusNeeded',
   /** The On-Demand vCPU quota named in the quota message; empty: derived from the primary type. */
   quotaName: 'QuotaName',
@@ -30,6 +32,7 @@ export const LAUNCH_INPUTS = [
   LaunchProps.securityGroupId,
   LaunchProps.instanceTypes,
   LaunchProps.preferredAzs,
+  LaunchProps.requiredAz,
 ] as const;
 
 /** Attribute names of the resource (`Fn::GetAtt`). */
@@ -38,6 +41,8 @@ export const LaunchAttributes = {
   availabilityZone: 'AvailabilityZone',
   instanceType: 'InstanceType',
   attemptLog: 'AttemptLog',
+  /** The instance's private IPv4 address (a K3s server's URL for its agents). */
+  privateIpAddress: 'PrivateIpAddress',
 } as const;
 
 /** Subnet entries inside the `Subnets` property. */

@@ -12,8 +12,13 @@ interface GpuPod {
   readonly why: string;
 }
 
-/** Lesson 1: every pod that needs a GPU runs with the nvidia RuntimeClass. */
-export function runtimeClassOnGpuPods(testbed: Testbed): Violation[] {
+/**
+ * Lesson 1: every pod that needs a GPU runs with the GPU RuntimeClass the configuration
+ * names (`placement.gpuNodes.runtimeClassName`, `nvidia` by default: the one K3s registers). With none configured the
+ * node's default runtime injects the GPUs (EKS GPU AMIs) and there is nothing to check here.
+ */
+export function runtimeClassOnGpuPods(testbed: Testbed, expected: string | undefined): Violation[] {
+  if (expected === undefined) return [];
   const pods: GpuPod[] = [
     ...unique(testbed.servers.map((ref) => ref.pod)).map((pod) => ({
       pod,
@@ -33,10 +38,15 @@ export function runtimeClassOnGpuPods(testbed: Testbed): Violation[] {
   ];
   return pods.flatMap(({ pod, what, why }) => {
     const runtimeClass = pod.spec.runtimeClassName;
-    if (runtimeClass === 'nvidia') return [];
+    if (runtimeClass === expected) return [];
     const actual = runtimeClass === undefined ? 'is not set' : `is ${JSON.stringify(runtimeClass)}`;
     return [
-      violation(pod.object, `${pod.path}.runtimeClassName`, 1, `${actual}; ${what} needs "nvidia": ${why}`),
+      violation(
+        pod.object,
+        `${pod.path}.runtimeClassName`,
+        1,
+        `${actual}; ${what} needs "${expected}": ${why}`,
+      ),
     ];
   });
 }

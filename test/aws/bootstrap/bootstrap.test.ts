@@ -68,6 +68,7 @@ describe('the bootstrap as a shell program', () => {
       'steps/08-replicas.sh',
       'steps/09-signal.sh',
       'steps/20-network-cell.sh',
+      'steps/30-cluster.sh',
     ]);
     expect(shellcheckFiles(files)).toBe('');
   });
@@ -106,7 +107,11 @@ describe.each(configs)('settings.env (%s)', (_, config) => {
     expect(settings).toContain(`LIFETIME_MINUTES=${config.instance.maxLifetimeHours * 60}`);
     expect(settings).toContain(`EXPECTED_GPUS=${config.instance.gpus}`);
     expect(settings).toContain(`K3S_VERSION='${config.k3s.version}'`);
-    expect(settings).toContain(`K3S_EXEC='--write-kubeconfig-mode 644 --disable traefik'`);
+    // The server is a gpu node, found by its host label (issue 17); no agent token without agents.
+    expect(settings).toContain(
+      `K3S_EXEC='--write-kubeconfig-mode 644 --disable traefik --node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=server'`,
+    );
+    expect(settings).toContain('AGENT_HOSTS=()');
     expect(settings).toContain(`MODEL_NAME='${config.model.name}'`);
     expect(settings).toContain(`REPLICAS=${config.vllm.replicas}`);
     expect(settings).toContain(`CONTAINERD_CONFIG='/var/lib/rancher/k3s/agent/etc/containerd/config.toml'`);
@@ -238,7 +243,13 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
       /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$/,
     );
 
-    expect(calls).toContain('k3s-install v1.36.4+k3s1|--write-kubeconfig-mode 644 --disable traefik');
+    expect(calls).toContain(
+      'k3s-install v1.36.4+k3s1|--write-kubeconfig-mode 644 --disable traefik --node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=server',
+    );
+    // Its own node, by label: an agent joining meanwhile would not count.
+    expect(calls).toContain(
+      'kubectl wait --for=condition=Ready node -l llm-gateway-lab/host=server --timeout=10s',
+    );
     expect(box.log()).toContain(
       'containerd runtime nvidia:   BinaryName = "/usr/bin/nvidia-container-runtime"',
     );
@@ -321,7 +332,9 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   test('3 replicas with llm-d: both sets awaited, six distinct GPUs, K3s v1.35.2', () => {
     const { box, result, calls } = rehearse(other);
     expect(result.status, box.log()).toBe(0);
-    expect(calls).toContain('k3s-install v1.35.2+k3s1|--write-kubeconfig-mode 644 --disable traefik');
+    expect(calls).toContain(
+      'k3s-install v1.35.2+k3s1|--write-kubeconfig-mode 644 --disable traefik --node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=server',
+    );
     expect(calls.some((c) => c.startsWith('kubectl -n vllm rollout status statefulset/qwen3-kv'))).toBe(true);
     const pods = calls.filter((c) => c.includes(' exec ')).map((c) => c.split(' ')[4]);
     expect(pods).toEqual(['qwen3-0', 'qwen3-1', 'qwen3-2', 'qwen3-kv-0', 'qwen3-kv-1', 'qwen3-kv-2']);

@@ -118,6 +118,13 @@ if [ -n "\${FAKE_AWS_RESTORE_FAIL:-}" ] && [ "$1 $2" = "s3 sync" ] && [[ "$3" ==
 tries=$(cat "$SANDBOX/aws-tries" 2>/dev/null || echo 0)
 echo $((tries + 1)) >"$SANDBOX/aws-tries"
 if [ "$tries" -lt "\${FAKE_AWS_FAIL_TIMES:-0}" ]; then echo "fatal error: Could not connect to the endpoint URL" >&2; exit 1; fi
+# FAKE_AWS_MISSING: a glob of command lines that fail as a missing object does (a report not yet written).
+if [ -n "\${FAKE_AWS_MISSING:-}" ]; then case "$*" in $FAKE_AWS_MISSING) echo "fatal error: An error occurred (404) when calling the HeadObject operation: Not Found" >&2; exit 1 ;; esac; fi
+# The K3s agent token in Secrets Manager; FAKE_SECRET_DENIED: the role may not read it.
+if [ "$1 $2" = "secretsmanager get-secret-value" ]; then
+  if [ -n "\${FAKE_SECRET_DENIED:-}" ]; then echo "An error occurred (AccessDeniedException) when calling the GetSecretValue operation" >&2; exit 254; fi
+  echo "\${FAKE_AGENT_TOKEN:-fake-agent-token}"; exit 0
+fi
 args=("$@"); dst=\${args[-1]}
 case "$dst" in
 *bootstrap.zip) cp "$FAKE_BOOTSTRAP_ZIP" "$dst" ;;
@@ -133,10 +140,12 @@ if [ "$1" = -L ]; then
 else
   echo "GPU0 X PHB"
 fi`),
+  // On an agent, \`k3s kubectl --kubeconfig <kubelet's> get node\` answers its Ready status (FAKE_AGENT_READY).
+  // pip download in a container (the router wheelhouse): the wheels land in the folder bound at
+  // /wheels; FAKE_PIP_FAIL makes pip fail as it does for a version without a matching wheel.
   k3s: FAKE(`
 if [ "$1" = --version ]; then echo "k3s version v1.36.4+k3s1 (0123abcd)"; echo "go version go1.24"; fi
-# pip download in a container (the router wheelhouse): the wheels land in the folder bound at
-# /wheels; FAKE_PIP_FAIL makes pip fail as it does for a version without a matching wheel.
+if [ "$1" = kubectl ]; then printf '%s' "\${FAKE_AGENT_READY-True}"; fi
 if [[ "$*" == *"pip download"* ]]; then
   if [ -n "\${FAKE_PIP_FAIL:-}" ]; then echo "ERROR: No matching distribution found for \${*: -1}" >&2; exit 1; fi
   for a in "$@"; do
@@ -148,10 +157,27 @@ if [[ "$*" == *"pip download"* ]]; then
   touch "$dir/vllm_router-$version-cp38-abi3-manylinux_2_28_x86_64.whl" "$dir/fastapi-0.118.0-py3-none-any.whl"
 fi
 exit 0`),
+  // The agent's journal: FAKE_JOURNAL, one line per \n.
+  journalctl: FAKE(`printf "%b\\n" "\${FAKE_JOURNAL:-}"`),
   kubectl: FAKE(`
 # FAKE_HANG: a command line (glob) that never returns, as a stuck rollout does.
 if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30 ;; esac; fi
 case "$*" in
+# Nodes by their host label: the server (Ready, FAKE_ALLOCATABLE GPUs) and the agents of
+# FAKE_NODES ("gpu-1=True:1 client-1=True:0"); an agent not listed has not joined.
+*"get nodes -l llm-gateway-lab/host="*)
+  line="$*"; host=\${line#*llm-gateway-lab/host=}; host=\${host%% *}
+  if [ "$host" = server ]; then ready=True gpus=$FAKE_ALLOCATABLE
+  else
+    entry=$(tr ' ' '\\n' <<<"\${FAKE_NODES:-}" | grep "^$host=" || true)
+    [ -n "$entry" ] || exit 0
+    value=\${entry#*=}; ready=\${value%%:*}; gpus=\${value#*:}
+  fi
+  case "$*" in
+  *conditions*allocatable*) echo "$ready $gpus" ;;
+  *conditions*) echo "$ready" ;;
+  *allocatable*) printf '%s' "$gpus" ;;
+  esac ;;
 "get -f "*envoy-gateway*) echo '{"kind":"List","items":[{"kind":"Deployment","metadata":{"namespace":"envoy-gateway-system","name":"envoy-gateway"}}]}' ;;
 "get -f "*) echo '{"kind":"List","items":[]}' ;;
 *"get nodes"*) printf '%s' "$FAKE_ALLOCATABLE" ;;
@@ -202,6 +228,7 @@ http://169.254.169.254/latest/meta-data/*)
   [[ "$headers" == *"X-aws-ec2-metadata-token: $imds_token;"* ]] || exit 22
   case "$url" in
   */instance-type) printf 'g6.12xlarge' ;;
+  */instance-id) printf '%s' "\${FAKE_INSTANCE_ID:-i-0server0000000000}" ;;
   */local-ipv4) printf '10.0.1.23' ;;
   */placement/availability-zone) printf 'us-west-2b' ;;
   *) exit 22 ;;
@@ -236,11 +263,19 @@ export function makeSandbox(): Sandbox {
   // The K3s installer: writes the containerd config K3s generates, with the nvidia runtime it
   // finds (k3s-io/k3s pkg/agent/containerd/nvidia.go), unless FAKE_NO_NVIDIA_RUNTIME is set.
   const containerdConfig = path('/var/lib/rancher/k3s/agent/etc/containerd/config.toml');
+  const kubeletKubeconfig = path('/var/lib/rancher/k3s/agent/kubelet.kubeconfig');
   writeFileSync(
     join(root, 'k3s-install.sh'),
     [
       '#!/bin/sh',
       'echo "k3s-install $INSTALL_K3S_VERSION|$INSTALL_K3S_EXEC" >>"$SANDBOX/calls.log"',
+      // An agent (K3S_URL): what get.k3s.io would be given; once the server accepted the token,
+      // K3s writes the kubelet's kubeconfig (FAKE_JOIN_FAIL: it never does).
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+      'if [ -n "${K3S_URL:-}" ]; then',
+      '  echo "k3s-install-agent $K3S_URL|token=$K3S_TOKEN|skip-start=$INSTALL_K3S_SKIP_START" >>"$SANDBOX/calls.log"',
+      `  if [ -z "\${FAKE_JOIN_FAIL:-}" ]; then mkdir -p '${join(kubeletKubeconfig, '..')}'; touch '${kubeletKubeconfig}'; fi`,
+      'fi',
       `mkdir -p '${join(containerdConfig, '..')}'`,
       `printf '%s\\n' 'version = 3' "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]" > '${containerdConfig}'`,
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template

@@ -79,6 +79,7 @@ export class FakeEc2 {
       InstanceId: `i-0new${String(this.launched).padStart(12, '0')}`,
       InstanceType: type as Instance['InstanceType'],
       Placement: { AvailabilityZone: `us-west-2${subnet.slice(-1)}` },
+      PrivateIpAddress: `10.0.0.${this.launched}`,
       State: { Name: 'pending', Code: 0 },
       ClientToken: input.ClientToken,
       LaunchTime: new Date(1_700_000_000_000 + this.launched * 1000),

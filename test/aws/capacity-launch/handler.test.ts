@@ -108,6 +108,7 @@ describe('onEvent', () => {
           'g6.12xlarge: InsufficientInstanceCapacity in us-west-2a, trying us-west-2b',
           'g6.12xlarge: launched i-0bbbbbbbbbbbbbbbb in us-west-2b',
         ].join('\n'),
+        PrivateIpAddress: '',
       },
     });
     expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
@@ -128,6 +129,19 @@ describe('onEvent', () => {
     });
   });
 
+  it("Create of a K3s agent tries only its server's AZ: no capacity there fails, another AZ is never tried", async () => {
+    ec2Mock.on(RunInstancesCommand).rejects(ec2Error('InsufficientInstanceCapacity', 'no capacity', 500));
+    const agent = { ...PROPS, RequiredAz: 'us-west-2b' };
+
+    await expect(
+      handleEvent({ RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: agent }, deps()),
+    ).rejects.toThrow(/\| us-west-2b \| g6\.12xlarge \| InsufficientInstanceCapacity \|/);
+    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
+    expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
+      NetworkInterfaces: [expect.objectContaining({ SubnetId: 'subnet-b' })],
+    });
+  });
+
   it('Create fails with the launch message when no AZ has capacity', async () => {
     ec2Mock.on(RunInstancesCommand).rejects(ec2Error('InsufficientInstanceCapacity', 'no capacity', 500));
 
@@ -142,6 +156,7 @@ describe('onEvent', () => {
         InstanceId: OLD_ID,
         InstanceType: 'g6.12xlarge',
         Placement: { AvailabilityZone: 'us-west-2b' },
+        PrivateIpAddress: '10.0.16.7',
         State: { Name: 'running', Code: 16 },
       }),
     );
@@ -165,6 +180,7 @@ describe('onEvent', () => {
         AvailabilityZone: 'us-west-2b',
         InstanceType: 'g6.12xlarge',
         AttemptLog: `g6.12xlarge: kept ${OLD_ID} in us-west-2b, launch inputs unchanged`,
+        PrivateIpAddress: '10.0.16.7',
       },
     });
   });
@@ -250,11 +266,21 @@ describe('isComplete', () => {
       .on(DescribeInstancesCommand)
       .rejectsOnce(notFound())
       .resolvesOnce(described({ InstanceId: OLD_ID, State: { Name: 'pending', Code: 0 } }))
-      .resolvesOnce(described({ InstanceId: OLD_ID, State: { Name: 'running', Code: 16 } }));
+      .resolvesOnce(
+        described({
+          InstanceId: OLD_ID,
+          PrivateIpAddress: '10.0.16.7',
+          State: { Name: 'running', Code: 16 },
+        }),
+      );
 
     expect(await checkComplete(create, deps())).toEqual({ IsComplete: false });
     expect(await checkComplete(create, deps())).toEqual({ IsComplete: false });
-    expect(await checkComplete(create, deps())).toEqual({ IsComplete: true });
+    // The private IP is known only now; the framework merges it into onEvent's attributes.
+    expect(await checkComplete(create, deps())).toEqual({
+      IsComplete: true,
+      Data: { PrivateIpAddress: '10.0.16.7' },
+    });
     expect(ec2Mock).toHaveReceivedCommandWith(DescribeInstancesCommand, { InstanceIds: [OLD_ID] });
   });
 
@@ -350,6 +376,19 @@ describe('event parsing', () => {
     });
   });
 
+  it("keeps a K3s agent in its server's AZ: only that subnet, never another AZ", () => {
+    const agent = { ...PROPS, PreferredAzs: ['us-west-2a'], RequiredAz: 'us-west-2b' };
+    expect(parseLaunchRequest(agent, REQUEST_ID)).toMatchObject({
+      subnets: [{ subnetId: 'subnet-b', availabilityZone: 'us-west-2b' }],
+      preferredAzs: ['us-west-2b'],
+    });
+    expect(() => parseLaunchRequest({ ...PROPS, RequiredAz: 'us-west-2c' }, REQUEST_ID)).toThrow(
+      'CapacityLaunch: RequiredAz us-west-2c has no lab subnet; the subnets are in us-west-2a, us-west-2b',
+    );
+    // A server moved to another AZ moves its agents: the required AZ is a launch input.
+    expect(launchInputsChanged(agent, { ...agent, RequiredAz: 'us-west-2a' })).toBe(true);
+  });
+
   it('names a missing property', () => {
     const { SecurityGroupId: _, ...rest } = PROPS;
     expect(() => parseLaunchRequest(rest, REQUEST_ID)).toThrow(
@@ -439,6 +478,7 @@ describe('one host, within the quota', () => {
         AvailabilityZone: 'us-west-2a',
         InstanceType: 'g6.12xlarge',
         AttemptLog: `g6.12xlarge: ${replacement?.InstanceId} in us-west-2a replaced ${OLD_ID} (terminated first; every attempt is in the launch function's log)`,
+        PrivateIpAddress: replacement?.PrivateIpAddress,
       },
     });
     // Never two hosts at once, one launch in all, and the quota never refused it.

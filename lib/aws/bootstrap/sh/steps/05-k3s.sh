@@ -11,6 +11,8 @@
 # pkg/agent/templates). Both config versions match: runtimes."nvidia" and runtimes.'nvidia'.
 
 install_k3s() {
+  # With agents K3s starts with --agent-token-file: the file must be there first (30-cluster.sh).
+  if ((${#AGENT_HOSTS[@]} > 0)); then fetch_agent_token; fi
   # The installer is get.k3s.io's; the K3s release it installs is pinned by INSTALL_K3S_VERSION.
   curl -fsSL --retry 5 --max-time 120 -o "$WORK_DIR/k3s-install.sh" https://get.k3s.io ||
     die "cannot download the K3s installer from https://get.k3s.io"
@@ -55,6 +57,12 @@ print(json.dumps({k: v for k, v in zip(keys, sys.argv[1:]) if v}, indent=2))' \
 
 imds_get() { curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $2" "$IMDS/$1"; }
 
-node_is_ready() { kubectl wait --for=condition=Ready node --all --timeout=10s >/dev/null 2>&1; }
+# This host's node, by the label it registers with, so that agents joining meanwhile do not count;
+# a network-lab cell (no HOST_NAME) is a cluster of one node.
+node_is_ready() {
+  local nodes=(--all)
+  if [ -n "${HOST_NAME:-}" ]; then nodes=(-l "$HOST_LABEL=$HOST_NAME"); fi
+  kubectl wait --for=condition=Ready node "${nodes[@]}" --timeout=10s >/dev/null 2>&1
+}
 
 runtime_class_exists() { kubectl get runtimeclass "$RUNTIME_CLASS" >/dev/null 2>&1; }

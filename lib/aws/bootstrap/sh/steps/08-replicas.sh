@@ -7,10 +7,13 @@ wait_for_device_plugin() {
     die "the node reports '$(allocatable_gpus)' allocatable nvidia.com/gpu, expected $EXPECTED_GPUS (NVIDIA device plugin DaemonSet in kube-system)"
   fi
   log "allocatable nvidia.com/gpu: $EXPECTED_GPUS"
+  # With agents, each GPU agent too (30-cluster.sh).
+  wait_for_agent_gpus
 }
 
+# The server's node, found by its host label: with agents, the first node listed may be another.
 allocatable_gpus() {
-  kubectl get nodes -o 'jsonpath={.items[0].status.allocatable.nvidia\.com/gpu}' 2>/dev/null || true
+  kubectl get nodes -l "$HOST_LABEL=$HOST_NAME" -o 'jsonpath={.items[0].status.allocatable.nvidia\.com/gpu}' 2>/dev/null || true
 }
 
 gpus_allocatable() { [ "$(allocatable_gpus)" = "$EXPECTED_GPUS" ]; }

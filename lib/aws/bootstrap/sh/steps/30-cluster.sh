@@ -1,0 +1,164 @@
+# shellcheck shell=bash
+# Steps of a cluster with K3s agents (issue 17). On the server: the agent token from Secrets
+# Manager (K3s reads it with --agent-token-file), and the wait until every agent is Ready and every
+# GPU agent has reported its model cache. On an agent (settings.env of lib/aws/bootstrap/agent.ts):
+# the join with the same token, and the report of its model cache.
+#
+# Nodes are found by the labels every host registers with (HOST_LABEL=<host>, NODE_ROLE_LABEL=
+# gpu|cpu); NODE_ROLE_LABEL is the literal string of lib/config/placement.ts, which the charts'
+# node selectors use.
+
+# The agent token, read once into a root-only file; never printed.
+fetch_agent_token() {
+  local token
+  token=$(aws secretsmanager get-secret-value --region "$LAB_REGION" --secret-id "$LAB_AGENT_TOKEN_SECRET" \
+    --query SecretString --output text 2>"$WORK_DIR/agent-token.err") ||
+    die "cannot read the K3s agent token from Secrets Manager ($LAB_AGENT_TOKEN_SECRET): $(head -c 300 "$WORK_DIR/agent-token.err")"
+  if [ -z "$token" ] || [ "$token" = None ]; then die "the K3s agent token in $LAB_AGENT_TOKEN_SECRET is empty"; fi
+  # The exact token, no newline: nothing depends on the reader trimming it.
+  (
+    umask 077
+    printf '%s' "$token" >"$AGENT_TOKEN_FILE"
+  )
+  log "agent token read from Secrets Manager into $AGENT_TOKEN_FILE (mode 600)"
+}
+
+# --- the server
+
+wait_for_agents() {
+  local server_id
+  server_id=$(this_instance_id) || die "the instance metadata service did not give this server's instance id (IMDSv2)"
+  log "waiting for ${#AGENT_HOSTS[@]} agent(s): ${AGENT_HOSTS[*]}"
+  if ! wait_until "$(wait_limit)" agents_ready "$server_id"; then
+    kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL" || true
+    die "not ready: $(pending_agents "$server_id") (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
+  fi
+  kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL"
+  log "every agent is Ready; every GPU agent has its model cache"
+}
+
+agents_ready() { [ -z "$(pending_agents "$1")" ]; }
+
+# The step's budget less a margin (half, at most 30 s) to name what is missing before the
+# watchdog ends the step with no more than "over budget".
+wait_limit() {
+  local left margin
+  left=$(budget_left)
+  margin=$((left / 2 < 30 ? left / 2 : 30))
+  printf '%s\n' "$((left - margin))"
+}
+
+# What keeps each agent from being ready, "" when nothing does.
+pending_agents() {
+  local i host pending=()
+  for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
+    host=${AGENT_HOSTS[$i]}
+    if ! node_ready "$host"; then
+      pending+=("$host has not joined or is not Ready")
+    elif ((AGENT_GPUS[i] > 0)) && ! model_cache_reported "$host" "$1"; then
+      pending+=("$host has not reported its model cache")
+    fi
+  done
+  local IFS=';'
+  printf '%s' "${pending[*]}"
+}
+
+# One Ready node carries the host's label (a replaced agent's old node may linger NotReady).
+node_ready() {
+  kubectl get nodes -l "$HOST_LABEL=$1" \
+    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
+    grep -qx True
+}
+
+model_cache_reported() {
+  aws s3 cp --only-show-errors --region "$LAB_REGION" \
+    "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
+}
+
+# Allocatable nvidia.com/gpu of the Ready node that carries a host's label.
+node_gpus() {
+  kubectl get nodes -l "$HOST_LABEL=$1" \
+    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status} {.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' 2>/dev/null |
+    awk '$1 == "True" { print $2; exit }'
+}
+
+# Every GPU agent advertises its GPUs (the device plugin runs there too).
+wait_for_agent_gpus() {
+  local i host
+  for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
+    host=${AGENT_HOSTS[$i]}
+    if ((AGENT_GPUS[i] == 0)); then continue; fi
+    if ! wait_until "$(wait_limit)" agent_gpus_allocatable "$host" "${AGENT_GPUS[$i]}"; then
+      kubectl -n kube-system get pods -o wide || true
+      die "agent $host reports '$(node_gpus "$host")' allocatable nvidia.com/gpu, expected ${AGENT_GPUS[$i]} (the NVIDIA device plugin's pod on that node, kube-system)"
+    fi
+    log "agent $host: allocatable nvidia.com/gpu ${AGENT_GPUS[$i]}"
+  done
+}
+
+agent_gpus_allocatable() { [ "$(node_gpus "$1")" = "$2" ]; }
+
+this_instance_id() {
+  local token
+  token=$(curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") &&
+    imds_get meta-data/instance-id "$token"
+}
+
+# --- an agent
+
+join_cluster() {
+  local instance_id token
+  instance_id=$(this_instance_id) || die "the instance metadata service did not give this instance's id (IMDSv2)"
+  # Unique per instance: a replacement registers anew instead of meeting the old node's password.
+  NODE_NAME="$HOST_NAME-$instance_id"
+  fetch_agent_token
+  token=$(<"$AGENT_TOKEN_FILE")
+  curl -fsSL --retry 5 --max-time 120 -o "$WORK_DIR/k3s-install.sh" https://get.k3s.io ||
+    die "cannot download the K3s installer from https://get.k3s.io"
+  log "joining $LAB_SERVER_URL as node $NODE_NAME ($K3S_AGENT_EXEC)"
+  # K3S_URL with K3S_TOKEN makes the installer set up an agent, unit AGENT_SERVICE (get.k3s.io,
+  # setup_env). Installed without starting it: the unit waits for the server without a bound,
+  # so it is started in the background and the join is watched here, within the step's budget.
+  K3S_URL="$LAB_SERVER_URL" K3S_TOKEN="$token" INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_SKIP_START=true \
+    INSTALL_K3S_EXEC="$K3S_AGENT_EXEC --node-name $NODE_NAME" within_budget sh "$WORK_DIR/k3s-install.sh"
+  k3s --version
+  systemctl start --no-block "$AGENT_SERVICE"
+  if ! wait_until "$(wait_limit)" agent_joined; then
+    die "node $NODE_NAME did not join the K3s server at $LAB_SERVER_URL within the step's budget; $AGENT_SERVICE journal: $(join_failure_cause)"
+  fi
+  log "node $NODE_NAME joined $LAB_SERVER_URL and is Ready"
+  record_host
+  READY_SUMMARY="agent $HOST_NAME ($NODE_ROLE) joined as node $NODE_NAME"
+}
+
+# The kubelet's kubeconfig exists once the server accepted the token; with it the node can read
+# its own Node object.
+agent_joined() {
+  [ -f "$KUBELET_KUBECONFIG" ] &&
+    [ "$(k3s kubectl --kubeconfig "$KUBELET_KUBECONFIG" get node "$NODE_NAME" \
+      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+# Why the join failed, in K3s's own words: the last error lines of the agent's journal.
+join_failure_cause() {
+  local lines
+  lines=$(journalctl -u "$AGENT_SERVICE" --no-pager -n 300 2>/dev/null |
+    grep -iE 'level=(error|fatal)|unauthorized|refused|no route|timeout|failed' | tail -n 5 | cut -c 1-300)
+  if [ -z "$lines" ]; then
+    printf 'no error in its last 300 lines (journalctl -u %s)' "$AGENT_SERVICE"
+  else
+    printf '%s' "$lines"
+  fi
+}
+
+report_model_cache() {
+  local report="$WORK_DIR/model-cache.json"
+  local target="s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR$MODEL_CACHE_REPORT_DIR/$LAB_SERVER_INSTANCE_ID"
+  # shellcheck disable=SC2153 # MODEL_NAME is a setting (settings.env), NODE_NAME set by join_cluster
+  python3 -c 'import json, sys; print(json.dumps(dict(zip(("host", "node", "model", "cache"), sys.argv[1:]))))' \
+    "$HOST_NAME" "$NODE_NAME" "$MODEL_NAME" "$MODEL_CACHE" >"$report"
+  within_budget aws s3 cp --only-show-errors --region "$LAB_REGION" "$report" "$target" ||
+    die "could not report the model cache to $target: the server places no replica before it"
+  log "model cache reported to the server ($target)"
+  READY_SUMMARY="$READY_SUMMARY; $EXPECTED_GPUS GPU(s), model cache of $MODEL_NAME ready"
+}

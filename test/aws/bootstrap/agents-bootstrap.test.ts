@@ -1,0 +1,304 @@
+import { readFileSync, statSync } from 'node:fs';
+import { describe, expect, test } from 'vitest';
+import { synthesizeCluster } from '../../../charts/synthesize.ts';
+import { agentBootstrapSteps, renderAgentSettings } from '../../../lib/aws/bootstrap/agent.ts';
+import { bootstrapSteps, renderSettings } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { agentNodes, type ClusterNode } from '../../../lib/config/cluster.ts';
+import { parseLabConfig } from '../../../lib/config/load.ts';
+import type { LabConfig } from '../../../lib/config/schema.ts';
+import { tempDir } from '../../temp.ts';
+import { makeSandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+
+/** Issue 17's cluster: the GPU host as server, two GPU agents (one GPU each) and a CPU agent. */
+const config = parseLabConfig({
+  instance: { readyTimeoutMinutes: 60 },
+  cluster: {
+    agents: [
+      { name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.xlarge' },
+      { name: 'client', role: 'cpu', instanceType: 'c7i.4xlarge' },
+    ],
+  },
+});
+const [gpu1, , client1] = agentNodes(config) as [ClusterNode, ClusterNode, ClusterNode];
+
+const SECRET = 'arn:aws:secretsmanager:us-west-2:123456789012:secret:ClusterAgentToken-AbCdEf';
+const ENV = {
+  WAIT_HANDLE_URL: 'https://wait.example/handle?X-Amz-Signature=secret',
+  LAB_REGION: 'us-west-2',
+  LAB_RESULTS_BUCKET: 'results-bucket',
+  LAB_STACK_NAME: 'LlmGatewayLab',
+  LAB_AGENT_TOKEN_SECRET: SECRET,
+};
+const AGENT_ENV = {
+  ...ENV,
+  LAB_SERVER_URL: 'https://10.0.1.23:6443',
+  LAB_SERVER_INSTANCE_ID: 'i-0server0000000000',
+  FAKE_INSTANCE_ID: 'i-0agent00000000001',
+};
+const ALL_JOINED = 'gpu-1=True:1 gpu-2=True:1 client-1=True:0';
+const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0' };
+
+/**
+ * The steps' budgets with one step cut to 6 seconds, so that a wait that cannot succeed ends now
+ * (after 3 s: the step keeps half its budget, at most 30 s, to say what is missing).
+ */
+function budgetsWithShort(steps: readonly { name: string; budgetSeconds: number }[], short: string) {
+  return `(${steps.map((s) => (s.name === short ? 6 : s.budgetSeconds)).join(' ')})`;
+}
+
+function rehearse(
+  render: (c: LabConfig) => string,
+  env: Record<string, string>,
+  settings: Record<string, string> = {},
+) {
+  const box = makeSandbox();
+  const manifests = tempDir('lab-manifests-');
+  synthesizeCluster(config, manifests);
+  const result = box.bootstrap(
+    config,
+    { LAB_MANIFESTS_DIR: manifests, FAKE_SERVED: config.model.servedName, ...env },
+    { ...FAST, ...settings },
+    render,
+  );
+  const calls = box.calls();
+  const index = (pattern: RegExp) => calls.findIndex((c) => pattern.test(c));
+  return { box, result, calls, index };
+}
+
+const server = (fakes: Record<string, string> = {}, settings: Record<string, string> = {}) =>
+  rehearse(
+    renderSettings,
+    { ...ENV, FAKE_GPUS: '4', FAKE_ALLOCATABLE: '4', FAKE_NODES: ALL_JOINED, ...fakes },
+    settings,
+  );
+
+const agent = (
+  node: ClusterNode,
+  fakes: Record<string, string> = {},
+  settings: Record<string, string> = {},
+) =>
+  rehearse(
+    (c) => renderAgentSettings(c, node),
+    { ...AGENT_ENV, FAKE_GPUS: String(node.gpus), ...fakes },
+    settings,
+  );
+
+describe('settings of a cluster with agents', () => {
+  test('the server starts K3s with the agent token file and its labels, and knows its agents', () => {
+    const settings = renderSettings(config);
+    expect(settings).toContain(
+      "K3S_EXEC='--write-kubeconfig-mode 644 --disable traefik --node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=server --agent-token-file /opt/lab/agent-token'",
+    );
+    expect(settings).toContain("AGENT_HOSTS=('gpu-1' 'gpu-2' 'client-1')");
+    expect(settings).toContain('AGENT_GPUS=(1 1 0)');
+    expect(settings).toMatch(/^REQUIRED_ENVIRONMENT=\(.*'LAB_AGENT_TOKEN_SECRET'\)$/m);
+    expect(bootstrapSteps(config).map((s) => s.name)).toEqual([
+      'arm_cost_guard',
+      'hold_os_updates',
+      'preflight',
+      'check_gpus',
+      'check_container_runtime',
+      'install_k3s',
+      'prefetch',
+      'wait_for_agents',
+      'apply_prerequisites',
+      'apply_charts',
+      'wait_for_device_plugin',
+      'wait_for_replicas',
+      'record_gpu_uuids',
+      'signal_success',
+    ]);
+    // The budgets share the ready timeout, boot included.
+    const total = bootstrapSteps(config).reduce((sum, s) => sum + s.budgetSeconds, 0);
+    expect(total).toBeLessThanOrEqual((60 - 4) * 60);
+  });
+
+  test('a GPU agent checks its GPUs and fills its cache; a CPU agent only joins', () => {
+    expect(agentBootstrapSteps(config, gpu1).map((s) => s.name)).toEqual([
+      'arm_cost_guard',
+      'hold_os_updates',
+      'check_gpus',
+      'check_container_runtime',
+      'join_cluster',
+      'prefetch',
+      'report_model_cache',
+      'signal_success',
+    ]);
+    expect(agentBootstrapSteps(config, client1).map((s) => s.name)).toEqual([
+      'arm_cost_guard',
+      'hold_os_updates',
+      'join_cluster',
+      'signal_success',
+    ]);
+    const settings = renderAgentSettings(config, client1);
+    expect(settings).toContain(
+      "K3S_AGENT_EXEC='--node-label llm-gateway-lab/node-role=cpu --node-label llm-gateway-lab/host=client-1'",
+    );
+    expect(settings).toContain("RESULTS_SUBDIR='agents/client-1/'");
+    expect(settings).toContain('TERMINATE_WHEN_DONE=0');
+    expect(settings).toMatch(
+      /^REQUIRED_ENVIRONMENT=\(.*'LAB_AGENT_TOKEN_SECRET' 'LAB_SERVER_URL' 'LAB_SERVER_INSTANCE_ID'\)$/m,
+    );
+  });
+
+  test.skipIf(!shellcheckAvailable)('the server and agent settings pass shellcheck', () => {
+    expect(shellcheck(renderSettings(config))).toBe('');
+    expect(shellcheck(renderAgentSettings(config, gpu1))).toBe('');
+  });
+});
+
+describe('the server of a cluster with agents, rehearsed', () => {
+  test('reads the token, waits for every agent and each GPU agent cache before applying, then for their GPUs', () => {
+    const { box, result, calls, index } = server();
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain(
+      `aws secretsmanager get-secret-value --region us-west-2 --secret-id ${SECRET} --query SecretString --output text`,
+    );
+    const tokenFile = box.path('/opt/lab/agent-token');
+    expect(readFileSync(tokenFile, 'utf8')).toBe('fake-agent-token');
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    expect(index(/^k3s-install .*--agent-token-file .*\/opt\/lab\/agent-token$/)).toBeGreaterThan(
+      index(/^aws secretsmanager get-secret-value/),
+    );
+    // Each GPU agent's model cache report, keyed by this server, is read before anything is applied.
+    for (const host of ['gpu-1', 'gpu-2']) {
+      const report = index(
+        new RegExp(
+          `^aws s3 cp .* s3://results-bucket/LlmGatewayLab/agents/${host}/model-cache/i-0server0000000000 -$`,
+        ),
+      );
+      expect(report, host).toBeGreaterThan(-1);
+      expect(report).toBeLessThan(index(/^kubectl apply/));
+    }
+    expect(calls.some((c) => c.includes('agents/client-1/model-cache'))).toBe(false);
+    expect(box.log()).toContain('every agent is Ready; every GPU agent has its model cache');
+    expect(box.log()).toContain('agent gpu-1: allocatable nvidia.com/gpu 1');
+    expect(box.log()).toContain('agent gpu-2: allocatable nvidia.com/gpu 1');
+    expect(box.log()).not.toContain('fake-agent-token');
+    expect(box.signals().map((s) => s.body.Status)).toEqual(['SUCCESS']);
+  });
+
+  test('an agent that never joins fails the wait with its name and where its log is', () => {
+    const steps = bootstrapSteps(config);
+    const { box, result } = server(
+      { FAKE_NODES: 'gpu-1=True:1 client-1=True:0' },
+      { STEP_BUDGETS: budgetsWithShort(steps, 'wait_for_agents') },
+    );
+    expect(result.status).not.toBe(0);
+    const [signal] = box.signals();
+    expect(signal?.body.Status).toBe('FAILURE');
+    expect(signal?.body.Reason).toContain(
+      '[step 8/14] wait for the K3s agents (gpu-1 gpu, gpu-2 gpu, client-1 cpu) to be Ready, each GPU agent with its model cache failed: not ready: gpu-2 has not joined or is not Ready (each agent',
+    );
+    expect(signal?.body.Reason).toContain(
+      's3://results-bucket/LlmGatewayLab/agents/<host>/host/bootstrap.log',
+    );
+    expect(box.calls().some((c) => c.startsWith('kubectl apply'))).toBe(false);
+  });
+
+  test('a GPU agent without its model cache report keeps the replicas from being placed', () => {
+    const { box, result } = server(
+      { FAKE_AWS_MISSING: '*agents/gpu-2/model-cache*' },
+      { STEP_BUDGETS: budgetsWithShort(bootstrapSteps(config), 'wait_for_agents') },
+    );
+    expect(result.status).not.toBe(0);
+    expect(box.signals()[0]?.body.Reason).toContain('not ready: gpu-2 has not reported its model cache');
+  });
+
+  test('a GPU agent that does not advertise its GPU fails the device plugin step', () => {
+    const { box, result } = server(
+      { FAKE_NODES: 'gpu-1=True:1 gpu-2=True:0 client-1=True:0' },
+      { STEP_BUDGETS: budgetsWithShort(bootstrapSteps(config), 'wait_for_device_plugin') },
+    );
+    expect(result.status).not.toBe(0);
+    expect(box.signals()[0]?.body.Reason).toContain(
+      "agent gpu-2 reports '0' allocatable nvidia.com/gpu, expected 1 (the NVIDIA device plugin's pod on that node, kube-system)",
+    );
+  });
+
+  test('a token it may not read fails the K3s step with the cause', () => {
+    const { box, result } = server({ FAKE_SECRET_DENIED: '1' });
+    expect(result.status).not.toBe(0);
+    expect(box.signals()[0]?.body.Reason).toContain(
+      `cannot read the K3s agent token from Secrets Manager (${SECRET}): An error occurred (AccessDeniedException)`,
+    );
+  });
+});
+
+describe('a K3s agent, rehearsed', () => {
+  test('a GPU agent joins with the token, fills its cache, reports it to the server and signals', () => {
+    const { box, result, calls, index } = agent(gpu1);
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain(
+      'k3s-install-agent https://10.0.1.23:6443|token=fake-agent-token|skip-start=true',
+    );
+    expect(calls).toContain(
+      'k3s-install v1.36.4+k3s1|--node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=gpu-1 --node-name gpu-1-i-0agent00000000001',
+    );
+    expect(calls).toContain('systemctl start --no-block k3s-agent');
+    expect(calls).toContain('nvidia-smi -L');
+    const prefetch = index(/^k3s ctr --namespace k8s.io run .* lab-model-prefetch .*Qwen\/Qwen3-0\.6B-FP8$/);
+    expect(prefetch).toBeGreaterThan(index(/^systemctl start --no-block k3s-agent$/));
+    const report = index(
+      /^aws s3 cp --only-show-errors --region us-west-2 .*\/model-cache\.json s3:\/\/results-bucket\/LlmGatewayLab\/agents\/gpu-1\/model-cache\/i-0server0000000000$/,
+    );
+    expect(report).toBeGreaterThan(prefetch);
+    const [signal] = box.signals();
+    expect(signal?.body.Status).toBe('SUCCESS');
+    expect(signal?.body.Data).toMatch(
+      /^agent gpu-1 \(gpu\) joined as node gpu-1-i-0agent00000000001; 1 GPU\(s\), model cache of Qwen\/Qwen3-0\.6B-FP8 ready; the instance shuts down at \d{4}-/,
+    );
+    expect(box.log()).not.toContain('fake-agent-token');
+  });
+
+  test('a CPU agent joins without GPU checks or a model cache', () => {
+    const { box, result, calls } = agent(client1);
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain(
+      'k3s-install v1.36.4+k3s1|--node-label llm-gateway-lab/node-role=cpu --node-label llm-gateway-lab/host=client-1 --node-name client-1-i-0agent00000000001',
+    );
+    expect(calls.some((c) => c.startsWith('nvidia-smi') || c.includes('lab-model-prefetch'))).toBe(false);
+    expect(calls.some((c) => c.includes('/model-cache/'))).toBe(false);
+    expect(box.signals()[0]?.body.Data).toMatch(/^agent client-1 \(cpu\) joined as node client-1-i-0agent/);
+  });
+
+  test('a failed join is reported with its cause from the k3s-agent journal', () => {
+    const steps = agentBootstrapSteps(config, gpu1);
+    const { box, result } = agent(
+      gpu1,
+      {
+        FAKE_JOIN_FAIL: '1',
+        FAKE_JOURNAL: [
+          'Nov 30 12:00:01 ip-10-0-1-40 k3s[812]: time="2026-11-30T12:00:01Z" level=info msg="Starting k3s agent v1.36.4+k3s1"',
+          'Nov 30 12:00:02 ip-10-0-1-40 k3s[812]: time="2026-11-30T12:00:02Z" level=error msg="failed to get CA certs: https://127.0.0.1:6444/cacerts: 401 Unauthorized"',
+        ].join('\\n'),
+      },
+      { STEP_BUDGETS: budgetsWithShort(steps, 'join_cluster') },
+    );
+    expect(result.status).not.toBe(0);
+    const [signal] = box.signals();
+    expect(signal?.body.Status).toBe('FAILURE');
+    expect(signal?.body.Data).toBe(
+      '[step 5/8] install K3s v1.36.4+k3s1 as an agent (gpu node gpu-1) and join the server with the agent token',
+    );
+    expect(signal?.body.Reason).toContain(
+      'node gpu-1-i-0agent00000000001 did not join the K3s server at https://10.0.1.23:6443 within the step\'s budget; k3s-agent journal: Nov 30 12:00:02 ip-10-0-1-40 k3s[812]: time="2026-11-30T12:00:02Z" level=error msg="failed to get CA certs: https://127.0.0.1:6444/cacerts: 401 Unauthorized"',
+    );
+    expect(signal?.body.Reason).not.toContain('level=info');
+    // The cause is in the log too, and nothing after the join ran.
+    expect(box.log()).toContain('401 Unauthorized');
+    expect(box.calls().some((c) => c.includes('lab-model-prefetch'))).toBe(false);
+  });
+
+  test('an agent without the server URL stops before anything, as the launcher must set it', () => {
+    const { LAB_SERVER_URL: _, ...withoutUrl } = AGENT_ENV;
+    const box = makeSandbox();
+    const result = box.bootstrap(config, { ...withoutUrl, LAB_MANIFESTS_DIR: box.root }, FAST, (c) =>
+      renderAgentSettings(c, gpu1),
+    );
+    expect(result.status).toBe(2);
+    expect(box.log()).toContain(
+      'environment variables missing: LAB_SERVER_URL (the user-data launcher sets them)',
+    );
+  });
+});
