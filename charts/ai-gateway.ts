@@ -2,6 +2,7 @@ import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 import { stringify } from 'yaml';
+import { labPlacement } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { envoyGatewayRestartStep } from '../lib/prereqs/prerequisites.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
@@ -18,7 +19,7 @@ import {
   type ProxyLogLevel,
 } from './ai-gateway/envoy-gateway.ts';
 import { GATEWAY_API_GROUP, Gateway, GatewayClass, HttpRoute } from './ai-gateway/gateway-api.ts';
-import { COMPONENT_LABEL } from './common.ts';
+import { COMPONENT_LABEL, podPlacement } from './common.ts';
 import { clusterScoped, EndpointPicker, endpointPickerProps } from './endpoint-picker.ts';
 import {
   INFERENCE_POOL_API_VERSION,
@@ -165,6 +166,8 @@ export class AiGatewayChart extends Chart {
             // Sized like the standalone Envoy, so the two Envoy arms differ in routing only.
             envoyDeployment: {
               replicas: 1,
+              // On the front ends' nodes, like the standalone Envoy.
+              pod: podPlacement(labPlacement(config).frontEnds),
               container: {
                 resources: {
                   requests: { cpu: REQUESTS.envoy.cpu, memory: REQUESTS.envoy.memory },

@@ -1,4 +1,5 @@
 import { ApiObject, type ApiObjectMetadata } from 'cdk8s';
+import type { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 
 /**
@@ -35,6 +36,14 @@ export interface EnvoyProxySpec {
         readonly replicas?: number;
         readonly container?: {
           readonly resources?: { readonly requests?: ResourceList; readonly limits?: ResourceList };
+        };
+        /**
+         * The proxy pods' scheduling (KubernetesPodSpec in envoyproxy/gateway
+         * api/v1alpha1/shared_types.go: `nodeSelector`, `tolerations`).
+         */
+        readonly pod?: {
+          readonly nodeSelector?: Readonly<Record<string, string>>;
+          readonly tolerations?: readonly k8s.Toleration[];
         };
       };
       readonly envoyService?: {

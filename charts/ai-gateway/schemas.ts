@@ -204,6 +204,26 @@ export const envoyProxySchema = resource('gateway.envoyproxy.io/v1alpha1', 'Envo
               additionalProperties: false,
               properties: {
                 replicas: { type: 'integer', minimum: 0 },
+                pod: {
+                  type: 'object',
+                  additionalProperties: false,
+                  properties: {
+                    nodeSelector: { type: 'object', additionalProperties: { type: 'string' } },
+                    tolerations: {
+                      type: 'array',
+                      items: {
+                        type: 'object',
+                        additionalProperties: false,
+                        properties: {
+                          key: { type: 'string' },
+                          operator: { enum: ['Exists', 'Equal'] },
+                          value: { type: 'string' },
+                          effect: { enum: ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] },
+                        },
+                      },
+                    },
+                  },
+                },
                 container: {
                   type: 'object',
                   additionalProperties: false,

@@ -33,7 +33,7 @@ export const K3S_SERVER_LABEL = 'node-role.kubernetes.io/control-plane';
 export const FRONT_END_PLACEMENTS = ['auto', 'gpu', 'cpu'] as const;
 export type FrontEndPlacement = (typeof FRONT_END_PLACEMENTS)[number];
 
-/** vLLM issue 23967 (open): the client reached by `vllm bench serve` needs a visible GPU. */
+/** vLLM issue 23967 (open): `vllm bench serve` needs a visible GPU to start. */
 export const CPU_CLIENT_ISSUE = 'https://github.com/vllm-project/vllm/issues/23967';
 
 // Kubernetes label syntax (apimachinery validation IsQualifiedName / IsValidLabelValue).

@@ -203,6 +203,13 @@ describe('placement on a cluster of your own (EKS GPU node groups, on-premises)'
     expect(podSpec(find(lab.objects, 'StatefulSet', 'qwen3-kv')).nodeSelector).toEqual(GPU);
   });
 
+  it("puts the AI Gateway arm's Envoy proxies on the front ends' nodes through its EnvoyProxy", () => {
+    const lab = synthLab({ ...example(), study: { optionalArms: ['ai-gateway'] } });
+    const proxy = find(lab.objects, 'EnvoyProxy', 'vllm-ai-gateway');
+    expect(proxy.spec.provider.kubernetes.envoyDeployment.pod).toEqual({ nodeSelector: CPU });
+    validateManifest(proxy);
+  });
+
   it('keeps every lab pod on the GPU host when the cluster has no CPU node (the one-host lab)', () => {
     const lab = synthLab();
     for (const object of lab.objects) {

@@ -65,7 +65,7 @@ describe('lab config', () => {
     const run = runLabCli(['--config', path, 'config']);
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
-    expect(run.stderr).toContain(`Invalid lab configuration (${path}): 3 problem(s)`);
+    expect(run.stderr).toContain(`Invalid lab configuration (${path}): 2 problem(s)`);
     expect(run.stderr).toContain('  - vllm.blockSize = 20: must be one of 1, 8, 16, 32, 64, 128');
     expect(run.stderr).toContain('  - vllm.replicas = 9: each replica needs its own GPU');
     expect(run.stderr).not.toContain('    at ');
