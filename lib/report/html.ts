@@ -82,11 +82,16 @@ export function htmlChartFigure(
   return `<figure class="chart" id="chart-${id}"${attributes}>\n${svg}\n</figure>`;
 }
 
-/** The charts section: a heading, its intro (HTML: escape text with `escapeHtml`) and the figures side by side. */
-export function htmlChartsSection(intro: string, figures: readonly string[]): string {
+/** A charts section: a heading, its intro (HTML: escape text with `escapeHtml`) and the figures side by side. */
+export function htmlChartsSection(
+  intro: string,
+  figures: readonly string[],
+  id = 'charts',
+  title = 'Charts',
+): string {
   return [
-    '<section id="charts">',
-    '<h2>Charts</h2>',
+    `<section id="${id}">`,
+    `<h2>${escapeHtml(title)}</h2>`,
     `<p class="intro">${intro}</p>`,
     `<div class="charts">\n${figures.join('\n')}\n</div>`,
     '</section>',

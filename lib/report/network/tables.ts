@@ -180,7 +180,8 @@ export interface InvalidRun {
   readonly runId: string;
   readonly experiment: ExperimentId;
   readonly title: string;
-  readonly attempt: number;
+  /** The record's attempt number, when it has one (a resumed run). */
+  readonly attempt?: number;
   readonly reasons: readonly string[];
 }
 
@@ -258,7 +259,7 @@ function selectRuns(study: NetworkStudyRecord): { usable: UsableRun[]; invalid: 
       runId: record.id,
       experiment: record.experiment,
       title: record.title,
-      attempt: record.attempt ?? 1,
+      ...(record.attempt === undefined ? {} : { attempt: record.attempt }),
       reasons,
     });
   for (const record of study.runs) {
