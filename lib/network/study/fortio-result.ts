@@ -3,8 +3,8 @@
  * readings the network study takes from it. Field names are fortio's own (Go's encoding/json
  * writes exported fields under their Go names). Units, as fortio writes them:
  * - every histogram value (`Min`, `Max`, `Sum`, `Avg`, `StdDev`, bucket `Start`/`End`,
- *   percentile `Value`) is in SECONDS (stats/stats.go: the function durations are recorded as
- *   `time.Duration.Seconds()`);
+ *   percentile `Value`) is in SECONDS (periodic/periodic.go `runOne` records each call's
+ *   `time.Since(fStart).Seconds()`);
  * - `ActualDuration`, `Offset` and `HTTPReqTimeOut` are Go `time.Duration`s: integer NANOSECONDS;
  * - `RequestedQPS` is a STRING: `"%.9g"` of `-qps`, or `"max"` for `-qps 0`
  *   (periodic/periodic.go, `Run` and `runQPSSetup`);

@@ -216,6 +216,8 @@ export interface ServiceScaleResult {
   /** Cilium: whether the agent's log showed "map full" during the step. */
   readonly lbMapFull?: boolean;
   readonly prober: ServiceProberResult | null;
+  /** The step's new-connection fortio run (`-keepalive=false`): its raw JSON, as `fortio` results. */
+  readonly newConnection?: string;
 }
 
 /** E10: what a step found. */
