@@ -175,6 +175,7 @@ const RunResultSchema = z.discriminatedUnion('kind', [
       entriesCommand: z.string(),
       lbMapFull: z.boolean().optional(),
       prober: ProberSchema.nullable(),
+      newConnection: z.string().optional(),
     }),
   }),
   z.object({

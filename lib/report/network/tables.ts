@@ -144,7 +144,10 @@ export interface ScaleRow {
   readonly samplesConnected: number;
   readonly samplesFailed: number;
   readonly attemptTimeoutMs: number;
-  /** The step's new-connection fortio run (`-keepalive=false`), when valid. */
+  /**
+   * The step's new-connection fortio run (`-keepalive=false`): the plan's separate valid run, else
+   * the one the step's result carries.
+   */
   readonly newConnection?: FortioFigures;
 }
 
@@ -551,13 +554,25 @@ function mtlsRows(cell: string, usable: readonly UsableRun[]): MtlsRow[] {
 /** The plan's id of a step's new-connection run (lib/network/study/plan.ts `serviceScaleRuns`). */
 export const newConnectionRunId = (services: number): string => `e9-new-connection-${services}`;
 
+/** A step may carry its new-connection run's fortio JSON itself (`ServiceScaleResult.newConnection`). */
+function stepNewConnection(raw: string | undefined): FortioFigures | undefined {
+  if (raw === undefined) return undefined;
+  try {
+    return fortioFigures(raw);
+  } catch {
+    // The step's judgment read this file; if it cannot be read here, the column stays empty.
+    return undefined;
+  }
+}
+
 function scaleRows(study: NetworkStudyRecord, usable: readonly UsableRun[]): ScaleRow[] {
   const byId = new Map(usable.map((u) => [u.record.id, u]));
   return usable.flatMap(({ record }) => {
     if (record.spec.kind !== 'service-scale' || record.result?.kind !== 'service-scale') return [];
     const scale: ServiceScaleResult = record.result.scale;
     const latency = scale.prober?.latency ?? null;
-    const newConnection = byId.get(newConnectionRunId(record.spec.services))?.fortio;
+    const newConnection =
+      byId.get(newConnectionRunId(record.spec.services))?.fortio ?? stepNewConnection(scale.newConnection);
     return [
       {
         cell: study.cell,

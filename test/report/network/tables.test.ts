@@ -231,6 +231,29 @@ describe('network report tables from the three default cells', () => {
   });
 });
 
+describe('Services at scale: the new-connection latency', () => {
+  it("falls back to the fortio JSON the step's result carries when no separate run is valid", () => {
+    const study = fixtureCellStudy('dp-iptables');
+    const separate = study.runs.find((r) => r.id === 'e9-new-connection-100');
+    if (separate?.result?.kind !== 'fortio')
+      throw new Error('fixture: e9-new-connection-100 is a fortio run');
+    const raw = separate.result.raw;
+    const changed: NetworkStudyRecord = {
+      ...study,
+      runs: study.runs.flatMap((r) => {
+        if (r.id === 'e9-new-connection-100') return [];
+        if (r.id === 'e9-services-100' && r.result?.kind === 'service-scale') {
+          return [{ ...r, result: { ...r.result, scale: { ...r.result.scale, newConnection: raw } } }];
+        }
+        return [r];
+      }),
+    };
+    const rows = networkReportTables([changed]).scale;
+    expect(rows.find((r) => r.services === 100)?.newConnection?.meanMs).toBeCloseTo(0.316, 9);
+    expect(rows.find((r) => r.services === 1000)?.newConnection?.meanMs).toBeCloseTo(0.37, 9);
+  });
+});
+
 describe('summarizeRepeats', () => {
   it('spread is the largest distance from the mean, in percent of it', () => {
     const s = summarizeRepeats([
