@@ -8,6 +8,7 @@ import type { LabConfig } from '../../lib/config/schema.ts';
 import { ciliumValues } from '../../lib/network/cilium-values.ts';
 import { cellDescription } from '../../lib/network/topology.ts';
 import { networkPrerequisites } from '../../lib/prereqs/prerequisites.ts';
+import { RUNNER_ON_DEMAND_DIR } from '../../lib/study/topology.ts';
 import { LabApp } from '../lab-app.ts';
 import { cellLabels } from './common.ts';
 import { FortioClientJobsChart } from './fortio-clients.ts';
@@ -17,6 +18,7 @@ import { MeshPoliciesChart } from './mesh-policies.ts';
 import { CellNamespacesChart } from './namespaces.ts';
 import { NodeProbeJobsChart, NodeProbesChart } from './node-probes.ts';
 import { ServiceScaleChart } from './service-scale.ts';
+import { NetworkStudyRunnerChart } from './study-runner.ts';
 
 /** Folder (in a cell's folder) of the client Jobs: outside the apply order, they start load on creation. */
 export const CELL_JOBS_DIR = 'jobs';
@@ -72,6 +74,19 @@ export function buildNetworkCellApp(config: LabConfig, cell: NetworkCell, props:
   return app;
 }
 
+/** The chart (file) name of a cell's study runner: applied last, it starts the study on creation. */
+export const NETWORK_RUNNER_CHART = '90-study-runner';
+
+/**
+ * The cell's study runner (charts/network/study-runner.ts), in the cell's folder after the other
+ * charts when `runner.autoStart`, else in its `runner/` folder for `lab run`, as the first lab's.
+ */
+export function buildNetworkRunnerApp(config: LabConfig, cell: NetworkCell, outdir: string): LabApp {
+  const app = new LabApp({ outdir, outputFileExtension: '.yaml' });
+  new NetworkStudyRunnerChart(app, NETWORK_RUNNER_CHART, { labels: cellLabels(cell.name), config, cell });
+  return app;
+}
+
 /** The client Jobs of a cell (fortio and the Node probes), for `jobs/`. */
 export function buildNetworkJobsApp(config: LabConfig, cell: NetworkCell, outdir: string): LabApp {
   const app = new LabApp({
@@ -95,8 +110,9 @@ export function buildNetworkJobsApp(config: LabConfig, cell: NetworkCell, outdir
 }
 
 /**
- * Writes every cell of the network lab into `outdir/<cell>/`: its charts in apply order, its client
- * Jobs in `jobs/`, `prerequisites.json` and the Helm values files the prerequisites name.
+ * Writes every cell of the network lab into `outdir/<cell>/`: its charts in apply order (the study
+ * runner last), its client Jobs in `jobs/`, `prerequisites.json` and the Helm values files the
+ * prerequisites name.
  */
 export function synthesizeNetworkLab(config: LabConfig, outdir: string): void {
   for (const cell of config.network.cells) synthesizeNetworkCell(config, cell, join(outdir, cell.name));
@@ -106,6 +122,11 @@ export function synthesizeNetworkLab(config: LabConfig, outdir: string): void {
 export function synthesizeNetworkCell(config: LabConfig, cell: NetworkCell, dir: string): void {
   buildNetworkCellApp(config, cell, { outdir: dir }).synth();
   buildNetworkJobsApp(config, cell, join(dir, CELL_JOBS_DIR)).synth();
+  buildNetworkRunnerApp(
+    config,
+    cell,
+    config.runner.autoStart ? dir : join(dir, RUNNER_ON_DEMAND_DIR),
+  ).synth();
   const list = networkPrerequisites(config, cell);
   for (const prerequisite of list.prerequisites) {
     if (prerequisite.kind !== 'helm' || !prerequisite.values || !prerequisite.valuesFile) continue;

@@ -19,6 +19,7 @@ import { LOG_OBJECT } from './bootstrap/bootstrap.ts';
 import { writeCellBootstrapFolder } from './bootstrap/cell.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import type { OnDemandQuota } from './capacity-launch/launch.ts';
+import { cellConstructId, cellOutputDescription } from './cell-outputs.ts';
 import { GpuHost, type HostInstanceSettings, LabHost } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
 import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
@@ -43,13 +44,7 @@ export function cellInstance(config: LabConfig, cell: NetworkCell): HostInstance
   return { ...instance, type: cell.instanceType ?? instance.type };
 }
 
-/** `dp-cilium` -> `CellDpCilium`: construct ids and output names of a cell. */
-export function cellConstructId(name: string): string {
-  return `Cell${name
-    .split('-')
-    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
-    .join('')}`;
-}
+export { cellConstructId } from './cell-outputs.ts';
 
 /** Days a replaced or deleted result file is kept as a noncurrent version of the results bucket. */
 export const RESULTS_NONCURRENT_DAYS = 7;
@@ -201,7 +196,10 @@ export class LabStack extends Stack {
     const { instance } = config.network;
     const type = cellInstance(config, cell).type;
     const output = (name: string, value: string, description: string) =>
-      new CfnOutput(this, `${id}${name}`, { value, description: `Cell ${cell.name}: ${description}` });
+      new CfnOutput(this, `${id}${name}`, {
+        value,
+        description: cellOutputDescription(cell.name, description),
+      });
     output('InstanceId', launch.instanceId, `its host (${cell.datapath}, mesh ${cell.mesh})`);
     output('AvailabilityZone', launch.availabilityZone, 'where capacity was found');
     output('InstanceType', launch.instanceType, 'the type that launched');

@@ -1,4 +1,4 @@
-import { type Command, InvalidArgumentError } from 'commander';
+import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import type { PlanOverrides } from '../study/planner.ts';
 
 function positiveInteger(option: string) {
@@ -11,14 +11,28 @@ function positiveInteger(option: string) {
   };
 }
 
+function fail(message: string): never {
+  process.stderr.write(`lab plan: ${message}\n`);
+  throw new CommanderError(1, 'commander.error', message);
+}
+
+/** `kvTokens` -> `--kv-tokens`. */
+function optionName(key: string): string {
+  return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
 /**
  * `lab plan`: predicted figures for every arm of the configured study (each front end's model, with
  * its run-to-run spread) and for the reference policies, on the configured (or what-if) workload.
+ * With a network-lab configuration: per cell the entries, LB map headroom, conntrack expectations,
+ * runs, duration, cost and warnings of network-lab-spec 7.
  */
 export function registerPlanCommand(program: Command): void {
   program
     .command('plan')
-    .description('predict, before renting a GPU, whether the workload can tell routers apart')
+    .description(
+      'predict, before renting a GPU, whether the workload can tell routers apart (network lab: entries, conntrack, runs and cost per cell)',
+    )
     .option('--prefixes <n>', 'distinct prefixes (default: workload.prefixes)', positiveInteger('--prefixes'))
     .option(
       '--prefix-len <tokens>',
@@ -39,15 +53,35 @@ export function registerPlanCommand(program: Command): void {
     )
     .option(
       '--json',
-      'print JSON for other tools (hit rates as fractions 0-1; arms.arms holds each arm with mean and spread)',
+      'print JSON for other tools (hit rates as fractions 0-1; arms.arms holds each arm with mean and spread; network lab: seconds, USD, counts)',
     )
-    .action(async (options: PlanOverrides & { json?: boolean }) => {
+    .option('--cell <name>', 'network lab: plan only this cell')
+    .action(async (options: PlanOverrides & { json?: boolean; cell?: string }) => {
       const { loadLabConfig } = await import('../config/load.ts');
+      const { config } = loadLabConfig({ file: program.opts().config });
+      const { cell, json, ...whatIf } = options;
+      if (config.lab === 'network') {
+        const given = Object.keys(whatIf).filter((k) => whatIf[k as keyof PlanOverrides] !== undefined);
+        if (given.length > 0) {
+          fail(
+            `${given.map(optionName).join(', ')}: what-if values of the LLM-gateway lab's workload; this configuration is the network lab (lab: network), whose plan takes --cell and --json`,
+          );
+        }
+        const names = config.network.cells.map((c) => c.name);
+        if (cell !== undefined && !names.includes(cell)) {
+          fail(`--cell ${cell}: no such cell in network.cells (cells: ${names.join(', ')})`);
+        }
+        const { formatNetworkPlan, planNetworkStudy } = await import('../network/study/planner.ts');
+        const plan = planNetworkStudy(config, cell === undefined ? {} : { cells: [cell] });
+        process.stdout.write(json ? `${JSON.stringify(plan, null, 2)}\n` : formatNetworkPlan(plan));
+        return;
+      }
+      if (cell !== undefined)
+        fail(`--cell ${cell}: cells belong to the network lab; this configuration is the LLM-gateway lab`);
       const { formatPlan, planJson, planStudy } = await import('../study/planner.ts');
       const { estimateStudy, formatEstimate } = await import('../study/duration.ts');
       const { studyPlan } = await import('../study/plan.ts');
-      const { config } = loadLabConfig({ file: program.opts().config });
-      const plan = planStudy(config, options);
+      const plan = planStudy(config, whatIf);
       // The study's duration and cost are for the configured study, not the what-if values.
       const estimate = estimateStudy(config, studyPlan(config));
       process.stdout.write(

@@ -1,4 +1,5 @@
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
+import type { LabConfig } from '../config/schema.ts';
 import type { ControlClients, ControlContext } from '../control/context.ts';
 import { loadProgramConfig, resolveStackName, type StackOptions, withStackOptions } from './stack-option.ts';
 
@@ -13,9 +14,47 @@ export interface StudyCommandOptions {
   readonly now?: () => Date;
 }
 
-/** The default download folder of `lab results`. */
-export function defaultResultsDir(stackName: string): string {
-  return `./results/${stackName}`;
+/** The default download folder of `lab results`: per stack, and per cell of a network lab. */
+export function defaultResultsDir(stackName: string, cell?: string): string {
+  return cell === undefined ? `./results/${stackName}` : `./results/${stackName}/${cell}`;
+}
+
+interface CellOption {
+  readonly cell?: string;
+}
+
+/** `--cell` of run, status and results: a network-lab cell's host and results prefix. */
+const CELL_OPTION = [
+  '--cell <name>',
+  'network lab: the cell whose host and results to use (its stack outputs Cell<Name>..., results under <stack>/<cell>/)',
+] as const;
+
+/**
+ * The cell a study command addresses, checked against the configuration before any AWS call: the
+ * network lab has one host per cell, so it needs one; the LLM-gateway lab has none.
+ */
+function checkedCell(command: string, config: LabConfig, cell: string | undefined): string | undefined {
+  if (config.lab !== 'network') {
+    if (cell !== undefined) {
+      fail(
+        command,
+        `--cell ${cell}: cells belong to the network lab; this configuration is the LLM-gateway lab (one GPU host)`,
+      );
+    }
+    return undefined;
+  }
+  const names = config.network.cells.map((c) => c.name);
+  if (cell === undefined) {
+    fail(command, `the network lab has one host per cell: name one with --cell (cells: ${names.join(', ')})`);
+  }
+  if (!names.includes(cell))
+    fail(command, `--cell ${cell}: no such cell in network.cells (cells: ${names.join(', ')})`);
+  return cell;
+}
+
+function fail(command: string, message: string): never {
+  process.stderr.write(`${command}: ${message}\n`);
+  throw new CommanderError(1, 'commander.error', message);
 }
 
 function wholeNumber(option: string, min: number, max: number) {
@@ -50,13 +89,14 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
     stackName: string,
     region: string | undefined,
     action: (ctx: ControlContext) => Promise<void>,
+    cell?: string,
   ): Promise<void> {
     const { AwsCliError } = await import('../aws-cli/errors.ts');
     const { controlContext } = await import('../control/context.ts');
     try {
       const createClients = options.createClients ?? (await import('./aws-clients.ts')).sdkControlClients;
       const clients = createClients(region);
-      const base = { command, stackName, clients, write, sleep: options.sleep, now: options.now };
+      const base = { command, cell, stackName, clients, write, sleep: options.sleep, now: options.now };
       const resolved = await clients.cloudFormation.config.region().catch((error: unknown) => {
         throw controlContext({ ...base, region: '(no region)' }).errors.explainAwsError(error, 'region', {
           stackName,
@@ -79,13 +119,19 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
       .description(
         'start the study on the testbed, or resume it: a finished or failed runner is started again and resumes the latest unfinished study of this configuration, skipping every run that already has a valid record',
       )
-      .option('--new', 'start a fresh study (a new study id and results folder) instead of resuming one'),
-  ).action(async (opts: StackOptions & { new?: boolean }) => {
+      .option('--new', 'start a fresh study (a new study id and results folder) instead of resuming one')
+      .option(...CELL_OPTION),
+  ).action(async (opts: StackOptions & CellOption & { new?: boolean }) => {
     const config = await loadProgramConfig(program);
+    const cell = checkedCell('lab run', config, opts.cell);
     const { runnerJob } = await import('../control/host-scripts.ts');
     const { startStudy } = await import('../control/study-control.ts');
-    await withContext('lab run', opts.stack ?? config.stackName, opts.region, (ctx) =>
-      startStudy(ctx, runnerJob(config), { fresh: opts.new === true }),
+    await withContext(
+      'lab run',
+      opts.stack ?? config.stackName,
+      opts.region,
+      (ctx) => startStudy(ctx, runnerJob(config), { fresh: opts.new === true }),
+      cell,
     );
   });
 
@@ -94,16 +140,25 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
       .command('status')
       .description(
         "show the study's progress: state, runs recorded / valid / invalid, current run and phase, elapsed, ETA (from the host, or the last copy in S3 when the instance is gone)",
-      ),
-  ).action(async (opts: StackOptions) => {
+      )
+      .option(...CELL_OPTION),
+  ).action(async (opts: StackOptions & CellOption) => {
     const config = await loadProgramConfig(program);
+    const cell = checkedCell('lab status', config, opts.cell);
+    // A cell's host is priced and guarded by network.instance (lib/aws/lab-stack.ts addCellOutputs).
+    const instance = cell === undefined ? config.instance : config.network.instance;
     const { runnerJob } = await import('../control/host-scripts.ts');
     const { showStatus } = await import('../control/study-control.ts');
-    await withContext('lab status', opts.stack ?? config.stackName, opts.region, (ctx) =>
-      showStatus(ctx, runnerJob(config), {
-        pricePerHourUsd: config.instance.pricePerHourUsd,
-        maxLifetimeHours: config.instance.maxLifetimeHours,
-      }),
+    await withContext(
+      'lab status',
+      opts.stack ?? config.stackName,
+      opts.region,
+      (ctx) =>
+        showStatus(ctx, runnerJob(config), {
+          pricePerHourUsd: instance.pricePerHourUsd,
+          maxLifetimeHours: instance.maxLifetimeHours,
+        }),
+      cell,
     );
   });
 
@@ -113,12 +168,22 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
       .description(
         'upload the results from the host now (if it runs), then download them from the results bucket; unchanged files are skipped',
       )
-      .option('--out <dir>', 'download folder (default: ./results/<stack>)'),
-  ).action(async (opts: StackOptions & { out?: string }) => {
+      .option('--out <dir>', 'download folder (default: ./results/<stack>, a cell: ./results/<stack>/<cell>)')
+      .option(...CELL_OPTION),
+  ).action(async (opts: StackOptions & CellOption & { out?: string }) => {
+    // With --stack the configuration is not read: the stack's outputs name its cells.
+    const cell =
+      opts.stack === undefined
+        ? checkedCell('lab results', await loadProgramConfig(program), opts.cell)
+        : opts.cell;
     const stackName = await resolveStackName(program, opts);
     const { fetchResults } = await import('../control/study-control.ts');
-    await withContext('lab results', stackName, opts.region, (ctx) =>
-      fetchResults(ctx, opts.out ?? defaultResultsDir(stackName)),
+    await withContext(
+      'lab results',
+      stackName,
+      opts.region,
+      (ctx) => fetchResults(ctx, opts.out ?? defaultResultsDir(stackName, cell)),
+      cell,
     );
   });
 

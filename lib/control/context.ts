@@ -57,6 +57,8 @@ export const STUDY_CONTROL_DOC = 'docs/study-control.md';
 export interface ControlContext extends CallContext {
   /** As typed: `lab run`. */
   readonly command: string;
+  /** The network-lab cell addressed with `--cell`; absent for the LLM-gateway lab's GPU host. */
+  readonly cell?: string;
   readonly clients: ControlClients;
   readonly errors: AwsErrorHelpers;
   /** One line of output. */
@@ -69,6 +71,7 @@ export interface ControlContext extends CallContext {
 
 export interface ControlContextOptions {
   readonly command: string;
+  readonly cell?: string;
   readonly stackName: string;
   readonly region: string;
   readonly clients: ControlClients;
@@ -81,6 +84,7 @@ export interface ControlContextOptions {
 export function controlContext(options: ControlContextOptions): ControlContext {
   return {
     command: options.command,
+    ...(options.cell === undefined ? {} : { cell: options.cell }),
     stackName: options.stackName,
     region: options.region,
     clients: options.clients,

@@ -22,6 +22,8 @@ import {
   instanceState,
   notRunningReason,
   type Testbed,
+  testbedArgs,
+  testbedName,
 } from './testbed.ts';
 
 /** Limits of the scripts on the host, in seconds. */
@@ -33,7 +35,7 @@ async function runningTestbed(ctx: ControlContext): Promise<Testbed> {
   if (state !== 'running') {
     throw controlError(
       'instance-not-running',
-      `Cannot start the study: ${notRunningReason(testbed.instanceId, state)}. Launch a new host with npx cdk deploy -c relaunch=$(date +%s); results already synced stay in s3://${testbed.bucket}/${testbed.prefix} (lab results --stack ${testbed.stackName}).`,
+      `Cannot start the study: ${notRunningReason(testbed.instanceId, state)}. Launch a new host with npx cdk deploy -c relaunch=$(date +%s); results already synced stay in s3://${testbed.bucket}/${testbed.prefix} (lab results ${testbedArgs(testbed)}).`,
     );
   }
   return testbed;
@@ -68,9 +70,9 @@ export async function startStudy(
   start: { readonly fresh?: boolean } = {},
 ): Promise<void> {
   const testbed = await runningTestbed(ctx);
-  ctx.write(`stack ${testbed.stackName}: instance ${testbed.instanceId} in ${ctx.region}`);
+  ctx.write(`stack ${testbedName(testbed)}: instance ${testbed.instanceId} in ${ctx.region}`);
   const result = await runOnHost(ctx, testbed.instanceId, {
-    comment: `lab run: start the study of ${testbed.stackName}`,
+    comment: `lab run: start the study of ${testbedName(testbed)}`,
     lines: renderStartStudy(job, start),
     timeoutSeconds: HOST_TIMEOUTS.start,
   });
@@ -96,7 +98,7 @@ export async function startStudy(
   } else {
     ctx.write('no status.json yet: the runner writes it once it starts (it first waits for every replica).');
   }
-  ctx.write(`watch it: lab status --stack ${testbed.stackName}`);
+  ctx.write(`watch it: lab status ${testbedArgs(testbed)}`);
 }
 
 /**
@@ -115,7 +117,7 @@ export async function showStatus(
     return;
   }
   const result = await runOnHost(ctx, testbed.instanceId, {
-    comment: `lab status: progress of ${testbed.stackName}`,
+    comment: `lab status: progress of ${testbedName(testbed)}`,
     lines: renderReadStatus(job),
     timeoutSeconds: HOST_TIMEOUTS.status,
   });
@@ -126,11 +128,11 @@ export async function showStatus(
   if (!status) {
     throw controlError(
       'no-status',
-      `The study has not started yet: there is no ${HOST_STATUS_FILE} on instance ${testbed.instanceId} (runner job: ${report.job ?? 'unknown'}). Start it with lab run --stack ${testbed.stackName}; with runner.autoStart it starts when the bootstrap is done, and the runner writes status.json once every replica answers.`,
+      `The study has not started yet: there is no ${HOST_STATUS_FILE} on instance ${testbed.instanceId} (runner job: ${report.job ?? 'unknown'}). Start it with lab run ${testbedArgs(testbed)}; with runner.autoStart it starts when the bootstrap is done, and the runner writes status.json once every replica answers.`,
     );
   }
   ctx.write(
-    `study on ${testbed.instanceId} (stack ${testbed.stackName}), runner job: ${report.job ?? 'unknown'}`,
+    `study on ${testbed.instanceId} (stack ${testbedName(testbed)}), runner job: ${report.job ?? 'unknown'}`,
   );
   for (const line of formatStudyStatus(status, ctx.now())) ctx.write(line);
   const host = price.pricePerHourUsd > 0 ? { ...price, ...(launchedAt ? { launchedAt } : {}) } : { ...price };
@@ -171,7 +173,7 @@ export async function fetchResults(ctx: ControlContext, outDir: string): Promise
   if (state === 'running') {
     ctx.write(`asking instance ${testbed.instanceId} to upload its results to ${location} now`);
     const result = await runOnHost(ctx, testbed.instanceId, {
-      comment: `lab results: upload the results of ${testbed.stackName}`,
+      comment: `lab results: upload the results of ${testbedName(testbed)}`,
       lines: renderSyncResults(),
       timeoutSeconds: HOST_TIMEOUTS.sync,
     });
@@ -192,7 +194,7 @@ export async function fetchResults(ctx: ControlContext, outDir: string): Promise
   if (total === 0) {
     throw controlError(
       'no-results',
-      `There are no results in ${location} yet: the host uploads every 5 minutes once the bootstrap has started, and the study's files appear once the runner has started (lab status --stack ${testbed.stackName}).`,
+      `There are no results in ${location} yet: the host uploads every 5 minutes once the bootstrap has started, and the study's files appear once the runner has started (lab status ${testbedArgs(testbed)}).`,
     );
   }
   ctx.write(

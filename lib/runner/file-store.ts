@@ -151,7 +151,8 @@ class FileStudyFiles implements StudyFiles {
   }
 }
 
-async function readOptional(path: string): Promise<string | undefined> {
+/** A file's text, or undefined when it does not exist. */
+export async function readOptional(path: string): Promise<string | undefined> {
   try {
     return await readFile(path, 'utf8');
   } catch (error) {
@@ -162,7 +163,8 @@ async function readOptional(path: string): Promise<string | undefined> {
 
 let writes = 0;
 
-async function writeAtomic(path: string, text: string): Promise<void> {
+/** Writes through a temporary file renamed over the target, so no reader sees half a file. */
+export async function writeAtomic(path: string, text: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
   // Unique per write: the runs of a wave write the same files at once.
   const temporary = `${path}.tmp-${process.pid}-${++writes}`;

@@ -2,7 +2,17 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import type { JobCounts } from '../study/validity.ts';
-import type { Cluster, DeploymentState, JobObject, PodState, ResourceRef } from './ports.ts';
+import type {
+  Cluster,
+  DeploymentState,
+  JobObject,
+  NetworkCluster,
+  NetworkPodState,
+  PodState,
+  ResourceRef,
+  ServiceObject,
+  ServiceState,
+} from './ports.ts';
 
 /**
  * The Kubernetes API for the runner, with Node's https and the pod's ServiceAccount: no client
@@ -148,8 +158,7 @@ export class KubeCluster implements Cluster {
 
   async deleteJob(name: string): Promise<void> {
     // Foreground: the Job disappears only after its pods, so a re-created Job never overlaps them.
-    const body = JSON.stringify({ kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Foreground' });
-    await this.deleteOptional(`${this.jobs()}/${encodeURIComponent(name)}`, body);
+    await this.deleteOptional(`${this.jobs()}/${encodeURIComponent(name)}`, FOREGROUND_DELETE);
   }
 
   async listPods(labelSelector: string): Promise<PodState[]> {
@@ -226,34 +235,221 @@ export class KubeCluster implements Cluster {
     return `/apis/apps/v1/namespaces/${this.namespace}/deployments`;
   }
 
-  private async call(
+  private call(
     method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
     path: string,
     body?: string,
     contentType?: string,
   ): Promise<string> {
-    const response = await this.transport(method, path, body, contentType);
-    if (response.status < 200 || response.status >= 300) {
-      throw new KubeApiError(method, path, response.status, response.body);
-    }
-    return response.body;
+    return kubeCall(this.transport, method, path, body, contentType);
   }
 
-  private async getOptional<T>(path: string): Promise<T | undefined> {
-    try {
-      return JSON.parse(await this.call('GET', path)) as T;
-    } catch (error) {
-      if (error instanceof KubeApiError && error.status === 404) return undefined;
-      throw error;
-    }
+  private getOptional<T>(path: string): Promise<T | undefined> {
+    return kubeGetOptional<T>(this.transport, path);
   }
 
-  private async deleteOptional(path: string, body?: string): Promise<void> {
-    try {
-      await this.call('DELETE', path, body);
-    } catch (error) {
-      if (error instanceof KubeApiError && error.status === 404) return;
-      throw error;
-    }
+  private deleteOptional(path: string, body?: string): Promise<void> {
+    return kubeDeleteOptional(this.transport, path, body);
   }
+}
+
+/** One API call; a status outside 2xx is a KubeApiError. */
+async function kubeCall(
+  transport: KubeTransport,
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  path: string,
+  body?: string,
+  contentType?: string,
+): Promise<string> {
+  const response = await transport(method, path, body, contentType);
+  if (response.status < 200 || response.status >= 300) {
+    throw new KubeApiError(method, path, response.status, response.body);
+  }
+  return response.body;
+}
+
+/** GET of one object; undefined when it does not exist (404). */
+async function kubeGetOptional<T>(transport: KubeTransport, path: string): Promise<T | undefined> {
+  try {
+    return JSON.parse(await kubeCall(transport, 'GET', path)) as T;
+  } catch (error) {
+    if (error instanceof KubeApiError && error.status === 404) return undefined;
+    throw error;
+  }
+}
+
+/** DELETE of one object; not-found is success. */
+async function kubeDeleteOptional(transport: KubeTransport, path: string, body?: string): Promise<void> {
+  try {
+    await kubeCall(transport, 'DELETE', path, body);
+  } catch (error) {
+    if (error instanceof KubeApiError && error.status === 404) return;
+    throw error;
+  }
+}
+
+/** Foreground propagation: a Job disappears only after its pods. */
+const FOREGROUND_DELETE = JSON.stringify({
+  kind: 'DeleteOptions',
+  apiVersion: 'v1',
+  propagationPolicy: 'Foreground',
+});
+
+interface NetworkPodJson {
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid: string;
+    creationTimestamp?: string;
+    annotations?: Record<string, string>;
+  };
+  spec?: {
+    nodeName?: string;
+    initContainers?: { name: string; restartPolicy?: string }[];
+  };
+  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
+}
+
+/** Istio's sidecar container name (the injection template's `istio-proxy`). */
+export const ISTIO_PROXY_CONTAINER = 'istio-proxy';
+
+/**
+ * Whether a pod carries Istio's native sidecar: `istio-proxy` among its init containers with
+ * `restartPolicy: Always` (Kubernetes sidecar containers; Istio injects them so since 1.27).
+ */
+export function hasNativeSidecar(pod: Pick<NetworkPodJson, 'spec'>): boolean {
+  return (pod.spec?.initContainers ?? []).some(
+    (c) => c.name === ISTIO_PROXY_CONTAINER && c.restartPolicy === 'Always',
+  );
+}
+
+const q = encodeURIComponent;
+
+/**
+ * The API of a network-lab cell (ports.ts `NetworkCluster`): the same transport and error
+ * handling as `KubeCluster`, with the namespace named by every call.
+ */
+export class KubeNetworkCluster implements NetworkCluster {
+  constructor(private readonly transport: KubeTransport) {}
+
+  async createJob(job: JobObject): Promise<void> {
+    await kubeCall(this.transport, 'POST', jobsPath(job.metadata.namespace), JSON.stringify(job));
+  }
+
+  async getJob(namespace: string, name: string): Promise<JobCounts | undefined> {
+    const job = await kubeGetOptional<JobJson>(this.transport, `${jobsPath(namespace)}/${q(name)}`);
+    if (!job) return undefined;
+    const { succeeded, failed, active } = job.status ?? {};
+    return { succeeded: succeeded ?? 0, failed: failed ?? 0, active: active ?? 0 };
+  }
+
+  async deleteJob(namespace: string, name: string): Promise<void> {
+    await kubeDeleteOptional(this.transport, `${jobsPath(namespace)}/${q(name)}`, FOREGROUND_DELETE);
+  }
+
+  async listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]> {
+    const query = labelSelector ? `?labelSelector=${q(labelSelector)}` : '';
+    const list = JSON.parse(await kubeCall(this.transport, 'GET', `${podsPath(namespace)}${query}`)) as {
+      items: NetworkPodJson[];
+    };
+    return list.items.map((pod) => ({
+      name: pod.metadata.name,
+      namespace: pod.metadata.namespace ?? namespace,
+      uid: pod.metadata.uid,
+      ready: (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+      node: pod.spec?.nodeName ?? '',
+      createdAt: pod.metadata.creationTimestamp ?? '',
+      podIp: pod.status?.podIP ?? '',
+      hasSidecar: hasNativeSidecar(pod),
+      annotations: pod.metadata.annotations ?? {},
+      phase: pod.status?.phase ?? '',
+    }));
+  }
+
+  async deletePod(namespace: string, name: string): Promise<void> {
+    await kubeDeleteOptional(this.transport, `${podsPath(namespace)}/${q(name)}`);
+  }
+
+  async podLog(namespace: string, name: string, container?: string): Promise<string> {
+    const query = container ? `?container=${q(container)}` : '';
+    return kubeCall(this.transport, 'GET', `${podsPath(namespace)}/${q(name)}/log${query}`);
+  }
+
+  async namespaceLabels(name: string): Promise<Readonly<Record<string, string>> | undefined> {
+    const ns = await kubeGetOptional<{ metadata: { labels?: Record<string, string> } }>(
+      this.transport,
+      `/api/v1/namespaces/${q(name)}`,
+    );
+    return ns ? (ns.metadata.labels ?? {}) : undefined;
+  }
+
+  async createService(service: ServiceObject): Promise<void> {
+    await kubeCall(
+      this.transport,
+      'POST',
+      `/api/v1/namespaces/${q(service.metadata.namespace)}/services`,
+      JSON.stringify(service),
+    );
+  }
+
+  async listServices(namespace: string, labelSelector: string): Promise<ServiceState[]> {
+    const list = JSON.parse(
+      await kubeCall(
+        this.transport,
+        'GET',
+        `/api/v1/namespaces/${q(namespace)}/services?labelSelector=${q(labelSelector)}`,
+      ),
+    ) as {
+      items: { metadata: { name: string; creationTimestamp?: string }; spec?: { clusterIP?: string } }[];
+    };
+    return list.items.map((s) => ({
+      name: s.metadata.name,
+      clusterIp: s.spec?.clusterIP ?? '',
+      createdAt: s.metadata.creationTimestamp ?? '',
+    }));
+  }
+
+  async deleteService(namespace: string, name: string): Promise<void> {
+    await kubeDeleteOptional(this.transport, `/api/v1/namespaces/${q(namespace)}/services/${q(name)}`);
+  }
+
+  async servicesWithReadyEndpoints(namespace: string, labelSelector: string): Promise<Set<string>> {
+    // The EndpointSlice controller copies the Service's labels onto its slices and adds
+    // kubernetes.io/service-name (kubernetes staging/src/k8s.io/endpointslice/utils.go, setEndpointSliceLabels).
+    const list = JSON.parse(
+      await kubeCall(
+        this.transport,
+        'GET',
+        `/apis/discovery.k8s.io/v1/namespaces/${q(namespace)}/endpointslices?labelSelector=${q(labelSelector)}`,
+      ),
+    ) as {
+      items: {
+        metadata: { labels?: Record<string, string> };
+        endpoints?: { conditions?: { ready?: boolean } }[] | null;
+      }[];
+    };
+    const ready = new Set<string>();
+    for (const slice of list.items) {
+      const service = slice.metadata.labels?.[SERVICE_NAME_LABEL];
+      if (service && (slice.endpoints ?? []).some((e) => e.conditions?.ready === true)) ready.add(service);
+    }
+    return ready;
+  }
+
+  async serverVersion(): Promise<string> {
+    const version = JSON.parse(await kubeCall(this.transport, 'GET', '/version')) as { gitVersion?: string };
+    if (!version.gitVersion) throw new Error('GET /version has no gitVersion');
+    return version.gitVersion;
+  }
+}
+
+/** The label EndpointSlices carry naming their Service (discovery.k8s.io/v1). */
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+
+function jobsPath(namespace: string): string {
+  return `/apis/batch/v1/namespaces/${q(namespace)}/jobs`;
+}
+
+function podsPath(namespace: string): string {
+  return `/api/v1/namespaces/${q(namespace)}/pods`;
 }

@@ -1,3 +1,4 @@
+import type { NetworkRunRecord, NetworkStudyRecord } from '../network/study/model.ts';
 import type { Api } from '../study/arms.ts';
 import type { BenchmarkSpec } from '../study/plan.ts';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
@@ -173,3 +174,102 @@ export const systemClock: Clock = {
   now: () => new Date(),
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 };
+
+// ---- The network lab's runner (lib/runner/network) -----------------------------------------
+
+/** A pod of a network-lab cell as the network runner needs to see it (network-lab-spec 5). */
+export interface NetworkPodState extends PodState {
+  readonly namespace: string;
+  /** spec.nodeName; empty while unscheduled. */
+  readonly node: string;
+  /** metadata.creationTimestamp. */
+  readonly createdAt: string;
+  /** status.podIP; empty before it has one. */
+  readonly podIp: string;
+  /** `istio-proxy` among the init containers with `restartPolicy: Always` (Istio's native sidecar). */
+  readonly hasSidecar: boolean;
+  /** metadata.annotations (Istio's ambient redirection is one). */
+  readonly annotations: Readonly<Record<string, string>>;
+  /** status.phase (`Pending`, `Running`, `Succeeded`, `Failed`). */
+  readonly phase: string;
+}
+
+/** A Service as the network runner creates and reads it (E9). */
+export interface ServiceState {
+  readonly name: string;
+  readonly clusterIp: string;
+  readonly createdAt: string;
+}
+
+/** A Service manifest as plain JSON (the E9 template with its name replaced). */
+export interface ServiceObject {
+  readonly apiVersion: 'v1';
+  readonly kind: 'Service';
+  readonly metadata: {
+    readonly name: string;
+    readonly namespace: string;
+    readonly labels: Readonly<Record<string, string>>;
+  };
+  readonly spec: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The Kubernetes API of a network-lab cell: the runner works in several namespaces (`plain`,
+ * `mesh`, and reads Cilium's agent in `kube-system`), so every call names its namespace; a Job's
+ * namespace is its manifest's. Not-found on delete is success.
+ */
+export interface NetworkCluster {
+  createJob(job: JobObject): Promise<void>;
+  getJob(namespace: string, name: string): Promise<JobCounts | undefined>;
+  /** Foreground propagation; returns before the Job and its pods are gone. */
+  deleteJob(namespace: string, name: string): Promise<void>;
+  listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]>;
+  deletePod(namespace: string, name: string): Promise<void>;
+  podLog(namespace: string, name: string, container?: string): Promise<string>;
+  /** A namespace's labels, or undefined when it does not exist. */
+  namespaceLabels(name: string): Promise<Readonly<Record<string, string>> | undefined>;
+  createService(service: ServiceObject): Promise<void>;
+  listServices(namespace: string, labelSelector: string): Promise<ServiceState[]>;
+  deleteService(namespace: string, name: string): Promise<void>;
+  /**
+   * Names of the Services (by the EndpointSlice label `kubernetes.io/service-name`) whose
+   * EndpointSlices matching `labelSelector` hold at least one ready endpoint.
+   */
+  servicesWithReadyEndpoints(namespace: string, labelSelector: string): Promise<Set<string>>;
+  /** The API server's `gitVersion`. */
+  serverVersion(): Promise<string>;
+}
+
+/** The Istio sidecar's merged Prometheus endpoint of a pod (`:15020/stats/prometheus`). */
+export interface SidecarMetrics {
+  /** The exposition text, or an error naming the HTTP status or the connection fault. */
+  scrape(podIp: string): Promise<string>;
+}
+
+/** The results folder of a cell (layout.ts; the network study's files in `network/layout.ts`). */
+export interface NetworkResultStore {
+  /** A file a Job wrote into its output folder, or undefined when it does not exist. */
+  readJobOutput(jobName: string, file: string): Promise<string | undefined>;
+  /** Empties a Job's output folder, so a failed Job cannot pass for a finished one. */
+  removeJobOutput(jobName: string): Promise<void>;
+  writeStatus(status: StudyStatus): Promise<void>;
+  /** A file the host's bootstrap left (`host/host.json`). */
+  readHostFile(name: string): Promise<string | undefined>;
+  /** The network studies in `studies/`, and the folders that could not be read (with why). */
+  listStudies(): Promise<{ studies: NetworkStudyRecord[]; unreadable: string[] }>;
+  /** Whether `lab run --new` asked for a fresh study; the request is removed. */
+  takeNewStudyRequest(): Promise<boolean>;
+  study(studyId: string): NetworkStudyFiles;
+}
+
+/** One network study's folder. */
+export interface NetworkStudyFiles {
+  readStudy(): Promise<NetworkStudyRecord | undefined>;
+  /** Every `runs/<run-id>.json`, and the unreadable ones with why. */
+  readRuns(): Promise<{ runs: NetworkRunRecord[]; unreadable: string[] }>;
+  writeStudy(study: NetworkStudyRecord): Promise<void>;
+  writeRun(record: NetworkRunRecord): Promise<void>;
+  /** Keeps a Job's output (its result file or its log) in `outputs/<run-id>/<attempt>/<file>`. */
+  saveOutput(runId: string, attempt: number, file: string, text: string): Promise<void>;
+  appendLog(line: string): Promise<void>;
+}

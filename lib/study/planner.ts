@@ -285,12 +285,13 @@ function formatArmTable(predictions: StudyPredictions): string {
   return alignRows(header, rows);
 }
 
-function alignRows(header: string[], rows: string[][]): string {
+/** A text table, indented two spaces: the first `leftColumns` columns left-aligned, numbers right. */
+export function alignRows(header: string[], rows: string[][], leftColumns = 2): string {
   const widths = header.map((_, col) => Math.max(...[header, ...rows].map((row) => row[col].length)));
   return [header, ...rows]
     .map(
       (row) =>
-        `  ${row.map((cell, col) => (col < 2 ? cell.padEnd(widths[col]) : cell.padStart(widths[col]))).join('  ')}`,
+        `  ${row.map((cell, col) => (col < leftColumns ? cell.padEnd(widths[col]) : cell.padStart(widths[col]))).join('  ')}`,
     )
     .join('\n');
 }

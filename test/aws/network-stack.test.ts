@@ -9,6 +9,7 @@ import { stopMessage } from '../../lib/aws/capacity-launch/launch.ts';
 import { cellConstructId, LabStack, NETWORK_CELL_QUOTA } from '../../lib/aws/lab-stack.ts';
 import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
+import { stackCells } from '../../lib/control/testbed.ts';
 import { ControlTowerChecks } from './control-tower.ts';
 
 const example = () => loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
@@ -142,6 +143,12 @@ describe('LabStack with lab: network (examples/network-lab.yaml)', () => {
       '/NetworkLab/dp-cilium/host/bootstrap.log',
     );
     expect(outputs.CellMeshInstanceId.Description).toContain('iptables, mesh sidecar');
+    // What lab run/status/results --cell read back (lib/control/testbed.ts).
+    const described = Object.entries(outputs).map(([OutputKey, o]) => ({
+      OutputKey,
+      Description: o.Description,
+    }));
+    expect(stackCells(described)).toEqual(['mesh', 'dp-iptables', 'dp-cilium']);
   });
 
   it('passes the AwsSolutions checks', () => {

@@ -65,4 +65,70 @@ describe('lab plan', () => {
       `lab plan: option '--prefixes <n>' argument 'many' is invalid. --prefixes must be a whole number greater than 0, got "many"; see lab plan --help\n`,
     );
   });
+
+  describe('with a network-lab configuration', () => {
+    const network = ['--config', 'examples/network-lab.yaml', 'plan'];
+
+    it('prints runs, duration and cost per cell, entries per Service count, conntrack expectations', () => {
+      const run = runLabCli(network);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(
+        /^ {2}mesh +iptables +sidecar +C E1 E1s E2 E3 E4 E5 E6 E7 E8 E9 E10 +91 +\d+\.\d min +\d+\.\d min +\d+\.\d min +\d\.\d\d USD$/m,
+      );
+      expect(run.stdout).toMatch(/^ {2}dp-cilium +cilium +none +C E9 E10 +16 /m);
+      expect(run.stdout).toMatch(
+        /^ {2}cells run in parallel: 123 runs, \d+\.\d min after the bootstraps, about \d\.\d\d USD in all/m,
+      );
+      expect(run.stdout).toMatch(
+        /^ {2}dp-iptables +7 \(iptables\) +0 +700 +7,000 +35,000 +70,000 +estimate$/m,
+      );
+      expect(run.stdout).toMatch(/^ {2}dp-cilium +2 \(cilium\) +0 +200 +2,000 +10,000 +20,000 +derived$/m);
+      expect(run.stdout).toContain(
+        'dp-cilium: LB map 20,000 of 65,536 entries at 10,000 Services, headroom 45,536',
+      );
+      expect(run.stdout).toMatch(/^ {2}dp-cilium +e10-limit-1024 +1,024 +4,000 +524-1,024$/m);
+      expect(run.stdout).toContain('No warnings: every cell can measure what it claims.');
+    });
+
+    it('prints the plan as JSON with --json, one cell with --cell', () => {
+      const run = runLabCli([...network, '--json', '--cell', 'dp-cilium']);
+      expect(run.code).toBe(0);
+      const json = JSON.parse(run.stdout);
+      expect(json.cells).toHaveLength(1);
+      expect(json.cells[0]).toMatchObject({
+        cell: 'dp-cilium',
+        datapath: 'cilium',
+        runs: 16,
+        lbMapMax: 65_536,
+        entries: { perService: 2, basis: 'derived' },
+      });
+      expect(json.cells[0].entries.steps.at(-1)).toEqual({
+        services: 10_000,
+        entriesAdded: 20_000,
+        lbMapEntries: 20_000,
+        lbMapHeadroom: 45_536,
+        lbMapOverflow: false,
+      });
+      expect(json.cells[0].conntrack[1]).toMatchObject({ limit: 2048, expectedSucceededMin: 1548 });
+      expect(json.durationSeconds).toBe(json.cells[0].durationSeconds);
+      expect(json.costUsd).toBeGreaterThan(0);
+      expect(json.overheads.jobStartSeconds).toBeGreaterThan(0);
+    });
+
+    it('refuses an unknown cell and the LLM-gateway what-if options, naming them', () => {
+      const unknown = runLabCli([...network, '--cell', 'dp-nft']);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toBe(
+        'lab plan: --cell dp-nft: no such cell in network.cells (cells: mesh, dp-iptables, dp-cilium)\n',
+      );
+      const whatIf = runLabCli([...network, '--prefixes', '8', '--kv-tokens', '1000']);
+      expect(whatIf.code).toBe(1);
+      expect(whatIf.stderr).toMatch(
+        /^lab plan: --prefixes, --kv-tokens: what-if values of the LLM-gateway lab's workload/,
+      );
+      const llm = runLabCli(['plan', '--cell', 'mesh']);
+      expect(llm.code).toBe(1);
+      expect(llm.stderr).toContain('--cell mesh: cells belong to the network lab');
+    });
+  });
 });

@@ -21,9 +21,10 @@ import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { cellOutputDescription, cellOutputKey } from '../../lib/aws/cell-outputs.ts';
 import { sdkControlClients } from '../../lib/cli/aws-clients.ts';
 import { runLab } from '../../lib/cli/program.ts';
-import { registerStudyCommands } from '../../lib/cli/study-commands.ts';
+import { defaultResultsDir, registerStudyCommands } from '../../lib/cli/study-commands.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import {
   renderReadStatus,
@@ -662,6 +663,144 @@ describe('lab results', () => {
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('Refusing to write results object ../../etc/evil outside');
     expect(s3).not.toHaveReceivedCommand(GetObjectCommand);
+  });
+});
+
+describe('a network-lab cell with --cell', () => {
+  const NETWORK_STACK = 'NetworkLab';
+  const CELL_INSTANCES: Record<string, string> = {
+    mesh: 'i-0aaaaaaaaaaaaaaa1',
+    'dp-iptables': 'i-0aaaaaaaaaaaaaaa2',
+    'dp-cilium': 'i-0aaaaaaaaaaaaaaa3',
+  };
+  const NETWORK_CONFIG = ['--config', 'examples/network-lab.yaml'];
+
+  /** The network stack's outputs as lib/aws/lab-stack.ts names and describes them, one host per cell. */
+  function networkDeployed(cells = Object.keys(CELL_INSTANCES)) {
+    const outputs = cells.flatMap((cell) => [
+      {
+        OutputKey: cellOutputKey(cell, 'InstanceId'),
+        OutputValue: CELL_INSTANCES[cell],
+        Description: cellOutputDescription(cell, 'its host'),
+      },
+      {
+        OutputKey: cellOutputKey(cell, 'ResultsLocation'),
+        OutputValue: `s3://${BUCKET}/${NETWORK_STACK}/${cell}/`,
+        Description: cellOutputDescription(cell, 'where the host syncs results'),
+      },
+    ]);
+    cfn.on(DescribeStacksCommand, { StackName: NETWORK_STACK }).resolves({
+      Stacks: [
+        { StackName: NETWORK_STACK, StackStatus: 'CREATE_COMPLETE', CreationTime: NOW, Outputs: outputs },
+      ],
+    });
+    for (const instance of Object.values(CELL_INSTANCES)) {
+      ec2.on(DescribeInstancesCommand, { InstanceIds: [instance] }).resolves({
+        Reservations: [
+          { Instances: [{ InstanceId: instance, State: { Name: 'running' }, LaunchTime: NOW }] },
+        ],
+      });
+    }
+  }
+
+  function cellAnswers(instance: string, stdout: string) {
+    ssm.on(SendCommandCommand).resolves({ Command: { CommandId: COMMAND_ID } });
+    ssm.on(GetCommandInvocationCommand, { CommandId: COMMAND_ID, InstanceId: instance }).resolves({
+      Status: 'Success',
+      ResponseCode: 0,
+      StandardOutputContent: stdout,
+      StandardErrorContent: '',
+    });
+  }
+
+  it('lab status reads the cell host, priced by network.instance', async () => {
+    networkDeployed();
+    cellAnswers(CELL_INSTANCES['dp-cilium'], `runner job: active\n${statusBlock(STATUS)}`);
+    const run = await lab(...NETWORK_CONFIG, 'status', '--cell', 'dp-cilium');
+    expect(run.code, run.stderr).toBe(0);
+    expect(ssm).toHaveReceivedCommandWith(SendCommandCommand, {
+      InstanceIds: [CELL_INSTANCES['dp-cilium']],
+      Comment: 'lab status: progress of NetworkLab cell dp-cilium',
+    });
+    expect(run.stdout).toContain(
+      `study on ${CELL_INSTANCES['dp-cilium']} (stack NetworkLab cell dp-cilium), runner job: active`,
+    );
+    expect(run.stdout).toContain('at 0.357 USD/h');
+  });
+
+  it('lab run starts the study on the cell host and says how to watch that cell', async () => {
+    networkDeployed();
+    cellAnswers(CELL_INSTANCES.mesh, 'runner job: active\n--- no status.json\n');
+    const run = await lab(...NETWORK_CONFIG, 'run', '--cell', 'mesh', '--region', 'us-west-2');
+    expect(run.code, run.stderr).toBe(0);
+    expect(ssm).toHaveReceivedCommandWith(SendCommandCommand, { InstanceIds: [CELL_INSTANCES.mesh] });
+    expect(run.stdout).toContain(`stack NetworkLab cell mesh: instance ${CELL_INSTANCES.mesh} in us-west-2`);
+    expect(run.stdout).toContain('watch it: lab status --stack NetworkLab --cell mesh');
+  });
+
+  it('lab results downloads the cell prefix <stack>/<cell>/ into ./results/<stack>/<cell> by default', async () => {
+    networkDeployed();
+    cellAnswers(CELL_INSTANCES['dp-iptables'], 'uploaded\n');
+    const prefix = `${NETWORK_STACK}/dp-iptables/`;
+    s3.on(ListObjectsV2Command, { Bucket: BUCKET, Prefix: prefix }).resolves({
+      IsTruncated: false,
+      Contents: [{ Key: `${prefix}status.json`, Size: 20, LastModified: NOW, ETag: '"s"' }],
+    });
+    s3.on(GetObjectCommand, { Bucket: BUCKET, Key: `${prefix}status.json` }).resolves({
+      Body: body('{"state":"finished"}'),
+      LastModified: NOW,
+    });
+    const out = join(tempDir('lab-results-'), 'cell');
+    const run = await lab('results', '--stack', NETWORK_STACK, '--cell', 'dp-iptables', '--out', out);
+    expect(run.code, run.stderr).toBe(0);
+    expect(ssm).toHaveReceivedCommandWith(SendCommandCommand, {
+      InstanceIds: [CELL_INSTANCES['dp-iptables']],
+    });
+    expect(readFileSync(join(out, 'status.json'), 'utf8')).toBe('{"state":"finished"}');
+    expect(defaultResultsDir(NETWORK_STACK, 'dp-iptables')).toBe('./results/NetworkLab/dp-iptables');
+    expect(defaultResultsDir(STACK)).toBe(`./results/${STACK}`);
+  });
+
+  it('a network configuration without --cell, or with a cell it lacks, stops before any AWS call', async () => {
+    const none = await lab(...NETWORK_CONFIG, 'status');
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe(
+      'lab status: the network lab has one host per cell: name one with --cell (cells: mesh, dp-iptables, dp-cilium)\n',
+    );
+    const unknown = await lab(...NETWORK_CONFIG, 'run', '--cell', 'dp-nft');
+    expect(unknown.stderr).toBe(
+      'lab run: --cell dp-nft: no such cell in network.cells (cells: mesh, dp-iptables, dp-cilium)\n',
+    );
+    const llm = await lab('status', '--cell', 'mesh');
+    expect(llm.stderr).toContain('lab status: --cell mesh: cells belong to the network lab');
+    expect(cfn).not.toHaveReceivedCommand(DescribeStacksCommand);
+  });
+
+  it('with --stack only, the stack outputs name the cells', async () => {
+    networkDeployed(['mesh', 'dp-cilium']);
+    const none = await lab('results', '--stack', NETWORK_STACK, '--region', 'us-west-2');
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain(
+      'Stack NetworkLab in us-west-2 is a network lab with one host per cell: name the cell with --cell (lab run, status, results; cells: mesh, dp-cilium).',
+    );
+    const unknown = await lab(
+      'results',
+      '--stack',
+      NETWORK_STACK,
+      '--region',
+      'us-west-2',
+      '--cell',
+      'dp-iptables',
+    );
+    expect(unknown.stderr).toContain(
+      'Stack NetworkLab in us-west-2 has no cell dp-iptables: its cells are mesh, dp-cilium.',
+    );
+    deployed();
+    const gpu = await lab('results', '--stack', STACK, '--region', 'us-west-2', '--cell', 'mesh');
+    expect(gpu.stderr).toContain(
+      `Stack ${STACK} in us-west-2 has no cell mesh: it is an LLM-gateway lab (one GPU host): leave out --cell.`,
+    );
+    expect(ssm).not.toHaveReceivedCommand(SendCommandCommand);
   });
 });
 

@@ -47,6 +47,7 @@ describe('the example network lab synthesizes one folder per cell', async () => 
       '30-service-scale.yaml',
       '40-host-probe.yaml',
       '50-node-probes.yaml',
+      '90-study-runner.yaml',
     ]);
     expect(existsSync(join(cells['dp-iptables'].dir, '20-mesh-policies.yaml'))).toBe(false);
     expect(existsSync(join(cells.mesh.dir, 'jobs', 'fortio-clients.yaml'))).toBe(true);
@@ -172,7 +173,9 @@ describe('the example network lab synthesizes one folder per cell', async () => 
       expect(find(objects, 'ConfigMap', 'network-probes', namespace).data).toEqual(probeBundles());
     }
     const probes = podSpecs(objects).flatMap((spec) =>
-      spec.containers.filter((c: Any) => c.command?.[0] === 'node').map((c: Any) => ({ spec, c })),
+      spec.containers
+        .filter((c: Any) => c.command?.[0] === 'node' && c.name !== 'runner')
+        .map((c: Any) => ({ spec, c })),
     );
     expect(probes.map(({ c }) => c.name).sort()).toEqual([
       'conntrack-driver',

@@ -1,0 +1,193 @@
+import { Chart, type ChartProps } from 'cdk8s';
+import { k8s } from 'cdk8s-plus-34';
+import type { Construct } from 'constructs';
+import type { NetworkCell } from '../../lib/config/network.ts';
+import type { LabConfig } from '../../lib/config/schema.ts';
+import { PROBE_NAMES, PROBES_MOUNT, type ProbeName, probeCommand } from '../../lib/network/probes/bundle.ts';
+import type { NetworkStudyPlan } from '../../lib/network/study/model.ts';
+import { networkStudyPlan } from '../../lib/network/study/plan.ts';
+import { CELL_LABEL, MESH_NAMESPACE, PLAIN_NAMESPACE } from '../../lib/network/topology.ts';
+import { runnerBundle } from '../../lib/runner/bundle.ts';
+import { type NetworkJobContext, type ProbesInPod, planJobs } from '../../lib/runner/network/jobs.ts';
+import { NETWORK_RUNNER_FILES, type NetworkRunnerContext } from '../../lib/runner/network/runner-files.ts';
+import type { ServiceObject } from '../../lib/runner/ports.ts';
+import { RUNNER_DIR, RUNNER_RESULTS_MOUNT } from '../../lib/runner/runner-files.ts';
+import { REQUESTS } from '../../lib/study/resources.ts';
+import {
+  COMPONENT_LABEL,
+  containerResources,
+  envVars,
+  RESULTS_HOST_PATH,
+  rootContainerSecurity,
+} from '../common.ts';
+import { clusterScoped } from '../endpoint-picker.ts';
+import { CONFIGMAP_LIMIT_BYTES, configMapDataBytes } from '../study-runner.ts';
+import { cellNodeSelector } from './common.ts';
+import { PROBES_CONFIG_MAP } from './node-probes.ts';
+import { scaleServiceTemplate } from './service-scale.ts';
+
+/** The network study runner of a cell: its Job, ServiceAccount, Roles and ConfigMap (in `plain`). */
+export const NETWORK_RUNNER_NAME = 'network-study-runner';
+/** Namespace of the Cilium agent, whose log the runner reads for "map full" (Cilium cells). */
+const CILIUM_NAMESPACE = 'kube-system';
+
+/** Where the lab's Node probes are in a pod (charts/network/node-probes.ts mounts their ConfigMap). */
+export function cellProbes(): ProbesInPod {
+  const commands = {} as Record<ProbeName, string[]>;
+  for (const name of PROBE_NAMES) commands[name] = probeCommand(name);
+  return { configMap: PROBES_CONFIG_MAP, mount: PROBES_MOUNT, commands };
+}
+
+/** The E9 Service as the runner copies it (the template of charts/network/service-scale.ts as a manifest). */
+export function serviceTemplateManifest(): ServiceObject {
+  return k8s.KubeService.manifest(scaleServiceTemplate()) as ServiceObject;
+}
+
+/** What the Job builders of the cell's runner need. */
+export function networkJobContext(config: LabConfig, cell: NetworkCell): NetworkJobContext {
+  return { config, cell, probes: cellProbes() };
+}
+
+/**
+ * The runner's ConfigMap data: its bundle, the configuration, the cell's plan, the plan's Jobs by
+ * name (the same builders the runner uses for the Jobs it makes at run time), where the probes
+ * are, and the E9 Service template.
+ */
+export function networkRunnerConfigMapData(
+  config: LabConfig,
+  cell: NetworkCell,
+  plan: NetworkStudyPlan = networkStudyPlan(config, cell.name),
+): Record<string, string> {
+  const context: NetworkRunnerContext = { cell: cell.name, probes: cellProbes() };
+  return {
+    [NETWORK_RUNNER_FILES.bundle]: runnerBundle(),
+    [NETWORK_RUNNER_FILES.config]: JSON.stringify(config),
+    [NETWORK_RUNNER_FILES.plan]: JSON.stringify(plan),
+    [NETWORK_RUNNER_FILES.jobs]: JSON.stringify(planJobs(networkJobContext(config, cell), plan.runs)),
+    [NETWORK_RUNNER_FILES.context]: JSON.stringify(context),
+    [NETWORK_RUNNER_FILES.serviceTemplate]: JSON.stringify(serviceTemplateManifest()),
+  };
+}
+
+export interface NetworkStudyRunnerChartProps extends ChartProps {
+  readonly config: LabConfig;
+  readonly cell: NetworkCell;
+}
+
+/**
+ * The in-cluster runner of a cell's network study (lib/runner/network): a Job on the pinned Node
+ * image running the bundled runner, pinned to the cell's node with the results host folder
+ * mounted (the Jobs it starts write their outputs there). Least privilege: Jobs, pods and their
+ * logs in the namespaces it runs clients in; Services and EndpointSlices in `plain` (E9); pod
+ * deletion in `mesh` (pods created before the label are restarted); the Cilium agent's log on
+ * Cilium cells; `get` on its two namespaces (their labels). It never execs into a pod.
+ */
+export class NetworkStudyRunnerChart extends Chart {
+  constructor(scope: Construct, id: string, props: NetworkStudyRunnerChartProps) {
+    super(scope, id, props);
+    const { config, cell } = props;
+    const name = NETWORK_RUNNER_NAME;
+    const namespace = PLAIN_NAMESPACE;
+    const labels = { [COMPONENT_LABEL]: 'network-study-runner' };
+    const withMesh = cell.mesh !== 'none';
+
+    const data = networkRunnerConfigMapData(config, cell);
+    const bytes = configMapDataBytes(data);
+    if (bytes >= CONFIGMAP_LIMIT_BYTES) {
+      throw new Error(
+        `NetworkStudyRunner: the runner ConfigMap of cell ${cell.name} holds ${bytes} bytes, over Kubernetes' limit of ${CONFIGMAP_LIMIT_BYTES}; shrink the plan (network.experiments) or the bundle`,
+      );
+    }
+    new k8s.KubeConfigMap(this, 'files', { metadata: { name, namespace, labels }, data });
+    new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name, namespace, labels } });
+
+    const jobs = { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'delete'] };
+    const podLogs = { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] };
+    const role = (id: string, roleNamespace: string, rules: k8s.PolicyRule[]) => {
+      new k8s.KubeRole(this, `${id}-role`, { metadata: { name, namespace: roleNamespace, labels }, rules });
+      new k8s.KubeRoleBinding(this, `${id}-binding`, {
+        metadata: { name, namespace: roleNamespace, labels },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+        subjects: [{ kind: 'ServiceAccount', name, namespace }],
+      });
+    };
+    role('plain', PLAIN_NAMESPACE, [
+      jobs,
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list'] },
+      podLogs,
+      // E9: the Services the runner creates from the template, and their endpoints.
+      { apiGroups: [''], resources: ['services'], verbs: ['create', 'list', 'delete'] },
+      { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list'] },
+    ]);
+    if (withMesh) {
+      role('mesh', MESH_NAMESPACE, [
+        jobs,
+        // Pods created before the namespace label have no sidecar: the runner deletes them.
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
+        podLogs,
+      ]);
+    }
+    if (cell.datapath === 'cilium') {
+      role('cilium', CILIUM_NAMESPACE, [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }, podLogs]);
+    }
+    // Namespaces are cluster-scoped: only a ClusterRole reaches them, limited to the lab's own.
+    const namespaceReader = `${name}-namespaces`;
+    clusterScoped(
+      new k8s.KubeClusterRole(this, 'namespace-reader', {
+        metadata: { name: namespaceReader, labels },
+        rules: [
+          {
+            apiGroups: [''],
+            resources: ['namespaces'],
+            verbs: ['get'],
+            resourceNames: withMesh ? [PLAIN_NAMESPACE, MESH_NAMESPACE] : [PLAIN_NAMESPACE],
+          },
+        ],
+      }),
+    );
+    clusterScoped(
+      new k8s.KubeClusterRoleBinding(this, 'namespace-reader-binding', {
+        metadata: { name: namespaceReader, labels },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: namespaceReader },
+        subjects: [{ kind: 'ServiceAccount', name, namespace }],
+      }),
+    );
+
+    new k8s.KubeJob(this, 'job', {
+      metadata: { name, namespace, labels },
+      spec: {
+        // A retried runner would resume anyway; a failure should be seen, not repeated silently.
+        backoffLimit: 0,
+        template: {
+          metadata: { labels: { ...labels, [CELL_LABEL]: cell.name } },
+          spec: {
+            serviceAccountName: name,
+            automountServiceAccountToken: true,
+            restartPolicy: 'Never',
+            nodeSelector: cellNodeSelector(cell.name),
+            containers: [
+              {
+                name: 'runner',
+                image: config.runner.image,
+                imagePullPolicy: 'IfNotPresent',
+                command: ['node', `${RUNNER_DIR}/${NETWORK_RUNNER_FILES.bundle}`],
+                env: envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
+                resources: containerResources(REQUESTS.runner),
+                // Root: the results host folder belongs to root, like the Jobs' outputs.
+                securityContext: rootContainerSecurity(),
+                volumeMounts: [
+                  { name: 'runner', mountPath: RUNNER_DIR, readOnly: true },
+                  { name: 'results', mountPath: RUNNER_RESULTS_MOUNT },
+                ],
+              },
+            ],
+            volumes: [
+              { name: 'runner', configMap: { name } },
+              { name: 'results', hostPath: { path: RESULTS_HOST_PATH, type: 'DirectoryOrCreate' } },
+            ],
+          },
+        },
+      },
+    });
+  }
+}

@@ -1,0 +1,528 @@
+import {
+  BOOT_MARGIN_MINUTES,
+  baseBudgetMinutes,
+  NETWORK_BASE_STEP_MINUTES,
+} from '../../aws/bootstrap/budgets.ts';
+import type { Datapath, MeshMode, NetworkCell } from '../../config/network.ts';
+import { lbEntriesPerService, networkProblems, networkWarnings } from '../../config/network-rules.ts';
+import type { LabConfig } from '../../config/schema.ts';
+import { DEFAULT_RUN_OVERHEADS } from '../../study/duration.ts';
+import { alignRows } from '../../study/planner.ts';
+import type { ExperimentId, NetworkRun, NetworkRunSpec } from './model.ts';
+import { networkStudyPlan } from './plan.ts';
+
+/**
+ * `lab plan` for the network lab (network-lab-spec 7): before any money is spent, per cell the
+ * data-plane entries each E9 step should add, the Cilium LB map's headroom, the conntrack
+ * successes each E10 step should see, the runs, the study's duration and cost, and the
+ * configurations that cannot measure what they claim. Pure: configuration in, numbers out.
+ */
+
+/** How a datapath's entries are counted (network-lab-spec 3) and what one Service should add. */
+export interface EntryModel {
+  readonly datapath: Datapath;
+  /** The count the runner reads on the host. */
+  readonly command: string;
+  /** Entries one ClusterIP Service with one TCP port and `backends` endpoints adds. */
+  readonly perService: (backends: number) => number;
+  /** The formula in words, for the table. */
+  readonly formula: string;
+  /**
+   * `derived`: read from the component's source; `estimate`: the shape is from the source, but the
+   * listing's exact lines at the pinned version were not confirmed. The runner's count decides.
+   */
+  readonly basis: 'derived' | 'estimate';
+  readonly source: string;
+}
+
+/**
+ * Per-datapath entry formulas. The kube-proxy sources read were not at the K3s 1.36 line's
+ * Kubernetes version (the reference store holds other versions), so those are estimates.
+ */
+export const ENTRY_MODELS: Readonly<Record<Datapath, EntryModel>> = {
+  iptables: {
+    datapath: 'iptables',
+    command: 'iptables-save -t nat | wc -l',
+    // kubernetes pkg/proxy/iptables/number_generated_rules_test.go TestNumberIptablesRules: NAT
+    // rules 5 at no Service, 10 at 1 Service x 1 endpoint, 13 at 1 x 2, 37 at 1 x 10 -> 2 + 3B
+    // rules (KUBE-SERVICES jump, KUBE-SVC masquerade, one KUBE-SVC -> KUBE-SEP jump, KUBE-SEP
+    // masquerade + DNAT per endpoint); proxier.go syncProxyRules declares 1 KUBE-SVC + B KUBE-SEP chains.
+    perService: (b) => 2 + 3 * b + (1 + b),
+    formula: '(2 + 3B) rules + (1 + B) chains = 3 + 4B lines',
+    basis: 'estimate',
+    source:
+      'kubernetes pkg/proxy/iptables number_generated_rules_test.go TestNumberIptablesRules, proxier.go syncProxyRules',
+  },
+  nftables: {
+    datapath: 'nftables',
+    command: 'nft list table ip kube-proxy | wc -l',
+    // kubernetes pkg/proxy/nftables/proxier.go syncProxyRules: one service-ips map element, a
+    // service chain with 2 rules (masquerade of off-cluster sources; writeServiceToEndpointRules'
+    // single `numgen random mod B vmap` rule) and B endpoint chains of 2 rules (hairpin masquerade,
+    // dnat). `nft list` prints a chain as header + rules + closing brace + blank line.
+    perService: (b) => 1 + (2 + 3) + b * (2 + 3),
+    formula:
+      '1 map element + service chain (2 rules) + B endpoint chains (2 rules); 3 listing lines per chain = 6 + 5B',
+    basis: 'estimate',
+    source: 'kubernetes pkg/proxy/nftables/proxier.go syncProxyRules, writeServiceToEndpointRules',
+  },
+  ipvs: {
+    datapath: 'ipvs',
+    command: 'ipvsadm -Ln | wc -l',
+    // kubernetes pkg/proxy/ipvs/proxier.go syncProxyRules: one virtual server per ClusterIP:port
+    // (syncService) and one real server per endpoint (syncEndpoint); ipvsadm -Ln prints a line each.
+    perService: (b) => 1 + b,
+    formula: '1 virtual server + B real servers = 1 + B lines',
+    basis: 'estimate',
+    source: 'kubernetes pkg/proxy/ipvs/proxier.go syncService, syncEndpoint',
+  },
+  cilium: {
+    datapath: 'cilium',
+    command: 'cilium-dbg bpf lb list',
+    // cilium pkg/maps/lbmap ServiceKey.SetBackendSlot: slot 0 is the frontend's entry, slots 1..B
+    // its backends; the same rule sizes lbMapMax (lib/config/network-rules.ts lbEntriesPerService).
+    perService: lbEntriesPerService,
+    formula: '1 frontend slot + B backend slots = B + 1 LB map entries',
+    basis: 'derived',
+    source: 'cilium pkg/maps/lbmap ServiceKey backend slots; network-lab-spec 2',
+  },
+};
+
+/**
+ * A new Service's expected programming latency per datapath, for the prober-resolution check.
+ * kube-proxy: its `minSyncPeriod` (1 s default) bounds every mode from below (network-lab-spec 3).
+ * Cilium: an estimate (the agent reconciles a Service into the BPF maps without a sync period); the
+ * manual study's 200 ms attempt limit hid it, which is why the lab probes at 20 ms.
+ */
+export const EXPECTED_PROGRAMMING_MS: Readonly<Record<Datapath, { ms: number; why: string }>> = {
+  iptables: { ms: 1_000, why: "kube-proxy's minSyncPeriod (1 s default)" },
+  nftables: { ms: 1_000, why: "kube-proxy's minSyncPeriod (1 s default)" },
+  ipvs: { ms: 1_000, why: "kube-proxy's minSyncPeriod (1 s default)" },
+  cilium: { ms: 200, why: "an estimate of Cilium's reconciliation of a new Service" },
+};
+
+/** Above this share of lbMapMax the plan warns: the cell's own Services take slots too. */
+export const LB_MAP_NEAR_FULL = 0.9;
+
+/**
+ * Seconds the runner spends around each run's load, and the figures it assumes. None is measured
+ * on a cell yet; each says where it comes from, and the runner's status.json ETA replaces them.
+ */
+export interface NetworkRunOverheads {
+  /** Creating a Job until its container runs: images were pulled by the bootstrap (pull_cell_images). */
+  readonly jobStartSeconds: number;
+  /** The runner's own work per run (polls 5 s apart, result file, record): as the first lab's. */
+  readonly runnerSeconds: number;
+  /** One curl of the mTLS matrix after its pod started. */
+  readonly curlSeconds: number;
+  /** Pod-to-pod download speed assumed for E6 (bytes per second); the download is short either way. */
+  readonly downloadBytesPerSecond: number;
+  /** One Service create or delete through the API (K3s's kine on SQLite). */
+  readonly apiCallSeconds: number;
+  /**
+   * EndpointSlices written per second for new Services: kube-controller-manager's default client
+   * rate (--kube-api-qps 20). With one Service per slice this paces a step's readiness.
+   */
+  readonly endpointSlicesPerSecond: number;
+  /** One prober sample: create a Service, wait until its ClusterIP connects, delete it. */
+  readonly proberSampleSeconds: number;
+  /** Reading the entries from the host probe pod. */
+  readonly entriesCountSeconds: number;
+  /**
+   * Waiting for the conntrack baseline after a step: the closed loopback connections stay in
+   * TIME_WAIT for nf_conntrack_tcp_timeout_time_wait (120 s kernel default).
+   */
+  readonly conntrackSettleSeconds: number;
+  /** Labelling the mesh namespace and restarting its pods, once per mesh cell. */
+  readonly meshRestartSeconds: number;
+}
+
+export const DEFAULT_NETWORK_RUN_OVERHEADS: NetworkRunOverheads = {
+  jobStartSeconds: 10,
+  runnerSeconds: DEFAULT_RUN_OVERHEADS.runnerSeconds,
+  curlSeconds: 2,
+  downloadBytesPerSecond: 100 * 1024 * 1024,
+  apiCallSeconds: 0.05,
+  endpointSlicesPerSecond: 20,
+  proberSampleSeconds: 3,
+  entriesCountSeconds: 5,
+  conntrackSettleSeconds: 120,
+  meshRestartSeconds: 60,
+};
+
+export interface ServiceStepPrediction {
+  readonly services: number;
+  /** Entries the step's Services add over the 0-Service count (the cell's own Services are the baseline). */
+  readonly entriesAdded: number;
+  /** Cilium: LB map entries of the runner's Services, and what lbMapMax leaves beside them. */
+  readonly lbMapEntries?: number;
+  readonly lbMapHeadroom?: number;
+  readonly lbMapOverflow?: boolean;
+}
+
+export interface ConntrackPrediction {
+  readonly runId: string;
+  readonly limit: number | 'default';
+  readonly connections: number;
+  /**
+   * Successes expected: about one entry per loopback connection (network-lab-spec 5), so
+   * `limit - baseline`, with the baseline anywhere below its threshold; all connections when the
+   * limit is the host's default (read at run time, expected far above the connections).
+   */
+  readonly expectedSucceededMin: number;
+  readonly expectedSucceededMax: number;
+}
+
+export interface CellPlan {
+  readonly cell: string;
+  readonly datapath: Datapath;
+  readonly mesh: MeshMode;
+  readonly instanceType: string;
+  readonly pricePerHourUsd: number;
+  readonly experiments: readonly ExperimentId[];
+  readonly runs: number;
+  readonly runsByExperiment: Readonly<Partial<Record<ExperimentId, number>>>;
+  /** Seconds of load (fortio -t, downloads, streams, probes, conntrack drives). */
+  readonly loadSeconds: number;
+  /** Seconds around the load (Job starts, API calls, waits), from the overheads. */
+  readonly overheadSeconds: number;
+  readonly durationSeconds: number;
+  readonly costUsd: number;
+  readonly entries: {
+    readonly command: string;
+    readonly formula: string;
+    readonly perService: number;
+    readonly basis: EntryModel['basis'];
+    readonly source: string;
+    readonly steps: readonly ServiceStepPrediction[];
+  };
+  readonly lbMapMax?: number;
+  readonly conntrack: readonly ConntrackPrediction[];
+  readonly warnings: readonly string[];
+}
+
+export interface NetworkPlan {
+  readonly cells: readonly CellPlan[];
+  /** The cells run in parallel, each on its own host: the study lasts as long as the longest. */
+  readonly durationSeconds: number;
+  readonly costUsd: number;
+  readonly runs: number;
+  readonly overheads: NetworkRunOverheads;
+  /** Warnings about the configuration as a whole (each cell's are in its plan). */
+  readonly warnings: readonly string[];
+}
+
+/** The plan of every cell (or of the named ones) of a network-lab configuration. */
+export function planNetworkStudy(
+  config: LabConfig,
+  options: { cells?: readonly string[]; overheads?: NetworkRunOverheads } = {},
+): NetworkPlan {
+  const overheads = options.overheads ?? DEFAULT_NETWORK_RUN_OVERHEADS;
+  const names = options.cells ?? config.network.cells.map((c) => c.name);
+  const cells = names.map((name) => planCell(config, name, overheads));
+  return {
+    cells,
+    durationSeconds: Math.max(0, ...cells.map((c) => c.durationSeconds)),
+    costUsd: cells.reduce((sum, c) => sum + c.costUsd, 0),
+    runs: cells.reduce((sum, c) => sum + c.runs, 0),
+    overheads,
+    warnings: [
+      // The configuration's own rules, not a copy: a loaded configuration has no problems left,
+      // but a plan built from an edited one must still say them.
+      ...networkProblems(config.network, config.k3s.version).map((p) => `${p.path.join('.')}: ${p.message}`),
+      ...networkWarnings(config.network),
+    ],
+  };
+}
+
+function planCell(config: LabConfig, name: string, overheads: NetworkRunOverheads): CellPlan {
+  const study = networkStudyPlan(config, name);
+  const cell = config.network.cells.find((c) => c.name === name) as NetworkCell;
+  const { network } = config;
+  const instanceType = cell.instanceType ?? network.instance.type;
+  const warnings: string[] = [];
+  if (instanceType !== network.instance.type) {
+    warnings.push(
+      `cost uses network.instance.pricePerHourUsd ${network.instance.pricePerHourUsd} USD/h, the price of ${network.instance.type}, not of this cell's ${instanceType}`,
+    );
+  }
+  const timed = study.runs.map((run, i) => runSeconds(run, study.runs.slice(0, i), overheads));
+  const meshSetup = study.mesh === 'none' ? 0 : overheads.meshRestartSeconds;
+  const cleanup = serviceCleanupSeconds(config, overheads);
+  const loadSeconds = timed.reduce((sum, t) => sum + t.load, 0);
+  const overheadSeconds = timed.reduce((sum, t) => sum + t.overhead, 0) + meshSetup + cleanup;
+  const durationSeconds = loadSeconds + overheadSeconds;
+  const pricePerHourUsd = network.instance.pricePerHourUsd;
+
+  const model = ENTRY_MODELS[cell.datapath];
+  const scale = network.experiments.serviceScale;
+  const perService = model.perService(scale.backendsPerService);
+  const lbMapMax = cell.datapath === 'cilium' ? network.cilium.lbMapMax : undefined;
+  const steps = scale.steps.map((services): ServiceStepPrediction => {
+    const entriesAdded = services * perService;
+    if (lbMapMax === undefined) return { services, entriesAdded };
+    return {
+      services,
+      entriesAdded,
+      lbMapEntries: entriesAdded,
+      lbMapHeadroom: lbMapMax - entriesAdded,
+      lbMapOverflow: entriesAdded > lbMapMax,
+    };
+  });
+  warnings.push(...lbMapWarnings(steps, lbMapMax));
+  warnings.push(...proberWarnings(cell.datapath, scale.proberAttemptTimeoutMs));
+  const conntrack = conntrackPredictions(study.runs);
+  warnings.push(...conntrackWarnings(conntrack, network.experiments.conntrack.baselineMax));
+  warnings.push(...lifetimeWarnings(durationSeconds, network.instance.maxLifetimeHours));
+
+  const runsByExperiment: Partial<Record<ExperimentId, number>> = {};
+  for (const run of study.runs)
+    runsByExperiment[run.experiment] = (runsByExperiment[run.experiment] ?? 0) + 1;
+  return {
+    cell: cell.name,
+    datapath: cell.datapath,
+    mesh: cell.mesh,
+    instanceType,
+    pricePerHourUsd,
+    experiments: Object.keys(runsByExperiment) as ExperimentId[],
+    runs: study.runs.length,
+    runsByExperiment,
+    loadSeconds,
+    overheadSeconds,
+    durationSeconds,
+    costUsd: (durationSeconds / 3600) * pricePerHourUsd,
+    entries: {
+      command: model.command,
+      formula: model.formula,
+      perService,
+      basis: model.basis,
+      source: model.source,
+      steps,
+    },
+    ...(lbMapMax === undefined ? {} : { lbMapMax }),
+    conntrack,
+    warnings,
+  };
+}
+
+/** A run's load and overhead seconds; an E9 step's creations depend on the steps before it. */
+export function runSeconds(
+  run: NetworkRun,
+  before: readonly NetworkRun[],
+  o: NetworkRunOverheads = DEFAULT_NETWORK_RUN_OVERHEADS,
+): { load: number; overhead: number } {
+  const job = o.jobStartSeconds + o.runnerSeconds;
+  const spec: NetworkRunSpec = run.spec;
+  switch (spec.kind) {
+    case 'fortio':
+      return { load: spec.seconds, overhead: job };
+    case 'download':
+      return { load: spec.bytes / o.downloadBytesPerSecond, overhead: job };
+    case 'sse':
+      return { load: (spec.events * spec.intervalMs) / 1000, overhead: job };
+    case 'mtls':
+      // One client pod per case (each namespace and service account is its own pod).
+      return {
+        load: spec.cases.length * o.curlSeconds,
+        overhead: spec.cases.length * o.jobStartSeconds + o.runnerSeconds,
+      };
+    case 'service-scale': {
+      const previous = Math.max(
+        0,
+        ...before.flatMap((r) => (r.spec.kind === 'service-scale' ? [r.spec.services] : [])),
+      );
+      const created = Math.max(0, spec.services - previous);
+      // Creating through the API and the EndpointSlices appearing overlap: the slower one paces.
+      const creation = Math.max(
+        (created / spec.createConcurrency) * o.apiCallSeconds,
+        created / o.endpointSlicesPerSecond,
+      );
+      return {
+        load: spec.samples * o.proberSampleSeconds,
+        overhead: creation + o.entriesCountSeconds + job,
+      };
+    }
+    case 'conntrack':
+      return { load: spec.connectTimeoutSeconds, overhead: o.conntrackSettleSeconds + job };
+  }
+}
+
+/** Deleting the runner's Services after the last E9 step. */
+function serviceCleanupSeconds(config: LabConfig, o: NetworkRunOverheads): number {
+  const scale = config.network.experiments.serviceScale;
+  const largest = Math.max(0, ...scale.steps);
+  return (largest / scale.createConcurrency) * o.apiCallSeconds;
+}
+
+function conntrackPredictions(runs: readonly NetworkRun[]): ConntrackPrediction[] {
+  return runs.flatMap((run): ConntrackPrediction[] => {
+    if (run.spec.kind !== 'conntrack') return [];
+    const { limit, connections, baselineMax } = run.spec;
+    if (limit === 'default') {
+      return [
+        {
+          runId: run.id,
+          limit,
+          connections,
+          expectedSucceededMin: connections,
+          expectedSucceededMax: connections,
+        },
+      ];
+    }
+    return [
+      {
+        runId: run.id,
+        limit,
+        connections,
+        expectedSucceededMin: clamp(limit - baselineMax, 0, connections),
+        expectedSucceededMax: clamp(limit, 0, connections),
+      },
+    ];
+  });
+}
+
+const clamp = (n: number, min: number, max: number) => Math.min(max, Math.max(min, n));
+
+function conntrackWarnings(predictions: readonly ConntrackPrediction[], baselineMax: number): string[] {
+  return predictions.flatMap((p) => {
+    if (p.limit === 'default') return [];
+    if (p.limit >= p.connections + baselineMax) {
+      return [
+        `${p.runId}: nf_conntrack_max ${p.limit} holds all ${p.connections} connections plus a baseline below ${baselineMax}: the table never fills; lower the limit or raise network.experiments.conntrack.connections`,
+      ];
+    }
+    if (p.expectedSucceededMin === 0) {
+      return [
+        `${p.runId}: nf_conntrack_max ${p.limit} is at most the allowed baseline (${baselineMax} entries): the step may see no connection succeed; raise the limit or lower network.experiments.conntrack.baselineMax`,
+      ];
+    }
+    return [];
+  });
+}
+
+function lbMapWarnings(steps: readonly ServiceStepPrediction[], lbMapMax: number | undefined): string[] {
+  if (lbMapMax === undefined) return [];
+  return steps.flatMap((s) => {
+    const entries = s.lbMapEntries ?? 0;
+    if (s.lbMapOverflow) {
+      return [
+        `e9-services-${s.services}: ${entries.toLocaleString('en-US')} LB map entries overflow network.cilium.lbMapMax ${lbMapMax.toLocaleString('en-US')}: Services would fail to program; raise lbMapMax (before install) or lower the step`,
+      ];
+    }
+    if (entries > LB_MAP_NEAR_FULL * lbMapMax) {
+      return [
+        `e9-services-${s.services}: ${entries.toLocaleString('en-US')} LB map entries are above ${LB_MAP_NEAR_FULL * 100}% of network.cilium.lbMapMax ${lbMapMax.toLocaleString('en-US')}, and the cell's own Services take slots too`,
+      ];
+    }
+    return [];
+  });
+}
+
+function proberWarnings(datapath: Datapath, attemptTimeoutMs: number): string[] {
+  const expected = EXPECTED_PROGRAMMING_MS[datapath];
+  if (attemptTimeoutMs * 10 <= expected.ms) return [];
+  return [
+    `network.experiments.serviceScale.proberAttemptTimeoutMs ${attemptTimeoutMs} ms is coarser than a tenth of the expected programming latency on ${datapath} (${expected.ms} ms, ${expected.why}): latencies would cluster on multiples of the timeout; use at most ${expected.ms / 10} ms`,
+  ];
+}
+
+function lifetimeWarnings(durationSeconds: number, maxLifetimeHours: number): string[] {
+  const bootstrapMinutes = BOOT_MARGIN_MINUTES + baseBudgetMinutes(NETWORK_BASE_STEP_MINUTES);
+  const hours = durationSeconds / 3600 + bootstrapMinutes / 60;
+  if (hours <= maxLifetimeHours) return [];
+  return [
+    `the study (${hours.toFixed(1)} h with up to ${bootstrapMinutes} min of bootstrap) outlives network.instance.maxLifetimeHours ${maxLifetimeHours}: the host would terminate itself first; raise maxLifetimeHours or plan fewer runs`,
+  ];
+}
+
+const minutes = (seconds: number) => `${(seconds / 60).toFixed(1)} min`;
+const count = (n: number) => n.toLocaleString('en-US');
+
+/** The plan as `lab plan` prints it for a network-lab configuration. */
+export function formatNetworkPlan(plan: NetworkPlan): string {
+  const lines: string[] = [];
+  lines.push('Network lab plan (network-lab-spec 7)', '');
+  lines.push(
+    alignRows(
+      ['cell', 'datapath', 'mesh', 'experiments', 'runs', 'load', 'overhead', 'duration', 'cost'],
+      plan.cells.map((c) => [
+        c.cell,
+        c.datapath,
+        c.mesh,
+        c.experiments.join(' '),
+        String(c.runs),
+        minutes(c.loadSeconds),
+        minutes(c.overheadSeconds),
+        minutes(c.durationSeconds),
+        `${c.costUsd.toFixed(2)} USD`,
+      ]),
+      4,
+    ),
+  );
+  lines.push(
+    `  cells run in parallel: ${plan.runs} runs, ${minutes(plan.durationSeconds)} after the bootstraps, about ${plan.costUsd.toFixed(2)} USD in all (${plan.cells[0]?.pricePerHourUsd ?? 0} USD/h per cell; overheads are assumptions: lib/network/study/planner.ts)`,
+    '',
+  );
+
+  lines.push('E9 Services at scale: entries each step adds over the 0-Service count');
+  const serviceCounts = [...new Set(plan.cells.flatMap((c) => c.entries.steps.map((s) => s.services)))];
+  lines.push(
+    alignRows(
+      ['cell', 'per Service', ...serviceCounts.map((n) => `${count(n)} Svc`), 'basis'],
+      plan.cells.map((c) => [
+        c.cell,
+        `${c.entries.perService} (${c.datapath})`,
+        ...serviceCounts.map((n) => {
+          const step = c.entries.steps.find((s) => s.services === n);
+          return step ? count(step.entriesAdded) : '-';
+        }),
+        c.entries.basis,
+      ]),
+    ),
+  );
+  for (const datapath of [...new Set(plan.cells.map((c) => c.datapath))]) {
+    const model = ENTRY_MODELS[datapath];
+    lines.push(`  ${datapath}: \`${model.command}\`, ${model.formula} (${model.basis}: ${model.source})`);
+  }
+  lines.push(
+    "  estimate: the runner's count at each step decides; B = network.experiments.serviceScale.backendsPerService",
+  );
+  const cilium = plan.cells.filter((c) => c.lbMapMax !== undefined);
+  for (const c of cilium) {
+    const largest = c.entries.steps.at(-1);
+    if (largest?.lbMapHeadroom === undefined) continue;
+    lines.push(
+      `  ${c.cell}: LB map ${count(largest.lbMapEntries ?? 0)} of ${count(c.lbMapMax ?? 0)} entries at ${count(largest.services)} Services, headroom ${count(largest.lbMapHeadroom)}${largest.lbMapOverflow ? ' - OVERFLOW' : ''}`,
+    );
+  }
+  lines.push('');
+
+  lines.push(
+    'E10 conntrack: expected successes per step (one entry per loopback connection; baseline below its threshold)',
+  );
+  lines.push(
+    alignRows(
+      ['cell', 'step', 'nf_conntrack_max', 'connections', 'expected successes'],
+      plan.cells.flatMap((c) =>
+        c.conntrack.map((p) => [
+          c.cell,
+          p.runId,
+          p.limit === 'default' ? 'host default' : count(p.limit),
+          count(p.connections),
+          p.expectedSucceededMin === p.expectedSucceededMax
+            ? count(p.expectedSucceededMin)
+            : `${count(p.expectedSucceededMin)}-${count(p.expectedSucceededMax)}`,
+        ]),
+      ),
+    ),
+  );
+  lines.push('');
+
+  const warnings = [...plan.warnings, ...plan.cells.flatMap((c) => c.warnings.map((w) => `${c.cell}: ${w}`))];
+  if (warnings.length === 0) {
+    lines.push('No warnings: every cell can measure what it claims.');
+  } else {
+    lines.push('Warnings:', ...warnings.map((w) => `  - ${w}`));
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,126 @@
+import { appendFile, mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
+import { readOptional, writeAtomic } from '../file-store.ts';
+import {
+  NEW_STUDY_REQUEST_FILE,
+  RUNNER_LOG_FILE,
+  RUNS_DIR,
+  runRecordPath,
+  STATUS_FILE,
+  STUDIES_DIR,
+  STUDY_FILE,
+  studyDir,
+} from '../layout.ts';
+import type { NetworkResultStore, NetworkStudyFiles } from '../ports.ts';
+import type { StudyStatus } from '../status.ts';
+import { isStudyId } from '../study-id.ts';
+import { jobOutputDir, keptOutputPath } from './layout.ts';
+
+/** A cell's results folder on its node, mounted into the network runner's pod (layout.ts). */
+export class FileNetworkResultStore implements NetworkResultStore {
+  constructor(private readonly root: string) {}
+
+  readJobOutput(jobName: string, file: string): Promise<string | undefined> {
+    return readOptional(join(this.root, jobOutputDir(jobName), file));
+  }
+
+  async removeJobOutput(jobName: string): Promise<void> {
+    await rm(join(this.root, jobOutputDir(jobName)), { recursive: true, force: true });
+  }
+
+  async writeStatus(status: StudyStatus): Promise<void> {
+    await writeAtomic(join(this.root, STATUS_FILE), `${JSON.stringify(status, null, 2)}\n`);
+  }
+
+  readHostFile(name: string): Promise<string | undefined> {
+    return readOptional(join(this.root, name));
+  }
+
+  async listStudies(): Promise<{ studies: NetworkStudyRecord[]; unreadable: string[] }> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.root, STUDIES_DIR));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { studies: [], unreadable: [] };
+      throw error;
+    }
+    const studies: NetworkStudyRecord[] = [];
+    const unreadable: string[] = [];
+    for (const id of names.filter(isStudyId).sort()) {
+      try {
+        const study = await this.study(id).readStudy();
+        if (study?.lab === 'network') studies.push(study);
+        else unreadable.push(`${studyDir(id)}: ${study ? 'not a network study' : `no ${STUDY_FILE}`}`);
+      } catch (error) {
+        unreadable.push(`${studyDir(id)}: ${(error as Error).message}`);
+      }
+    }
+    return { studies, unreadable };
+  }
+
+  async takeNewStudyRequest(): Promise<boolean> {
+    const path = join(this.root, NEW_STUDY_REQUEST_FILE);
+    if ((await readOptional(path)) === undefined) return false;
+    await rm(path, { force: true });
+    return true;
+  }
+
+  study(studyId: string): NetworkStudyFiles {
+    if (!isStudyId(studyId)) throw new Error(`"${studyId}" is not a study id (yyyymmdd-hhmmss-<8 hex>)`);
+    return new FileNetworkStudyFiles(join(this.root, studyDir(studyId)));
+  }
+}
+
+class FileNetworkStudyFiles implements NetworkStudyFiles {
+  constructor(private readonly dir: string) {}
+
+  async readStudy(): Promise<NetworkStudyRecord | undefined> {
+    const path = join(this.dir, STUDY_FILE);
+    const text = await readOptional(path);
+    if (text === undefined) return undefined;
+    try {
+      return JSON.parse(text) as NetworkStudyRecord;
+    } catch (error) {
+      throw new Error(`${path} is not valid JSON: ${(error as Error).message}`);
+    }
+  }
+
+  async readRuns(): Promise<{ runs: NetworkRunRecord[]; unreadable: string[] }> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.dir, RUNS_DIR));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
+      throw error;
+    }
+    const runs: NetworkRunRecord[] = [];
+    const unreadable: string[] = [];
+    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+      const path = join(this.dir, RUNS_DIR, name);
+      try {
+        runs.push(JSON.parse(await readFile(path, 'utf8')) as NetworkRunRecord);
+      } catch (error) {
+        unreadable.push(`${path}: ${(error as Error).message}`);
+      }
+    }
+    return { runs, unreadable };
+  }
+
+  async writeStudy(study: NetworkStudyRecord): Promise<void> {
+    await writeAtomic(join(this.dir, STUDY_FILE), `${JSON.stringify(study, null, 2)}\n`);
+  }
+
+  async writeRun(record: NetworkRunRecord): Promise<void> {
+    await writeAtomic(join(this.dir, runRecordPath(record.id)), `${JSON.stringify(record, null, 2)}\n`);
+  }
+
+  async saveOutput(runId: string, attempt: number, file: string, text: string): Promise<void> {
+    await writeAtomic(join(this.dir, keptOutputPath(runId, attempt, file)), text);
+  }
+
+  async appendLog(line: string): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
+  }
+}

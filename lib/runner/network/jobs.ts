@@ -1,0 +1,461 @@
+import type { NetworkCell } from '../../config/network.ts';
+import type { LabConfig } from '../../config/schema.ts';
+import { fortioLoadArgs } from '../../network/fortio.ts';
+import type { ProbeName } from '../../network/probes/bundle.ts';
+import { NETWORK_REQUESTS } from '../../network/resources.ts';
+import type {
+  DownloadRunSpec,
+  FortioRunSpec,
+  MtlsCase,
+  NetworkRun,
+  SseRunSpec,
+} from '../../network/study/model.ts';
+import { CELL_LABEL, GOOD_SERVICE_ACCOUNT, MESH_NAMESPACE, PLAIN_NAMESPACE } from '../../network/topology.ts';
+import type { ContainerRequests } from '../../study/resources.ts';
+import { RESULTS_HOST_PATH } from '../../study/topology.ts';
+import type { JobObject } from '../ports.ts';
+import { JOB_OUTPUT_MOUNT, jobOutputDir, networkJobName } from './layout.ts';
+
+/**
+ * The Jobs of the network study as plain JSON (the runner bundles no cdk8s): fortio load, curl
+ * downloads and mTLS cases, the lab's Node probes, and short privileged host-network commands
+ * (rule counts, conntrack), each writing its output file into its own folder of the results host
+ * folder (`jobs/<name>/`, mounted at /out). Every Job has `backoffLimit: 0`: a failed client is
+ * recorded, never silently retried. The runner's chart (charts/network/study-runner.ts) renders
+ * the static ones per run into the runner's ConfigMap; the runner builds the rest (prober
+ * targets, limits) from the same functions at run time.
+ */
+
+/**
+ * Where the lab's Node probes are in a pod: the ConfigMap with their bundles in `plain` and `mesh`
+ * (charts/network/node-probes.ts), its mount path and each probe's command
+ * (lib/network/probes/bundle.ts). Passed in, not imported: that module bundles with esbuild at
+ * synth, which the runner's own bundle must not carry.
+ */
+export interface ProbesInPod {
+  readonly configMap: string;
+  readonly mount: string;
+  readonly commands: Readonly<Record<ProbeName, readonly string[]>>;
+}
+
+/** What every Job builder needs: the configuration, the cell, and where the probes are. */
+export interface NetworkJobContext {
+  readonly config: LabConfig;
+  readonly cell: NetworkCell;
+  readonly probes: ProbesInPod;
+}
+
+/** Label on every network Job: the run (or study step) it belongs to. */
+export const NETWORK_RUN_LABEL = 'network-lab/run';
+const COMPONENT_LABEL = 'app.kubernetes.io/component';
+
+/** Output files of the Jobs, in their /out folder. */
+export const OUTPUT_FILES = {
+  fortio: 'fortio.json',
+  curl: 'curl.json',
+  sse: 'sse.json',
+  prober: 'prober.json',
+  conntrackDriver: 'conntrack-driver.json',
+  host: 'host.txt',
+} as const;
+
+/**
+ * Istio's per-pod injection switch. A pod label: "the label is the new API; if both are present we
+ * prefer the label" (istio pkg/kube/inject/inject.go, injectRequired), and the injector webhook's
+ * object selector skips pods labelled `false`.
+ */
+export const SIDECAR_INJECT_LABEL = 'sidecar.istio.io/inject';
+
+function resources(r: ContainerRequests): Record<string, unknown> {
+  return {
+    requests: { cpu: r.cpu, memory: r.memory },
+    ...(r.memoryLimit ? { limits: { memory: r.memoryLimit } } : {}),
+  };
+}
+
+interface PodParts {
+  readonly containers: readonly Record<string, unknown>[];
+  readonly serviceAccountName?: string;
+  readonly hostNetwork?: boolean;
+  /** Labels of the pod only (not of the Job). */
+  readonly podLabels?: Readonly<Record<string, string>>;
+  readonly extraVolumes?: readonly Record<string, unknown>[];
+}
+
+/** A Job pinned to the cell's node with its output folder mounted at /out. */
+export function networkJob(
+  ctx: NetworkJobContext,
+  name: string,
+  namespace: string,
+  runId: string,
+  component: string,
+  pod: PodParts,
+): JobObject {
+  const labels = {
+    'app.kubernetes.io/part-of': 'llm-gateway-lab',
+    [CELL_LABEL]: ctx.cell.name,
+    [NETWORK_RUN_LABEL]: runId,
+    [COMPONENT_LABEL]: component,
+  };
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, namespace, labels },
+    spec: {
+      backoffLimit: 0,
+      template: {
+        metadata: { labels: { ...labels, ...pod.podLabels } },
+        spec: {
+          restartPolicy: 'Never',
+          nodeSelector: { [CELL_LABEL]: ctx.cell.name },
+          ...(pod.serviceAccountName ? { serviceAccountName: pod.serviceAccountName } : {}),
+          ...(pod.hostNetwork ? { hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' } : {}),
+          terminationGracePeriodSeconds: 1,
+          containers: pod.containers,
+          volumes: [
+            {
+              name: 'out',
+              hostPath: { path: `${RESULTS_HOST_PATH}/${jobOutputDir(name)}`, type: 'DirectoryOrCreate' },
+            },
+            ...(pod.extraVolumes ?? []),
+          ],
+        },
+      },
+    },
+  };
+}
+
+const outMount = { name: 'out', mountPath: JOB_OUTPUT_MOUNT };
+const unprivileged = { allowPrivilegeEscalation: false, runAsNonRoot: false, readOnlyRootFilesystem: false };
+const privileged = { privileged: true, runAsNonRoot: false, readOnlyRootFilesystem: false };
+
+/** The service account of a client in a namespace: `good` in the mesh (the allowed principal). */
+function clientServiceAccount(namespace: string): string | undefined {
+  return namespace === MESH_NAMESPACE ? GOOD_SERVICE_ACCOUNT : undefined;
+}
+
+/**
+ * A fortio load run (E1, E1s, E3, E4, E5, C, E9's new-connection run): `fortioLoadArgs` with the
+ * run's connections and resolution, the JSON written to /out (fortio v1.75.2 cli/fortio_main.go:
+ * `-json path`, "Json output to provided file path or '-' for stdout").
+ */
+export function fortioJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  spec: FortioRunSpec,
+): JobObject {
+  const network = {
+    ...ctx.config.network,
+    fortio: {
+      ...ctx.config.network.fortio,
+      connections: spec.connections,
+      resolutionSeconds: spec.resolutionSeconds,
+    },
+  };
+  const args = fortioLoadArgs(network, {
+    url: spec.url,
+    qps: spec.qps,
+    seconds: spec.seconds,
+    grpc: spec.mode === 'grpc',
+    keepalive: spec.mode !== 'new-connection',
+  });
+  const json = args.indexOf('-json');
+  const withFile = args.map((arg, i) =>
+    i === json + 1 ? `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.fortio}` : arg,
+  );
+  const serviceAccountName = clientServiceAccount(spec.clientNamespace);
+  return networkJob(ctx, name, spec.clientNamespace, runId, 'fortio-client', {
+    ...(serviceAccountName ? { serviceAccountName } : {}),
+    containers: [
+      {
+        name: 'fortio',
+        image: ctx.config.network.fortio.image,
+        imagePullPolicy: 'IfNotPresent',
+        args: withFile,
+        resources: resources(NETWORK_REQUESTS.fortioClient),
+        securityContext: unprivileged,
+        volumeMounts: [outMount],
+      },
+    ],
+  });
+}
+
+/**
+ * curl's `-w` template of the fields the runner records (DownloadResult, CurlOutcome). `exitcode`
+ * exists since curl 7.75.0, and the write-out is printed even when the transfer failed (curl
+ * src/tool_operate.c post_per_transfer calls ourWriteOut with the result), so a dropped
+ * connection still leaves its exit code and HTTP code `000`.
+ */
+export const CURL_WRITE_OUT =
+  '{"httpCode":"%{http_code}","curlExit":%{exitcode},"sizeDownloadBytes":%{size_download},"speedDownloadBytesPerSecond":%{speed_download},"timeTotalSeconds":%{time_total}}';
+
+/**
+ * A shell line running curl on `$URL` and writing its write-out to /out/curl.json. With
+ * `passExit`, the Job fails when curl does (a download); without, curl's failure is the
+ * measurement (the mTLS matrix) and the Job succeeds once the file is written.
+ */
+function curlScript(passExit: boolean, maxSeconds: number): string {
+  const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.curl}`;
+  return [
+    `curl -sS -o /dev/null --max-time ${maxSeconds} -w '${CURL_WRITE_OUT}' "$URL" > ${out}.tmp`,
+    'code=$?',
+    `mv ${out}.tmp ${out}`,
+    passExit ? 'exit $code' : 'exit 0',
+  ].join('; ');
+}
+
+function curlContainer(ctx: NetworkJobContext, url: string, passExit: boolean, maxSeconds: number) {
+  return {
+    name: 'curl',
+    image: ctx.config.network.probeImage,
+    imagePullPolicy: 'IfNotPresent',
+    command: ['sh', '-c', curlScript(passExit, maxSeconds)],
+    env: [{ name: 'URL', value: url }],
+    resources: resources(NETWORK_REQUESTS.nodeProbe),
+    securityContext: unprivileged,
+    volumeMounts: [outMount],
+  };
+}
+
+/** E6: one download through the arm's path; curl's speed and time. */
+export function downloadJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  spec: DownloadRunSpec,
+): JobObject {
+  const serviceAccountName = clientServiceAccount(spec.clientNamespace);
+  return networkJob(ctx, name, spec.clientNamespace, runId, 'download-client', {
+    ...(serviceAccountName ? { serviceAccountName } : {}),
+    containers: [curlContainer(ctx, spec.url, true, 600)],
+  });
+}
+
+/**
+ * One row of the mTLS matrix (E2, E8): a curl from a pod in or out of the mesh under the case's
+ * service account. Out of the mesh in an injected namespace, the pod opts out of injection.
+ */
+export function mtlsCaseJob(ctx: NetworkJobContext, name: string, runId: string, c: MtlsCase): JobObject {
+  return networkJob(ctx, name, c.clientNamespace, runId, 'mtls-client', {
+    ...(c.serviceAccount !== 'default' ? { serviceAccountName: c.serviceAccount } : {}),
+    podLabels: { [SIDECAR_INJECT_LABEL]: c.inMesh ? 'true' : 'false' },
+    containers: [curlContainer(ctx, c.url, false, 10)],
+  });
+}
+
+/** A container running one of the lab's Node probes, its one JSON line redirected into /out. */
+function probeContainer(
+  ctx: NetworkJobContext,
+  probe: ProbeName,
+  flags: readonly string[],
+  file: string,
+  requests: ContainerRequests,
+) {
+  const out = `${JOB_OUTPUT_MOUNT}/${file}`;
+  return {
+    name: probe,
+    image: ctx.config.runner.image,
+    imagePullPolicy: 'IfNotPresent',
+    // The probe prints one JSON line on stdout and exits 0 (lib/network/probes/probe-main.ts).
+    command: [
+      'sh',
+      '-c',
+      `"$@" > ${out}.tmp && mv ${out}.tmp ${out}`,
+      probe,
+      ...ctx.probes.commands[probe],
+      ...flags,
+    ],
+    resources: resources(requests),
+    securityContext: unprivileged,
+    volumeMounts: [outMount, { name: 'probes', mountPath: ctx.probes.mount, readOnly: true }],
+  };
+}
+
+const probesVolume = (ctx: NetworkJobContext) => ({
+  name: 'probes',
+  configMap: { name: ctx.probes.configMap },
+});
+
+/** E7: the sse-client probe reading one stream. */
+export function sseJob(ctx: NetworkJobContext, name: string, runId: string, spec: SseRunSpec): JobObject {
+  const serviceAccountName = clientServiceAccount(spec.clientNamespace);
+  return networkJob(ctx, name, spec.clientNamespace, runId, 'sse-client', {
+    ...(serviceAccountName ? { serviceAccountName } : {}),
+    containers: [
+      probeContainer(
+        ctx,
+        'sse-client',
+        ['--url', spec.url, '--expect-events', String(spec.events)],
+        OUTPUT_FILES.sse,
+        NETWORK_REQUESTS.nodeProbe,
+      ),
+    ],
+    extraVolumes: [probesVolume(ctx)],
+  });
+}
+
+/** A new Service to probe: its ClusterIP, port and when the runner created it (ms since the epoch). */
+export interface ProberTargetSpec {
+  readonly clusterIp: string;
+  readonly port: number;
+  readonly createdAtMs: number;
+}
+
+/** E9: the service prober, one sample per new Service, timed from each Service's creation. */
+export function proberJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  targets: readonly ProberTargetSpec[],
+  attemptTimeoutMs: number,
+): JobObject {
+  const flags = [
+    ...targets.flatMap((t) => ['--target', `${t.clusterIp}:${t.port}@${t.createdAtMs}`]),
+    '--samples',
+    '1',
+    '--attempt-timeout-ms',
+    String(attemptTimeoutMs),
+  ];
+  return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'service-prober', {
+    containers: [
+      probeContainer(ctx, 'service-prober', flags, OUTPUT_FILES.prober, NETWORK_REQUESTS.nodeProbe),
+    ],
+    extraVolumes: [probesVolume(ctx)],
+  });
+}
+
+/** E10: the conntrack driver on the host's loopback (host network namespace). */
+export function conntrackDriverJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  connections: number,
+  connectTimeoutSeconds: number,
+): JobObject {
+  const flags = [
+    '--host',
+    '127.0.0.1',
+    '--connections',
+    String(connections),
+    '--connect-timeout-ms',
+    String(connectTimeoutSeconds * 1000),
+  ];
+  return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'conntrack-driver', {
+    hostNetwork: true,
+    containers: [
+      probeContainer(
+        ctx,
+        'conntrack-driver',
+        flags,
+        OUTPUT_FILES.conntrackDriver,
+        NETWORK_REQUESTS.conntrackDriver,
+      ),
+    ],
+    extraVolumes: [probesVolume(ctx)],
+  });
+}
+
+/**
+ * A short privileged Job in the host's network namespace running `script` in the probe image
+ * (netshoot: iptables, nft, ipvsadm, conntrack). The script's stdout becomes /out/host.txt; the
+ * Job fails when the script does. `/proc/sys/net/netfilter` is writable only from the host
+ * network namespace (network-lab-spec 3), hence hostNetwork and privileged.
+ */
+export function hostCommandJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  script: string,
+): JobObject {
+  const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.host}`;
+  return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'host-command', {
+    hostNetwork: true,
+    containers: [
+      {
+        name: 'host',
+        image: ctx.config.network.probeImage,
+        imagePullPolicy: 'IfNotPresent',
+        command: ['sh', '-c', `{ ${script}; } > ${out}.tmp && mv ${out}.tmp ${out}`],
+        resources: resources(NETWORK_REQUESTS.hostProbe),
+        securityContext: privileged,
+        volumeMounts: [outMount],
+      },
+    ],
+  });
+}
+
+/** The Cilium agent image of the cell's pinned release (network-lab-spec 2). */
+export function ciliumImage(config: LabConfig): string {
+  return `quay.io/cilium/cilium:v${config.network.cilium.version}`;
+}
+
+/**
+ * `cilium-dbg` on the host without the exec API: the agent's image in a privileged host-network
+ * Job with the BPF filesystem (pinned maps, for `bpf lb list`) and the agent's socket folder (for
+ * `status`) mounted from the node.
+ */
+export function ciliumCommandJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  script: string,
+): JobObject {
+  const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.host}`;
+  return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'cilium-command', {
+    hostNetwork: true,
+    containers: [
+      {
+        name: 'cilium',
+        image: ciliumImage(ctx.config),
+        imagePullPolicy: 'IfNotPresent',
+        command: ['sh', '-c', `{ ${script}; } > ${out}.tmp && mv ${out}.tmp ${out}`],
+        resources: resources(NETWORK_REQUESTS.hostProbe),
+        securityContext: privileged,
+        volumeMounts: [
+          outMount,
+          { name: 'bpf', mountPath: '/sys/fs/bpf' },
+          { name: 'cilium-run', mountPath: '/var/run/cilium' },
+        ],
+      },
+    ],
+    extraVolumes: [
+      { name: 'bpf', hostPath: { path: '/sys/fs/bpf', type: 'Directory' } },
+      { name: 'cilium-run', hostPath: { path: '/var/run/cilium', type: 'Directory' } },
+    ],
+  });
+}
+
+/** The Jobs of one run that the plan fixes (fortio, download, SSE, the mTLS cases), by name. */
+export function runJobs(ctx: NetworkJobContext, run: NetworkRun): Record<string, JobObject> {
+  const { spec } = run;
+  const name = networkJobName(run.id);
+  switch (spec.kind) {
+    case 'fortio':
+      return { [name]: fortioJob(ctx, name, run.id, spec) };
+    case 'download':
+      return { [name]: downloadJob(ctx, name, run.id, spec) };
+    case 'sse':
+      return { [name]: sseJob(ctx, name, run.id, spec) };
+    case 'mtls':
+      return Object.fromEntries(
+        spec.cases.map((c) => {
+          const caseName = mtlsCaseJobName(run.id, c.id);
+          return [caseName, mtlsCaseJob(ctx, caseName, run.id, c)];
+        }),
+      );
+    case 'service-scale':
+    case 'conntrack':
+      // Built at run time: their targets and limits are known only then.
+      return {};
+  }
+}
+
+export function mtlsCaseJobName(runId: string, caseId: string): string {
+  return networkJobName(runId, caseId);
+}
+
+/** Every static Job of a plan, by name: what the runner's ConfigMap carries (`jobs.json`). */
+export function planJobs(ctx: NetworkJobContext, runs: readonly NetworkRun[]): Record<string, JobObject> {
+  return Object.assign({}, ...runs.map((run) => runJobs(ctx, run)));
+}

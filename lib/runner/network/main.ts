@@ -1,0 +1,71 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { LabConfig } from '../../config/schema.ts';
+import type { NetworkStudyPlan } from '../../network/study/model.ts';
+import { cellByName } from '../../network/topology.ts';
+import { inClusterTransport, KubeNetworkCluster } from '../kube-cluster.ts';
+import { type JobObject, type ServiceObject, systemClock } from '../ports.ts';
+import { FileNetworkResultStore } from './file-store.ts';
+import { HttpSidecarMetrics } from './http-sidecar.ts';
+import { type NetworkJobContext, runJobs } from './jobs.ts';
+import { runNetworkStudy } from './run-network-study.ts';
+import { NETWORK_RUNNER_FILES, type NetworkRunnerContext } from './runner-files.ts';
+
+function readJson<T>(path: string): T {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as T;
+  } catch (error) {
+    throw new Error(`cannot read ${path}: ${(error as Error).message}`);
+  }
+}
+
+/** Jobs of the plan that jobs.json lacks (it must come from the same plan). */
+export function missingPlanJobs(
+  ctx: NetworkJobContext,
+  plan: NetworkStudyPlan,
+  jobs: Readonly<Record<string, JobObject>>,
+): string[] {
+  return plan.runs.flatMap((run) => Object.keys(runJobs(ctx, run)).filter((name) => !jobs[name]));
+}
+
+/**
+ * The network runner in its pod (main.ts chooses it when `lab` is `network`): the cell's API
+ * through the ServiceAccount, the sidecars over HTTP, the cell's results host folder.
+ */
+export async function networkMain(dir: string, results: string, config: LabConfig): Promise<void> {
+  const plan = readJson<NetworkStudyPlan>(join(dir, NETWORK_RUNNER_FILES.plan));
+  const jobs = readJson<Record<string, JobObject>>(join(dir, NETWORK_RUNNER_FILES.jobs));
+  const context = readJson<NetworkRunnerContext>(join(dir, NETWORK_RUNNER_FILES.context));
+  const serviceTemplate = readJson<ServiceObject>(join(dir, NETWORK_RUNNER_FILES.serviceTemplate));
+  const ctx: NetworkJobContext = {
+    config,
+    cell: cellByName(config.network, context.cell),
+    probes: context.probes,
+  };
+  const missing = missingPlanJobs(ctx, plan, jobs);
+  if (missing.length > 0) throw new Error(`${NETWORK_RUNNER_FILES.jobs} has no Job ${missing.join(', ')}`);
+  const study = await runNetworkStudy(
+    {
+      cluster: new KubeNetworkCluster(inClusterTransport()),
+      sidecars: new HttpSidecarMetrics(),
+      store: new FileNetworkResultStore(results),
+      clock: systemClock,
+      jobs: ctx,
+      planJobs: jobs,
+      serviceTemplate,
+      log: (line) => console.log(line),
+    },
+    config,
+    plan,
+    {
+      readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
+      retry: {
+        attempts: config.runner.retry.attempts,
+        initialDelayMs: config.runner.retry.initialDelaySeconds * 1000,
+        maxDelayMs: config.runner.retry.maxDelaySeconds * 1000,
+      },
+    },
+  );
+  const invalid = study.runs.filter((run) => !run.valid).length;
+  console.log(`results in ${results}: ${study.runs.length} runs of cell ${study.cell}, ${invalid} invalid`);
+}

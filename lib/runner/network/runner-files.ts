@@ -1,0 +1,25 @@
+import { RUNNER_FILES } from '../runner-files.ts';
+import type { ProbesInPod } from './jobs.ts';
+
+/**
+ * The files of the network runner's ConfigMap (charts/network/study-runner.ts), mounted at
+ * RUNNER_DIR like the first lab's: the same bundle and configuration, the cell's plan and Jobs.
+ */
+export const NETWORK_RUNNER_FILES = {
+  bundle: RUNNER_FILES.bundle,
+  config: RUNNER_FILES.config,
+  /** The cell's NetworkStudyPlan. */
+  plan: RUNNER_FILES.plan,
+  /** The plan's static Jobs by name (`planJobs`). */
+  jobs: RUNNER_FILES.jobs,
+  /** NetworkRunnerContext: the cell and where its probes are. */
+  context: 'network-context.json',
+  /** The E9 Service manifest the runner copies N times. */
+  serviceTemplate: 'service-template.json',
+} as const;
+
+export interface NetworkRunnerContext {
+  /** The cell this runner works on (a name of network.cells). */
+  readonly cell: string;
+  readonly probes: ProbesInPod;
+}

@@ -1,0 +1,710 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { networkJobContext, serviceTemplateManifest } from '../../../charts/network/study-runner.ts';
+import type { NetworkCell } from '../../../lib/config/network.ts';
+import type { LabConfig } from '../../../lib/config/schema.ts';
+import type { ConntrackDriverResult } from '../../../lib/network/probes/conntrack-driver.ts';
+import { type ProbeSample, proberResult } from '../../../lib/network/probes/service-prober.ts';
+import type { SseClientResult } from '../../../lib/network/probes/sse.ts';
+import { msDistribution } from '../../../lib/network/probes/stats.ts';
+import { cellByName, meshNamespaceLabels, SCALE_SERVICE_LABEL } from '../../../lib/network/topology.ts';
+import { KubeApiError } from '../../../lib/runner/kube-cluster.ts';
+import { HOST_FILE } from '../../../lib/runner/layout.ts';
+import type { NetworkJobContext } from '../../../lib/runner/network/jobs.ts';
+import { SIDECAR_INJECT_LABEL } from '../../../lib/runner/network/jobs.ts';
+import { jobOutputDir } from '../../../lib/runner/network/layout.ts';
+import type {
+  NetworkRunnerDeps,
+  NetworkRunnerOptions,
+} from '../../../lib/runner/network/run-network-study.ts';
+import type {
+  JobObject,
+  NetworkCluster,
+  NetworkPodState,
+  NetworkResultStore,
+  ServiceObject,
+  ServiceState,
+  SidecarMetrics,
+} from '../../../lib/runner/ports.ts';
+import type { JobCounts } from '../../../lib/study/validity.ts';
+import { FakeClock } from '../fakes.ts';
+
+/**
+ * An in-process network-lab cell behind the runner's ports: namespaces, the charts' server pods,
+ * Services with EndpointSlices, and Jobs that write the files fortio, curl, the lab's probes and
+ * the host commands would write, with realistic numbers (sub-millisecond pod-to-pod latencies,
+ * Little's law at saturation, a sidecar's counters growing by the requests it served). Tests break
+ * it on purpose through its hooks.
+ */
+
+const NODE = 'ip-10-0-1-23';
+
+interface FakeJob {
+  readonly job: JobObject;
+  readonly createdAtMs: number;
+  readonly durationMs: number;
+  readonly pod: NetworkPodState;
+  done: boolean;
+  counts: JobCounts;
+}
+
+interface FakeService {
+  readonly namespace: string;
+  readonly name: string;
+  readonly labels: Record<string, string>;
+  readonly clusterIp: string;
+  readonly createdAtMs: number;
+}
+
+interface ServerPod extends NetworkPodState {
+  readonly app: string;
+  /** The sidecar's destination counters. */
+  requests: Record<string, number>;
+  tcpOpened: number;
+}
+
+/** A deterministic number in [0, 1) from a string: the same Job gets the same numbers. */
+function unit(seed: string): number {
+  return createHash('sha256').update(seed).digest().readUInt32BE(0) / 2 ** 32;
+}
+
+const PERCENTILES = [50, 90, 99];
+
+/**
+ * A fortio duration histogram (seconds) of `count` calls around `baseSeconds`, as fortio writes
+ * it: 24 buckets between Min and Max with a right-skewed shape, cumulative percents, and
+ * percentiles interpolated inside their bucket. `jitter` (0-1) moves the whole distribution by
+ * +-1% (repeats of one arm stay within the spec's +-3%).
+ */
+export function latencyHistogram(baseSeconds: number, jitter: number, count: number) {
+  const scale = baseSeconds * (1 + (jitter - 0.5) * 0.02);
+  const min = scale * 0.41;
+  const width = (scale * 2.2 - min) / 24;
+  const weights = Array.from({ length: 24 }, (_, i) => Math.exp(-(((i - 5) / 3.2) ** 2)) + 0.01 * (24 - i));
+  const total = weights.reduce((a, b) => a + b, 0);
+  let cumulative = 0;
+  let sum = 0;
+  const data = weights.map((w, i) => {
+    const n = Math.round((w / total) * count);
+    cumulative += n;
+    const start = min + i * width;
+    sum += n * (start + width / 2);
+    return { Start: start, End: start + width, Count: n, Percent: 0, cumulative };
+  });
+  const calls = cumulative;
+  const buckets = data.map(({ cumulative: upTo, ...b }) => ({
+    ...b,
+    Percent: (100 * upTo) / Math.max(1, calls),
+  }));
+  const percentile = (p: number) => {
+    let before = 0;
+    for (const b of buckets) {
+      if (p <= b.Percent) return b.Start + ((p - before) / (b.Percent - before)) * (b.End - b.Start);
+      before = b.Percent;
+    }
+    return buckets[buckets.length - 1].End;
+  };
+  const avg = calls > 0 ? sum / calls : scale;
+  return {
+    avg,
+    histogram: {
+      Count: calls,
+      Min: min,
+      Max: min + 24 * width,
+      Sum: sum,
+      Avg: avg,
+      StdDev: scale * 0.38,
+      Data: buckets,
+      Percentiles: PERCENTILES.map((p) => ({ Percentile: p, Value: percentile(p) })),
+    },
+  };
+}
+
+/** fortio's default `-r 0.001` on sub-millisecond calls: one bucket, percentiles at 0.5/0.9/0.99 of it. */
+function coarseHistogram(count: number) {
+  return {
+    Count: count,
+    Min: 0.000_12,
+    Max: 0.000_97,
+    Sum: count * 0.000_2,
+    Avg: 0.000_2,
+    StdDev: 0.000_08,
+    Data: [{ Start: 0, End: 0.001, Percent: 100, Count: count }],
+    Percentiles: PERCENTILES.map((p, i) => ({ Percentile: p, Value: [0.0005, 0.0009, 0.00099][i] })),
+  };
+}
+
+/** Container command and args of a Job's first container. */
+function containerOf(job: JobObject): { command: string[]; args: string[]; env: Record<string, string> } {
+  const spec = job.spec as { template: { spec: { containers: Record<string, unknown>[] } } };
+  const c = spec.template.spec.containers[0] as {
+    command?: string[];
+    args?: string[];
+    env?: { name: string; value: string }[];
+  };
+  return {
+    command: c.command ?? [],
+    args: c.args ?? [],
+    env: Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value])),
+  };
+}
+
+function flag(args: readonly string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i === -1 ? undefined : args[i + 1];
+}
+
+function matches(labels: Record<string, string>, selector: string | undefined): boolean {
+  if (!selector) return true;
+  return selector.split(',').every((req) => {
+    if (req.startsWith('!')) return !(req.slice(1) in labels);
+    const [k, v] = req.split('=');
+    return v === undefined ? k in labels : labels[k] === v;
+  });
+}
+
+export interface FakeCellOptions {
+  /** Mesh pods were created before the namespace got its label: no sidecar until restarted. */
+  readonly meshPodsBeforeLabel?: boolean;
+}
+
+export class FakeCell implements NetworkCluster, SidecarMetrics {
+  readonly clock = new FakeClock();
+  readonly cell: NetworkCell;
+  readonly context: NetworkJobContext;
+  readonly serviceTemplate = serviceTemplateManifest();
+  /** Every Job created, in order. */
+  readonly created: JobObject[] = [];
+  /** Calls that fail with an HTTP status before succeeding: method name -> statuses to answer first. */
+  readonly failures = new Map<string, number[]>();
+  /** Jobs (by name pattern) that fail without writing their file. */
+  failJobs: RegExp | undefined;
+  /** Jobs (by name pattern) that succeed but write no file. */
+  noOutput: RegExp | undefined;
+  /** fortio Jobs (by name pattern) whose histogram is fortio's default 1 ms resolution. */
+  coarseFortio: RegExp | undefined;
+  /** Prober Jobs (by name pattern) whose samples sit on multiples of the attempt timeout. */
+  clusteringProber: RegExp | undefined;
+  /** The next this-many conntrack writes fail (the Job fails before writing). */
+  failConntrackWrites = 0;
+  readonly conntrackDefault = 262_144;
+  conntrackMax = 262_144;
+  conntrackBaseline = 180;
+  /** Every value written to nf_conntrack_max, in order. */
+  readonly conntrackWrites: number[] = [];
+  readonly log: string[] = [];
+  private readonly jobs = new Map<string, FakeJob>();
+  private readonly services = new Map<string, FakeService>();
+  private readonly servers: ServerPod[] = [];
+  private readonly namespaces: Record<string, Record<string, string>>;
+  private uid = 0;
+  private ip = 0;
+
+  constructor(
+    readonly config: LabConfig,
+    cellName: string,
+    readonly root: string,
+    options: FakeCellOptions = {},
+  ) {
+    this.cell = cellByName(config.network, cellName);
+    this.context = networkJobContext(config, this.cell);
+    const mesh = this.cell.mesh !== 'none';
+    this.namespaces = {
+      plain: {},
+      'kube-system': {},
+      ...(mesh ? { mesh: meshNamespaceLabels(this.cell.mesh) } : {}),
+    };
+    for (const app of ['fortio', 'sse-server', 'scale-backend']) this.addServer('plain', app, false);
+    if (mesh) {
+      for (const app of ['fortio', 'fortio-permissive', 'fortio-authz', 'sse-server'])
+        this.addServer('mesh', app, this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
+    }
+    if (this.cell.datapath === 'cilium')
+      this.addServer('kube-system', 'cilium', false, { 'k8s-app': 'cilium' });
+    mkdirSync(join(root, 'host'), { recursive: true });
+    writeFileSync(
+      join(root, HOST_FILE),
+      JSON.stringify({
+        instanceType: 'c7i.2xlarge',
+        availabilityZone: 'us-west-2b',
+        k3sVersion: 'v1.36.4+k3s1',
+      }),
+    );
+  }
+
+  private addServer(namespace: string, app: string, hasSidecar: boolean, extra: Record<string, string> = {}) {
+    const n = ++this.uid;
+    this.servers.push({
+      name: `${app}-7d9f8-${n}`,
+      namespace,
+      uid: `uid-${n}`,
+      ready: true,
+      node: NODE,
+      createdAt: this.clock.now().toISOString(),
+      podIp: `10.42.0.${++this.ip}`,
+      hasSidecar,
+      annotations: {},
+      phase: 'Running',
+      app,
+      requests: {},
+      tcpOpened: 0,
+      labels: { app, ...extra },
+    } as ServerPod & { labels: Record<string, string> });
+  }
+
+  private fail(method: string): void {
+    const queue = this.failures.get(method);
+    const status = queue?.shift();
+    if (status !== undefined) {
+      this.log.push(`${method}: HTTP ${status}`);
+      throw new KubeApiError('GET', `/fake/${method}`, status, 'injected');
+    }
+  }
+
+  // ---- NetworkCluster ----
+
+  async createJob(job: JobObject): Promise<void> {
+    this.fail('createJob');
+    const key = `${job.metadata.namespace}/${job.metadata.name}`;
+    if (this.jobs.has(key)) throw new KubeApiError('POST', key, 409, 'AlreadyExists');
+    if (!(job.metadata.namespace in this.namespaces))
+      throw new KubeApiError('POST', key, 404, `namespace ${job.metadata.namespace} not found`);
+    if ((job.spec as { backoffLimit?: number }).backoffLimit !== 0)
+      throw new Error(`${key} must have backoffLimit 0`);
+    this.created.push(job);
+    const template = (
+      job.spec as {
+        template: { metadata?: { labels?: Record<string, string> }; spec: Record<string, unknown> };
+      }
+    ).template;
+    const injected =
+      job.metadata.namespace === 'mesh' &&
+      this.cell.mesh === 'sidecar' &&
+      template.metadata?.labels?.[SIDECAR_INJECT_LABEL] !== 'false' &&
+      !template.spec.hostNetwork;
+    const n = ++this.uid;
+    const pod: NetworkPodState & { labels: Record<string, string> } = {
+      name: `${job.metadata.name}-${n}`,
+      namespace: job.metadata.namespace,
+      uid: `uid-${n}`,
+      ready: true,
+      node: NODE,
+      createdAt: this.clock.now().toISOString(),
+      podIp: `10.42.0.${++this.ip}`,
+      hasSidecar: injected,
+      annotations: {},
+      phase: 'Running',
+      labels: { 'job-name': job.metadata.name, ...job.metadata.labels },
+    };
+    const seconds = Number((flag(containerOf(job).args, '-t') ?? '3s').replace('s', ''));
+    this.jobs.set(key, {
+      job,
+      createdAtMs: this.clock.ms,
+      durationMs: (seconds + 2) * 1000,
+      pod,
+      done: false,
+      counts: { active: 1, succeeded: 0, failed: 0 },
+    });
+  }
+
+  async getJob(namespace: string, name: string): Promise<JobCounts | undefined> {
+    this.fail('getJob');
+    const entry = this.jobs.get(`${namespace}/${name}`);
+    if (!entry) return undefined;
+    if (!entry.done && this.clock.ms >= entry.createdAtMs + entry.durationMs) {
+      entry.done = true;
+      const ok = this.finish(entry.job);
+      entry.counts = ok ? { active: 0, succeeded: 1, failed: 0 } : { active: 0, succeeded: 0, failed: 1 };
+      (entry.pod as { phase: string }).phase = ok ? 'Succeeded' : 'Failed';
+    }
+    return entry.counts;
+  }
+
+  async deleteJob(namespace: string, name: string): Promise<void> {
+    this.fail('deleteJob');
+    this.jobs.delete(`${namespace}/${name}`);
+  }
+
+  async listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]> {
+    this.fail('listPods');
+    const pods = [
+      ...this.servers.filter((p) => p.namespace === namespace),
+      ...[...this.jobs.values()].map((j) => j.pod).filter((p) => p.namespace === namespace),
+    ] as (NetworkPodState & { labels: Record<string, string> })[];
+    return pods.filter((p) => matches(p.labels, labelSelector)).map((p) => ({ ...p }));
+  }
+
+  async deletePod(namespace: string, name: string): Promise<void> {
+    this.fail('deletePod');
+    const i = this.servers.findIndex((p) => p.namespace === namespace && p.name === name);
+    if (i === -1) return;
+    const [old] = this.servers.splice(i, 1);
+    // The Deployment replaces it; in an injected namespace the new pod has the sidecar.
+    this.addServer(namespace, old.app, namespace === 'mesh' && this.cell.mesh === 'sidecar');
+  }
+
+  async podLog(namespace: string, name: string): Promise<string> {
+    this.fail('podLog');
+    return `${namespace}/${name}: fake log\n`;
+  }
+
+  async namespaceLabels(name: string): Promise<Readonly<Record<string, string>> | undefined> {
+    this.fail('namespaceLabels');
+    return this.namespaces[name];
+  }
+
+  async createService(service: ServiceObject): Promise<void> {
+    this.fail('createService');
+    const key = `${service.metadata.namespace}/${service.metadata.name}`;
+    if (this.services.has(key)) throw new KubeApiError('POST', key, 409, 'AlreadyExists');
+    const n = this.services.size + 10;
+    this.services.set(key, {
+      namespace: service.metadata.namespace,
+      name: service.metadata.name,
+      labels: { ...service.metadata.labels },
+      clusterIp: `10.43.${Math.floor(n / 250)}.${(n % 250) + 1}`,
+      createdAtMs: this.clock.ms,
+    });
+  }
+
+  async listServices(namespace: string, labelSelector: string): Promise<ServiceState[]> {
+    this.fail('listServices');
+    return [...this.services.values()]
+      .filter((s) => s.namespace === namespace && matches(s.labels, labelSelector))
+      .map((s) => ({
+        name: s.name,
+        clusterIp: s.clusterIp,
+        createdAt: new Date(s.createdAtMs).toISOString(),
+      }));
+  }
+
+  async deleteService(namespace: string, name: string): Promise<void> {
+    this.fail('deleteService');
+    this.services.delete(`${namespace}/${name}`);
+  }
+
+  async servicesWithReadyEndpoints(namespace: string, labelSelector: string): Promise<Set<string>> {
+    this.fail('servicesWithReadyEndpoints');
+    // The backend is ready: a Service's EndpointSlice shows it ready a moment after creation.
+    return new Set(
+      [...this.services.values()]
+        .filter((s) => s.namespace === namespace && matches(s.labels, labelSelector))
+        .filter((s) => this.clock.ms >= s.createdAtMs + 500)
+        .map((s) => s.name),
+    );
+  }
+
+  async serverVersion(): Promise<string> {
+    this.fail('serverVersion');
+    return 'v1.36.4+k3s1';
+  }
+
+  // ---- SidecarMetrics ----
+
+  async scrape(podIp: string): Promise<string> {
+    const pod = this.servers.find((p) => p.podIp === podIp);
+    if (!pod?.hasSidecar) throw new Error(`connect ECONNREFUSED ${podIp}:15020`);
+    const lines = ['# TYPE istio_requests_total counter'];
+    for (const [policy, n] of Object.entries(pod.requests))
+      lines.push(
+        `istio_requests_total{reporter="destination",response_code="200",connection_security_policy="${policy}"} ${n}`,
+      );
+    lines.push(`istio_tcp_connections_opened_total{reporter="destination"} ${pod.tcpOpened}`);
+    return `${lines.join('\n')}\n`;
+  }
+
+  // ---- State the tests read ----
+
+  scaleServices(): number {
+    return [...this.services.values()].filter((s) => s.labels[SCALE_SERVICE_LABEL] === 'true').length;
+  }
+
+  allServices(): number {
+    return this.services.size;
+  }
+
+  serverPods(namespace: string): ServerPod[] {
+    return this.servers.filter((p) => p.namespace === namespace);
+  }
+
+  activeJobs(): number {
+    return this.jobs.size;
+  }
+
+  // ---- What each Job leaves ----
+
+  /** Writes the Job's output like the real tool would; false when the Job fails. */
+  private finish(job: JobObject): boolean {
+    const name = job.metadata.name;
+    if (this.failJobs?.test(name)) return false;
+    const component = job.metadata.labels['app.kubernetes.io/component'];
+    const { command, args, env } = containerOf(job);
+    let file: string;
+    let text: string;
+    let ok = true;
+    switch (component) {
+      case 'fortio-client':
+        file = 'fortio.json';
+        text = this.fortio(job, args);
+        break;
+      case 'download-client':
+      case 'mtls-client':
+        file = 'curl.json';
+        text = this.curl(job, env.URL, component === 'download-client');
+        break;
+      case 'sse-client':
+        file = 'sse.json';
+        text = JSON.stringify(this.sse(job, command));
+        break;
+      case 'service-prober':
+        file = 'prober.json';
+        text = JSON.stringify(this.prober(job, command));
+        break;
+      case 'conntrack-driver':
+        file = 'conntrack-driver.json';
+        text = JSON.stringify(this.conntrackDriver(command));
+        break;
+      case 'host-command':
+      case 'cilium-command': {
+        file = 'host.txt';
+        const out = this.hostCommand(command[2]);
+        if (out === undefined) return false;
+        text = out;
+        break;
+      }
+      default:
+        throw new Error(`fake cell: no behaviour for component ${component} of job/${name}`);
+    }
+    if (this.noOutput?.test(name)) return ok;
+    const dir = join(this.root, jobOutputDir(name));
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, file), text);
+    ok = true;
+    return ok;
+  }
+
+  private serverFor(url: string, namespace: string): ServerPod | undefined {
+    const host = url.replace(/^[a-z]+:\/\//, '').split(/[:/]/)[0];
+    const [app, ns] = host.split('.');
+    return this.servers.find((p) => p.app === app && p.namespace === (ns ?? namespace));
+  }
+
+  /** The sidecar of the server counts what it served, by its encryption (mesh clients only). */
+  private count(job: JobObject, url: string, requests: number, connections: number): void {
+    if (job.metadata.namespace !== 'mesh') return;
+    const server = this.serverFor(url, 'mesh');
+    if (!server?.hasSidecar) return;
+    const port = Number(/:(\d+)/.exec(url.replace(/^[a-z]+:\/\//, ''))?.[1] ?? 80);
+    server.tcpOpened += connections;
+    if (port === 8082) return; // the tcp- port: relayed at L4, no HTTP request counted
+    const policy = server.app === 'fortio-permissive' ? 'none' : 'mutual_tls';
+    server.requests[policy] = (server.requests[policy] ?? 0) + requests;
+  }
+
+  private fortio(job: JobObject, args: string[]): string {
+    const url = args[args.length - 1];
+    const c = Number(flag(args, '-c'));
+    const qps = Number(flag(args, '-qps'));
+    const seconds = Number((flag(args, '-t') ?? '0s').replace('s', ''));
+    const grpc = args.includes('-grpc');
+    const keepalive = !args.includes('-keepalive=false');
+    const mesh = job.metadata.namespace === 'mesh';
+    const server = this.serverFor(url, job.metadata.namespace);
+    let baseMs = grpc ? 0.25 : 0.18;
+    if (mesh)
+      baseMs = server?.app === 'fortio-permissive' ? 0.55 : url.includes(':8082') ? 0.38 : grpc ? 0.71 : 0.62;
+    if (!keepalive) baseMs += 0.09 + (this.cell.datapath === 'cilium' ? 0 : this.scaleServices() * 0.000_004);
+    const coarse = this.coarseFortio?.test(job.metadata.name) ?? false;
+    const resolution = coarse ? 0.001 : Number(flag(args, '-r'));
+    const shape = latencyHistogram(baseMs / 1000, unit(job.metadata.name), 100_000);
+    // At saturation the calls follow from Little's law: c connections, each waiting Avg per call.
+    const actualQps = qps > 0 ? qps * 0.9996 : c / shape.avg;
+    const histogram = coarse
+      ? coarseHistogram(Math.round(actualQps * seconds))
+      : latencyHistogram(baseMs / 1000, unit(job.metadata.name), Math.round(actualQps * seconds)).histogram;
+    const count = histogram.Count;
+    this.count(job, url, count, keepalive ? c : count);
+    const common = {
+      RunType: grpc ? 'GRPC Ping' : 'HTTP',
+      Labels: url,
+      StartTime: new Date(this.clock.ms).toISOString(),
+      RequestedQPS: qps > 0 ? String(qps) : 'max',
+      RequestedDuration: `${seconds}s`,
+      ActualQPS: actualQps,
+      ActualDuration: seconds * 1e9,
+      NumThreads: c,
+      Version: '1.75.2',
+      DurationHistogram: histogram,
+      ErrorsDurationHistogram: { Count: 0, Min: 0, Max: 0, Sum: 0, Avg: 0, StdDev: 0, Data: null },
+      Exactly: 0,
+      Jitter: false,
+      Uniform: false,
+      NoCatchUp: false,
+    };
+    const result = grpc
+      ? { ...common, RetCodes: { SERVING: count }, Destination: url, Streams: 1, Ping: true }
+      : {
+          ...common,
+          RetCodes: { '200': count },
+          URL: url,
+          DisableKeepAlive: !keepalive,
+          Resolution: resolution,
+          SocketCount: keepalive ? c : count,
+          Sockets: Array.from({ length: c }, () => (keepalive ? 1 : Math.round(count / c))),
+        };
+    return JSON.stringify(result, null, 2);
+  }
+
+  /** curl's write-out: a download, or one mTLS case decided the way Istio would. */
+  private curl(job: JobObject, url: string, download: boolean): string {
+    const template = (job.spec as { template: { spec: { serviceAccountName?: string } } }).template;
+    const pod = [...this.jobs.values()].find((j) => j.job === job)?.pod;
+    const server = this.serverFor(url, job.metadata.namespace);
+    let httpCode = '200';
+    let curlExit = 0;
+    const fromMesh = pod?.hasSidecar ?? false;
+    if (server?.namespace === 'mesh' && server.hasSidecar) {
+      if (server.app === 'fortio' && !fromMesh) {
+        // STRICT: the plaintext connection is dropped, not answered with 403.
+        httpCode = '000';
+        curlExit = 56;
+      } else if (server.app === 'fortio-authz' && template.spec.serviceAccountName !== 'good') {
+        httpCode = '403';
+      }
+    }
+    const bytes = download ? Number(/size=(\d+)/.exec(url)?.[1] ?? 0) : httpCode === '200' ? 512 : 0;
+    const seconds = download ? (job.metadata.namespace === 'mesh' ? 0.412 : 0.187) : 0.004;
+    if (download) this.count(job, url, 1, 1);
+    return JSON.stringify({
+      httpCode,
+      curlExit,
+      sizeDownloadBytes: bytes,
+      speedDownloadBytesPerSecond: Math.round(bytes / seconds),
+      timeTotalSeconds: seconds,
+    });
+  }
+
+  private sse(job: JobObject, command: string[]): SseClientResult {
+    const url = flag(command, '--url') ?? '';
+    const events = Number(flag(command, '--expect-events'));
+    const interval = this.config.network.experiments.sse.intervalMs;
+    const extra = job.metadata.namespace === 'mesh' ? 0.4 : 0.1;
+    const gaps = Array.from(
+      { length: events - 1 },
+      (_, i) => interval + extra * unit(`${job.metadata.name}-${i}`),
+    );
+    this.count(job, url, 1, 1);
+    return {
+      probe: 'sse-client',
+      url,
+      status: 200,
+      events,
+      expectedEvents: events,
+      connectMs: 0.4,
+      firstEventMs: 1.2,
+      durationMs: interval * events + 2,
+      gaps: msDistribution(gaps),
+      errors: [],
+    };
+  }
+
+  private prober(job: JobObject, command: string[]) {
+    const timeout = Number(flag(command, '--attempt-timeout-ms'));
+    const targets = command.flatMap((arg, i) => (command[i - 1] === '--target' ? [arg] : []));
+    const clusters = this.clusteringProber?.test(job.metadata.name) ?? false;
+    const typical = this.cell.datapath === 'cilium' ? 40 : 1_000;
+    const samples: ProbeSample[] = targets.map((target, i) => {
+      const latency = clusters
+        ? (typical / timeout + (i % 3)) * timeout
+        : typical + 300 * unit(`${job.metadata.name}-${i}`);
+      return {
+        target: target.split('@')[0],
+        connected: true,
+        latencyMs: Math.round(latency * 1000) / 1000,
+        firstAttemptAfterMs: 3.1,
+        attempts: Math.ceil(latency / timeout),
+        refused: 0,
+        timedOut: Math.ceil(latency / timeout) - 1,
+        otherErrors: {},
+      };
+    });
+    return proberResult(timeout, 30_000, samples);
+  }
+
+  private conntrackDriver(command: string[]): ConntrackDriverResult {
+    const connections = Number(flag(command, '--connections'));
+    const timeoutMs = Number(flag(command, '--connect-timeout-ms'));
+    // One loopback connection costs about one entry: the rest time out against a full table.
+    const room = Math.max(0, this.conntrackMax - this.conntrackBaseline - 12);
+    const succeeded = Math.min(connections, room);
+    const connect = Array.from({ length: Math.min(succeeded, 50) }, (_, i) => 0.05 + 0.01 * (i % 7));
+    return {
+      probe: 'conntrack-driver',
+      target: '127.0.0.1:40123',
+      connections,
+      connectTimeoutMs: timeoutMs,
+      holdMs: 2_000,
+      succeeded,
+      failed: connections - succeeded,
+      failures: connections > succeeded ? { 'connect timeout': connections - succeeded } : {},
+      connect: msDistribution(connect),
+      droppedDuringHold: 0,
+      issuedInMs: 41.7,
+      openFilesLimit: 1_048_576,
+    };
+  }
+
+  /** What the host scripts of host-output.ts print on this cell; undefined when the Job fails. */
+  private hostCommand(script: string): string | undefined {
+    const services = this.allServices() + 3; // kubernetes, kube-dns, metrics-server
+    const iptables = this.cell.datapath === 'iptables';
+    if (script.includes('uname -r'))
+      return 'kernel=6.8.0-1016-aws\ncpuFlags= fpu vme de pse tsc msr pae sse2 ssse3 aes avx avx2 avx512f vaes vpclmulqdq pclmulqdq sha_ni\n';
+    if (script.includes('cilium-dbg status')) return 'kubeProxyReplacement=True\n';
+    if (script.includes('KUBE-SVC-'))
+      return `kubeSvcChains=${iptables ? services : 0}\nnftKubeProxyTable=${this.cell.datapath === 'nftables'}\nipvsServices=${this.cell.datapath === 'ipvs' ? services : 0}\n`;
+    if (script.includes('entries=$(')) {
+      const entries =
+        this.cell.datapath === 'cilium'
+          ? 12 + 2 * services
+          : this.cell.datapath === 'iptables'
+            ? 64 + 7 * services
+            : 40 + 3 * services;
+      return `entries=${entries}\n`;
+    }
+    const write = /echo (\d+) > \/proc\/sys\/net\/netfilter\/nf_conntrack_max/.exec(script);
+    if (write) {
+      if (this.failConntrackWrites > 0) {
+        this.failConntrackWrites--;
+        return undefined;
+      }
+      const before = this.conntrackMax;
+      this.conntrackMax = Number(write[1]);
+      this.conntrackWrites.push(this.conntrackMax);
+      return `before=${before}\nmax=${this.conntrackMax}\ncount=${this.conntrackBaseline}\n`;
+    }
+    if (script.includes('nf_conntrack_count'))
+      return `count=${this.conntrackBaseline}\nmax=${this.conntrackMax}\n`;
+    throw new Error(`fake cell: unknown host script ${script}`);
+  }
+}
+
+/** The runner's deps on a fake cell, with the real file store on `root`. */
+export function fakeDeps(fake: FakeCell, store: NetworkResultStore, lines: string[] = []): NetworkRunnerDeps {
+  return {
+    cluster: fake,
+    sidecars: fake,
+    store,
+    clock: fake.clock,
+    jobs: fake.context,
+    serviceTemplate: fake.serviceTemplate,
+    log: (line) => lines.push(line),
+  };
+}
+
+/** Fast options for the fake clock: every wait is simulated. */
+export const FAST: NetworkRunnerOptions = {
+  pollIntervalMs: 1_000,
+  retry: { attempts: 5, initialDelayMs: 10, maxDelayMs: 100 },
+};

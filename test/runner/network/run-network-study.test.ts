@@ -1,0 +1,368 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadLabConfig } from '../../../lib/config/load.ts';
+import type { NetworkStudyPlan } from '../../../lib/network/study/model.ts';
+import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { SCALE_SERVICE_LABEL } from '../../../lib/network/topology.ts';
+import { STATUS_FILE } from '../../../lib/runner/layout.ts';
+import { FileNetworkResultStore } from '../../../lib/runner/network/file-store.ts';
+import {
+  chooseNetworkStudy,
+  forEachLimited,
+  runNetworkStudy,
+  scaleServiceName,
+  serviceOfUrl,
+} from '../../../lib/runner/network/run-network-study.ts';
+import type { StudyStatus } from '../../../lib/runner/status.ts';
+import { tempDir } from '../../temp.ts';
+import { FAST, FakeCell, type FakeCellOptions, fakeDeps } from './fake-cell.ts';
+
+const config = loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
+
+/** The cell's plan, cut down to the runs named (in plan order). */
+function planOf(cell: string, ids: readonly string[]): NetworkStudyPlan {
+  const full = networkStudyPlan(config, cell);
+  const runs = full.runs.filter((r) => ids.includes(r.id));
+  expect(runs.map((r) => r.id)).toEqual(full.runs.map((r) => r.id).filter((id) => ids.includes(id)));
+  return { ...full, runs };
+}
+
+function setup(cell: string, options: FakeCellOptions = {}) {
+  const root = tempDir('network-runner-');
+  const fake = new FakeCell(config, cell, root, options);
+  const store = new FileNetworkResultStore(root);
+  const lines: string[] = [];
+  const statuses: StudyStatus[] = [];
+  const deps = fakeDeps(fake, store, lines);
+  const recording = {
+    ...deps,
+    store: Object.assign(Object.create(Object.getPrototypeOf(store)), store, {
+      writeStatus: async (status: StudyStatus) => {
+        statuses.push(status);
+        await store.writeStatus(status);
+      },
+    }),
+  };
+  return { root, fake, store, lines, statuses, deps: recording };
+}
+
+describe('runNetworkStudy', () => {
+  it('runs fortio arms with the sidecar evidence and the server sidecar counters of mesh arms', async () => {
+    const t = setup('mesh');
+    const study = await runNetworkStudy(
+      t.deps,
+      config,
+      planOf('mesh', ['e1-plain-r1', 'e1-mesh-mtls-r1']),
+      FAST,
+    );
+    expect(study.state).toBe('finished');
+    const [plain, mesh] = study.runs;
+    expect(plain.valid, plain.invalidReasons.join('; ')).toBe(true);
+    expect(mesh.valid, mesh.invalidReasons.join('; ')).toBe(true);
+    expect(plain.result?.kind).toBe('fortio');
+    expect(plain.mtlsMetrics).toBeUndefined();
+    const client = mesh.pods.find((p) => p.pod.startsWith('net-e1-mesh-mtls-r1'));
+    expect(client).toMatchObject({ namespace: 'mesh', hasSidecar: true, node: 'ip-10-0-1-23' });
+    expect(plain.pods.find((p) => p.pod.startsWith('net-e1-plain-r1'))?.hasSidecar).toBe(false);
+    const count = JSON.parse((mesh.result as { raw: string }).raw).DurationHistogram.Count;
+    expect(mesh.mtlsMetrics?.requestsBySecurityPolicy).toEqual({ mutual_tls: count });
+    // The host facts and the datapath are recorded once per study.
+    expect(study.host).toMatchObject({ instanceType: 'c7i.2xlarge', kernel: '6.8.0-1016-aws' });
+    expect(study.host.cpuFlags).toContain('vaes');
+    expect(study.datapathEvidence).toMatchObject({ kubeProxyReplacement: null, nftKubeProxyTable: false });
+    // Every Job had backoffLimit 0 (the fake refuses others) and is gone afterwards.
+    expect(t.fake.activeJobs()).toBe(0);
+  });
+
+  it('retries a transient API 500 and logs the retry', async () => {
+    const t = setup('dp-iptables');
+    t.fake.failures.set('getJob', [500, 503]);
+    const study = await runNetworkStudy(t.deps, config, planOf('dp-iptables', ['c-r1']), FAST);
+    expect(study.runs[0].valid, study.runs[0].invalidReasons.join('; ')).toBe(true);
+    expect(t.lines.filter((l) => /^retry \d\/4 of get job\//.test(l))).toHaveLength(2);
+  });
+
+  it('records a failed Job as invalid, by its counts', async () => {
+    const t = setup('dp-iptables');
+    t.fake.failJobs = /^net-c-r1$/;
+    const study = await runNetworkStudy(t.deps, config, planOf('dp-iptables', ['c-r1', 'c-r2']), FAST);
+    expect(study.runs[0]).toMatchObject({ job: 'failed', valid: false });
+    expect(study.runs[0].invalidReasons.join('\n')).toMatch(/job\/net-c-r1 failed and left no result file/);
+    expect(study.runs[1].valid).toBe(true);
+  });
+
+  it('records a run whose Job succeeded without a result file as invalid', async () => {
+    const t = setup('dp-iptables');
+    t.fake.noOutput = /^net-c-r1$/;
+    const study = await runNetworkStudy(t.deps, config, planOf('dp-iptables', ['c-r1']), FAST);
+    expect(study.runs[0]).toMatchObject({ job: 'succeeded', valid: false });
+    expect(study.runs[0].result).toBeUndefined();
+    expect(study.runs[0].invalidReasons).toEqual([
+      'job/net-c-r1 succeeded and left no result file (fortio.json)',
+      'the run left no result',
+    ]);
+  });
+
+  it('records the mTLS matrix: observed beside expected, one curl Job per case under its service account', async () => {
+    const t = setup('mesh');
+    const study = await runNetworkStudy(
+      t.deps,
+      config,
+      planOf('mesh', ['e2-matrix', 'e8-strict-exceptions']),
+      FAST,
+    );
+    for (const run of study.runs) {
+      expect(run.valid, run.invalidReasons.join('; ')).toBe(true);
+      if (run.result?.kind !== 'mtls') throw new Error('not an mTLS result');
+      for (const c of run.result.cases) expect(c.observed, c.id).toEqual(c.expected);
+    }
+    const denied = t.fake.created.find((j) => j.metadata.name === 'net-e2-matrix-authz-denied');
+    expect(denied?.spec).toMatchObject({ template: { spec: { serviceAccountName: 'bad' } } });
+    const strict = study.runs[0].result?.kind === 'mtls' ? study.runs[0].result.cases[1] : undefined;
+    expect(strict?.observed).toEqual({ httpCode: '000', curlExit: 56 });
+  });
+
+  it('restarts mesh pods created before the label, before a mesh run', async () => {
+    const t = setup('mesh', { meshPodsBeforeLabel: true });
+    expect(t.fake.serverPods('mesh').every((p) => !p.hasSidecar)).toBe(true);
+    const study = await runNetworkStudy(t.deps, config, planOf('mesh', ['e1-mesh-mtls-r1']), FAST);
+    expect(study.runs[0].valid, study.runs[0].invalidReasons.join('; ')).toBe(true);
+    expect(t.fake.serverPods('mesh').every((p) => p.hasSidecar)).toBe(true);
+    expect(t.lines.some((l) => /pod mesh\/fortio-.* is not in the mesh .*deleting it/.test(l))).toBe(true);
+  });
+
+  it('does not start a mesh run when the namespace lacks its label', async () => {
+    const t = setup('mesh');
+    (t.fake as unknown as { namespaces: Record<string, Record<string, string>> }).namespaces.mesh = {};
+    const study = await runNetworkStudy(t.deps, config, planOf('mesh', ['e1-mesh-mtls-r1']), FAST);
+    expect(study.runs[0].valid).toBe(false);
+    expect(study.runs[0].invalidReasons[0]).toMatch(
+      /^not started: namespace mesh lacks the label istio-injection=enabled that mesh sidecar needs/,
+    );
+    expect(t.fake.created.filter((j) => j.metadata.name.startsWith('net-e1'))).toHaveLength(0);
+  });
+
+  it('creates N Services with bounded concurrency, counts entries, probes, and deletes them at the end', async () => {
+    const t = setup('dp-iptables');
+    let inFlight = 0;
+    let most = 0;
+    const create = t.fake.createService.bind(t.fake);
+    t.fake.createService = async (s) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise((r) => setImmediate(r));
+      inFlight--;
+      return create(s);
+    };
+    let during = 0;
+    const entries = t.fake.listServices.bind(t.fake);
+    t.fake.listServices = async (ns, selector) => {
+      during = Math.max(during, t.fake.scaleServices());
+      return entries(ns, selector);
+    };
+    const study = await runNetworkStudy(
+      t.deps,
+      config,
+      planOf('dp-iptables', ['e9-services-100', 'e9-new-connection-100']),
+      FAST,
+    );
+    const [step, newConnection] = study.runs;
+    expect(step.valid, step.invalidReasons.join('; ')).toBe(true);
+    expect(newConnection.valid, newConnection.invalidReasons.join('; ')).toBe(true);
+    if (step.result?.kind !== 'service-scale') throw new Error('not a scale result');
+    expect(step.result.scale).toMatchObject({
+      servicesReady: 100,
+      entriesCommand: 'iptables-save -t nat | wc -l',
+    });
+    expect(step.result.scale.entries).toBeGreaterThan(7 * 100);
+    expect(step.result.scale.prober?.samples).toHaveLength(config.network.experiments.serviceScale.samples);
+    expect(most).toBe(config.network.experiments.serviceScale.createConcurrency);
+    expect(during).toBe(100);
+    // The study's Services (scale and probe) are gone once it ends.
+    expect(t.fake.allServices()).toBe(0);
+  });
+
+  it('conntrack: sets the limit, drives the connections and restores the limit', async () => {
+    const t = setup('dp-iptables');
+    const study = await runNetworkStudy(
+      t.deps,
+      config,
+      planOf('dp-iptables', ['e10-limit-default', 'e10-limit-2048']),
+      FAST,
+    );
+    const [def, small] = study.runs;
+    expect(def.valid && small.valid, [...def.invalidReasons, ...small.invalidReasons].join('; ')).toBe(true);
+    if (small.result?.kind !== 'conntrack') throw new Error('not a conntrack result');
+    expect(small.result.conntrack).toMatchObject({
+      limitBefore: 262_144,
+      limit: 2_048,
+      baseline: 180,
+      limitAfterRestore: 262_144,
+    });
+    expect(small.result.conntrack.driver?.succeeded).toBeLessThan(2_048 - 180);
+    expect(t.fake.conntrackWrites).toEqual([2_048, 262_144]);
+    expect(t.fake.conntrackMax).toBe(262_144);
+  });
+
+  it('conntrack: ALWAYS restores the limit, even when the driver fails and the first restore fails', async () => {
+    const t = setup('dp-iptables');
+    t.fake.failJobs = /driver/;
+    const plan = planOf('dp-iptables', ['e10-limit-default', 'e10-limit-1024']);
+    const step = plan.runs[1];
+    // The driver fails; then the first restore Job fails too (its write fails), the second restores.
+    const originalWrite = t.fake.conntrackWrites.push.bind(t.fake.conntrackWrites);
+    t.fake.conntrackWrites.push = (...values: number[]) => {
+      if (values[0] === 1_024) t.fake.failConntrackWrites = 1;
+      return originalWrite(...values);
+    };
+    const study = await runNetworkStudy(t.deps, config, plan, FAST);
+    const record = study.runs.find((r) => r.id === step.id);
+    expect(record?.valid).toBe(false);
+    expect(record?.invalidReasons.join('\n')).toMatch(
+      /job\/net-e10-limit-1024-driver failed and left no result file/,
+    );
+    if (record?.result?.kind !== 'conntrack') throw new Error('not a conntrack result');
+    expect(record.result.conntrack.limitAfterRestore).toBe(262_144);
+    expect(t.fake.conntrackMax).toBe(262_144);
+    expect(t.lines.some((l) => /restoring the conntrack limit failed \(try 1\/2\)/.test(l))).toBe(true);
+  });
+
+  it('conntrack: a limit that cannot be restored makes the step invalid, naming it', async () => {
+    const t = setup('dp-iptables');
+    const plan = planOf('dp-iptables', ['e10-limit-2048']);
+    const originalWrite = t.fake.conntrackWrites.push.bind(t.fake.conntrackWrites);
+    t.fake.conntrackWrites.push = (...values: number[]) => {
+      if (values[0] === 2_048) t.fake.failConntrackWrites = 2;
+      return originalWrite(...values);
+    };
+    const study = await runNetworkStudy(t.deps, config, plan, FAST);
+    expect(study.runs[0].valid).toBe(false);
+    expect(study.runs[0].invalidReasons.join('\n')).toMatch(
+      /conntrack limit not restored: job\/net-ct-restore-e10-limit-2048 failed/,
+    );
+  });
+
+  it('resumes after a restart: recorded runs are skipped, the rest run in the same study folder', async () => {
+    const t = setup('dp-iptables');
+    const plan = planOf('dp-iptables', ['c-r1', 'c-r2', 'c-r3']);
+    // The API refuses the second run's Job on its merits (403: not retried): the study stops.
+    let creates = 0;
+    const create = t.fake.createJob.bind(t.fake);
+    t.fake.createJob = async (job) => {
+      if (job.metadata.name === 'net-c-r2' && creates++ === 0)
+        throw Object.assign(new Error('HTTP 403: forbidden'), { status: 403 });
+      return create(job);
+    };
+    await expect(runNetworkStudy(t.deps, config, plan, FAST)).rejects.toThrow(/403/);
+    const status = JSON.parse(readFileSync(join(t.root, STATUS_FILE), 'utf8')) as StudyStatus;
+    expect(status).toMatchObject({ state: 'failed', recordedRuns: 1 });
+    const firstId = status.studyId;
+
+    t.fake.created.length = 0;
+    const study = await runNetworkStudy(t.deps, config, plan, FAST);
+    expect(study.studyId).toBe(firstId);
+    expect(study.state).toBe('finished');
+    expect(study.runs.map((r) => r.id)).toEqual(['c-r1', 'c-r2', 'c-r3']);
+    expect(t.fake.created.map((j) => j.metadata.name).filter((n) => n.startsWith('net-c-'))).toEqual([
+      'net-c-r2',
+      'net-c-r3',
+    ]);
+    expect(t.lines.some((l) => l === 'run 1/3 c-r1: recorded earlier, skipped')).toBe(true);
+  });
+
+  it('writes status.json with an ETA while it runs, and finished at the end', async () => {
+    const t = setup('dp-iptables');
+    await runNetworkStudy(t.deps, config, planOf('dp-iptables', ['c-r1', 'c-r2', 'c-r3']), FAST);
+    const withEta = t.statuses.filter((s) => s.etaSeconds !== undefined);
+    expect(withEta.length).toBeGreaterThan(0);
+    expect(withEta.some((s) => s.current?.id === 'c-r3')).toBe(true);
+    // 25 s runs plus Job bookkeeping: the ETA of run 2 is about one run.
+    const second = withEta.find((s) => s.current?.id === 'c-r2');
+    expect(second?.etaSeconds).toBeGreaterThan(20);
+    expect(t.statuses.at(-1)).toMatchObject({ state: 'finished', recordedRuns: 3, validRuns: 3 });
+  });
+});
+
+describe('network runner helpers', () => {
+  it('chooses the latest unfinished study of the same cell and configuration', () => {
+    const now = new Date('2026-01-02T00:00:00Z');
+    const fresh = chooseNetworkStudy([], config, 'mesh', now, false);
+    expect(fresh.kind).toBe('new');
+    const base = {
+      lab: 'network' as const,
+      datapath: 'iptables' as const,
+      mesh: 'sidecar' as const,
+      runs: [],
+    };
+    const host = { instanceType: 'x', availabilityZone: 'y', kernel: 'k', cpuFlags: [], versions: {} };
+    const stored = [
+      {
+        ...base,
+        host,
+        studyId: fresh.id.replace(/^\d{8}/, '20251230'),
+        cell: 'mesh',
+        startedAt: '2025-12-30T00:00:00Z',
+        state: 'running' as const,
+      },
+      {
+        ...base,
+        host,
+        studyId: fresh.id.replace(/^\d{8}/, '20251231'),
+        cell: 'mesh',
+        startedAt: '2025-12-31T00:00:00Z',
+        state: 'failed' as const,
+      },
+      {
+        ...base,
+        host,
+        studyId: fresh.id.replace(/^\d{8}/, '20260101'),
+        cell: 'mesh',
+        startedAt: '2026-01-01T00:00:00Z',
+        state: 'finished' as const,
+      },
+      {
+        ...base,
+        host,
+        studyId: fresh.id.replace(/^\d{8}/, '20260101'),
+        cell: 'dp-iptables',
+        startedAt: '2026-01-01T00:00:00Z',
+        state: 'running' as const,
+      },
+    ];
+    expect(chooseNetworkStudy(stored, config, 'mesh', now, false)).toMatchObject({
+      kind: 'resume',
+      id: stored[1].studyId,
+    });
+    expect(chooseNetworkStudy(stored, config, 'mesh', now, true).kind).toBe('new');
+  });
+
+  it('names E9 Services from the template and finds the Service behind a URL', () => {
+    const t = setup('dp-iptables');
+    expect(scaleServiceName(t.fake.serviceTemplate, 1234)).toBe('scale-01234');
+    expect(t.fake.serviceTemplate.metadata.labels[SCALE_SERVICE_LABEL]).toBe('true');
+    expect(serviceOfUrl('http://fortio.mesh.svc.cluster.local:8080/echo?size=1', 'plain')).toEqual({
+      service: 'fortio',
+      namespace: 'mesh',
+    });
+    expect(serviceOfUrl('fortio.plain.svc.cluster.local:8079', 'mesh')).toEqual({
+      service: 'fortio',
+      namespace: 'plain',
+    });
+  });
+
+  it('forEachLimited never runs more than its limit at once', async () => {
+    let running = 0;
+    let most = 0;
+    const done: number[] = [];
+    await forEachLimited([1, 2, 3, 4, 5, 6, 7], 3, async (n) => {
+      running++;
+      most = Math.max(most, running);
+      await new Promise((r) => setTimeout(r, 1));
+      running--;
+      done.push(n);
+    });
+    expect(most).toBe(3);
+    expect(done.sort()).toEqual([1, 2, 3, 4, 5, 6, 7]);
+  });
+});
