@@ -500,3 +500,19 @@ export const FIXTURE_CELLS = ['mesh', 'dp-iptables', 'dp-cilium'] as const;
 export function fixtureNetworkStudies(): NetworkStudyRecord[] {
   return FIXTURE_CELLS.map(fixtureCellStudy);
 }
+
+/** The report's table sections (lib/report/network/format.ts ids), in reading order. */
+export const NETWORK_SECTIONS = [
+  'cells',
+  'sidecar-cost',
+  'attribution',
+  'grpc',
+  'download',
+  'sse',
+  'mtls-matrix',
+  'services-at-scale',
+  'conntrack',
+  'calibration',
+  'invalid',
+  'flagged',
+] as const;

@@ -6,7 +6,7 @@ import { networkStudyFiles } from '../../../lib/report/network/load.ts';
 import { writeNetworkReport } from '../../../lib/report/network/write.ts';
 import { tempDir } from '../../temp.ts';
 import { CHROMIUM_PATH, chromiumInstalled, withChromium } from '../browser.ts';
-import { fixtureNetworkStudies } from './fixture.ts';
+import { fixtureNetworkStudies, NETWORK_SECTIONS } from './fixture.ts';
 
 /** The DOM's SVGGraphicsElement, as far as this test uses it (the project compiles without DOM types). */
 interface SvgGraphics {
@@ -19,21 +19,6 @@ if (!canRun) {
     `network report-browser.test.ts: skipping the Chromium rendering test: ${CHROMIUM_PATH} is not installed (apt-get install -y chromium); in CI it must run.`,
   );
 }
-
-const SECTIONS = [
-  'cells',
-  'sidecar-cost',
-  'attribution',
-  'grpc',
-  'download',
-  'sse',
-  'mtls-matrix',
-  'services-at-scale',
-  'conntrack',
-  'calibration',
-  'invalid',
-  'flagged',
-];
 
 describe('the network report.html in headless Chromium', () => {
   it.skipIf(!canRun)(
@@ -57,7 +42,7 @@ describe('the network report.html in headless Chromium', () => {
         page.on('pageerror', (error) => problems.push(error.message));
         await page.goto(pathToFileURL(html).href);
 
-        for (const id of SECTIONS) {
+        for (const id of NETWORK_SECTIONS) {
           const rows = await page.locator(`section#${id} table tbody tr`).count();
           expect(rows, `section ${id}`).toBeGreaterThan(0);
         }
