@@ -7,7 +7,7 @@ import { PROBE_NAMES, PROBES_MOUNT, type ProbeName, probeCommand } from '../../l
 import type { NetworkStudyPlan } from '../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../lib/network/study/plan.ts';
 import { CELL_LABEL, MESH_NAMESPACE, PLAIN_NAMESPACE } from '../../lib/network/topology.ts';
-import { runnerBundle } from '../../lib/runner/bundle.ts';
+import { networkRunnerBundle } from '../../lib/runner/network/bundle.ts';
 import { type NetworkJobContext, type ProbesInPod, planJobs } from '../../lib/runner/network/jobs.ts';
 import { NETWORK_RUNNER_FILES, type NetworkRunnerContext } from '../../lib/runner/network/runner-files.ts';
 import type { ServiceObject } from '../../lib/runner/ports.ts';
@@ -60,7 +60,7 @@ export function networkRunnerConfigMapData(
 ): Record<string, string> {
   const context: NetworkRunnerContext = { cell: cell.name, probes: cellProbes() };
   return {
-    [NETWORK_RUNNER_FILES.bundle]: runnerBundle(),
+    [NETWORK_RUNNER_FILES.bundle]: networkRunnerBundle(),
     [NETWORK_RUNNER_FILES.config]: JSON.stringify(config),
     [NETWORK_RUNNER_FILES.plan]: JSON.stringify(plan),
     [NETWORK_RUNNER_FILES.jobs]: JSON.stringify(planJobs(networkJobContext(config, cell), plan.runs)),

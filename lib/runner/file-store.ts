@@ -80,15 +80,8 @@ export class FileResultStore implements ResultStore {
 class FileStudyFiles implements StudyFiles {
   constructor(private readonly dir: string) {}
 
-  async readStudy(): Promise<StudyRecord | undefined> {
-    const path = join(this.dir, STUDY_FILE);
-    const text = await readOptional(path);
-    if (text === undefined) return undefined;
-    try {
-      return JSON.parse(text) as StudyRecord;
-    } catch (error) {
-      throw new Error(`${path} is not valid JSON: ${(error as Error).message}`);
-    }
+  readStudy(): Promise<StudyRecord | undefined> {
+    return readJsonFile<StudyRecord>(join(this.dir, STUDY_FILE));
   }
 
   async writeStudy(study: StudyRecord): Promise<void> {
@@ -108,24 +101,8 @@ class FileStudyFiles implements StudyFiles {
   }
 
   async readRuns(): Promise<{ runs: RunRecord[]; unreadable: string[] }> {
-    let names: string[];
-    try {
-      names = await readdir(join(this.dir, RUNS_DIR));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
-      throw error;
-    }
-    const runs: RunRecord[] = [];
-    const unreadable: string[] = [];
-    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
-      const path = join(this.dir, RUNS_DIR, name);
-      try {
-        runs.push(JSON.parse(await readFile(path, 'utf8')) as RunRecord);
-      } catch (error) {
-        unreadable.push(`${path}: ${(error as Error).message}`);
-      }
-    }
-    return { runs, unreadable };
+    const { items, unreadable } = await readJsonFiles<RunRecord>(join(this.dir, RUNS_DIR));
+    return { runs: items, unreadable };
   }
 
   async archiveAttempt(runId: string, label: string, clients: readonly ClientFiles[]): Promise<number> {
@@ -149,6 +126,39 @@ class FileStudyFiles implements StudyFiles {
     await mkdir(this.dir, { recursive: true });
     await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
   }
+}
+
+/** A JSON file, or undefined when it does not exist; text that is not JSON throws, naming the file. */
+export async function readJsonFile<T>(path: string): Promise<T | undefined> {
+  const text = await readOptional(path);
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as T;
+  } catch (error) {
+    throw new Error(`${path} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** Every `*.json` of a folder in name order (none when it does not exist), and the unreadable ones with why. */
+export async function readJsonFiles<T>(dir: string): Promise<{ items: T[]; unreadable: string[] }> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { items: [], unreadable: [] };
+    throw error;
+  }
+  const items: T[] = [];
+  const unreadable: string[] = [];
+  for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+    const path = join(dir, name);
+    try {
+      items.push(JSON.parse(await readFile(path, 'utf8')) as T);
+    } catch (error) {
+      unreadable.push(`${path}: ${(error as Error).message}`);
+    }
+  }
+  return { items, unreadable };
 }
 
 /** A file's text, or undefined when it does not exist. */

@@ -6,9 +6,9 @@ import { FileResultStore } from './file-store.ts';
 import { HttpEndpointPickers, HttpFrontEnds } from './http-front-ends.ts';
 import { HttpReplicas } from './http-replicas.ts';
 import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
-import { networkMain } from './network/main.ts';
 import { type JobObject, systemClock } from './ports.ts';
 import type { StatusChecks } from './preflight.ts';
+import { retryPolicyOf } from './retry.ts';
 import { runStudy } from './run-study.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
 
@@ -16,7 +16,7 @@ import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.t
  * The runner's entry in its pod: the real Kubernetes client (ServiceAccount token and CA), the
  * replicas over HTTP, the results host folder. Bundled into the runner ConfigMap at synth.
  * Exit code 0 when every run of the plan has a record (valid or not), 1 when the study stopped.
- * A network-lab configuration runs the cell's network study instead (network/main.ts).
+ * The network lab's cells run their own runner (network/entry.ts); this one refuses their configuration.
  */
 
 function readJson<T>(path: string): T {
@@ -31,8 +31,12 @@ async function main(): Promise<void> {
   const dir = process.env.LAB_RUNNER_DIR ?? RUNNER_DIR;
   const results = process.env.LAB_RESULTS_DIR ?? RUNNER_RESULTS_MOUNT;
   const config = readJson<LabConfig>(join(dir, RUNNER_FILES.config));
-  // One bundle, two labs: the configuration says which study this pod runs.
-  if (config.lab === 'network') return networkMain(dir, results, config);
+  // Each lab has its own runner bundle; a network configuration here is a wiring mistake.
+  if (config.lab === 'network') {
+    throw new Error(
+      `${join(dir, RUNNER_FILES.config)} is a network-lab configuration: a cell runs the network runner (lib/runner/network/entry.ts, charts/network/study-runner.ts), not this one`,
+    );
+  }
   const plan = readJson<StudyPlan>(join(dir, RUNNER_FILES.plan));
   const jobs = readJson<Record<string, JobObject>>(join(dir, RUNNER_FILES.jobs));
   const statusChecks = readJson<StatusChecks>(join(dir, RUNNER_FILES.preflight));
@@ -56,11 +60,7 @@ async function main(): Promise<void> {
     {
       statusChecks,
       readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
-      retry: {
-        attempts: config.runner.retry.attempts,
-        initialDelayMs: config.runner.retry.initialDelaySeconds * 1000,
-        maxDelayMs: config.runner.retry.maxDelaySeconds * 1000,
-      },
+      retry: retryPolicyOf(config),
     },
   );
   const invalid = study.runs.filter((run) => !run.valid).length;

@@ -1,3 +1,4 @@
+import type { LabConfig } from '../config/schema.ts';
 import { KubeApiError } from './kube-cluster.ts';
 import type { Clock, Cluster, Replicas } from './ports.ts';
 
@@ -17,6 +18,18 @@ export interface RetryPolicy {
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDelayMs: 30_000 };
+
+/** The policy of `runner.retry` (seconds in the configuration, ms here); both labs' runners use it. */
+export function retryPolicyOf(config: {
+  readonly runner: { readonly retry: LabConfig['runner']['retry'] };
+}): RetryPolicy {
+  const { retry } = config.runner;
+  return {
+    attempts: retry.attempts,
+    initialDelayMs: retry.initialDelaySeconds * 1000,
+    maxDelayMs: retry.maxDelaySeconds * 1000,
+  };
+}
 
 /** An HTTP answer that is not a success, from a replica or a front end. */
 export class HttpStatusError extends Error {

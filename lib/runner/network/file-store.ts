@@ -1,17 +1,8 @@
-import { appendFile, mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { appendFile, mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
-import { readOptional, writeAtomic } from '../file-store.ts';
-import {
-  NEW_STUDY_REQUEST_FILE,
-  RUNNER_LOG_FILE,
-  RUNS_DIR,
-  runRecordPath,
-  STATUS_FILE,
-  STUDIES_DIR,
-  STUDY_FILE,
-  studyDir,
-} from '../layout.ts';
+import { FileResultStore, readJsonFile, readJsonFiles, readOptional, writeAtomic } from '../file-store.ts';
+import { RUNNER_LOG_FILE, RUNS_DIR, runRecordPath, STUDIES_DIR, STUDY_FILE, studyDir } from '../layout.ts';
 import type { NetworkResultStore, NetworkStudyFiles } from '../ports.ts';
 import type { StudyStatus } from '../status.ts';
 import { isStudyId } from '../study-id.ts';
@@ -19,7 +10,12 @@ import { jobOutputDir, keptOutputPath } from './layout.ts';
 
 /** A cell's results folder on its node, mounted into the network runner's pod (layout.ts). */
 export class FileNetworkResultStore implements NetworkResultStore {
-  constructor(private readonly root: string) {}
+  /** status.json, host files and `lab run --new` are the first lab's, file for file. */
+  private readonly shared: FileResultStore;
+
+  constructor(private readonly root: string) {
+    this.shared = new FileResultStore(root);
+  }
 
   readJobOutput(jobName: string, file: string): Promise<string | undefined> {
     return readOptional(join(this.root, jobOutputDir(jobName), file));
@@ -29,12 +25,12 @@ export class FileNetworkResultStore implements NetworkResultStore {
     await rm(join(this.root, jobOutputDir(jobName)), { recursive: true, force: true });
   }
 
-  async writeStatus(status: StudyStatus): Promise<void> {
-    await writeAtomic(join(this.root, STATUS_FILE), `${JSON.stringify(status, null, 2)}\n`);
+  writeStatus(status: StudyStatus): Promise<void> {
+    return this.shared.writeStatus(status);
   }
 
   readHostFile(name: string): Promise<string | undefined> {
-    return readOptional(join(this.root, name));
+    return this.shared.readHostFile(name);
   }
 
   async listStudies(): Promise<{ studies: NetworkStudyRecord[]; unreadable: string[] }> {
@@ -59,11 +55,8 @@ export class FileNetworkResultStore implements NetworkResultStore {
     return { studies, unreadable };
   }
 
-  async takeNewStudyRequest(): Promise<boolean> {
-    const path = join(this.root, NEW_STUDY_REQUEST_FILE);
-    if ((await readOptional(path)) === undefined) return false;
-    await rm(path, { force: true });
-    return true;
+  takeNewStudyRequest(): Promise<boolean> {
+    return this.shared.takeNewStudyRequest();
   }
 
   study(studyId: string): NetworkStudyFiles {
@@ -75,36 +68,13 @@ export class FileNetworkResultStore implements NetworkResultStore {
 class FileNetworkStudyFiles implements NetworkStudyFiles {
   constructor(private readonly dir: string) {}
 
-  async readStudy(): Promise<NetworkStudyRecord | undefined> {
-    const path = join(this.dir, STUDY_FILE);
-    const text = await readOptional(path);
-    if (text === undefined) return undefined;
-    try {
-      return JSON.parse(text) as NetworkStudyRecord;
-    } catch (error) {
-      throw new Error(`${path} is not valid JSON: ${(error as Error).message}`);
-    }
+  readStudy(): Promise<NetworkStudyRecord | undefined> {
+    return readJsonFile<NetworkStudyRecord>(join(this.dir, STUDY_FILE));
   }
 
   async readRuns(): Promise<{ runs: NetworkRunRecord[]; unreadable: string[] }> {
-    let names: string[];
-    try {
-      names = await readdir(join(this.dir, RUNS_DIR));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { runs: [], unreadable: [] };
-      throw error;
-    }
-    const runs: NetworkRunRecord[] = [];
-    const unreadable: string[] = [];
-    for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
-      const path = join(this.dir, RUNS_DIR, name);
-      try {
-        runs.push(JSON.parse(await readFile(path, 'utf8')) as NetworkRunRecord);
-      } catch (error) {
-        unreadable.push(`${path}: ${(error as Error).message}`);
-      }
-    }
-    return { runs, unreadable };
+    const { items, unreadable } = await readJsonFiles<NetworkRunRecord>(join(this.dir, RUNS_DIR));
+    return { runs: items, unreadable };
   }
 
   async writeStudy(study: NetworkStudyRecord): Promise<void> {

@@ -356,11 +356,47 @@ export function conntrackDriverJob(
   });
 }
 
+/** A node folder mounted into a privileged host Job. */
+interface HostMount {
+  readonly name: string;
+  readonly path: string;
+}
+
 /**
- * A short privileged Job in the host's network namespace running `script` in the probe image
- * (netshoot: iptables, nft, ipvsadm, conntrack). The script's stdout becomes /out/host.txt; the
- * Job fails when the script does. `/proc/sys/net/netfilter` is writable only from the host
- * network namespace (network-lab-spec 3), hence hostNetwork and privileged.
+ * A short privileged Job in the host's network namespace running `script` in `image`; the
+ * script's stdout becomes /out/host.txt, and the Job fails when the script does.
+ */
+function privilegedHostJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  component: string,
+  image: string,
+  script: string,
+  mounts: readonly HostMount[] = [],
+): JobObject {
+  const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.host}`;
+  return networkJob(ctx, name, PLAIN_NAMESPACE, runId, component, {
+    hostNetwork: true,
+    containers: [
+      {
+        name: 'host',
+        image,
+        imagePullPolicy: 'IfNotPresent',
+        command: ['sh', '-c', `{ ${script}; } > ${out}.tmp && mv ${out}.tmp ${out}`],
+        resources: resources(NETWORK_REQUESTS.hostProbe),
+        securityContext: privileged,
+        volumeMounts: [outMount, ...mounts.map((m) => ({ name: m.name, mountPath: m.path }))],
+      },
+    ],
+    extraVolumes: mounts.map((m) => ({ name: m.name, hostPath: { path: m.path, type: 'Directory' } })),
+  });
+}
+
+/**
+ * A host command in the probe image (netshoot: iptables, nft, ipvsadm, conntrack).
+ * `/proc/sys/net/netfilter` is writable only from the host network namespace (network-lab-spec 3),
+ * hence hostNetwork and privileged.
  */
 export function hostCommandJob(
   ctx: NetworkJobContext,
@@ -368,21 +404,7 @@ export function hostCommandJob(
   runId: string,
   script: string,
 ): JobObject {
-  const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.host}`;
-  return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'host-command', {
-    hostNetwork: true,
-    containers: [
-      {
-        name: 'host',
-        image: ctx.config.network.probeImage,
-        imagePullPolicy: 'IfNotPresent',
-        command: ['sh', '-c', `{ ${script}; } > ${out}.tmp && mv ${out}.tmp ${out}`],
-        resources: resources(NETWORK_REQUESTS.hostProbe),
-        securityContext: privileged,
-        volumeMounts: [outMount],
-      },
-    ],
-  });
+  return privilegedHostJob(ctx, name, runId, 'host-command', ctx.config.network.probeImage, script);
 }
 
 /** The Cilium agent image of the cell's pinned release (network-lab-spec 2). */
@@ -391,9 +413,8 @@ export function ciliumImage(config: LabConfig): string {
 }
 
 /**
- * `cilium-dbg` on the host without the exec API: the agent's image in a privileged host-network
- * Job with the BPF filesystem (pinned maps, for `bpf lb list`) and the agent's socket folder (for
- * `status`) mounted from the node.
+ * `cilium-dbg` on the host without the exec API: the agent's image with the BPF filesystem
+ * (pinned maps, for `bpf lb list`) and the agent's socket folder (for `status`) mounted.
  */
 export function ciliumCommandJob(
   ctx: NetworkJobContext,
@@ -401,29 +422,10 @@ export function ciliumCommandJob(
   runId: string,
   script: string,
 ): JobObject {
-  const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.host}`;
-  return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'cilium-command', {
-    hostNetwork: true,
-    containers: [
-      {
-        name: 'cilium',
-        image: ciliumImage(ctx.config),
-        imagePullPolicy: 'IfNotPresent',
-        command: ['sh', '-c', `{ ${script}; } > ${out}.tmp && mv ${out}.tmp ${out}`],
-        resources: resources(NETWORK_REQUESTS.hostProbe),
-        securityContext: privileged,
-        volumeMounts: [
-          outMount,
-          { name: 'bpf', mountPath: '/sys/fs/bpf' },
-          { name: 'cilium-run', mountPath: '/var/run/cilium' },
-        ],
-      },
-    ],
-    extraVolumes: [
-      { name: 'bpf', hostPath: { path: '/sys/fs/bpf', type: 'Directory' } },
-      { name: 'cilium-run', hostPath: { path: '/var/run/cilium', type: 'Directory' } },
-    ],
-  });
+  return privilegedHostJob(ctx, name, runId, 'cilium-command', ciliumImage(ctx.config), script, [
+    { name: 'bpf', path: '/sys/fs/bpf' },
+    { name: 'cilium-run', path: '/var/run/cilium' },
+  ]);
 }
 
 /** The Jobs of one run that the plan fixes (fortio, download, SSE, the mTLS cases), by name. */

@@ -5,6 +5,7 @@ import type { NetworkStudyPlan } from '../../network/study/model.ts';
 import { cellByName } from '../../network/topology.ts';
 import { inClusterTransport, KubeNetworkCluster } from '../kube-cluster.ts';
 import { type JobObject, type ServiceObject, systemClock } from '../ports.ts';
+import { retryPolicyOf } from '../retry.ts';
 import { FileNetworkResultStore } from './file-store.ts';
 import { HttpSidecarMetrics } from './http-sidecar.ts';
 import { type NetworkJobContext, runJobs } from './jobs.ts';
@@ -59,11 +60,7 @@ export async function networkMain(dir: string, results: string, config: LabConfi
     plan,
     {
       readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
-      retry: {
-        attempts: config.runner.retry.attempts,
-        initialDelayMs: config.runner.retry.initialDelaySeconds * 1000,
-        maxDelayMs: config.runner.retry.maxDelaySeconds * 1000,
-      },
+      retry: retryPolicyOf(config),
     },
   );
   const invalid = study.runs.filter((run) => !run.valid).length;

@@ -3,10 +3,11 @@ import type { ProbesInPod } from './jobs.ts';
 
 /**
  * The files of the network runner's ConfigMap (charts/network/study-runner.ts), mounted at
- * RUNNER_DIR like the first lab's: the same bundle and configuration, the cell's plan and Jobs.
+ * RUNNER_DIR like the first lab's: its own bundle, the configuration, the cell's plan and Jobs.
  */
 export const NETWORK_RUNNER_FILES = {
-  bundle: RUNNER_FILES.bundle,
+  /** The network runner, bundled by esbuild from lib/runner/network/entry.ts. */
+  bundle: 'network-runner.mjs',
   config: RUNNER_FILES.config,
   /** The cell's NetworkStudyPlan. */
   plan: RUNNER_FILES.plan,

@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Testing } from 'cdk8s';
 import { describe, expect, it } from 'vitest';
 import {
@@ -23,6 +26,7 @@ import {
 import { missingPlanJobs } from '../../../lib/runner/network/main.ts';
 import { NETWORK_RUNNER_FILES } from '../../../lib/runner/network/runner-files.ts';
 import type { JobObject } from '../../../lib/runner/ports.ts';
+import { tempDir } from '../../temp.ts';
 import { type Manifest, validateManifest } from '../validate.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary manifest fields
@@ -177,6 +181,35 @@ describe('the network study runner chart', () => {
       'http://fortio.mesh.svc.cluster.local:8080/echo',
     ]);
     expect(pod.volumes[0].hostPath.path).toBe('/var/lib/lab/results/jobs/net-e1-mesh-mtls-r1');
+  });
+
+  it('ships its own bundle, which runs in Node and stops with a clear message outside a cluster', () => {
+    const data = byKind(synth(example, 'dp-iptables'), 'ConfigMap')[0].data as Record<string, string>;
+    const bundle = data[NETWORK_RUNNER_FILES.bundle];
+    expect(bundle).not.toMatch(/cdk8s|from "zod"|@aws-sdk|from "esbuild"/);
+    expect(Buffer.byteLength(bundle)).toBeLessThan(200 * 1024);
+    const run = (files: Record<string, string>) => {
+      const dir = tempDir('network-runner-bundle-');
+      for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, file), text);
+      try {
+        execFileSync(process.execPath, [join(dir, NETWORK_RUNNER_FILES.bundle)], {
+          env: { PATH: process.env.PATH ?? '', LAB_RUNNER_DIR: dir, LAB_RESULTS_DIR: join(dir, 'results') },
+          stdio: 'pipe',
+        });
+        return { status: 0, stderr: '' };
+      } catch (error) {
+        const e = error as { status: number; stderr: Buffer };
+        return { status: e.status, stderr: e.stderr.toString() };
+      }
+    };
+    expect(run(data)).toEqual({
+      status: 1,
+      stderr: expect.stringMatching(
+        /KUBERNETES_SERVICE_HOST is not set: the runner must run in a pod of the cluster/,
+      ),
+    });
+    const llm = { ...data, [NETWORK_RUNNER_FILES.config]: JSON.stringify(parseLabConfig({})) };
+    expect(run(llm).stderr).toMatch(/is an llm-gateway configuration: this is the network lab's runner/);
   });
 
   it('refuses a plan whose ConfigMap would exceed the Kubernetes limit, naming the cell', () => {

@@ -180,6 +180,10 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   readonly failures = new Map<string, number[]>();
   /** Jobs (by name pattern) that fail without writing their file. */
   failJobs: RegExp | undefined;
+  /** Jobs (by name pattern) that never finish. */
+  hangJobs: RegExp | undefined;
+  /** What the Cilium agent's log says. */
+  ciliumAgentLog = 'level=info msg="Cilium health daemon started"\n';
   /** Jobs (by name pattern) that succeed but write no file. */
   noOutput: RegExp | undefined;
   /** fortio Jobs (by name pattern) whose histogram is fortio's default 1 ms resolution. */
@@ -301,7 +305,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     this.jobs.set(key, {
       job,
       createdAtMs: this.clock.ms,
-      durationMs: (seconds + 2) * 1000,
+      durationMs: this.hangJobs?.test(job.metadata.name) ? Number.POSITIVE_INFINITY : (seconds + 2) * 1000,
       pod,
       done: false,
       counts: { active: 1, succeeded: 0, failed: 0 },
@@ -346,6 +350,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   async podLog(namespace: string, name: string): Promise<string> {
     this.fail('podLog');
+    if (namespace === 'kube-system') return this.ciliumAgentLog;
     return `${namespace}/${name}: fake log\n`;
   }
 

@@ -104,6 +104,38 @@ describe('runNetworkStudy', () => {
     ]);
   });
 
+  it('deletes a Job that does not finish in time and records the run as timed out', async () => {
+    const t = setup('dp-iptables');
+    t.fake.hangJobs = /^net-c-r1$/;
+    const study = await runNetworkStudy(t.deps, config, planOf('dp-iptables', ['c-r1', 'c-r2']), {
+      ...FAST,
+      jobTimeoutMs: 120_000,
+    });
+    expect(study.runs[0]).toMatchObject({ job: 'timed-out', valid: false });
+    expect(study.runs[0].invalidReasons.join('\n')).toMatch(
+      /job\/net-c-r1 timed-out and left no result file/,
+    );
+    expect(t.lines.some((l) => /job\/net-c-r1 did not finish within 2m00s; deleting it/.test(l))).toBe(true);
+    expect(study.runs[1].valid).toBe(true);
+    expect(t.fake.activeJobs()).toBe(0);
+  });
+
+  it('makes an E9 step on Cilium invalid when the agent logs a full map', async () => {
+    const t = setup('dp-cilium');
+    t.fake.ciliumAgentLog = 'level=warning msg="Unable to update element for LB map" error="map is full"\n';
+    const study = await runNetworkStudy(t.deps, config, planOf('dp-cilium', ['e9-services-100']), FAST);
+    const [step] = study.runs;
+    if (step.result?.kind !== 'service-scale') throw new Error('not a scale result');
+    expect(step.result.scale).toMatchObject({
+      lbMapFull: true,
+      entriesCommand: 'cilium-dbg bpf lb list | wc -l',
+    });
+    expect(step.valid).toBe(false);
+    expect(step.invalidReasons).toContain('the Cilium agent logged "map full" during the step');
+    const entriesJob = t.fake.created.find((j) => j.metadata.name === 'net-entries-e9-services-100');
+    expect(entriesJob?.metadata.labels['app.kubernetes.io/component']).toBe('cilium-command');
+  });
+
   it('records the mTLS matrix: observed beside expected, one curl Job per case under its service account', async () => {
     const t = setup('mesh');
     const study = await runNetworkStudy(
