@@ -46,7 +46,8 @@ export function htmlTable(table: TextTable): string {
   return `<table>\n<thead><tr>${head}</tr></thead>\n<tbody>\n${body}\n</tbody>\n</table>`;
 }
 
-function section(s: ReportSection): string {
+/** One report section: heading, intro, its table (when it has rows) and the notes below it. */
+export function htmlSection(s: ReportSection): string {
   const parts = [
     `<section id="${s.id}">`,
     `<h2>${escapeHtml(s.title)}</h2>`,
@@ -58,29 +59,60 @@ function section(s: ReportSection): string {
   return parts.join('\n');
 }
 
-async function chartsSection(tables: ReportTables): Promise<string> {
-  const figures: string[] = [];
-  for (const chart of reportCharts(tables)) {
-    if (chart.bars.length === 0) {
-      figures.push(
-        `<figure class="chart" id="chart-${chart.id}"><figcaption>${escapeHtml(chart.title)}</figcaption>` +
-          '<p class="note">No valid prefix-workload arm run to chart.</p></figure>',
-      );
-      continue;
-    }
-    const svg = await renderChartSvg(barChartSpec(chart));
-    figures.push(
-      `<figure class="chart" id="chart-${chart.id}" data-bars="${chart.bars.length}">\n${svg}\n</figure>`,
+/**
+ * One chart as a figure: its SVG, or its title and `empty` when it has nothing to draw. `data`
+ * becomes `data-*` attributes (what the chart holds, for tests and readers of the source).
+ */
+export function htmlChartFigure(
+  id: string,
+  title: string,
+  svg: string | undefined,
+  empty: string,
+  data: Readonly<Record<string, string | number>> = {},
+): string {
+  if (svg === undefined) {
+    return (
+      `<figure class="chart" id="chart-${id}"><figcaption>${escapeHtml(title)}</figcaption>` +
+      `<p class="note">${escapeHtml(empty)}</p></figure>`
     );
   }
+  const attributes = Object.entries(data)
+    .map(([key, value]) => ` data-${key}="${escapeHtml(String(value))}"`)
+    .join('');
+  return `<figure class="chart" id="chart-${id}"${attributes}>\n${svg}\n</figure>`;
+}
+
+/** A charts section: a heading, its intro (HTML: escape text with `escapeHtml`) and the figures side by side. */
+export function htmlChartsSection(
+  intro: string,
+  figures: readonly string[],
+  id = 'charts',
+  title = 'Charts',
+): string {
   return [
-    '<section id="charts">',
-    '<h2>Charts</h2>',
-    '<p class="intro">Valid prefix-workload arm runs only. Dashed lines are references: the measured ideal ' +
-      "partition and, for the hit rate, the formula's single-replica bound of the workload.</p>",
+    `<section id="${id}">`,
+    `<h2>${escapeHtml(title)}</h2>`,
+    `<p class="intro">${intro}</p>`,
     `<div class="charts">\n${figures.join('\n')}\n</div>`,
     '</section>',
   ].join('\n');
+}
+
+async function chartsSection(tables: ReportTables): Promise<string> {
+  const figures: string[] = [];
+  for (const chart of reportCharts(tables)) {
+    const svg = chart.bars.length === 0 ? undefined : await renderChartSvg(barChartSpec(chart));
+    figures.push(
+      htmlChartFigure(chart.id, chart.title, svg, 'No valid prefix-workload arm run to chart.', {
+        bars: chart.bars.length,
+      }),
+    );
+  }
+  return htmlChartsSection(
+    'Valid prefix-workload arm runs only. Dashed lines are references: the measured ideal ' +
+      "partition and, for the hit rate, the formula's single-replica bound of the workload.",
+    figures,
+  );
 }
 
 export async function htmlReport(tables: ReportTables, heading: ReportHeading): Promise<string> {
@@ -88,22 +120,42 @@ export async function htmlReport(tables: ReportTables, heading: ReportHeading): 
   const charts = await chartsSection(tables);
   const body: string[] = [];
   for (const s of sections) {
-    body.push(section(s));
+    body.push(htmlSection(s));
     // The charts follow the comparison they illustrate.
     if (s.id === 'left-on-the-table') body.push(charts);
   }
+  return htmlPage({
+    title: 'LLM-gateway study report',
+    intro:
+      `Generated from <code>${escapeHtml(heading.source)}</code>, which stays the source of truth. Only valid runs ` +
+      'enter the tables, comparisons and charts; invalid runs are listed with their reasons under Invalid runs.',
+    ...(heading.banner ? { banner: heading.banner } : {}),
+    body: body.join('\n'),
+  });
+}
+
+/** What a self-contained report page holds; `intro` and `body` are HTML, the rest text. */
+export interface HtmlPage {
+  readonly title: string;
+  readonly intro: string;
+  readonly banner?: string;
+  readonly body: string;
+}
+
+/** The self-contained page both labs' reports use: inline CSS, no script, nothing fetched. */
+export function htmlPage(page: HtmlPage): string {
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>LLM-gateway study report</title>
+<title>${escapeHtml(page.title)}</title>
 <style>${STYLE}</style>
 </head>
 <body>
-<h1>LLM-gateway study report</h1>
-<p class="intro">Generated from <code>${escapeHtml(heading.source)}</code>, which stays the source of truth. Only valid runs enter the tables, comparisons and charts; invalid runs are listed with their reasons under Invalid runs.</p>
-${heading.banner ? `<p class="banner" id="banner" role="status">${escapeHtml(heading.banner)}</p>\n` : ''}${body.join('\n')}
+<h1>${escapeHtml(page.title)}</h1>
+<p class="intro">${page.intro}</p>
+${page.banner ? `<p class="banner" id="banner" role="status">${escapeHtml(page.banner)}</p>\n` : ''}${page.body}
 </body>
 </html>
 `;

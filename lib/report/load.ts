@@ -138,21 +138,30 @@ export function parseStudy(json: unknown, file: string): StudyRecord {
     const study: StudyRecord = result.data;
     return study;
   }
-  const issues = result.error.issues;
+  throw new StudyFileError(
+    file,
+    `${file} is not a study JSON (schema version ${STUDY_SCHEMA_VERSION}): ${schemaProblems(result.error.issues)}`,
+  );
+}
+
+/** `3 problem(s)` and the first MAX_LISTED_PROBLEMS of them, one `  - path: message` line each. */
+export function schemaProblems(issues: readonly z.core.$ZodIssue[]): string {
   const listed = issues.slice(0, MAX_LISTED_PROBLEMS).map((issue) => {
     const path = settingName(issue.path.map((p) => (typeof p === 'symbol' ? '?' : p)));
     return `  - ${path}: ${issue.message}`;
   });
   const more =
     issues.length > MAX_LISTED_PROBLEMS ? [`  ... and ${issues.length - MAX_LISTED_PROBLEMS} more`] : [];
-  throw new StudyFileError(
-    file,
-    `${file} is not a study JSON (schema version ${STUDY_SCHEMA_VERSION}): ${issues.length} problem(s)\n${[...listed, ...more].join('\n')}`,
-  );
+  return `${issues.length} problem(s)\n${[...listed, ...more].join('\n')}`;
 }
 
 /** Reads `file` and validates it; every failure is a `StudyFileError` naming the file. */
 export async function loadStudy(file: string): Promise<StudyRecord> {
+  return parseStudy(await readStudyJson(file), file);
+}
+
+/** Reads `file` as JSON (either lab's study); every failure is a `StudyFileError` naming the file. */
+export async function readStudyJson(file: string): Promise<unknown> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -167,11 +176,9 @@ export async function loadStudy(file: string): Promise<StudyRecord> {
     if (code === 'EISDIR') throw new StudyFileError(file, `${file} is a directory, not a study JSON`);
     throw new StudyFileError(file, `cannot read ${file}: ${(error as Error).message}`);
   }
-  let json: unknown;
   try {
-    json = JSON.parse(text);
+    return JSON.parse(text);
   } catch (error) {
     throw new StudyFileError(file, `${file} is not JSON: ${(error as Error).message}`);
   }
-  return parseStudy(json, file);
 }

@@ -21,7 +21,8 @@ export function markdownTable(table: TextTable): string {
   return [row(table.headers), rule, ...table.rows.map(row)].join('\n');
 }
 
-function section(s: ReportSection): string {
+/** One report section: `## title`, intro, its table (when it has rows) and the notes below it. */
+export function markdownSection(s: ReportSection): string {
   const parts = [`## ${s.title}`, s.intro];
   if (s.table && s.table.rows.length > 0) parts.push(markdownTable(s.table));
   parts.push(...s.notes);
@@ -35,5 +36,5 @@ export function markdownReport(tables: ReportTables, heading: ReportHeading): st
       'tables, comparisons and charts; invalid runs are listed with their reasons under Invalid runs.',
     ...(heading.banner ? [`> **${heading.banner}**`] : []),
   ];
-  return `${[...intro, ...reportSections(tables).map(section)].join('\n\n')}\n`;
+  return `${[...intro, ...reportSections(tables).map(markdownSection)].join('\n\n')}\n`;
 }

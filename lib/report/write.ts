@@ -72,13 +72,26 @@ export async function writeReport(resultsDir: string, outDir: string = resultsDi
   const record = await loadStudy(study);
   const tables = reportTables(record);
   const banner = studyBanner(studyCompleteness(record));
-  const out = resolve(outDir);
   const heading = { source: study, ...(banner ? { banner } : {}) };
+  const written = await writeReportFiles(
+    outDir,
+    markdownReport(tables, heading),
+    await htmlReport(tables, heading),
+  );
+  return { study, ...written, ...(banner ? { banner } : {}) };
+}
+
+/** Writes `report.md` and `report.html` into `outDir` (created if need be); returns their paths. */
+export async function writeReportFiles(
+  outDir: string,
+  markdownText: string,
+  htmlText: string,
+): Promise<{ markdown: string; html: string }> {
+  const out = resolve(outDir);
   const markdown = join(out, 'report.md');
   const html = join(out, 'report.html');
-  const htmlText = await htmlReport(tables, heading);
   await writeOut(out, () => mkdir(out, { recursive: true }));
-  await writeOut(markdown, () => writeFile(markdown, markdownReport(tables, heading)));
+  await writeOut(markdown, () => writeFile(markdown, markdownText));
   await writeOut(html, () => writeFile(html, htmlText));
-  return { study, markdown, html, ...(banner ? { banner } : {}) };
+  return { markdown, html };
 }
