@@ -77,7 +77,7 @@ describe('charts with study.parallelism: 2', () => {
     );
     expect(configWarnings(serial.config).some((w) => w.includes('parallelism'))).toBe(false);
     expect(() => synthLab({ study: { parallelism: 2, optionalArms: ['llmd-precise'] } })).toThrow(
-      "study.parallelism = 2: a second pair of 2 replica(s) runs beside the standard 2 and llm-d's 2, needing 6 GPUs; instance.gpus is 4 (g6.12xlarge). Allowed on this instance: 1; or lower vllm.replicas to 1; or use a larger instance",
+      "study.parallelism = 2: a second pair of 2 replica(s) runs beside the standard 2 and llm-d's 2, needing 6 GPUs; the cluster has 4 GPU(s) a replica fits beside (server g6.12xlarge: 4). Allowed here: 1; or lower vllm.replicas to 1; or add GPU agents (cluster.agents)",
     );
     expect(() => synthLab({ study: { parallelism: 3 } })).toThrow('study.parallelism');
   });
