@@ -12,6 +12,7 @@ import {
   HELD_PACKAGES_PATTERN,
   lifetimeMinutes,
   nodeLabelFlags,
+  routerWheelhouseSettings,
   SHAREGPT_URL,
   sharegptSetting,
   writeBootstrapFolder,
@@ -27,7 +28,8 @@ import { fullyQualifiedImage } from './shell.ts';
 /**
  * The bootstrap of one K3s agent (issue 17): the same shell program as the server (main.sh,
  * helpers.sh, steps/), with the agent's steps and settings. A GPU agent checks its GPUs, joins,
- * fills its own model cache and reports it to the server; a CPU agent only joins.
+ * fills its own model cache and reports it to the server; a CPU agent joins and stages the router
+ * wheelhouse (front ends go to a CPU node when there is one).
  */
 
 /** Launcher variables an agent needs: the server to join, the secret holding the token, the server's id. */
@@ -68,7 +70,10 @@ function agentStepTitles(config: LabConfig, node: ClusterNode): Record<AgentStep
     check_gpus: `check the GPUs: nvidia-smi lists ${node.gpus} (${node.instanceType})`,
     check_container_runtime: 'check nvidia-container-runtime (K3s needs it for the nvidia runtime)',
     join_cluster: `install K3s ${config.k3s.version} as an agent (${node.role} node ${node.name}) and join the server with the agent token`,
-    prefetch: `pre-fetch ${config.model.name}${sharegpt} into this node's cache; pull images in parallel`,
+    prefetch:
+      node.role === 'gpu'
+        ? `pre-fetch ${config.model.name}${sharegpt} into this node's cache; pull images and stage the router wheelhouse in parallel`
+        : `stage the vllm-router ${config.router.version} wheelhouse for the front ends this node may run`,
     report_model_cache: "report this node's model cache to the server, which places replicas only after it",
     signal_success: 'signal SUCCESS to the WaitCondition',
   };
@@ -110,6 +115,7 @@ export function renderAgentSettings(config: LabConfig, node: ClusterNode): strin
     assign('MODEL_NAME', config.model.name),
     assign('VLLM_IMAGE', config.vllm.image),
     assign('VLLM_IMAGE_REF', fullyQualifiedImage(config.vllm.image)),
+    ...routerWheelhouseSettings(config),
     '',
   ].join('\n');
 }

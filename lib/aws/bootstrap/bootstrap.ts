@@ -331,10 +331,7 @@ export function renderSettings(config: LabConfig): string {
     assign('SERVED_MODEL_NAME', config.model.servedName),
     assign('VLLM_IMAGE', config.vllm.image),
     assign('VLLM_IMAGE_REF', fullyQualifiedImage(config.vllm.image)),
-    // The router wheelhouse (steps/06-prefetch.sh stage_router_wheelhouse) is staged in this image.
-    assign('ROUTER_IMAGE_REF', fullyQualifiedImage(config.router.image)),
-    assign('ROUTER_VERSION', config.router.version),
-    assign('ROUTER_WHEELHOUSE', routerWheelhouse(config.router.version)),
+    ...routerWheelhouseSettings(config),
     assign('VLLM_PORT', VLLM_PORT),
     assign('REPLICAS', config.vllm.replicas),
     array('REPLICA_SETS', replicaSets(config)),
@@ -371,6 +368,19 @@ export function clusterSettings(host: string): string[] {
 }
 
 /** The ShareGPT file's host path, or '' when the study runs no ShareGPT control. */
+/**
+ * The router wheelhouse (steps/06-prefetch.sh stage_router_wheelhouse), staged in the router's own
+ * image on every host a router may run on: the server and each agent (front ends go to a CPU node
+ * when there is one, lib/config/placement.ts).
+ */
+export function routerWheelhouseSettings(config: LabConfig): string[] {
+  return [
+    assign('ROUTER_IMAGE_REF', fullyQualifiedImage(config.router.image)),
+    assign('ROUTER_VERSION', config.router.version),
+    assign('ROUTER_WHEELHOUSE', routerWheelhouse(config.router.version)),
+  ];
+}
+
 export function sharegptSetting(config: LabConfig): string {
   return config.study.sharegptControl ? sharegptHostPath(config) : '';
 }

@@ -97,11 +97,13 @@ export const AGENT_STEP_NAMES = [
 ] as const;
 export type AgentStepName = (typeof AGENT_STEP_NAMES)[number];
 
-/** Steps a CPU agent skips: it has no GPU and serves no model. */
+/**
+ * Steps a CPU agent skips: it has no GPU and serves no model. Its prefetch stages only the router
+ * wheelhouse (steps/06-prefetch.sh).
+ */
 export const GPU_AGENT_ONLY_STEPS: readonly AgentStepName[] = [
   'check_gpus',
   'check_container_runtime',
-  'prefetch',
   'report_model_cache',
 ];
 

@@ -113,7 +113,7 @@ describe('settings of a cluster with agents', () => {
     expect(total).toBeLessThanOrEqual((60 - 4) * 60);
   });
 
-  test('a GPU agent checks its GPUs and fills its cache; a CPU agent only joins', () => {
+  test('a GPU agent checks its GPUs and fills its cache; a CPU agent joins and stages the wheelhouse', () => {
     expect(agentBootstrapSteps(config, gpu1).map((s) => s.name)).toEqual([
       'arm_cost_guard',
       'hold_os_updates',
@@ -128,6 +128,7 @@ describe('settings of a cluster with agents', () => {
       'arm_cost_guard',
       'hold_os_updates',
       'join_cluster',
+      'prefetch',
       'signal_success',
     ]);
     const settings = renderAgentSettings(config, client1);
@@ -243,6 +244,8 @@ describe('a K3s agent, rehearsed', () => {
       /^aws s3 cp --only-show-errors --region us-west-2 .*\/model-cache\.json s3:\/\/results-bucket\/LlmGatewayLab\/agents\/gpu-1\/model-cache\/i-0server0000000000$/,
     );
     expect(report).toBeGreaterThan(prefetch);
+    // The routers may land here too (no CPU node in some clusters): the wheelhouse is staged.
+    expect(calls.some((c) => c.includes('pip download') && c.includes('vllm-router=='))).toBe(true);
     const [signal] = box.signals();
     expect(signal?.body.Status).toBe('SUCCESS');
     expect(signal?.body.Data).toMatch(
@@ -251,7 +254,7 @@ describe('a K3s agent, rehearsed', () => {
     expect(box.log()).not.toContain('fake-agent-token');
   });
 
-  test('a CPU agent joins without GPU checks or a model cache', () => {
+  test('a CPU agent joins without GPU checks or a model cache, and stages the router wheelhouse', () => {
     const { box, result, calls } = agent(client1);
     expect(result.status, box.log()).toBe(0);
     expect(calls).toContain(
@@ -259,6 +262,11 @@ describe('a K3s agent, rehearsed', () => {
     );
     expect(calls.some((c) => c.startsWith('nvidia-smi') || c.includes('lab-model-prefetch'))).toBe(false);
     expect(calls.some((c) => c.includes('/model-cache/'))).toBe(false);
+    // Front ends go to the CPU node: its routers install offline from its own wheelhouse.
+    const staged = calls.filter((c) => c.includes('pip download'));
+    expect(staged).toHaveLength(1);
+    expect(staged[0]).toContain('--only-binary=:all:');
+    expect(box.log()).toMatch(/staged \d+ wheel\(s\) in \S*\/var\/lib\/lab\/models\/wheels\/vllm-router-/);
     expect(box.signals()[0]?.body.Data).toMatch(/^agent client-1 \(cpu\) joined as node client-1-i-0agent/);
   });
 

@@ -6,6 +6,11 @@
 prefetch() {
   local image pid vllm_pull wheelhouse failed=() images=()
   local -A fetches=()
+  # A CPU agent serves no model: it only stages the wheelhouse for the routers it may run.
+  if [ "${NODE_ROLE:-}" = cpu ]; then
+    stage_router_wheelhouse || true
+    return 0
+  fi
   mkdir -p "$MODEL_CACHE"
   # The model download runs in the vLLM image: pull it first, and everything else meanwhile.
   pull_image "$VLLM_IMAGE" &
