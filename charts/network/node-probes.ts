@@ -10,6 +10,8 @@ import {
   GOOD_SERVICE_ACCOUNT,
   MESH_NAMESPACE,
   PLAIN_NAMESPACE,
+  SSE_PORT,
+  SSE_SERVER,
 } from '../../lib/network/topology.ts';
 import type { ContainerRequests } from '../../lib/study/resources.ts';
 import { COMPONENT_LABEL, containerResources, port } from '../common.ts';
@@ -17,9 +19,6 @@ import { cellDeployment, cellNodeSelector, unprivilegedContainer } from './commo
 
 /** ConfigMap with the probes' bundles, one per namespace that runs them. */
 export const PROBES_CONFIG_MAP = 'network-probes';
-/** The E7 server and its port (the probe's default). */
-export const SSE_SERVER = 'sse-server';
-export const SSE_PORT = 8080;
 
 export interface NodeProbesProps extends ChartProps {
   readonly cell: string;

@@ -52,6 +52,10 @@ export const SCALE_BACKEND_PORT = FORTIO_HTTP_PORT;
 /** Label every runner-created E9 Service carries, so a step can count and delete them. */
 export const SCALE_SERVICE_LABEL = 'network-lab/service-scale';
 
+/** The E7 server and its port (the probe's default). */
+export const SSE_SERVER = 'sse-server';
+export const SSE_PORT = 8080;
+
 /** The cell's study runner: its Job, ServiceAccount, Roles and ConfigMap (in `plain`). */
 export const NETWORK_RUNNER_NAME = 'network-study-runner';
 

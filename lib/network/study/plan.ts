@@ -1,4 +1,3 @@
-import { SSE_PORT, SSE_SERVER } from '../../../charts/network/node-probes.ts';
 import type { MeshMode, NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { SSE_PATH } from '../probes/sse.ts';
@@ -14,6 +13,8 @@ import {
   GOOD_SERVICE_ACCOUNT,
   MESH_NAMESPACE,
   PLAIN_NAMESPACE,
+  SSE_PORT,
+  SSE_SERVER,
 } from '../topology.ts';
 import type {
   CurlOutcome,
