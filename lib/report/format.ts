@@ -408,6 +408,28 @@ export function reportSections(tables: ReportTables): ReportSection[] {
             ],
           }),
     },
+    ...(tables.overlaps.length > 0
+      ? [
+          {
+            id: 'overlaps',
+            title: 'Runs that overlapped',
+            intro:
+              'Runs that executed beside others on other replicas (the bound sweep; both replica pairs with ' +
+              "study.parallelism 2). They shared the host's CPUs and PCIe, never a GPU, cache or front end.",
+            table: {
+              headers: ['Run', 'Status', 'Title', 'Ran beside'],
+              align: ['left', 'left', 'left', 'left'] as Align[],
+              rows: tables.overlaps.map((row) => [
+                row.runId,
+                row.valid ? 'valid' : 'invalid',
+                row.title,
+                row.overlappedWith.join(', '),
+              ]),
+            },
+            notes: [],
+          },
+        ]
+      : []),
     {
       id: 'metadata',
       title: 'Study',

@@ -128,6 +128,14 @@ export interface InvalidRun {
   readonly reasons: readonly string[];
 }
 
+/** A run that executed beside others (the bound sweep, `study.parallelism: 2`), as recorded. */
+export interface OverlapRow {
+  readonly runId: string;
+  readonly title: string;
+  readonly valid: boolean;
+  readonly overlappedWith: readonly string[];
+}
+
 export interface MetadataEntry {
   readonly label: string;
   readonly value: string;
@@ -154,6 +162,8 @@ export interface ReportTables {
   /** Prefix arms with no valid run at all: charts name them so their absence is visible. */
   readonly invalidPrefixArms: readonly { readonly arm: string; readonly armTitle: string }[];
   readonly invalid: readonly InvalidRun[];
+  /** Runs that shared the host with others while they ran (they shared CPUs and PCIe, no GPU or cache). */
+  readonly overlaps: readonly OverlapRow[];
   /** Study-order run ids that the tables leave out because they are invalid, per table. */
   readonly omitted: {
     readonly prefixArms: readonly string[];
@@ -284,6 +294,14 @@ export function reportTables(study: StudyRecord): ReportTables {
     predictionChecks: prefixArms.flatMap(predictionChecks),
     invalidPrefixArms,
     invalid,
+    overlaps: study.runs
+      .filter((record) => (record.overlappedWith?.length ?? 0) > 0)
+      .map((record) => ({
+        runId: record.id,
+        title: record.title,
+        valid: record.valid,
+        overlappedWith: record.overlappedWith ?? [],
+      })),
     omitted: {
       prefixArms: omittedPrefixArms,
       bounds: invalidIds((r) => r.group === 'bound'),

@@ -350,3 +350,15 @@ describe('markdown report', () => {
     );
   });
 });
+
+describe('runs that overlapped', () => {
+  it('lists each run recorded beside others with what it ran beside, and no section when none did', () => {
+    expect(sections.some((s) => s.id === 'overlaps')).toBe(tables.overlaps.length > 0);
+    const runs = study.runs.map((r) => (r.id === 'bound-p128' ? { ...r, overlappedWith: ['bound-p64'] } : r));
+    const overlapped = reportSections(reportTables(withRuns(runs)));
+    const table = overlapped.find((s) => s.id === 'overlaps')?.table;
+    expect(table?.rows).toContainEqual(['bound-p128', 'valid', run('bound-p128').title, 'bound-p64']);
+    const none = study.runs.map(({ overlappedWith: _, ...r }) => r);
+    expect(reportSections(reportTables(withRuns(none))).some((s) => s.id === 'overlaps')).toBe(false);
+  });
+});
