@@ -63,7 +63,7 @@ import { GPU_TOPOLOGY_FILE, GPU_UUIDS_FILE, HOST_FILE } from './layout.ts';
 import type { Cluster, DeploymentState, Replicas, RunnerDeps, StudyFiles } from './ports.ts';
 import { type StatusChecks, statusProblems } from './preflight.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryingCluster, retryingReplicas } from './retry.ts';
-import { formatElapsed, progressLine, type StudyState, type StudyStatus, studyEtaMs } from './status.ts';
+import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
 import { chooseStudy } from './study-id.ts';
 
 export interface RunnerOptions {
@@ -1356,37 +1356,23 @@ class StudyRunner {
   }
 
   private async writeStatus(error?: string): Promise<void> {
-    const records = [...this.records.values()];
     const { elapsedMs, etaMs } = this.eta();
-    const status: StudyStatus = {
-      state: this.state,
-      ...(this.studyId ? { studyId: this.studyId } : {}),
-      ...(this.metadata ? { studyStartedAt: this.metadata.startedAt } : {}),
-      startedAt: this.startedAt.toISOString(),
-      updatedAt: this.deps.clock.now().toISOString(),
-      totalRuns: this.plan.runs.length,
-      recordedRuns: records.length,
-      validRuns: records.filter((r) => r.valid).length,
-      invalidRuns: records.filter((r) => !r.valid).length,
-      invalidRunIds: this.plan.runs.flatMap((run) =>
-        this.records.get(run.id)?.valid === false ? [run.id] : [],
-      ),
-      ...(this.current && this.state !== 'finished'
-        ? {
-            current: {
-              index: this.current.index,
-              id: this.current.run.id,
-              phase: this.current.phase,
-              startedAt: this.current.startedAt.toISOString(),
-              elapsedSeconds: Math.round(elapsedMs / 1000),
-            },
-          }
-        : {}),
-      ...(etaMs !== undefined && this.state === 'running' ? { etaSeconds: Math.round(etaMs / 1000) } : {}),
-      message: this.message,
-      ...(error ? { error } : {}),
-    };
-    await this.deps.store.writeStatus(status);
+    await this.deps.store.writeStatus(
+      studyStatus({
+        state: this.state,
+        studyId: this.studyId,
+        studyStartedAt: this.metadata?.startedAt,
+        startedAt: this.startedAt,
+        now: this.deps.clock.now(),
+        runIds: this.plan.runs.map((run) => run.id),
+        records: this.records,
+        active: this.current,
+        elapsedMs,
+        etaMs,
+        message: this.message,
+        error,
+      }),
+    );
   }
 }
 

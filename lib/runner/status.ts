@@ -88,3 +88,61 @@ export function progressLine(
   const eta = etaMs === undefined ? 'unknown' : formatEta(etaMs);
   return `run ${index}/${total} ${runId}: ${phase} (elapsed ${formatElapsed(elapsedMs)}, study ETA ${eta})`;
 }
+
+/** The run in progress, as a runner tracks it. */
+export interface ActiveRun {
+  readonly index: number;
+  readonly run: { readonly id: string };
+  readonly phase: string;
+  readonly startedAt: Date;
+}
+
+/** What both labs' runners know when they rewrite status.json. */
+export interface StatusSnapshot {
+  readonly state: StudyState;
+  readonly studyId?: string;
+  readonly studyStartedAt?: string;
+  readonly startedAt: Date;
+  readonly now: Date;
+  /** The plan's run ids, in plan order. */
+  readonly runIds: readonly string[];
+  /** The latest record of each recorded run, by run id. */
+  readonly records: ReadonlyMap<string, { readonly valid: boolean }>;
+  readonly active?: ActiveRun;
+  readonly elapsedMs: number;
+  readonly etaMs: number | undefined;
+  readonly message: string;
+  readonly error?: string;
+}
+
+/** status.json from a runner's state; one shape for the first lab's runner and the network lab's. */
+export function studyStatus(snapshot: StatusSnapshot): StudyStatus {
+  const { state, active, etaMs, error, records } = snapshot;
+  const recorded = [...records.values()];
+  return {
+    state,
+    ...(snapshot.studyId ? { studyId: snapshot.studyId } : {}),
+    ...(snapshot.studyStartedAt ? { studyStartedAt: snapshot.studyStartedAt } : {}),
+    startedAt: snapshot.startedAt.toISOString(),
+    updatedAt: snapshot.now.toISOString(),
+    totalRuns: snapshot.runIds.length,
+    recordedRuns: recorded.length,
+    validRuns: recorded.filter((r) => r.valid).length,
+    invalidRuns: recorded.filter((r) => !r.valid).length,
+    invalidRunIds: snapshot.runIds.filter((id) => records.get(id)?.valid === false),
+    ...(active && state !== 'finished'
+      ? {
+          current: {
+            index: active.index,
+            id: active.run.id,
+            phase: active.phase,
+            startedAt: active.startedAt.toISOString(),
+            elapsedSeconds: Math.round(snapshot.elapsedMs / 1000),
+          },
+        }
+      : {}),
+    ...(etaMs !== undefined && state === 'running' ? { etaSeconds: Math.round(etaMs / 1000) } : {}),
+    message: snapshot.message,
+    ...(error ? { error } : {}),
+  };
+}

@@ -39,7 +39,7 @@ import type {
   SidecarMetrics,
 } from '../ports.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, withRetry } from '../retry.ts';
-import { formatElapsed, progressLine, type StudyState, type StudyStatus, studyEtaMs } from '../status.ts';
+import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
 import { configHash, newStudyId } from '../study-id.ts';
 import {
   CILIUM_STATUS_SCRIPT,
@@ -1162,37 +1162,23 @@ class NetworkStudyRunner {
   }
 
   private async writeStatus(error?: string): Promise<void> {
-    const records = [...this.records.values()];
     const { elapsedMs, etaMs } = this.eta();
-    const status: StudyStatus = {
-      state: this.state,
-      ...(this.studyId ? { studyId: this.studyId } : {}),
-      ...(this.study ? { studyStartedAt: this.study.startedAt } : {}),
-      startedAt: this.startedAt.toISOString(),
-      updatedAt: this.deps.clock.now().toISOString(),
-      totalRuns: this.plan.runs.length,
-      recordedRuns: records.length,
-      validRuns: records.filter((r) => r.valid).length,
-      invalidRuns: records.filter((r) => !r.valid).length,
-      invalidRunIds: this.plan.runs.flatMap((run) =>
-        this.records.get(run.id)?.valid === false ? [run.id] : [],
-      ),
-      ...(this.active && this.state !== 'finished'
-        ? {
-            current: {
-              index: this.active.index,
-              id: this.active.run.id,
-              phase: this.active.phase,
-              startedAt: this.active.startedAt.toISOString(),
-              elapsedSeconds: Math.round(elapsedMs / 1000),
-            },
-          }
-        : {}),
-      ...(etaMs !== undefined && this.state === 'running' ? { etaSeconds: Math.round(etaMs / 1000) } : {}),
-      message: this.message,
-      ...(error ? { error } : {}),
-    };
-    await this.deps.store.writeStatus(status);
+    await this.deps.store.writeStatus(
+      studyStatus({
+        state: this.state,
+        studyId: this.studyId,
+        studyStartedAt: this.study?.startedAt,
+        startedAt: this.startedAt,
+        now: this.deps.clock.now(),
+        runIds: this.plan.runs.map((run) => run.id),
+        records: this.records,
+        active: this.active,
+        elapsedMs,
+        etaMs,
+        message: this.message,
+        error,
+      }),
+    );
   }
 }
 
