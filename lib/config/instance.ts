@@ -60,7 +60,9 @@ export function instanceSchema(d: InstanceDefaults) {
         .min(10)
         .max(720)
         .default(45)
-        .describe('How long cdk deploy waits for the bootstrap to report the testbed usable'),
+        .describe(
+          "How long cdk deploy waits for the bootstrap to report the testbed usable; at least the bootstrap's step budgets plus boot (45 for the GPU host, 53 with agents; a cell's own sum), which validation names",
+        ),
       fallbackTypes: z
         .array(z.string().min(1))
         .default([])
