@@ -94,10 +94,23 @@ export function registerPlanCommand(program: Command): void {
       const hosts = knownClusterNodes(config);
       const price = hosts.length > 0 ? clusterPricePerHourUsd(hosts) : config.instance.pricePerHourUsd;
       const estimate = estimateStudy(studied, studyPlan(studied), DEFAULT_RUN_OVERHEADS, price);
+      // A serial study on a cluster with the GPUs for a second replica pair: what opting in would give.
+      const { replicaGpuCount } = await import('../config/placement.ts');
+      const sets = studied.study.optionalArms.includes('llmd-precise') ? 3 : 2;
+      const paired =
+        studied.study.parallelism === 1 &&
+        hosts.length > 0 &&
+        replicaGpuCount(hosts) >= sets * studied.vllm.replicas
+          ? { ...studied, study: { ...studied.study, parallelism: 2 } }
+          : undefined;
+      const pairedEstimate = paired && estimateStudy(paired, studyPlan(paired), DEFAULT_RUN_OVERHEADS, price);
+      const pairedLine = pairedEstimate
+        ? `  with study.parallelism: 2 (the cluster has the GPUs for a second replica pair; runs then overlap): ${(pairedEstimate.totalSeconds / 60).toFixed(1)} min, about ${pairedEstimate.costUsd.toFixed(2)} USD\n`
+        : '';
       process.stdout.write(
         options.json
-          ? `${JSON.stringify({ ...planJson(plan), estimate }, null, 2)}\n`
-          : `${formatPlan(plan)}\n${formatEstimate(estimate)}`,
+          ? `${JSON.stringify({ ...planJson(plan), estimate, ...(pairedEstimate ? { estimateWithParallelism2: pairedEstimate } : {}) }, null, 2)}\n`
+          : `${formatPlan(plan)}\n${formatEstimate(estimate)}${pairedLine}`,
       );
     });
 }

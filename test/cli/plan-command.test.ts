@@ -26,6 +26,18 @@ describe('lab plan', () => {
       /^Estimated study duration after the bootstrap: \d+\.\d min \(\d+\.\d min if every run were serial\), about \d+\.\d\d USD at 4\.6 USD\/h$/m,
     );
     expect(run.stdout).toMatch(/^ {2}arm +18 run\(s\)/m);
+    // The g6.12xlarge's four GPUs fit a second pair of two replicas: what study.parallelism: 2 would give.
+    const paired = /^ {2}with study\.parallelism: 2 \(.*\): (\d+\.\d) min, about \d+\.\d\d USD$/m.exec(
+      run.stdout,
+    );
+    const serial = /^Estimated study duration after the bootstrap: (\d+\.\d) min/m.exec(run.stdout);
+    expect(Number(paired?.[1])).toBeLessThan(0.6 * Number(serial?.[1]));
+  });
+
+  it('offers no parallelism figure when the cluster lacks the GPUs for a second pair', () => {
+    const run = runLabCli(['plan', '--replicas', '4']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).not.toContain('study.parallelism: 2');
   });
 
   it('reads right for the failed first design, 8 x 512', () => {
