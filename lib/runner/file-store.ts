@@ -42,26 +42,11 @@ export class FileResultStore implements ResultStore {
     return readOptional(join(this.root, name));
   }
 
-  async listStudies(): Promise<{ studies: StoredStudy[]; unreadable: string[] }> {
-    let names: string[];
-    try {
-      names = await readdir(join(this.root, STUDIES_DIR));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { studies: [], unreadable: [] };
-      throw error;
-    }
-    const studies: StoredStudy[] = [];
-    const unreadable: string[] = [];
-    for (const id of names.filter(isStudyId).sort()) {
-      try {
-        const study = await this.study(id).readStudy();
-        if (study) studies.push({ id, metadata: study.metadata });
-        else unreadable.push(`${studyDir(id)}: no ${STUDY_FILE}`);
-      } catch (error) {
-        unreadable.push(`${studyDir(id)}: ${(error as Error).message}`);
-      }
-    }
-    return { studies, unreadable };
+  listStudies(): Promise<{ studies: StoredStudy[]; unreadable: string[] }> {
+    return scanStudies(this.root, async (id) => {
+      const study = await this.study(id).readStudy();
+      return study ? { id, metadata: study.metadata } : `no ${STUDY_FILE}`;
+    });
   }
 
   async takeNewStudyRequest(): Promise<boolean> {
@@ -180,4 +165,34 @@ export async function writeAtomic(path: string, text: string): Promise<void> {
   const temporary = `${path}.tmp-${process.pid}-${++writes}`;
   await writeFile(temporary, text);
   await rename(temporary, path);
+}
+
+/**
+ * The study folders under `studies/` of a results folder, in id order, each read by `take`: the
+ * study it yields, or why the folder is not one (a string, or the error `take` threw). Both labs'
+ * stores list their studies with it.
+ */
+export async function scanStudies<S>(
+  root: string,
+  take: (id: string) => Promise<S | string>,
+): Promise<{ studies: S[]; unreadable: string[] }> {
+  let names: string[];
+  try {
+    names = await readdir(join(root, STUDIES_DIR));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { studies: [], unreadable: [] };
+    throw error;
+  }
+  const studies: S[] = [];
+  const unreadable: string[] = [];
+  for (const id of names.filter(isStudyId).sort()) {
+    try {
+      const study = await take(id);
+      if (typeof study === 'string') unreadable.push(`${studyDir(id)}: ${study}`);
+      else studies.push(study);
+    } catch (error) {
+      unreadable.push(`${studyDir(id)}: ${(error as Error).message}`);
+    }
+  }
+  return { studies, unreadable };
 }

@@ -1,8 +1,15 @@
-import { appendFile, mkdir, readdir, rm } from 'node:fs/promises';
+import { appendFile, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
-import { FileResultStore, readJsonFile, readJsonFiles, readOptional, writeAtomic } from '../file-store.ts';
-import { RUNNER_LOG_FILE, RUNS_DIR, runRecordPath, STUDIES_DIR, STUDY_FILE, studyDir } from '../layout.ts';
+import {
+  FileResultStore,
+  readJsonFile,
+  readJsonFiles,
+  readOptional,
+  scanStudies,
+  writeAtomic,
+} from '../file-store.ts';
+import { RUNNER_LOG_FILE, RUNS_DIR, runRecordPath, STUDY_FILE, studyDir } from '../layout.ts';
 import type { NetworkResultStore, NetworkStudyFiles } from '../ports.ts';
 import type { StudyStatus } from '../status.ts';
 import { isStudyId } from '../study-id.ts';
@@ -33,26 +40,12 @@ export class FileNetworkResultStore implements NetworkResultStore {
     return this.shared.readHostFile(name);
   }
 
-  async listStudies(): Promise<{ studies: NetworkStudyRecord[]; unreadable: string[] }> {
-    let names: string[];
-    try {
-      names = await readdir(join(this.root, STUDIES_DIR));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { studies: [], unreadable: [] };
-      throw error;
-    }
-    const studies: NetworkStudyRecord[] = [];
-    const unreadable: string[] = [];
-    for (const id of names.filter(isStudyId).sort()) {
-      try {
-        const study = await this.study(id).readStudy();
-        if (study?.lab === 'network') studies.push(study);
-        else unreadable.push(`${studyDir(id)}: ${study ? 'not a network study' : `no ${STUDY_FILE}`}`);
-      } catch (error) {
-        unreadable.push(`${studyDir(id)}: ${(error as Error).message}`);
-      }
-    }
-    return { studies, unreadable };
+  listStudies(): Promise<{ studies: NetworkStudyRecord[]; unreadable: string[] }> {
+    return scanStudies(this.root, async (id) => {
+      const study = await this.study(id).readStudy();
+      if (study?.lab === 'network') return study;
+      return study ? 'not a network study' : `no ${STUDY_FILE}`;
+    });
   }
 
   takeNewStudyRequest(): Promise<boolean> {
