@@ -12,10 +12,11 @@ export interface HostProbeChartProps extends ChartProps {
 }
 
 /**
- * A privileged pod in the host's network namespace (network-lab-spec 3): the runner execs rule
- * counts (`iptables-save -t nat`, `nft list table ip kube-proxy`, `ipvsadm -Ln`) and conntrack
- * reads and limits (`/proc/sys/net/netfilter/nf_conntrack_*`, writable only from the host network
- * namespace) in it. It listens on nothing: a host-network port would be the node's.
+ * A privileged pod in the host's network namespace (network-lab-spec 3) for an operator's
+ * `kubectl exec`: rule counts (`iptables-save -t nat`, `nft list table ip kube-proxy`,
+ * `ipvsadm -Ln`) and conntrack reads (`/proc/sys/net/netfilter/nf_conntrack_*`). The runner does
+ * not use it: it runs the same commands as short privileged Jobs (lib/runner/network/jobs.ts
+ * `hostCommandJob`), with no exec right. It listens on nothing: a host-network port would be the node's.
  */
 export class HostProbeChart extends Chart {
   constructor(scope: Construct, id: string, props: HostProbeChartProps) {
