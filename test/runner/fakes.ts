@@ -3,8 +3,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { BENCHMARK_LABEL } from '../../charts/benchmark-job.ts';
+import { BENCHMARK_LABEL, benchmarkJob } from '../../charts/benchmark-job.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
+import { FileResultStore } from '../../lib/runner/file-store.ts';
+import { HttpEndpointPickers, HttpFrontEnds } from '../../lib/runner/http-front-ends.ts';
+import { HttpReplicas } from '../../lib/runner/http-replicas.ts';
 import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
 import type {
   Clock,
@@ -13,6 +16,7 @@ import type {
   JobObject,
   PodState,
   ResourceRef,
+  RunnerDeps,
 } from '../../lib/runner/ports.ts';
 import type { BenchmarkSpec, StudyPlan } from '../../lib/study/plan.ts';
 import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
@@ -20,6 +24,26 @@ import type { JobCounts } from '../../lib/study/validity.ts';
 import { lookedUpTokens } from '../../lib/study/workload.ts';
 
 /** A clock whose sleep only moves time forward: a study of hours runs in milliseconds. */
+/**
+ * The rehearsals' runner: the real HTTP clients against the loopback replicas, front ends and
+ * EPPs, the real results folder, and the given fake cluster and clock.
+ */
+export function rehearsalDeps(
+  config: LabConfig,
+  parts: { cluster: Cluster; clock: Clock; dir: string; tokenFile: string; lines: string[] },
+): RunnerDeps {
+  return {
+    cluster: parts.cluster,
+    replicas: new HttpReplicas(5_000),
+    frontEnds: new HttpFrontEnds(5_000),
+    endpointPickers: new HttpEndpointPickers(parts.tokenFile, 5_000),
+    store: new FileResultStore(parts.dir),
+    clock: parts.clock,
+    jobManifest: (spec) => benchmarkJob(config, spec),
+    log: (line) => parts.lines.push(line),
+  };
+}
+
 export class FakeClock implements Clock {
   constructor(public ms = Date.parse('2025-10-14T09:00:00.000Z')) {}
   now(): Date {

@@ -1,17 +1,20 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { benchmarkJob } from '../../charts/benchmark-job.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
-import { FileResultStore } from '../../lib/runner/file-store.ts';
-import { HttpEndpointPickers, HttpFrontEnds } from '../../lib/runner/http-front-ends.ts';
-import { HttpReplicas } from '../../lib/runner/http-replicas.ts';
 import { runStudy } from '../../lib/runner/run-study.ts';
 import { pairSuffix } from '../../lib/study/pairs.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
 import type { StudyRecord } from '../../lib/study/results.ts';
 import { tempDir } from '../temp.ts';
-import { FakeClock, FakeCluster, FakeEndpointPickers, FakeFrontEnds, FakeReplica } from './fakes.ts';
+import {
+  FakeClock,
+  FakeCluster,
+  FakeEndpointPickers,
+  FakeFrontEnds,
+  FakeReplica,
+  rehearsalDeps,
+} from './fakes.ts';
 
 /**
  * The rehearsal of `study.parallelism: 2`: the real runner against the fake cluster with four
@@ -59,25 +62,11 @@ beforeAll(async () => {
           : ({ 128: 0.444, 64: 0.776, 16: 0.909, 8: 0.923 }[spec.prefix?.prefixes ?? 0] ?? 0.81),
   });
   lines = [];
-  study = await runStudy(
-    {
-      cluster,
-      replicas: new HttpReplicas(5_000),
-      frontEnds: new HttpFrontEnds(5_000),
-      endpointPickers: new HttpEndpointPickers(tokenFile, 5_000),
-      store: new FileResultStore(dir),
-      clock,
-      jobManifest: (spec) => benchmarkJob(config, spec),
-      log: (line) => lines.push(line),
-    },
-    config,
-    plan,
-    {
-      replicaUrls: (_servers, pair) => replicas.slice(pair * 2, pair * 2 + 2).map((r) => r.url),
-      frontEndUrl: (arm, pair) => `${frontEnds.url}/${arm.id}${pairSuffix(pair)}`,
-      eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
-    },
-  );
+  study = await runStudy(rehearsalDeps(config, { cluster, clock, dir, tokenFile, lines }), config, plan, {
+    replicaUrls: (_servers, pair) => replicas.slice(pair * 2, pair * 2 + 2).map((r) => r.url),
+    frontEndUrl: (arm, pair) => `${frontEnds.url}/${arm.id}${pairSuffix(pair)}`,
+    eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
+  });
 }, 120_000);
 
 afterAll(async () => {

@@ -5,9 +5,6 @@ import { benchmarkJob } from '../../charts/benchmark-job.ts';
 import { preflightStatusChecks } from '../../charts/study-runner.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
-import { FileResultStore } from '../../lib/runner/file-store.ts';
-import { HttpEndpointPickers, HttpFrontEnds } from '../../lib/runner/http-front-ends.ts';
-import { HttpReplicas } from '../../lib/runner/http-replicas.ts';
 import { type RunnerOptions, runStudy } from '../../lib/runner/run-study.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
 import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
@@ -22,6 +19,7 @@ import {
   FakeEndpointPickers,
   FakeFrontEnds,
   FakeReplica,
+  rehearsalDeps,
 } from './fakes.ts';
 
 const config = defaultLabConfig();
@@ -139,27 +137,13 @@ function rehearsal(
     });
   const lines: string[] = [];
   const run = () =>
-    runStudy(
-      {
-        cluster,
-        replicas: new HttpReplicas(5_000),
-        frontEnds: new HttpFrontEnds(5_000),
-        endpointPickers: new HttpEndpointPickers(tokenFile, 5_000),
-        store: new FileResultStore(dir),
-        clock,
-        jobManifest: (spec) => benchmarkJob(usedConfig, spec),
-        log: (line) => lines.push(line),
-      },
-      usedConfig,
-      usedPlan,
-      {
-        replicaUrls: () => replicas.map((r) => r.url),
-        frontEndUrl: (arm) => `${frontEnds.url}/${arm.id}`,
-        eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
-        statusChecks: preflightStatusChecks(usedConfig),
-        ...setup.options,
-      },
-    );
+    runStudy(rehearsalDeps(usedConfig, { cluster, clock, dir, tokenFile, lines }), usedConfig, usedPlan, {
+      replicaUrls: () => replicas.map((r) => r.url),
+      frontEndUrl: (arm) => `${frontEnds.url}/${arm.id}`,
+      eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
+      statusChecks: preflightStatusChecks(usedConfig),
+      ...setup.options,
+    });
   const study = () => {
     const { studyId } = readJson<StudyStatus>(join(dir, 'status.json'));
     if (!studyId) throw new Error(`status.json in ${dir} names no study`);
