@@ -3,7 +3,7 @@ import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import { labPlacement } from '../lib/config/placement.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
-import { benchServeArgs, RESULT_DIR } from '../lib/study/benchmark.ts';
+import { benchServeArgs, type ClientGate, RESULT_DIR } from '../lib/study/benchmark.ts';
 import type { BenchmarkSpec, StudyPlan } from '../lib/study/plan.ts';
 import { benchmarkRequests } from '../lib/study/resources.ts';
 import {
@@ -52,9 +52,10 @@ export function benchmarkResultHostPath(spec: Pick<BenchmarkSpec, 'id'>): string
 
 /**
  * The `vllm bench serve` client of one benchmark as a Job (lab-spec 3.8). Pure: the runner
- * creates these at run time, and the charts wrap the same object.
+ * creates these at run time, and the charts wrap the same object. With `gate`, the client is
+ * staged: aimed at its closed gate, it waits there (lib/study/staging.ts).
  */
-export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec): JobManifest {
+export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec, gate?: ClientGate): JobManifest {
   const name = benchmarkJobName(spec);
   const placement = labPlacement(config);
   const labels = { ...labLabels(), [COMPONENT_LABEL]: 'benchmark', [BENCHMARK_LABEL]: spec.id };
@@ -78,7 +79,7 @@ export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec): JobManifes
               name: 'bench',
               image: config.benchmark.image,
               command: ['vllm'],
-              args: benchServeArgs(config, spec),
+              args: benchServeArgs(config, spec, gate),
               env: envVars({
                 NVIDIA_VISIBLE_DEVICES: 'all',
                 NVIDIA_DRIVER_CAPABILITIES: 'compute,utility',

@@ -272,6 +272,12 @@ const RunnerSchema = z
       .boolean()
       .default(false)
       .describe('Upload the results and terminate the instance when the study has finished'),
+    stageNextRun: z
+      .boolean()
+      .default(true)
+      .describe(
+        "While a run's load runs, start the next run's clients behind a closed gate Service, so their start (imports, tokenizer, dataset) and a restart of the next front end cost no instance time; the starting client shares the host's CPUs with the running one. false: each run starts its clients when it starts",
+      ),
     readyTimeoutMinutes: z
       .number()
       .positive()

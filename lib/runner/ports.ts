@@ -1,5 +1,6 @@
 import type { NetworkRunRecord, NetworkStudyRecord } from '../network/study/model.ts';
 import type { Api } from '../study/arms.ts';
+import type { ClientGate } from '../study/benchmark.ts';
 import type { BenchmarkSpec } from '../study/plan.ts';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
 import type { JobCounts } from '../study/validity.ts';
@@ -65,6 +66,15 @@ export interface Cluster {
   getDeployment(name: string): Promise<DeploymentState | undefined>;
   /** The API server's `gitVersion` (e.g. `v1.33.4+k3s1`). */
   serverVersion(): Promise<string>;
+  /** A Service's `spec`, or undefined when it does not exist (a gate copies its front end's). */
+  getServiceSpec(name: string): Promise<Readonly<Record<string, unknown>> | undefined>;
+  /** Creates a Service in the lab namespace (a closed gate: no selector). */
+  createService(service: ServiceObject): Promise<void>;
+  /** Replaces a Service's `spec.selector` (a JSON patch): the gate opens to these pods. */
+  setServiceSelector(name: string, selector: Readonly<Record<string, string>>): Promise<void>;
+  deleteService(name: string): Promise<void>;
+  /** Names of the Services matching a label selector (leftover gates of a killed runner). */
+  listServiceNames(labelSelector: string): Promise<string[]>;
 }
 
 /** A namespaced object of an API group, as the API server addresses it. */
@@ -164,8 +174,11 @@ export interface RunnerDeps {
   readonly endpointPickers: EndpointPickers;
   readonly store: ResultStore;
   readonly clock: Clock;
-  /** The benchmark Job of a client: `benchmarkJob(config, spec)` of charts/benchmark-job.ts. */
-  readonly jobManifest: (spec: BenchmarkSpec) => JobObject;
+  /**
+   * The benchmark Job of a client: `benchmarkJob(config, spec, gate)` of charts/benchmark-job.ts;
+   * with `gate`, a staged client aimed at its gate (lib/study/staging.ts).
+   */
+  readonly jobManifest: (spec: BenchmarkSpec, gate?: ClientGate) => JobObject;
   /** Progress lines (stdout in the cluster). */
   readonly log: (line: string) => void;
 }
@@ -201,7 +214,7 @@ export interface ServiceState {
   readonly createdAt: string;
 }
 
-/** A Service manifest as plain JSON (the E9 template with its name replaced). */
+/** A Service manifest as plain JSON (the E9 template with its name replaced; a gate). */
 export interface ServiceObject {
   readonly apiVersion: 'v1';
   readonly kind: 'Service';

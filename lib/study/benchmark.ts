@@ -11,15 +11,28 @@ const ENDPOINTS = {
 } as const;
 
 /**
- * Arguments of `vllm bench serve` for one client (lab-spec 3.8). The served model name must equal
- * the replicas' `--served-model-name`, or every request is rejected.
+ * A client started before its run, aimed at a closed gate Service (lib/study/staging.ts) instead
+ * of the front end's own Service.
  */
-export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec): string[] {
+export interface ClientGate {
+  /** The gate's base URL (`http://gate-<id>.<namespace>.svc.cluster.local:<port>`). */
+  readonly baseUrl: string;
+  /** `--ready-check-timeout-sec`: how long the client waits for the gate to open. */
+  readonly readyCheckTimeoutSeconds: number;
+}
+
+/**
+ * Arguments of `vllm bench serve` for one client (lab-spec 3.8). The served model name must equal
+ * the replicas' `--served-model-name`, or every request is rejected. A staged client (`gate`)
+ * aims at its gate and waits for it as long as the runner may take to open it; an unstaged one
+ * keeps exactly the published command.
+ */
+export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec, gate?: ClientGate): string[] {
   const { backend, endpoint } = ENDPOINTS[spec.api];
   const args = [
     'bench',
     'serve',
-    `--base-url=${targetBaseUrl(config, spec.target)}`,
+    `--base-url=${gate?.baseUrl ?? targetBaseUrl(config, spec.target)}`,
     `--backend=${backend}`,
     `--endpoint=${endpoint}`,
     `--model=${config.model.name}`,
@@ -50,5 +63,6 @@ export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec): string[]
     `--result-dir=${RESULT_DIR}`,
     `--result-filename=${spec.resultFile}`,
   );
+  if (gate) args.push(`--ready-check-timeout-sec=${Math.ceil(gate.readyCheckTimeoutSeconds)}`);
   return args;
 }

@@ -150,6 +150,8 @@ export interface RunRecord {
    * run per replica at once). They shared the host's CPUs and PCIe, not a GPU or a cache.
    */
   readonly overlappedWith?: readonly string[];
+  /** Present when this run's clients were staged during an earlier run (lib/study/staging.ts). */
+  readonly staging?: StagingRecord;
   /** Which attempt of the run this record is (1 when absent). */
   readonly attempt?: number;
   /**
@@ -296,4 +298,25 @@ export function parseClientResult(json: unknown): ClientResult | undefined {
 
 function sum(values: readonly number[]): number {
   return values.reduce((total, v) => total + v, 0);
+}
+
+/**
+ * How a staged run started (lib/study/staging.ts): its clients were created during an earlier
+ * run's load behind closed gates, and the gates opened after this run's caches were reset.
+ */
+export interface StagingRecord {
+  /** The run during whose load the clients were created. */
+  readonly during: string;
+  readonly clientsCreatedAt: string;
+  /** When the gates got their front end's selector; absent when the run fell back. */
+  readonly gatesOpenedAt?: string;
+  /** Gate Service name to the front-end Service whose spec it copies. */
+  readonly gates: Readonly<Record<string, string>>;
+  /** When the front end was restarted during the earlier run (else after this run's reset). */
+  readonly frontEndRestartedAt?: string;
+  /**
+   * Why the staged clients were not used and the run started its own as usual (a client that
+   * ended before its gate opened, a gate that could not be made); staging is off after it.
+   */
+  readonly fellBack?: string;
 }
