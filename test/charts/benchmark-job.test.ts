@@ -54,6 +54,26 @@ describe('benchmark Jobs', () => {
     });
   });
 
+  test('a staged Job differs from the published one only in its client arguments', () => {
+    const gate = {
+      baseUrl: 'http://gate-arm-router-cache-aware-prefix.vllm.svc.cluster.local:8000',
+      readyCheckTimeoutSeconds: 600,
+    };
+    expect(benchmarkJob(config, spec, undefined)).toEqual(job);
+    const staged = benchmarkJob(config, spec, gate);
+    validateManifest(staged);
+    // biome-ignore lint/suspicious/noExplicitAny: reading the plain manifest
+    const stagedClient = (staged.spec as any).template.spec.containers[0];
+    expect(stagedClient.args).toEqual(benchServeArgs(config, spec, gate));
+    expect(stagedClient.args).toContain(`--base-url=${gate.baseUrl}`);
+    expect(stagedClient.args).toContain('--ready-check-timeout-sec=600');
+    expect(c.args).not.toContain('--ready-check-timeout-sec=600');
+    // Same name, labels, pod and volumes: the runner finds and cleans a staged Job as any other.
+    const withoutArgs = (manifest: typeof job) =>
+      JSON.parse(JSON.stringify(manifest), (key, value) => (key === 'args' ? undefined : value));
+    expect(withoutArgs(staged)).toEqual(withoutArgs(job));
+  });
+
   test('the BenchmarkJob construct renders exactly the pure Job', () => {
     const chart = Testing.chart();
     new BenchmarkJob(chart, 'job', { config, spec });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
-import { benchServeArgs } from '../../lib/study/benchmark.ts';
+import { benchServeArgs, type ClientGate } from '../../lib/study/benchmark.ts';
 import { findRun, studyPlan } from '../../lib/study/plan.ts';
 import { armById, frontEnd, replicaHost, replicaUrls, targetBaseUrl } from '../../lib/study/topology.ts';
 
@@ -103,5 +103,43 @@ describe('benchServeArgs (lab-spec 3.8)', () => {
     expect(r1).toContain('--base-url=http://qwen3-1.qwen3-headless.vllm.svc.cluster.local:8000');
     expect(r1).toContain('--seed=4242');
     expect(r1).toContain('--max-concurrency=16');
+  });
+});
+
+describe('benchServeArgs of a staged client (lib/study/staging.ts)', () => {
+  const config = defaultLabConfig();
+  const plan = studyPlan(config);
+  const spec = findRun(plan, 'arm-kube-proxy-prefix').benchmarks[0];
+  const gate: ClientGate = {
+    baseUrl: 'http://gate-arm-kube-proxy-prefix.vllm.svc.cluster.local:8000',
+    readyCheckTimeoutSeconds: 1_799.2,
+  };
+
+  it('without a gate is the published command for every client, with no ready-check argument', () => {
+    for (const s of plan.runs.flatMap((run) => run.benchmarks)) {
+      const args = benchServeArgs(config, s);
+      expect(benchServeArgs(config, s, undefined)).toEqual(args);
+      expect(args, s.id).toContain(`--base-url=${targetBaseUrl(config, s.target)}`);
+      expect(
+        args.some((arg) => arg.startsWith('--ready-check')),
+        s.id,
+      ).toBe(false);
+      expect(args.at(-1)).toBe(`--result-filename=${s.resultFile}`);
+    }
+  });
+
+  it('aims at the gate and waits for it the whole (rounded up) time, the rest unchanged', () => {
+    const published = benchServeArgs(config, spec);
+    const staged = benchServeArgs(config, spec, gate);
+    expect(staged).toEqual([
+      ...published.map((arg) => (arg.startsWith('--base-url=') ? `--base-url=${gate.baseUrl}` : arg)),
+      '--ready-check-timeout-sec=1800',
+    ]);
+    expect(staged.filter((arg) => arg.startsWith('--base-url='))).toEqual([
+      '--base-url=http://gate-arm-kube-proxy-prefix.vllm.svc.cluster.local:8000',
+    ]);
+    expect(benchServeArgs(config, spec, { ...gate, readyCheckTimeoutSeconds: 900 }).at(-1)).toBe(
+      '--ready-check-timeout-sec=900',
+    );
   });
 });
