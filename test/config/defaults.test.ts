@@ -120,6 +120,7 @@ describe('LabConfig defaults', () => {
       image: 'node:22.20.0-bookworm-slim',
       autoStart: true,
       terminateWhenDone: false,
+      stageNextRun: true,
       readyTimeoutMinutes: 10,
       retry: { attempts: 5, initialDelaySeconds: 1, maxDelaySeconds: 30 },
     });

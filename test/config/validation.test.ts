@@ -99,6 +99,15 @@ describe('LabConfig validation', () => {
     expect(problems({ runner: { readyTimeoutMinutes: 30, retry: { attempts: 1 } } })).toEqual([]);
   });
 
+  it('stages the next run by default, takes false, and rejects anything but a boolean', () => {
+    expect(parseLabConfig({}).runner.stageNextRun).toBe(true);
+    expect(parseLabConfig({ runner: { stageNextRun: false } }).runner.stageNextRun).toBe(false);
+    expect(problems({ runner: { stageNextRun: 'no' } })).toEqual([
+      'runner.stageNextRun = "no": must be a boolean',
+    ]);
+    expect(problems({ runner: { stageNextRun: 0 } })).toEqual(['runner.stageNextRun = 0: must be a boolean']);
+  });
+
   it('rejects a block size vLLM does not accept', () => {
     expect(problems({ vllm: { blockSize: 24 } })).toEqual([
       'vllm.blockSize = 24: must be one of 1, 8, 16, 32, 64, 128',
