@@ -18,9 +18,10 @@ import {
   podPlacement,
   RESULTS_HOST_PATH,
 } from './common.ts';
+import { BENCHMARK_LABEL } from './labels.ts';
 
-/** Label carrying the benchmark id, so the runner finds a Job's pods and results. */
-export const BENCHMARK_LABEL = 'lab.llm-gateway/benchmark';
+// Defined beside the other labels (labels.ts, free of cdk8s), for the runner's bundle.
+export { BENCHMARK_LABEL };
 
 /** A Job manifest as plain JSON, ready for `kubectl create` or the Kubernetes API. */
 export interface JobManifest {

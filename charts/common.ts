@@ -9,13 +9,8 @@ import type { ContainerRequests } from '../lib/study/resources.ts';
  * every field of a lab pod is a fact of the study that should be written out, not inherited.
  */
 
-/** Labels on every object of the lab, so `kubectl delete -l` can find them all. */
-export function labLabels(): Record<string, string> {
-  return { 'app.kubernetes.io/part-of': 'llm-gateway-lab' };
-}
-
-/** Label key naming the lab component of an object (model-servers, router, epp, envoy, benchmark). */
-export const COMPONENT_LABEL = 'app.kubernetes.io/component';
+// The lab's labels live in labels.ts, free of cdk8s, so that the study runner can bundle them.
+export { COMPONENT_LABEL, labLabels } from './labels.ts';
 
 // The host folders live in lib/study/topology.ts: the bootstrap and the runner use them too.
 import {

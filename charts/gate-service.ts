@@ -1,8 +1,8 @@
 import type { LabConfig } from '../lib/config/schema.ts';
 import type { ServiceObject } from '../lib/runner/ports.ts';
 import { GATE_COMPONENT, gateServiceName } from '../lib/study/staging.ts';
-import { BENCHMARK_LABEL } from './benchmark-job.ts';
-import { COMPONENT_LABEL, labLabels } from './common.ts';
+// Only cdk8s-free modules: the runner bundles this one (charts/labels.ts).
+import { BENCHMARK_LABEL, COMPONENT_LABEL, labLabels } from './labels.ts';
 
 /**
  * Fields of the front end's Service spec a gate keeps, so that traffic through the gate is

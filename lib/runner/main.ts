@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { LabConfig } from '../config/schema.ts';
 import type { StudyPlan } from '../study/plan.ts';
 import { FileResultStore } from './file-store.ts';
+import { gatedJob } from './gated-job.ts';
 import { HttpEndpointPickers, HttpFrontEnds } from './http-front-ends.ts';
 import { HttpReplicas } from './http-replicas.ts';
 import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
@@ -54,7 +55,8 @@ async function main(): Promise<void> {
       store: new FileResultStore(results),
       clock: systemClock,
       // The clients write into this node's results folder (layout.ts).
-      jobManifest: (spec) => onRunnerNode(jobs[spec.id], process.env[RUNNER_NODE_ENV]),
+      jobManifest: (spec, gate) =>
+        onRunnerNode(gatedJob(jobs[spec.id], config, spec, gate), process.env[RUNNER_NODE_ENV]),
       log: (line) => console.log(line),
     },
     config,
