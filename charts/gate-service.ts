@@ -32,7 +32,9 @@ interface PortJson {
 /**
  * The closed gate of one staged client (lib/study/staging.ts): a ClusterIP Service in the lab
  * namespace with the front end's ports and balancing, and no selector, so it has no endpoints
- * until the runner gives it the front end's selector. Pure: `frontEndSpec` is the live Service's
+ * until the runner gives it the front end's selector (the EndpointSlice controller skips a
+ * Service whose selector is nil and syncs it again on every update: kubernetes
+ * pkg/controller/endpointslice/endpointslice_controller.go, syncService and onServiceUpdate). Pure: `frontEndSpec` is the live Service's
  * `spec` as the API returned it.
  */
 export function gateService(
