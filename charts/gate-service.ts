@@ -6,11 +6,13 @@ import { COMPONENT_LABEL, labLabels } from './common.ts';
 
 /**
  * Fields of the front end's Service spec a gate keeps, so that traffic through the gate is
- * balanced as through the front end's own Service: the ports, session affinity and the traffic
- * policies kube-proxy reads. Never the selector (the gate starts closed), the cluster IPs (the
- * API server assigns the gate its own) or node ports.
+ * balanced as through the front end's own Service: the ports, session affinity, the traffic
+ * policies kube-proxy reads and which pods count as endpoints. Never the selector (the gate
+ * starts closed), the cluster IPs (the API server assigns the gate its own), node ports or the
+ * fields of external traffic (a gate is a ClusterIP Service, reached from inside the cluster).
  */
 const KEPT_FIELDS = [
+  'publishNotReadyAddresses',
   'sessionAffinity',
   'sessionAffinityConfig',
   'internalTrafficPolicy',
@@ -42,6 +44,13 @@ export function gateService(
   const ports = frontEndSpec.ports as readonly PortJson[] | undefined;
   if (!ports || ports.length === 0) {
     throw new Error(`service/${frontEndService} has no ports: a gate cannot copy it`);
+  }
+  if (frontEndSpec.clusterIP === 'None') {
+    // A headless Service's clients reach the pods by DNS, not through kube-proxy: a gate's
+    // virtual IP would be another path than the front end's.
+    throw new Error(
+      `service/${frontEndService} is headless (clusterIP: None): a gate copies only a Service with a cluster IP`,
+    );
   }
   const kept = Object.fromEntries(
     KEPT_FIELDS.filter((field) => frontEndSpec[field] !== undefined).map((field) => [

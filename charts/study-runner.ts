@@ -126,6 +126,10 @@ export class StudyRunnerChart extends Chart {
         // Restarting a front end patches its pod template (kubectl.kubernetes.io/restartedAt).
         { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
         { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
+        // Staging the next run (lib/study/staging.ts): a gate copies its front end's Service (get),
+        // is created closed, opened by a patch of its selector and deleted; a killed runner's
+        // gates are found by label (list).
+        { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'create', 'patch', 'delete'] },
         // The AI Gateway preflight reads its route's and Gateway's status conditions.
         ...(hasStatusChecks
           ? [{ apiGroups: [GATEWAY_API_GROUP], resources: ['httproutes', 'gateways'], verbs: ['get'] }]

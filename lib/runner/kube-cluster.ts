@@ -134,6 +134,9 @@ export function rfc3339Seconds(at: Date): string {
   return `${at.toISOString().slice(0, 19)}Z`;
 }
 
+/** Encodes one path segment or query value. */
+const q = encodeURIComponent;
+
 export class KubeCluster implements Cluster {
   constructor(
     private readonly transport: KubeTransport,
@@ -223,6 +226,48 @@ export class KubeCluster implements Cluster {
     return version.gitVersion;
   }
 
+  async getServiceSpec(name: string): Promise<Readonly<Record<string, unknown>> | undefined> {
+    const service = await this.getOptional<{ spec?: Record<string, unknown> }>(
+      `${this.services()}/${q(name)}`,
+    );
+    return service ? (service.spec ?? {}) : undefined;
+  }
+
+  async createService(service: ServiceObject): Promise<void> {
+    if (service.metadata.namespace !== this.namespace) {
+      throw new Error(
+        `service/${service.metadata.name} is for namespace ${service.metadata.namespace}, not ${this.namespace}`,
+      );
+    }
+    await this.call('POST', this.services(), JSON.stringify(service));
+  }
+
+  async setServiceSelector(name: string, selector: Readonly<Record<string, string>>): Promise<void> {
+    // A JSON patch (RFC 6902): `add` on a member that exists replaces its value (section 4.1), so
+    // the selector becomes exactly `selector`, and on a gate without one it creates it; a merge
+    // patch would merge the two maps and keep keys of the old one. The API server applies it with
+    // evanphx/json-patch v4 (k8s.io/apiserver pkg/endpoints/handlers/patch.go, JSONPatchType),
+    // whose partialDoc.add sets the key whether or not it exists (v4.12.0 patch.go).
+    const patch = [{ op: 'add', path: '/spec/selector', value: selector }];
+    await this.call(
+      'PATCH',
+      `${this.services()}/${q(name)}`,
+      JSON.stringify(patch),
+      'application/json-patch+json',
+    );
+  }
+
+  async deleteService(name: string): Promise<void> {
+    await this.deleteOptional(`${this.services()}/${q(name)}`);
+  }
+
+  async listServiceNames(labelSelector: string): Promise<string[]> {
+    const list = JSON.parse(
+      await this.call('GET', `${this.services()}?labelSelector=${q(labelSelector)}`),
+    ) as { items: { metadata: { name: string } }[] };
+    return list.items.map((s) => s.metadata.name);
+  }
+
   private jobs(): string {
     return `/apis/batch/v1/namespaces/${this.namespace}/jobs`;
   }
@@ -233,6 +278,10 @@ export class KubeCluster implements Cluster {
 
   private deployments(): string {
     return `/apis/apps/v1/namespaces/${this.namespace}/deployments`;
+  }
+
+  private services(): string {
+    return `/api/v1/namespaces/${this.namespace}/services`;
   }
 
   private call(
@@ -322,8 +371,6 @@ export function hasNativeSidecar(pod: Pick<NetworkPodJson, 'spec'>): boolean {
     (c) => c.name === ISTIO_PROXY_CONTAINER && c.restartPolicy === 'Always',
   );
 }
-
-const q = encodeURIComponent;
 
 /**
  * The API of a network-lab cell (ports.ts `NetworkCluster`): the same transport and error

@@ -1,6 +1,6 @@
 import type { LabConfig } from '../config/schema.ts';
 import { KubeApiError } from './kube-cluster.ts';
-import type { Clock, Cluster, Replicas } from './ports.ts';
+import type { Clock, Cluster, Replicas, ServiceObject } from './ports.ts';
 
 /**
  * Bounded exponential backoff for the runner's calls to the Kubernetes API and the replicas. A
@@ -144,7 +144,49 @@ export function retryingCluster(cluster: Cluster, ctx: RetryContext): Cluster {
       r(`restart deployment/${name}`, () => cluster.restartDeployment(name, at)),
     getDeployment: (name) => r(`get deployment/${name}`, () => cluster.getDeployment(name)),
     serverVersion: () => r('GET /version', () => cluster.serverVersion()),
+    getServiceSpec: (name) => r(`get service/${name}`, () => cluster.getServiceSpec(name)),
+    createService: (service) => createServiceOnce(cluster, service, r),
+    setServiceSelector: (name, selector) =>
+      r(`set the selector of service/${name}`, () => cluster.setServiceSelector(name, selector)),
+    deleteService: (name) => r(`delete service/${name}`, () => cluster.deleteService(name)),
+    listServiceNames: (selector) => r(`list services ${selector}`, () => cluster.listServiceNames(selector)),
   };
+}
+
+/**
+ * A Service create, retried. A retried try can meet the earlier one, which the API server may
+ * have done before the fault (409): that Service, with the selector asked for, is what was
+ * asked. A 409 on the first try is not ours (a killed runner's gate, say) and is thrown, as is
+ * a Service whose selector differs (a gate that is already open must never pass for a closed one).
+ */
+function createServiceOnce(
+  cluster: Cluster,
+  service: ServiceObject,
+  r: <T>(what: string, call: () => Promise<T>) => Promise<T>,
+): Promise<void> {
+  const { name } = service.metadata;
+  let tries = 0;
+  return r(`create service/${name}`, async () => {
+    tries++;
+    try {
+      await cluster.createService(service);
+    } catch (error) {
+      if (tries > 1 && error instanceof KubeApiError && error.status === 409) {
+        const existing = await cluster.getServiceSpec(name);
+        if (existing && sameSelector(existing.selector, service.spec.selector)) return;
+      }
+      throw error;
+    }
+  });
+}
+
+/** Two `spec.selector` values select the same pods (absent and empty both select none). */
+function sameSelector(a: unknown, b: unknown): boolean {
+  const entries = (s: unknown) =>
+    Object.entries((s ?? {}) as Record<string, unknown>)
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .sort();
+  return JSON.stringify(entries(a)) === JSON.stringify(entries(b));
 }
 
 /**

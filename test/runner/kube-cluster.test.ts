@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
+import { gateService } from '../../charts/gate-service.ts';
 import { defaultLabConfig } from '../../lib/config/load.ts';
 import {
   inClusterTransport,
@@ -193,6 +194,102 @@ describe('KubeCluster', () => {
         available: 1,
       }),
     ).toBe(false);
+  });
+
+  describe('Services (the gates of staged clients)', () => {
+    const gate = gateService(config, 'cache-aware-r1-c0', 'vllm-router-cache-aware', {
+      type: 'ClusterIP',
+      clusterIP: '10.43.0.12',
+      selector: { app: 'vllm-router-cache-aware' },
+      ports: [{ name: 'http', port: 80, targetPort: 8000, protocol: 'TCP' }],
+    });
+    const gatesPath = `/api/v1/namespaces/${config.namespace}/services`;
+
+    it("reads a Service's spec, undefined when it does not exist", async () => {
+      const spec = { selector: { app: 'vllm-router-cache-aware' }, ports: [{ port: 80 }] };
+      const { transport, calls } = recording((call) =>
+        call.path.endsWith('/vllm-router-cache-aware') ? ok({ kind: 'Service', spec }) : notFound,
+      );
+      const cluster = new KubeCluster(transport, 'vllm');
+      expect(await cluster.getServiceSpec('vllm-router-cache-aware')).toEqual(spec);
+      expect(await cluster.getServiceSpec('gone')).toBeUndefined();
+      expect(calls.map((c) => `${c.method} ${c.path}`)).toEqual([
+        'GET /api/v1/namespaces/vllm/services/vllm-router-cache-aware',
+        'GET /api/v1/namespaces/vllm/services/gone',
+      ]);
+    });
+
+    it('creates a gate in the lab namespace, and refuses one for another namespace', async () => {
+      const { transport, calls } = recording(() => ({ status: 201, body: '{}' }));
+      await new KubeCluster(transport, config.namespace).createService(gate);
+      expect(calls).toEqual([
+        { method: 'POST', path: gatesPath, body: JSON.stringify(gate), contentType: undefined },
+      ]);
+      await expect(new KubeCluster(transport, 'other').createService(gate)).rejects.toThrow(
+        `service/gate-cache-aware-r1-c0 is for namespace ${config.namespace}, not other`,
+      );
+      expect(calls).toHaveLength(1);
+    });
+
+    it('opens a gate with a JSON patch that replaces the whole selector', async () => {
+      const { transport, calls } = recording(() => ok());
+      const selector = { 'app.kubernetes.io/name': 'vllm-router', arm: 'cache-aware' };
+      await new KubeCluster(transport, 'vllm').setServiceSelector('gate-x', selector);
+      expect(calls).toEqual([
+        {
+          method: 'PATCH',
+          path: '/api/v1/namespaces/vllm/services/gate-x',
+          body: JSON.stringify([{ op: 'add', path: '/spec/selector', value: selector }]),
+          contentType: 'application/json-patch+json',
+        },
+      ]);
+    });
+
+    it('fails to open a gate that is gone, naming the Service', async () => {
+      const { transport } = recording(() => ({
+        status: 404,
+        body: JSON.stringify({ kind: 'Status', message: 'services "gate-x" not found', code: 404 }),
+      }));
+      const error = await new KubeCluster(transport, 'vllm')
+        .setServiceSelector('gate-x', { app: 'a' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(KubeApiError);
+      expect((error as Error).message).toBe(
+        'PATCH /api/v1/namespaces/vllm/services/gate-x: HTTP 404: services "gate-x" not found',
+      );
+    });
+
+    it('deletes a Service, not-found being done, and fails on other errors', async () => {
+      const gone = recording(() => notFound);
+      await new KubeCluster(gone.transport, 'vllm').deleteService('gate-x');
+      expect(gone.calls.map((c) => `${c.method} ${c.path}`)).toEqual([
+        'DELETE /api/v1/namespaces/vllm/services/gate-x',
+      ]);
+      const forbidden = recording(() => ({ status: 403, body: '' }));
+      await expect(new KubeCluster(forbidden.transport, 'vllm').deleteService('gate-x')).rejects.toThrow(
+        'DELETE /api/v1/namespaces/vllm/services/gate-x: HTTP 403',
+      );
+    });
+
+    it('lists the names of the Services matching a label selector', async () => {
+      const { transport, calls } = recording(() =>
+        ok({
+          kind: 'ServiceList',
+          items: [{ metadata: { name: 'gate-a' } }, { metadata: { name: 'gate-b' } }],
+        }),
+      );
+      const cluster = new KubeCluster(transport, 'vllm');
+      expect(await cluster.listServiceNames('app.kubernetes.io/component=gate')).toEqual([
+        'gate-a',
+        'gate-b',
+      ]);
+      expect(calls[0]).toMatchObject({
+        method: 'GET',
+        path: '/api/v1/namespaces/vllm/services?labelSelector=app.kubernetes.io%2Fcomponent%3Dgate',
+      });
+      const empty = recording(() => ok({ kind: 'ServiceList', items: [] }));
+      expect(await new KubeCluster(empty.transport, 'vllm').listServiceNames('x=y')).toEqual([]);
+    });
   });
 
   it('turns an API error into a KubeApiError with the Status message', async () => {

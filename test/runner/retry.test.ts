@@ -1,14 +1,17 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { gateService } from '../../charts/gate-service.ts';
+import { defaultLabConfig } from '../../lib/config/load.ts';
 import { HttpReplicas } from '../../lib/runner/http-replicas.ts';
-import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
+import { KubeApiError, KubeCluster, type KubeResponse } from '../../lib/runner/kube-cluster.ts';
 import type { Replicas } from '../../lib/runner/ports.ts';
 import {
   backoffDelayMs,
   HttpStatusError,
   type RetryContext,
   retryable,
+  retryingCluster,
   retryingReplicas,
   withRetry,
 } from '../../lib/runner/retry.ts';
@@ -152,5 +155,92 @@ describe('retrying replicas over real HTTP', () => {
     expect(await replicas.metrics('http://r')).toBe('ok');
     expect(await replicas.resetPrefixCache('http://r')).toBe(404);
     expect(calls).toEqual(['metrics', 'metrics', 'reset']);
+  });
+});
+
+describe('retrying the gate Service calls', () => {
+  const config = defaultLabConfig();
+  const gate = gateService(config, 'cache-aware-r1-c0', 'vllm-router-cache-aware', {
+    selector: { app: 'vllm-router-cache-aware' },
+    ports: [{ name: 'http', port: 80, targetPort: 8000 }],
+  });
+  const status = (code: number, message: string): KubeResponse => ({
+    status: code,
+    body: JSON.stringify({ kind: 'Status', message, code }),
+  });
+  /** A KubeCluster over a transport that answers from a script, in order, and records the calls. */
+  function scripted(answers: KubeResponse[]): { cluster: KubeCluster; calls: string[] } {
+    const calls: string[] = [];
+    const cluster = new KubeCluster(async (method, path) => {
+      calls.push(`${method} ${path}`);
+      const answer = answers.shift();
+      if (!answer) throw new Error(`unexpected ${method} ${path}`);
+      return answer;
+    }, config.namespace);
+    return { cluster, calls };
+  }
+  const services = `/api/v1/namespaces/${config.namespace}/services`;
+
+  it('takes a 409 on a retried create for done when the closed gate exists', async () => {
+    const { cluster, calls } = scripted([
+      status(500, 'etcdserver: request timed out'),
+      status(409, 'services "gate-cache-aware-r1-c0" already exists'),
+      { status: 200, body: JSON.stringify({ kind: 'Service', spec: { ports: [{ port: 80 }] } }) },
+    ]);
+    const ctx = context();
+    await retryingCluster(cluster, ctx).createService(gate);
+    expect(calls).toEqual([`POST ${services}`, `POST ${services}`, `GET ${services}/gate-cache-aware-r1-c0`]);
+    expect(ctx.lines).toEqual([
+      `retry 1/4 of create service/gate-cache-aware-r1-c0 in 1s: POST ${services}: HTTP 500: etcdserver: request timed out`,
+    ]);
+  });
+
+  it('throws a 409 on the first try: that Service is not ours', async () => {
+    const { cluster, calls } = scripted([status(409, 'services "gate-cache-aware-r1-c0" already exists')]);
+    await expect(retryingCluster(cluster, context()).createService(gate)).rejects.toThrow(
+      `POST ${services}: HTTP 409: services "gate-cache-aware-r1-c0" already exists`,
+    );
+    expect(calls).toEqual([`POST ${services}`]);
+  });
+
+  it('throws a 409 on a retried create when the Service there is open (it has a selector)', async () => {
+    const { cluster } = scripted([
+      status(503, 'unavailable'),
+      status(409, 'services "gate-cache-aware-r1-c0" already exists'),
+      {
+        status: 200,
+        body: JSON.stringify({ kind: 'Service', spec: { selector: { app: 'vllm-router-cache-aware' } } }),
+      },
+    ]);
+    await expect(retryingCluster(cluster, context()).createService(gate)).rejects.toThrow('HTTP 409');
+  });
+
+  it('retries the other Service calls on a 500, not on a 403', async () => {
+    const fault = status(500, 'boom');
+    const { cluster, calls } = scripted([
+      fault,
+      { status: 200, body: JSON.stringify({ spec: { ports: [{ port: 80 }] } }) },
+      fault,
+      { status: 200, body: '{}' },
+      fault,
+      { status: 200, body: '{}' },
+      fault,
+      { status: 200, body: JSON.stringify({ items: [{ metadata: { name: 'gate-a' } }] }) },
+      status(403, 'forbidden'),
+    ]);
+    const ctx = context();
+    const retrying = retryingCluster(cluster, ctx);
+    expect(await retrying.getServiceSpec('vllm-router')).toEqual({ ports: [{ port: 80 }] });
+    await retrying.setServiceSelector('gate-a', { app: 'vllm-router' });
+    await retrying.deleteService('gate-a');
+    expect(await retrying.listServiceNames('component=gate')).toEqual(['gate-a']);
+    await expect(retrying.deleteService('gate-b')).rejects.toThrow('HTTP 403');
+    expect(calls).toHaveLength(9);
+    expect(ctx.lines.map((line) => line.split(' in ')[0])).toEqual([
+      'retry 1/4 of get service/vllm-router',
+      'retry 1/4 of set the selector of service/gate-a',
+      'retry 1/4 of delete service/gate-a',
+      'retry 1/4 of list services component=gate',
+    ]);
   });
 });

@@ -58,6 +58,7 @@ describe('the StudyRunner chart', () => {
       { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
       { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
       { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'create', 'patch', 'delete'] },
     ]);
     expect(of('RoleBinding')).toMatchObject({
       roleRef: { kind: 'Role', name: STUDY_RUNNER_NAME },
