@@ -80,7 +80,7 @@ export class Stager {
     const createdAt = this.ctx.clock.now();
     const clients: StagedClient[] = [];
     try {
-      for (const spec of next.run.benchmarks) clients.push(await this.stageClient(spec, clients));
+      for (const spec of next.run.benchmarks) await this.stageClient(spec, clients);
       const restarted = next.restartEarly ? await this.restartEarly(next.run) : undefined;
       this.staged.set(next.run.id, {
         runId: next.run.id,
@@ -100,7 +100,8 @@ export class Stager {
     }
   }
 
-  private async stageClient(spec: BenchmarkSpec, made: StagedClient[]): Promise<StagedClient> {
+  /** One client behind its gate; `made` gets it as soon as its gate exists, for the cleanup. */
+  private async stageClient(spec: BenchmarkSpec, made: StagedClient[]): Promise<void> {
     const { config, cluster } = this.ctx;
     if (spec.target.kind !== 'arm') throw new Error(`client ${spec.id} aims at a replica, not a front end`);
     const fe = frontEnd(config, armById(config, spec.target.arm), spec.target.pair ?? 0);
@@ -122,10 +123,8 @@ export class Stager {
     }
     await cluster.deleteService(gate);
     await cluster.createService(gateService(config, spec.id, fe.service, feSpec));
-    const client = { spec, job, gate, frontEndService: fe.service, selector };
-    made.push(client);
+    made.push({ spec, job, gate, frontEndService: fe.service, selector });
     await cluster.createJob(job);
-    return client;
   }
 
   private async restartEarly(run: StudyRun): Promise<Staged['restarted']> {
