@@ -17,7 +17,6 @@ import { pairSuffix } from '../study/pairs.ts';
 import { runPrerequisites, type StudyPlan, type StudyRun } from '../study/plan.ts';
 import { studyPredictions } from '../study/planner.ts';
 import { promptReader } from '../study/prompt-visibility.ts';
-import { stagedAfter } from '../study/staging.ts';
 import {
   type ClientRecord,
   type JobOutcome,
@@ -31,6 +30,7 @@ import {
   type StudyRecord,
   summarizeRun,
 } from '../study/results.ts';
+import { stagedAfter } from '../study/staging.ts';
 import {
   armById,
   EPP_METRICS_PORT,
@@ -64,8 +64,8 @@ import { GPU_TOPOLOGY_FILE, GPU_UUIDS_FILE, HOST_FILE } from './layout.ts';
 import type { Cluster, DeploymentState, Replicas, RunnerDeps, StudyFiles } from './ports.ts';
 import { type StatusChecks, statusProblems } from './preflight.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryingCluster, retryingReplicas } from './retry.ts';
-import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
 import { type Opening, type Staged, Stager, stagingRecord } from './stager.ts';
+import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
 import { chooseStudy } from './study-id.ts';
 
 export interface RunnerOptions {
@@ -745,7 +745,10 @@ class StudyRunner {
     if (!next) return;
     const waitsFor = (this.prerequisites.get(next.run.id) ?? []).filter((id) => id !== run.id);
     if (waitsFor.some((id) => !this.finished.has(id) && !this.records.get(id)?.valid)) return;
-    if (next.run.arm && this.preflights.get(preflightKey(next.run.arm, next.run.reset.pair ?? 0))?.ok === false)
+    if (
+      next.run.arm &&
+      this.preflights.get(preflightKey(next.run.arm, next.run.reset.pair ?? 0))?.ok === false
+    )
       return;
     await this.stager.stage(run, next);
   }

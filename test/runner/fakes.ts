@@ -22,8 +22,8 @@ import type {
 import { studyArms } from '../../lib/study/arms.ts';
 import type { BenchmarkSpec, StudyPlan } from '../../lib/study/plan.ts';
 import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
-import type { JobCounts } from '../../lib/study/validity.ts';
 import { frontEnd } from '../../lib/study/topology.ts';
+import type { JobCounts } from '../../lib/study/validity.ts';
 import { lookedUpTokens } from '../../lib/study/workload.ts';
 
 /** The gate a staged client's `--base-url` names (`http://gate-<id>.<ns>.svc...`), if any. */
@@ -503,7 +503,13 @@ export class FakeCluster implements Cluster {
     if (gate) {
       const waiting: FakeJob = this.o.stagedClientsEnd
         ? { manifest: job, createdAt: now, doneAt: now + startMs, outcome: 'failed' }
-        : { manifest: job, createdAt: now, doneAt: Number.POSITIVE_INFINITY, outcome: 'succeeded', waitingAt: gate };
+        : {
+            manifest: job,
+            createdAt: now,
+            doneAt: Number.POSITIVE_INFINITY,
+            outcome: 'succeeded',
+            waitingAt: gate,
+          };
       this.jobs.set(job.metadata.name, waiting);
       return;
     }
@@ -536,9 +542,15 @@ export class FakeCluster implements Cluster {
   async createService(service: ServiceObject): Promise<void> {
     const { name, namespace, labels } = service.metadata;
     const path = `/api/v1/namespaces/${namespace}/services`;
-    if (namespace !== this.o.config.namespace) throw new Error(`fake cluster: service/${name} in ${namespace}`);
+    if (namespace !== this.o.config.namespace)
+      throw new Error(`fake cluster: service/${name} in ${namespace}`);
     if (this.services.has(name))
-      throw new KubeApiError('POST', path, 409, `{"kind":"Status","message":"services \"${name}\" already exists"}`);
+      throw new KubeApiError(
+        'POST',
+        path,
+        409,
+        `{"kind":"Status","message":"services "${name}" already exists"}`,
+      );
     if ('selector' in service.spec) throw new Error(`fake cluster: gate service/${name} has a selector`);
     this.events.push(`create service/${name}`);
     this.services.set(name, { spec: structuredClone({ ...service.spec }), labels });
