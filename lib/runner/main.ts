@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LabConfig } from '../config/schema.ts';
+import { aimAtGate } from '../study/benchmark.ts';
 import type { StudyPlan } from '../study/plan.ts';
 import { FileResultStore } from './file-store.ts';
 import { HttpEndpointPickers, HttpFrontEnds } from './http-front-ends.ts';
@@ -54,7 +55,8 @@ async function main(): Promise<void> {
       store: new FileResultStore(results),
       clock: systemClock,
       // The clients write into this node's results folder (layout.ts).
-      jobManifest: (spec) => onRunnerNode(jobs[spec.id], process.env[RUNNER_NODE_ENV]),
+      jobManifest: (spec, gate) =>
+        onRunnerNode(gate ? aimAtGate(jobs[spec.id], gate) : jobs[spec.id], process.env[RUNNER_NODE_ENV]),
       log: (line) => console.log(line),
     },
     config,

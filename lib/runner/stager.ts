@@ -112,10 +112,15 @@ export class Stager {
       throw new Error(`service/${fe.service} has no selector, so a gate cannot open to its pods`);
     }
     const gate = gateServiceName(spec.id);
+    const baseUrl = `http://${gate}.${config.namespace}.svc.cluster.local:${fe.port}`;
     const job = this.ctx.jobManifest(spec, {
-      baseUrl: `http://${gate}.${config.namespace}.svc.cluster.local:${fe.port}`,
+      baseUrl,
       readyCheckTimeoutSeconds: this.ctx.readyCheckTimeoutSeconds,
     });
+    // A client that would go straight to its front end would load the running run's replicas.
+    if (!JSON.stringify(job.spec).includes(`"--base-url=${baseUrl}"`)) {
+      throw new Error(`job/${job.metadata.name} is not aimed at its gate ${baseUrl}`);
+    }
     // A Job of the same name is an earlier attempt's, left by a killed runner.
     if (await cluster.getJob(job.metadata.name)) {
       await this.ctx.say(`deleting the previous job/${job.metadata.name} before staging its run`);
