@@ -76,7 +76,7 @@ async function rehearse(): Promise<{ overheadSeconds: number; wallMsPerRun: numb
         endpointPickers: new HttpEndpointPickers(tokenFile, 5_000),
         store: new FileResultStore(dir),
         clock,
-        jobManifest: (spec) => benchmarkJob(config, spec),
+        jobManifest: (spec, gate) => benchmarkJob(config, spec, gate),
         log: () => {},
       },
       config,

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LabConfig } from '../config/schema.ts';
+import { aimAtGate } from '../study/benchmark.ts';
 import type { StudyPlan } from '../study/plan.ts';
 import { FileResultStore } from './file-store.ts';
-import { gatedJob } from './gated-job.ts';
 import { HttpEndpointPickers, HttpFrontEnds } from './http-front-ends.ts';
 import { HttpReplicas } from './http-replicas.ts';
 import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
@@ -56,7 +56,7 @@ async function main(): Promise<void> {
       clock: systemClock,
       // The clients write into this node's results folder (layout.ts).
       jobManifest: (spec, gate) =>
-        onRunnerNode(gatedJob(jobs[spec.id], config, spec, gate), process.env[RUNNER_NODE_ENV]),
+        onRunnerNode(gate ? aimAtGate(jobs[spec.id], gate) : jobs[spec.id], process.env[RUNNER_NODE_ENV]),
       log: (line) => console.log(line),
     },
     config,

@@ -30,6 +30,7 @@ import {
   type StudyRecord,
   summarizeRun,
 } from '../study/results.ts';
+import { stagedAfter } from '../study/staging.ts';
 import {
   armById,
   EPP_METRICS_PORT,
@@ -63,6 +64,7 @@ import { GPU_TOPOLOGY_FILE, GPU_UUIDS_FILE, HOST_FILE } from './layout.ts';
 import type { Cluster, DeploymentState, Replicas, RunnerDeps, StudyFiles } from './ports.ts';
 import { type StatusChecks, statusProblems } from './preflight.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryingCluster, retryingReplicas } from './retry.ts';
+import { type Opening, type Staged, Stager, stagingRecord } from './stager.ts';
 import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
 import { chooseStudy } from './study-id.ts';
 
@@ -152,6 +154,7 @@ interface RunExtras {
   readonly resets?: RunRecord['resets'];
   readonly preflight?: PreflightRecord;
   readonly promptEvidence?: PromptEvidence;
+  readonly staging?: RunRecord['staging'];
 }
 
 /** Container of the vLLM replicas (charts/model-servers.ts), whose log names the KV cache size. */
@@ -245,8 +248,15 @@ class StudyRunner {
   private readonly active = new Map<string, ActiveRun>();
   private lastProgressAt = 0;
   private message = '';
-  /** Each arm's preflight, once per runner process, before the arm's first run. */
+  /** Each arm's preflight (per replica pair), once per runner process, before the first run. */
   private readonly preflights = new Map<string, PreflightRecord>();
+  /** Preflights already kept in a run record (the arm's first run in this process). */
+  private readonly preflightsRecorded = new Set<string>();
+  /** The runs this process finished (recorded or stopped), for staging's prerequisites. */
+  private readonly finished = new Set<string>();
+  private readonly prerequisites: Map<string, string[]>;
+  /** The next run's clients, started behind closed gates while a run runs (lib/study/staging.ts). */
+  private readonly stager: Stager;
   /** The Kubernetes API and the replicas, with retries on transient faults (retry.ts). */
   private readonly cluster: Cluster;
   private readonly replicas: Replicas;
@@ -267,6 +277,23 @@ class StudyRunner {
     const retry = { policy: options.retry, clock: deps.clock, log: (line: string) => this.say(line) };
     this.cluster = retryingCluster(deps.cluster, retry);
     this.replicas = retryingReplicas(deps.replicas, retry);
+    this.prerequisites = runPrerequisites(plan);
+    this.stager = new Stager({
+      config,
+      cluster: this.cluster,
+      clock: deps.clock,
+      jobManifest: deps.jobManifest,
+      say: (line) => this.say(line),
+      deleteJobAndWait: (name) => this.deleteJobAndWait(name),
+      // The earlier run may take its Job timeout twice (a retry), then this run's waits.
+      readyCheckTimeoutSeconds:
+        (2 * options.jobTimeoutMs +
+          options.readyTimeoutMs +
+          options.podRestartTimeoutMs +
+          options.idleTimeoutMs +
+          options.rolloutTimeoutMs) /
+        1000,
+    });
   }
 
   async run(): Promise<StudyRecord> {
@@ -283,6 +310,7 @@ class StudyRunner {
         await this.writeStudy();
       }
       await this.say(`study stopped: ${message}`);
+      await this.dropStaged();
       await this.writeStatus(message);
       throw error;
     }
@@ -335,8 +363,16 @@ class StudyRunner {
     }
     await this.writeStudy();
 
+    try {
+      await this.stager.clearLeftovers();
+    } catch (error) {
+      await this.say(`leftover gates not cleared: ${(error as Error).message}`);
+    }
+    await this.preflightArms(pending);
+
     this.state = 'running';
     await this.runInOrder();
+    await this.dropStaged();
     this.active.clear();
     this.state = 'finished';
     this.metadata = { ...(this.metadata as StudyMetadata), finishedAt: this.deps.clock.now().toISOString() };
@@ -384,6 +420,7 @@ class StudyRunner {
         await this.say(`run ${index}/${total} ${run.id} runs beside ${others.join(', ')}`);
       const done = await this.runWithRetry(index, run);
       running.delete(run.id);
+      this.finished.add(run.id);
       if (done.record) {
         const overlapped = [...(beside.get(run.id) ?? [])];
         this.records.set(
@@ -494,10 +531,30 @@ class StudyRunner {
   // ---- One run -----------------------------------------------------------------------------
 
   private async executeRun(index: number, run: StudyRun): Promise<RunRecord> {
+    const startedAt = this.deps.clock.now();
+    this.active.set(run.id, { index, run, startedAt, phase: 'starting' });
+    // Clients started behind closed gates during the run before (lib/study/staging.ts): they
+    // send nothing until their gates open, after this run's reset.
+    const staged = this.stager.take(run.id);
+    const gates: { opening?: Opening } = {};
+    try {
+      return await this.measureRun(run, startedAt, staged, gates);
+    } finally {
+      // Nothing staged outlives its run: gates that opened are closed, clients that never went
+      // are deleted (a fallback already removed its own).
+      if (staged && gates.opening && 'openedAt' in gates.opening) await this.stager.closeGates(staged);
+      else if (staged && !gates.opening) await this.stager.drop(staged);
+    }
+  }
+
+  private async measureRun(
+    run: StudyRun,
+    startedAt: Date,
+    staged: Staged | undefined,
+    gates: { opening?: Opening },
+  ): Promise<RunRecord> {
     const { clock, store } = this.deps;
     const { cluster } = this;
-    const startedAt = clock.now();
-    this.active.set(run.id, { index, run, startedAt, phase: 'starting' });
     const servers = run.reset.prefixCaches;
     const pair = run.reset.pair ?? 0;
     const allUrls = this.options.replicaUrls(servers, pair);
@@ -509,9 +566,10 @@ class StudyRunner {
 
     // Lab-spec 4.4: a Job of an earlier attempt of this run (a resumed study) and its pods are
     // gone before anything else happens, so their requests cannot warm the caches reset below.
+    // A staged client is this attempt's, still waiting at its closed gate.
     await this.phase(run, 'clearing earlier attempts');
     for (const { spec, job } of jobs) {
-      await this.deletePreviousJob(job.metadata.name);
+      if (!staged) await this.deletePreviousJob(job.metadata.name);
       await store.removeClientResult(spec.id, spec.resultFile);
     }
 
@@ -525,19 +583,16 @@ class StudyRunner {
       return this.record(run, startedAt, 'endpoint', [], [], [`not started: ${frontEndDown}`]);
     }
 
-    // The preflight's request lands in a cache and an index that the reset and restart clear.
+    // The preflights ran before the study's first run (`preflightArms`); the arm's first run in
+    // this process keeps its record.
     let preflight: PreflightRecord | undefined;
     if (arm) {
-      // Once per arm and replica pair: each pair has its own front end.
-      const key = `${arm.id}${pairSuffix(pair)}`;
-      const known = this.preflights.get(key);
-      if (!known) {
-        await this.phase(run, 'preflight');
-        preflight = await this.preflight(arm, pair);
-        this.preflights.set(key, preflight);
-        await this.say(`preflight of ${key}: ${preflight.ok ? 'passed' : 'FAILED'}: ${preflight.detail}`);
+      const key = preflightKey(arm.id, pair);
+      const outcome = this.preflights.get(key) ?? (await this.preflightOnce(arm, pair));
+      if (!this.preflightsRecorded.has(key)) {
+        this.preflightsRecorded.add(key);
+        preflight = outcome;
       }
-      const outcome = known ?? (preflight as PreflightRecord);
       if (!outcome.ok) {
         return this.record(
           run,
@@ -546,9 +601,7 @@ class StudyRunner {
           [],
           [],
           [`not started: preflight failed: ${outcome.detail}`],
-          {
-            preflight: outcome,
-          },
+          { preflight: outcome },
         );
       }
     }
@@ -563,13 +616,13 @@ class StudyRunner {
       .map((r) => `replica ${r.pod}: prefix cache reset not verified: ${r.detail}`);
 
     if (run.reset.restartFrontEndOf && preconditions.length === 0) {
-      await this.phase(run, 'restarting front end');
-      const deployments = frontEnd(
-        this.config,
-        armById(this.config, run.reset.restartFrontEndOf),
-        pair,
-      ).restartDeployments;
-      for (const name of deployments) await cluster.restartDeployment(name, clock.now());
+      // A front end restarted during the run before (staging) has served nothing since.
+      const early = staged?.restarted?.deployments;
+      await this.phase(run, early ? 'waiting for the front end restarted early' : 'restarting front end');
+      const deployments =
+        early ??
+        frontEnd(this.config, armById(this.config, run.reset.restartFrontEndOf), pair).restartDeployments;
+      if (!early) for (const name of deployments) await cluster.restartDeployment(name, clock.now());
       for (const name of deployments) {
         const problem = await this.waitForRollout(name);
         if (problem) preconditions.push(problem);
@@ -579,7 +632,11 @@ class StudyRunner {
     const reset: RunRecord['reset'] = resets.some((r) => r.method === 'pod-restart')
       ? 'pod-restart'
       : 'endpoint';
-    const extra: RunExtras = { resets: resetRecords(resets), ...(preflight ? { preflight } : {}) };
+    let extra: RunExtras = {
+      resets: resetRecords(resets),
+      ...(preflight ? { preflight } : {}),
+      ...(staged ? { staging: stagingRecord(staged, undefined) } : {}),
+    };
     if (preconditions.length > 0) {
       // The run cannot measure anything: its Job is not started, so it loads no replica.
       return this.record(
@@ -599,8 +656,17 @@ class StudyRunner {
     const blind = noMetricsStop(pods.map((pod, i) => ({ pod, ...before[i] })));
     if (blind) throw new StudyStopError(blind);
 
-    await this.phase(run, 'starting job');
-    for (const { job } of jobs) await cluster.createJob(job);
+    if (staged) {
+      await this.phase(run, 'opening the gates of the staged clients');
+      gates.opening = await this.stager.open(staged);
+      extra = { ...extra, staging: stagingRecord(staged, gates.opening) };
+    }
+    if (!gates.opening || 'fellBack' in gates.opening) {
+      await this.phase(run, 'starting job');
+      for (const { job } of jobs) await cluster.createJob(job);
+    }
+    // While this run's load runs, the next run's clients start behind closed gates.
+    await this.stageNext(run);
 
     await this.phase(run, 'waiting for job');
     const outcomes = await this.waitForJobs(
@@ -670,6 +736,23 @@ class StudyRunner {
     });
   }
 
+  /**
+   * Stages the run that follows `run` (lib/study/staging.ts), once its other prerequisites have
+   * ended and unless its arm's preflight failed (its clients would never start).
+   */
+  private async stageNext(run: StudyRun): Promise<void> {
+    const next = stagedAfter(this.config, this.plan, run, (r) => this.records.get(r.id)?.valid === true);
+    if (!next) return;
+    const waitsFor = (this.prerequisites.get(next.run.id) ?? []).filter((id) => id !== run.id);
+    if (waitsFor.some((id) => !this.finished.has(id) && !this.records.get(id)?.valid)) return;
+    if (
+      next.run.arm &&
+      this.preflights.get(preflightKey(next.run.arm, next.run.reset.pair ?? 0))?.ok === false
+    )
+      return;
+    await this.stager.stage(run, next);
+  }
+
   private record(
     run: StudyRun,
     startedAt: Date,
@@ -692,6 +775,7 @@ class StudyRunner {
       ...(extra.resets ? { resets: extra.resets } : {}),
       ...(extra.preflight ? { preflight: extra.preflight } : {}),
       ...(extra.promptEvidence ? { promptEvidence: extra.promptEvidence } : {}),
+      ...(extra.staging ? { staging: extra.staging } : {}),
       clients,
       replicas,
       ...(summary ? { summary } : {}),
@@ -1076,6 +1160,26 @@ class StudyRunner {
   // ---- Preflight and prompt evidence ---------------------------------------------------------
 
   /**
+   * Every arm's preflight, once per arm and replica pair, before the study's first run: a
+   * preflight request then never lands in a front end that staging restarted early, and an arm
+   * that cannot run is known within the study's first minutes.
+   */
+  private async preflightArms(runs: readonly StudyRun[]): Promise<void> {
+    for (const run of runs) {
+      if (run.arm && !this.preflights.has(preflightKey(run.arm, run.reset.pair ?? 0)))
+        await this.preflightOnce(armById(this.config, run.arm), run.reset.pair ?? 0);
+    }
+  }
+
+  private async preflightOnce(arm: Arm, pair: number): Promise<PreflightRecord> {
+    const key = preflightKey(arm.id, pair);
+    const outcome = await this.preflight(arm, pair);
+    this.preflights.set(key, outcome);
+    await this.say(`preflight of ${key}: ${outcome.ok ? 'passed' : 'FAILED'}: ${outcome.detail}`);
+    return outcome;
+  }
+
+  /**
    * Before an arm's first run: the status conditions its path needs are True (the AI Gateway's
    * route and Gateway), and one tiny request through its front end reaches a replica of its
    * server set (a replica's `vllm:request_success_total` grows).
@@ -1355,6 +1459,15 @@ class StudyRunner {
     for (const l of lines) await this.files.appendLog(l);
   }
 
+  /** Removes the clients and gates of runs still staged (the study stops or ends). */
+  private async dropStaged(): Promise<void> {
+    try {
+      await this.stager.dropAll();
+    } catch (error) {
+      await this.say(`staged clients not removed: ${(error as Error).message}`);
+    }
+  }
+
   private async writeStatus(error?: string): Promise<void> {
     const { elapsedMs, etaMs } = this.eta();
     await this.deps.store.writeStatus(
@@ -1374,6 +1487,11 @@ class StudyRunner {
       }),
     );
   }
+}
+
+/** An arm's preflight is once per replica pair: each pair has its own front end. */
+function preflightKey(armId: string, pair: number): string {
+  return `${armId}${pairSuffix(pair)}`;
 }
 
 /** The StatefulSet a run's replicas belong to (its server set on its replica pair). */

@@ -66,3 +66,32 @@ export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec, gate?: Cl
   if (gate) args.push(`--ready-check-timeout-sec=${Math.ceil(gate.readyCheckTimeoutSeconds)}`);
   return args;
 }
+
+/** The parts of a client Job (charts/benchmark-job.ts) that `aimAtGate` reads. */
+export interface ClientJob {
+  readonly metadata: { readonly name: string };
+  readonly spec: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * A client Job as the runner has it (the charts bake every Job into the runner's ConfigMap),
+ * aimed at its gate instead: the `--base-url` of `benchServeArgs(config, spec, gate)` and its
+ * ready-check timeout. Throws when the Job has no `--base-url` to replace, so a staged client can
+ * never go straight to its front end.
+ */
+export function aimAtGate<J extends ClientJob>(job: J, gate: ClientGate): J {
+  const template = job.spec.template as { spec: { containers: { args?: string[] }[] } };
+  const containers = template.spec.containers.map((container) => {
+    const args = container.args ?? [];
+    const at = args.findIndex((a) => a.startsWith('--base-url='));
+    if (at < 0) return container;
+    const aimed = [...args];
+    aimed[at] = `--base-url=${gate.baseUrl}`;
+    aimed.push(`--ready-check-timeout-sec=${Math.ceil(gate.readyCheckTimeoutSeconds)}`);
+    return { ...container, args: aimed };
+  });
+  if (containers.every((c, i) => c === template.spec.containers[i])) {
+    throw new Error(`job/${job.metadata.name} has no --base-url argument to aim at a gate`);
+  }
+  return { ...job, spec: { ...job.spec, template: { ...template, spec: { ...template.spec, containers } } } };
+}

@@ -17,11 +17,22 @@ import type {
   PodState,
   ResourceRef,
   RunnerDeps,
+  ServiceObject,
 } from '../../lib/runner/ports.ts';
+import { studyArms } from '../../lib/study/arms.ts';
 import type { BenchmarkSpec, StudyPlan } from '../../lib/study/plan.ts';
 import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
+import { frontEnd } from '../../lib/study/topology.ts';
 import type { JobCounts } from '../../lib/study/validity.ts';
 import { lookedUpTokens } from '../../lib/study/workload.ts';
+
+/** The gate a staged client's `--base-url` names (`http://gate-<id>.<ns>.svc...`), if any. */
+function gateOf(job: JobObject): string | undefined {
+  const containers = (job.spec.template as { spec: { containers: { args?: string[] }[] } }).spec.containers;
+  const base = containers[0].args?.find((a) => a.startsWith('--base-url='))?.slice('--base-url='.length);
+  const host = base ? new URL(base).hostname.split('.')[0] : undefined;
+  return host?.startsWith('gate-') ? host : undefined;
+}
 
 /** A clock whose sleep only moves time forward: a study of hours runs in milliseconds. */
 /**
@@ -39,7 +50,7 @@ export function rehearsalDeps(
     endpointPickers: new HttpEndpointPickers(parts.tokenFile, 5_000),
     store: new FileResultStore(parts.dir),
     clock: parts.clock,
-    jobManifest: (spec) => benchmarkJob(config, spec),
+    jobManifest: (spec, gate) => benchmarkJob(config, spec, gate),
     log: (line) => parts.lines.push(line),
   };
 }
@@ -368,13 +379,27 @@ export interface FakeClusterOptions {
   readonly statuses?: Readonly<Record<string, Record<string, unknown>>>;
   /** createJob creates this run's Job (which then never finishes) and throws: a runner killed mid-run. */
   readonly leaveJobAtRun?: string;
+  /**
+   * Seconds from a Job's creation to its client's first request: pod start, imports, tokenizer
+   * and dataset. A staged client spends them at its closed gate. @default 0
+   */
+  readonly jobStartSeconds?: number;
+  /**
+   * A staged client ends (status.failed) when its start is done instead of waiting at its closed
+   * gate: a client image whose `vllm bench serve` has no ready check.
+   */
+  readonly stagedClientsEnd?: boolean;
+  /** Gates (Services) a killed runner left behind. */
+  readonly leftoverGates?: readonly string[];
 }
 
 interface FakeJob {
   readonly manifest: JobObject;
   readonly createdAt: number;
-  readonly doneAt: number;
+  doneAt: number;
   readonly outcome: 'succeeded' | 'failed' | 'never';
+  /** The gate a staged client waits at, until it opens (then it runs as any client). */
+  waitingAt?: string;
   /** Set by deleteJob: when the Job and its pods are gone. */
   goneAt?: number;
 }
@@ -396,6 +421,11 @@ export class FakeCluster implements Cluster {
   private readonly runOf = new Map<string, string>();
   private readonly deployments = new Map<string, { generation: number; observedAt: number }>();
   private readonly podReadyAt = new Map<string, number>();
+  /** Services by name: the front ends' in the lab namespace, and the gates the runner makes. */
+  readonly services = new Map<
+    string,
+    { spec: Record<string, unknown>; labels: Readonly<Record<string, string>> }
+  >();
   /** Happens once: the restarted runner finds the Job. */
   private leaveJobAtRun: string | undefined;
   private outageDone = false;
@@ -406,6 +436,30 @@ export class FakeCluster implements Cluster {
   constructor(private readonly o: FakeClusterOptions) {
     this.leaveJobAtRun = o.leaveJobAtRun;
     for (const r of o.replicas) r.clock = o.clock;
+    for (let pair = 0; pair < o.config.study.parallelism; pair++) {
+      for (const arm of studyArms(o.config)) {
+        const fe = frontEnd(o.config, arm, pair);
+        if (fe.namespace !== o.config.namespace) continue;
+        this.services.set(fe.service, {
+          spec: {
+            type: 'ClusterIP',
+            clusterIP: '10.43.7.12',
+            clusterIPs: ['10.43.7.12'],
+            selector: { app: fe.service },
+            ports: [{ name: 'http', port: fe.port, targetPort: fe.port, protocol: 'TCP' }],
+            sessionAffinity: 'None',
+            internalTrafficPolicy: 'Cluster',
+          },
+          labels: {},
+        });
+      }
+    }
+    for (const gate of o.leftoverGates ?? []) {
+      this.services.set(gate, {
+        spec: { type: 'ClusterIP', ports: [{ port: 8000 }] },
+        labels: { 'app.kubernetes.io/part-of': 'llm-gateway-lab', 'app.kubernetes.io/component': 'gate' },
+      });
+    }
     for (const run of o.plan.runs) {
       for (const spec of run.benchmarks) {
         this.specs.set(spec.id, spec);
@@ -444,26 +498,89 @@ export class FakeCluster implements Cluster {
       this.o.replicas[outage.replica].outage = { from, until: from + outage.seconds * 1000 };
     }
     this.pollErrors = this.o.pollErrorsAfterCreate ?? 0;
-    const b = this.o.behaviour?.[id] ?? {};
-    if (b.failAfterSeconds !== undefined) {
-      this.jobs.set(job.metadata.name, {
-        manifest: job,
-        createdAt: now,
-        doneAt: now + b.failAfterSeconds * 1000,
-        outcome: 'failed',
-      });
+    const startMs = (this.o.jobStartSeconds ?? 0) * 1000;
+    const gate = gateOf(job);
+    if (gate) {
+      const waiting: FakeJob = this.o.stagedClientsEnd
+        ? { manifest: job, createdAt: now, doneAt: now + startMs, outcome: 'failed' }
+        : {
+            manifest: job,
+            createdAt: now,
+            doneAt: Number.POSITIVE_INFINITY,
+            outcome: 'succeeded',
+            waitingAt: gate,
+          };
+      this.jobs.set(job.metadata.name, waiting);
       return;
+    }
+    this.jobs.set(job.metadata.name, this.startClient(job, spec, now, now + startMs));
+  }
+
+  /** A client sends its load from `from` on (its requests land at once) and ends `jobSeconds` later. */
+  private startClient(job: JobObject, spec: BenchmarkSpec, createdAt: number, from: number): FakeJob {
+    const b = this.o.behaviour?.[spec.id] ?? {};
+    if (b.failAfterSeconds !== undefined) {
+      return { manifest: job, createdAt, doneAt: from + b.failAfterSeconds * 1000, outcome: 'failed' };
     }
     const completed = b.completed ?? spec.prompts;
     this.serve(spec, completed + 1);
     if (b.metricsVanish) for (const r of this.o.replicas) r.blankScrapes = 1;
     if (!b.noResultFile) this.writeResult(spec, completed);
-    this.jobs.set(job.metadata.name, {
+    return {
       manifest: job,
-      createdAt: now,
-      doneAt: now + (this.o.jobSeconds ?? 120) * 1000,
+      createdAt,
+      doneAt: from + (this.o.jobSeconds ?? 120) * 1000,
       outcome: b.hangs ? 'never' : 'succeeded',
-    });
+    };
+  }
+
+  async getServiceSpec(name: string): Promise<Record<string, unknown> | undefined> {
+    const service = this.services.get(name);
+    return service ? structuredClone(service.spec) : undefined;
+  }
+
+  async createService(service: ServiceObject): Promise<void> {
+    const { name, namespace, labels } = service.metadata;
+    const path = `/api/v1/namespaces/${namespace}/services`;
+    if (namespace !== this.o.config.namespace)
+      throw new Error(`fake cluster: service/${name} in ${namespace}`);
+    if (this.services.has(name))
+      throw new KubeApiError(
+        'POST',
+        path,
+        409,
+        `{"kind":"Status","message":"services "${name}" already exists"}`,
+      );
+    if ('selector' in service.spec) throw new Error(`fake cluster: gate service/${name} has a selector`);
+    this.events.push(`create service/${name}`);
+    this.services.set(name, { spec: structuredClone({ ...service.spec }), labels });
+  }
+
+  /** A gate opens: the clients waiting at it send their load once their own start is done. */
+  async setServiceSelector(name: string, selector: Readonly<Record<string, string>>): Promise<void> {
+    const service = this.services.get(name);
+    if (!service)
+      throw new KubeApiError('PATCH', `/api/v1/namespaces/x/services/${name}`, 404, '{"kind":"Status"}');
+    service.spec.selector = { ...selector };
+    this.events.push(`open service/${name}`);
+    const now = this.o.clock.ms;
+    for (const [jobName, job] of this.jobs) {
+      if (job.waitingAt !== name || job.goneAt !== undefined) continue;
+      const spec = this.specs.get(job.manifest.metadata.labels[BENCHMARK_LABEL]) as BenchmarkSpec;
+      const ready = job.createdAt + (this.o.jobStartSeconds ?? 0) * 1000;
+      this.jobs.set(jobName, this.startClient(job.manifest, spec, job.createdAt, Math.max(now, ready)));
+    }
+  }
+
+  async deleteService(name: string): Promise<void> {
+    if (this.services.delete(name)) this.events.push(`delete service/${name}`);
+  }
+
+  async listServiceNames(labelSelector: string): Promise<string[]> {
+    const wanted = labelSelector.split(',').map((kv) => kv.split('='));
+    return [...this.services]
+      .filter(([, s]) => wanted.every(([k, v]) => s.labels[k] === v))
+      .map(([name]) => name);
   }
 
   async getJob(name: string): Promise<JobCounts | undefined> {

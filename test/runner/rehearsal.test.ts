@@ -732,7 +732,7 @@ describe('rehearsal: the EPP proves it saw the prompts', () => {
 });
 
 describe('rehearsal: a preflight per front end', () => {
-  it('sends one tiny request through each arm before its first run and before that run’s reset', async () => {
+  it('sends one tiny request through each arm before the study’s first run and its first reset', async () => {
     const runs = ['arm-kube-proxy-prefix', 'arm-kube-proxy-sharegpt', 'arm-epp-completions-prefix'].map(
       (id) => findRun(plan, id),
     );
@@ -741,13 +741,14 @@ describe('rehearsal: a preflight per front end', () => {
     frontEnds.onRequest = (arm) => events.push(`preflight ${arm}`);
     for (const replica of replicas) replica.onReset = () => events.push(`reset ${replica.pod}`);
     const study = await r.run();
+    // All before the first run: a preflight request never lands in a front end restarted early.
     expect(events).toEqual([
       'preflight kube-proxy',
-      'reset qwen3-0',
-      'reset qwen3-1',
-      'reset qwen3-0',
-      'reset qwen3-1',
       'preflight epp-completions',
+      'reset qwen3-0',
+      'reset qwen3-1',
+      'reset qwen3-0',
+      'reset qwen3-1',
       'reset qwen3-0',
       'reset qwen3-1',
     ]);
