@@ -94,6 +94,8 @@ export interface StudyPlan {
 export function studyPlan(config: LabConfig): StudyPlan {
   const arms = studyArms(config);
   const byId = new Map(arms.map((arm) => [arm.id, arm]));
+  const required = arms.filter((arm) => !arm.optional);
+  const optional = arms.filter((arm) => arm.optional);
   // One bound run per replica at once: with two pairs the sweep spreads over all four replicas.
   const slots = config.vllm.replicas * config.study.parallelism;
   const runs: StudyRun[] = [
@@ -101,16 +103,14 @@ export function studyPlan(config: LabConfig): StudyPlan {
       boundRun(config, prefixes, i % config.vllm.replicas, Math.floor((i % slots) / config.vllm.replicas)),
     ),
     partitionRun(config),
-    ...arms.filter((arm) => !arm.optional).flatMap((arm) => armRuns(config, arm)),
+    ...armBlock(config, required),
     ...config.study.concurrencySweep.levels.flatMap((level) =>
       config.study.concurrencySweep.arms.map((id) => sweepRun(config, mustFind(byId, id), level)),
     ),
-    ...arms.filter((arm) => arm.optional).flatMap((arm) => armRuns(config, arm)),
+    ...armBlock(config, optional),
     // Further repeats, interleaved across arms (A B C A B C): a drift over the study's hours (a
     // warming GPU, a noisy neighbour) spreads over every arm instead of biasing the last one.
-    ...Array.from({ length: config.study.repeats - 1 }, (_, i) =>
-      arms.flatMap((arm) => armRuns(config, arm, i + 2)),
-    ).flat(),
+    ...Array.from({ length: config.study.repeats - 1 }, (_, i) => armBlock(config, arms, i + 2)).flat(),
   ];
   return { runs: assignPairs(runs, byId, config.study.parallelism) };
 }
@@ -272,21 +272,29 @@ function partitionRun(config: LabConfig): StudyRun {
   };
 }
 
-function armRuns(config: LabConfig, arm: Arm, repeat = 1): StudyRun[] {
+/**
+ * A block of arm runs: every arm's prefix run in arm order, then every arm's ShareGPT control in
+ * arm order. Consecutive runs then go through different front ends, so the runner can restart the
+ * next run's front end while the current run's load runs (lib/study/staging.ts, `restartEarly`),
+ * and the arms meet each workload close together in time, under the same host conditions.
+ */
+function armBlock(config: LabConfig, arms: readonly Arm[], repeat = 1): StudyRun[] {
   const datasets: Dataset[] = config.study.sharegptControl ? ['prefix', 'sharegpt'] : ['prefix'];
-  return datasets.map((dataset) => {
-    const run = frontEndRun(
-      config,
-      arm,
-      dataset,
-      config.workload.concurrency,
-      armRunId(arm.id, dataset, repeat),
-      'arm',
-    );
-    const title =
-      config.study.repeats > 1 ? `${run.title} (repeat ${repeat} of ${config.study.repeats})` : run.title;
-    return { ...run, title, repeat };
-  });
+  return datasets.flatMap((dataset) => arms.map((arm) => armRun(config, arm, dataset, repeat)));
+}
+
+function armRun(config: LabConfig, arm: Arm, dataset: Dataset, repeat: number): StudyRun {
+  const run = frontEndRun(
+    config,
+    arm,
+    dataset,
+    config.workload.concurrency,
+    armRunId(arm.id, dataset, repeat),
+    'arm',
+  );
+  const title =
+    config.study.repeats > 1 ? `${run.title} (repeat ${repeat} of ${config.study.repeats})` : run.title;
+  return { ...run, title, repeat };
 }
 
 function sweepRun(config: LabConfig, arm: Arm, concurrency: number): StudyRun {
