@@ -118,21 +118,36 @@ export function studyPlan(config: LabConfig): StudyPlan {
 /**
  * Gives the partition, arm and sweep runs their replica pair. In plan order, the partition (the
  * replicas directly) and each run whose arm has a front end on every pair (`onEveryPair`) take
- * the pair after the previous run's; the optional arms stay on pair 0. The turns start with the
- * last pair: pair 0 holds the bound sweep's first runs (the most prefixes, the longest), so the
- * last pair is free first. Each pair then goes through its runs beside the other
- * (`runPrerequisites`). With one pair nothing changes.
+ * the pair after the previous run's, unless that pair's latest run was of the same arm and
+ * another pair's was not: then that other pair. A pair never runs one arm twice in a row, so its
+ * next front end can restart during its current run (lib/study/staging.ts), and the concurrency
+ * sweep (each level over the same arms) spreads each arm over both pairs instead of putting all
+ * its levels on one. The optional arms stay on pair 0. The turns start with the last pair: pair 0
+ * holds the bound sweep's first runs (the most prefixes, the longest), so the last pair is free
+ * first. Each pair then goes through its runs beside the other (`runPrerequisites`). With one
+ * pair nothing changes.
  */
 function assignPairs(runs: StudyRun[], arms: ReadonlyMap<string, Arm>, pairs: number): StudyRun[] {
   if (pairs === 1) return runs;
   let next = pairs - 1;
+  const latestArm = new Map<number, string | undefined>();
   return runs.map((run) => {
     if (run.group === 'bound') return run;
     const arm = run.arm === undefined ? undefined : arms.get(run.arm);
-    const pair = run.group === 'partition' || (arm && onEveryPair(arm)) ? next : 0;
+    const turns = run.group === 'partition' || (arm && onEveryPair(arm));
+    const pair = turns
+      ? pairInTurn(next, pairs, (p) => run.arm !== undefined && latestArm.get(p) === run.arm)
+      : 0;
+    latestArm.set(pair, run.arm);
     next = (pair + 1) % pairs;
     return pair === 0 ? run : onPair(run, pair);
   });
+}
+
+/** `next`, or the first pair after it that is not `busy`; `next` when every pair is. */
+function pairInTurn(next: number, pairs: number, busy: (pair: number) => boolean): number {
+  const order = Array.from({ length: pairs }, (_, i) => (next + i) % pairs);
+  return order.find((pair) => !busy(pair)) ?? next;
 }
 
 /** A run moved to another replica pair: its reset and every client's target. */

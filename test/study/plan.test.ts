@@ -37,7 +37,9 @@ describe('studyPlan (lab-spec 4.2)', () => {
     expect(new Set(plan.runs.map((run) => run.id)).size).toBe(plan.runs.length);
   });
 
-  it('never runs one front end twice in a row, so the next front end can restart during a run', () => {
+  // Two arms can share a front end (epp and epp-completions share the EPP): lib/study/staging.ts
+  // restarts early only a front end the current run does not use.
+  it('never runs one arm twice in a row, so the next front end can restart during a run', () => {
     const configs = [
       config,
       parseLabConfig({ study: { repeats: 2 } }),
