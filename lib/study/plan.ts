@@ -94,6 +94,8 @@ export interface StudyPlan {
 export function studyPlan(config: LabConfig): StudyPlan {
   const arms = studyArms(config);
   const byId = new Map(arms.map((arm) => [arm.id, arm]));
+  const required = arms.filter((arm) => !arm.optional);
+  const optional = arms.filter((arm) => arm.optional);
   // One bound run per replica at once: with two pairs the sweep spreads over all four replicas.
   const slots = config.vllm.replicas * config.study.parallelism;
   const runs: StudyRun[] = [
@@ -101,16 +103,14 @@ export function studyPlan(config: LabConfig): StudyPlan {
       boundRun(config, prefixes, i % config.vllm.replicas, Math.floor((i % slots) / config.vllm.replicas)),
     ),
     partitionRun(config),
-    ...arms.filter((arm) => !arm.optional).flatMap((arm) => armRuns(config, arm)),
+    ...armBlock(config, required),
     ...config.study.concurrencySweep.levels.flatMap((level) =>
       config.study.concurrencySweep.arms.map((id) => sweepRun(config, mustFind(byId, id), level)),
     ),
-    ...arms.filter((arm) => arm.optional).flatMap((arm) => armRuns(config, arm)),
+    ...armBlock(config, optional),
     // Further repeats, interleaved across arms (A B C A B C): a drift over the study's hours (a
     // warming GPU, a noisy neighbour) spreads over every arm instead of biasing the last one.
-    ...Array.from({ length: config.study.repeats - 1 }, (_, i) =>
-      arms.flatMap((arm) => armRuns(config, arm, i + 2)),
-    ).flat(),
+    ...Array.from({ length: config.study.repeats - 1 }, (_, i) => armBlock(config, arms, i + 2)).flat(),
   ];
   return { runs: assignPairs(runs, byId, config.study.parallelism) };
 }
@@ -118,21 +118,36 @@ export function studyPlan(config: LabConfig): StudyPlan {
 /**
  * Gives the partition, arm and sweep runs their replica pair. In plan order, the partition (the
  * replicas directly) and each run whose arm has a front end on every pair (`onEveryPair`) take
- * the pair after the previous run's; the optional arms stay on pair 0. The turns start with the
- * last pair: pair 0 holds the bound sweep's first runs (the most prefixes, the longest), so the
- * last pair is free first. Each pair then goes through its runs beside the other
- * (`runPrerequisites`). With one pair nothing changes.
+ * the pair after the previous run's, unless that pair's latest run was of the same arm and
+ * another pair's was not: then that other pair. A pair never runs one arm twice in a row, so its
+ * next front end can restart during its current run (lib/study/staging.ts), and the concurrency
+ * sweep (each level over the same arms) spreads each arm over both pairs instead of putting all
+ * its levels on one. The optional arms stay on pair 0. The turns start with the last pair: pair 0
+ * holds the bound sweep's first runs (the most prefixes, the longest), so the last pair is free
+ * first. Each pair then goes through its runs beside the other (`runPrerequisites`). With one
+ * pair nothing changes.
  */
 function assignPairs(runs: StudyRun[], arms: ReadonlyMap<string, Arm>, pairs: number): StudyRun[] {
   if (pairs === 1) return runs;
   let next = pairs - 1;
+  const latestArm = new Map<number, string | undefined>();
   return runs.map((run) => {
     if (run.group === 'bound') return run;
     const arm = run.arm === undefined ? undefined : arms.get(run.arm);
-    const pair = run.group === 'partition' || (arm && onEveryPair(arm)) ? next : 0;
+    const turns = run.group === 'partition' || (arm && onEveryPair(arm));
+    const pair = turns
+      ? pairInTurn(next, pairs, (p) => run.arm !== undefined && latestArm.get(p) === run.arm)
+      : 0;
+    latestArm.set(pair, run.arm);
     next = (pair + 1) % pairs;
     return pair === 0 ? run : onPair(run, pair);
   });
+}
+
+/** `next`, or the first pair after it that is not `busy`; `next` when every pair is. */
+function pairInTurn(next: number, pairs: number, busy: (pair: number) => boolean): number {
+  const order = Array.from({ length: pairs }, (_, i) => (next + i) % pairs);
+  return order.find((pair) => !busy(pair)) ?? next;
 }
 
 /** A run moved to another replica pair: its reset and every client's target. */
@@ -272,21 +287,29 @@ function partitionRun(config: LabConfig): StudyRun {
   };
 }
 
-function armRuns(config: LabConfig, arm: Arm, repeat = 1): StudyRun[] {
+/**
+ * A block of arm runs: every arm's prefix run in arm order, then every arm's ShareGPT control in
+ * arm order. Consecutive runs then go through different front ends, so the runner can restart the
+ * next run's front end while the current run's load runs (lib/study/staging.ts, `restartEarly`),
+ * and the arms meet each workload close together in time, under the same host conditions.
+ */
+function armBlock(config: LabConfig, arms: readonly Arm[], repeat = 1): StudyRun[] {
   const datasets: Dataset[] = config.study.sharegptControl ? ['prefix', 'sharegpt'] : ['prefix'];
-  return datasets.map((dataset) => {
-    const run = frontEndRun(
-      config,
-      arm,
-      dataset,
-      config.workload.concurrency,
-      armRunId(arm.id, dataset, repeat),
-      'arm',
-    );
-    const title =
-      config.study.repeats > 1 ? `${run.title} (repeat ${repeat} of ${config.study.repeats})` : run.title;
-    return { ...run, title, repeat };
-  });
+  return datasets.flatMap((dataset) => arms.map((arm) => armRun(config, arm, dataset, repeat)));
+}
+
+function armRun(config: LabConfig, arm: Arm, dataset: Dataset, repeat: number): StudyRun {
+  const run = frontEndRun(
+    config,
+    arm,
+    dataset,
+    config.workload.concurrency,
+    armRunId(arm.id, dataset, repeat),
+    'arm',
+  );
+  const title =
+    config.study.repeats > 1 ? `${run.title} (repeat ${repeat} of ${config.study.repeats})` : run.title;
+  return { ...run, title, repeat };
 }
 
 function sweepRun(config: LabConfig, arm: Arm, concurrency: number): StudyRun {

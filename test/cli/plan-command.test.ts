@@ -1,4 +1,7 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { tempDir } from '../temp.ts';
 import { runLabCli } from './run-lab.ts';
 
 describe('lab plan', () => {
@@ -26,6 +29,13 @@ describe('lab plan', () => {
       /^Estimated study duration after the bootstrap: \d+\.\d min \(\d+\.\d min if every run were serial\), about \d+\.\d\d USD at 4\.6 USD\/h$/m,
     );
     expect(run.stdout).toMatch(/^ {2}arm +18 run\(s\)/m);
+    // Per overhead kind, and what staging the next run hides (runner.stageNextRun, on by default).
+    expect(run.stdout).toMatch(
+      /^ {2}overhead per kind, summed over the runs: Job start \d+\.\d min, front-end restart \d+\.\d min, reset \d+\.\d min, runner \d+\.\d min, preflight \d+\.\d min, gate \d+\.\d min$/m,
+    );
+    expect(run.stdout).toMatch(
+      /^ {2}staging \(runner\.stageNextRun\): 22 of 27 runs start their clients during the run before, hiding Job starts 11\.0 min and 16 front-end restart\(s\) 5\.3 min; their gates add 1\.8 min$/m,
+    );
     // The g6.12xlarge's four GPUs fit a second pair of two replicas: what study.parallelism: 2 would give.
     const paired = /^ {2}with study\.parallelism: 2 \(.*\): (\d+\.\d) min, about \d+\.\d\d USD$/m.exec(
       run.stdout,
@@ -68,6 +78,28 @@ describe('lab plan', () => {
     expect(json.armsVerdict).toMatch(/^best predicted hit rate/);
     expect(json.estimate.runs).toHaveLength(27);
     expect(json.estimate.totalSeconds).toBeGreaterThan(0);
+    expect(json.estimate.staging).toMatchObject({ enabled: true, stagedRuns: 22 });
+    expect(json.estimate.staging.hiddenSeconds.jobStartSeconds).toBeGreaterThan(0);
+    expect(json.estimate.assumedOverheads.gateSeconds).toBe(5);
+    const staged = json.estimate.runs.find((r: { id: string }) => r.id === 'arm-router-cache-aware-prefix');
+    expect(staged.stagedAfter).toBe('arm-router-round-robin-prefix');
+    expect(staged.overheads.jobStartSeconds).toBe(0);
+  });
+
+  it('estimates without staging when runner.stageNextRun is false, and says so', () => {
+    const path = join(tempDir('lab-plan-'), 'lab.yaml');
+    writeFileSync(path, 'runner:\n  stageNextRun: false\n');
+    const text = runLabCli(['--config', path, 'plan']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain(
+      '  staging off (runner.stageNextRun: false): every run starts its clients when it starts\n',
+    );
+    const staged = runLabCli(['plan', '--json']);
+    const unstaged = runLabCli(['--config', path, 'plan', '--json']);
+    const total = (run: { stdout: string }) => JSON.parse(run.stdout).estimate.totalSeconds as number;
+    // The Job starts and restarts staging hides cost instance time again.
+    expect(total(unstaged) - total(staged)).toBeGreaterThan(10 * 60);
+    expect(JSON.parse(unstaged.stdout).estimate.staging.stagedRuns).toBe(0);
   });
 
   it('names the option, the bad value and what is allowed', () => {

@@ -324,14 +324,14 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
   it('logs progress with the elapsed time and a study ETA from the mean run duration', () => {
     expect(r.lines).toContain('run 1/27 bound-p128: waiting for job (elapsed 0s, study ETA unknown)');
     // Each run takes 2 minutes of fake time (the fake Job's duration); a router arm's restart
-    // adds 20 s. At run 7 six runs are done: this one and 20 more to go.
-    const line = r.lines.find((l) => l.startsWith('run 7/27 arm-kube-proxy-sharegpt: waiting for job'));
+    // adds 20 s before its Job. At run 7 six runs are done: this one and 20 more to go.
+    const line = r.lines.find((l) => l.startsWith('run 7/27 arm-router-round-robin-prefix: waiting for job'));
     expect(line).toMatch(
-      /^run 7\/27 arm-kube-proxy-sharegpt: waiting for job \(elapsed 0s, study ETA \d+m\)$/,
+      /^run 7\/27 arm-router-round-robin-prefix: waiting for job \(elapsed 20s, study ETA \d+m\)$/,
     );
     expect(
       r.lines.some((l) =>
-        /^run 8\/27 arm-router-round-robin-prefix: waiting for job \(elapsed 1m20s, study ETA \d+m\)$/.test(
+        /^run 8\/27 arm-router-cache-aware-prefix: waiting for job \(elapsed 1m20s, study ETA \d+m\)$/.test(
           l,
         ),
       ),
@@ -433,11 +433,11 @@ describe('rehearsal: identical prefixes', () => {
 describe('rehearsal: an interrupted study resumes without repeating valid runs', () => {
   it('restarts at run 7', async () => {
     const first = rehearsal({ throwAtRun: plan.runs[6].id });
-    await expect(first.run()).rejects.toThrow(/interrupted at arm-kube-proxy-sharegpt/);
+    await expect(first.run()).rejects.toThrow(/interrupted at arm-router-round-robin-prefix/);
     const status = readJson<StudyStatus>(join(first.dir, 'status.json'));
     expect(status).toMatchObject({ state: 'failed', recordedRuns: 6, validRuns: 6 });
     expect(status.error).toMatch(/interrupted/);
-    expect(status.current?.id).toBe('arm-kube-proxy-sharegpt');
+    expect(status.current?.id).toBe('arm-router-round-robin-prefix');
     const before = readJson<StudyRecord>(join(first.study(), 'study.json'));
     expect(before.runs.map((run) => run.id)).toEqual(plan.runs.slice(0, 6).map((run) => run.id));
     expect(first.cluster.created).toHaveLength(7); // six runs, the partition with two clients

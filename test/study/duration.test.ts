@@ -5,7 +5,9 @@ import {
   DEFAULT_RUN_OVERHEADS,
   estimateStudy,
   formatEstimate,
+  type RunEstimate,
   runSimulation,
+  studySchedule,
 } from '../../lib/study/duration.ts';
 import { findRun, studyPlan } from '../../lib/study/plan.ts';
 import { routingName } from '../../lib/study/simulator.ts';
@@ -16,46 +18,151 @@ const arms = new Map(studyArms(config).map((arm) => [arm.id, arm]));
 
 describe('estimateStudy', () => {
   const estimate = estimateStudy(config, plan);
+  const o = DEFAULT_RUN_OVERHEADS;
+  const byId = new Map(estimate.runs.map((r) => [r.id, r]));
+  const run = (id: string) => byId.get(id) as RunEstimate;
 
   it('estimates every run: the simulated load plus its overheads', () => {
     expect(estimate.runs.map((r) => r.id)).toEqual(plan.runs.map((r) => r.id));
-    for (const r of estimate.runs) expect(r.loadSeconds, r.id).toBeGreaterThan(30);
-    const o = DEFAULT_RUN_OVERHEADS;
-    const base = o.jobStartSeconds + o.resetSeconds + o.runnerSeconds;
-    const byId = new Map(estimate.runs.map((r) => [r.id, r]));
-    expect(byId.get('bound-p128')?.overheadSeconds).toBe(base);
-    // The first run of a router arm: its preflight and the router's restart.
-    expect(byId.get('arm-router-cache-aware-prefix')?.overheadSeconds).toBe(
-      base + o.frontEndRestartSeconds + o.preflightSeconds,
-    );
-    expect(byId.get('arm-router-cache-aware-sharegpt')?.overheadSeconds).toBe(
-      base + o.frontEndRestartSeconds,
-    );
+    for (const r of estimate.runs) {
+      expect(r.loadSeconds, r.id).toBeGreaterThan(30);
+      expect(r.overheadSeconds, r.id).toBeCloseTo(
+        Object.values(r.overheads).reduce((a, b) => a + b, 0),
+        9,
+      );
+    }
+    // Neither the bound sweep nor the partition can wait behind a gate: they call replicas directly.
+    expect(run('bound-p128').overheadSeconds).toBe(o.jobStartSeconds + o.resetSeconds + o.runnerSeconds);
+    expect(run('partition').stagedAfter).toBeUndefined();
     // Fewer prefixes hit more and finish sooner; a lower concurrency takes longer.
-    expect(byId.get('bound-p8')?.loadSeconds).toBeLessThan(byId.get('bound-p128')?.loadSeconds as number);
-    expect(byId.get('sweep-c4-kube-proxy')?.loadSeconds).toBeGreaterThan(
-      byId.get('arm-kube-proxy-prefix')?.loadSeconds as number,
+    expect(run('bound-p8').loadSeconds).toBeLessThan(run('bound-p128').loadSeconds);
+    expect(run('sweep-c4-kube-proxy').loadSeconds).toBeGreaterThan(run('arm-kube-proxy-prefix').loadSeconds);
+  });
+
+  it("hides a staged run's Job start and early front-end restart behind the load of the run before", () => {
+    // The first router arm: its clients start and its router restarts during round-robin's load.
+    const staged = run('arm-router-cache-aware-prefix');
+    expect(staged.stagedAfter).toBe('arm-router-round-robin-prefix');
+    expect(run('arm-router-round-robin-prefix').loadSeconds).toBeGreaterThan(o.jobStartSeconds);
+    expect(staged.overheads).toEqual({
+      jobStartSeconds: 0,
+      frontEndRestartSeconds: 0,
+      resetSeconds: o.resetSeconds,
+      runnerSeconds: o.runnerSeconds,
+      preflightSeconds: o.preflightSeconds,
+      gateSeconds: o.gateSeconds,
+    });
+    expect(staged.overheadSeconds).toBe(
+      o.resetSeconds + o.runnerSeconds + o.gateSeconds + o.preflightSeconds,
+    );
+    expect(staged.hiddenSeconds).toEqual({
+      jobStartSeconds: o.jobStartSeconds,
+      frontEndRestartSeconds: o.frontEndRestartSeconds,
+    });
+    // The first run after the partition is staged too; the next one's preflight is already done.
+    expect(run('arm-kube-proxy-prefix').stagedAfter).toBe('partition');
+    expect(run('arm-router-cache-aware-sharegpt').overheads.preflightSeconds).toBe(0);
+  });
+
+  it('counts what outlasts the earlier load: a Job start or a restart longer than it', () => {
+    const slow = { ...o, jobStartSeconds: 400, frontEndRestartSeconds: 600 };
+    const r = estimateStudy(config, plan, slow).runs.find((e) => e.id === 'arm-router-cache-aware-prefix');
+    const earlier = run('arm-router-round-robin-prefix').loadSeconds;
+    expect(earlier).toBeLessThan(400);
+    expect(r?.overheads.jobStartSeconds).toBeCloseTo(400 - earlier, 9);
+    expect(r?.overheads.frontEndRestartSeconds).toBeCloseTo(600 - earlier, 9);
+    expect(r?.hiddenSeconds?.jobStartSeconds).toBeCloseTo(earlier, 9);
+    expect(r?.overheadSeconds).toBeCloseTo(
+      o.resetSeconds + o.runnerSeconds + o.gateSeconds + o.preflightSeconds + 400 - earlier + 600 - earlier,
+      9,
+    );
+  });
+
+  it('restarts a front end the run before uses only after that run: epp-completions after epp', () => {
+    // Both go through the same EPP (qwen3-epp): its restart cannot start before epp's run ends.
+    const shared = run('arm-epp-completions-prefix');
+    expect(shared.stagedAfter).toBe('arm-epp-prefix');
+    expect(shared.overheads.jobStartSeconds).toBe(0);
+    expect(shared.overheads.frontEndRestartSeconds).toBe(o.frontEndRestartSeconds);
+    expect(shared.hiddenSeconds?.frontEndRestartSeconds).toBe(0);
+    expect(run('arm-epp-prefix').overheads.frontEndRestartSeconds).toBe(0);
+    const restarts = plan.runs.filter((r) => r.reset.restartFrontEndOf).length;
+    expect(estimate.staging).toEqual({
+      enabled: true,
+      stagedRuns: plan.runs.length - 5,
+      earlyRestarts: restarts - 2,
+      hiddenSeconds: {
+        jobStartSeconds: (plan.runs.length - 5) * o.jobStartSeconds,
+        frontEndRestartSeconds: (restarts - 2) * o.frontEndRestartSeconds,
+      },
+      gateSeconds: (plan.runs.length - 5) * o.gateSeconds,
+    });
+    expect(estimate.overheadTotals.frontEndRestartSeconds).toBe(2 * o.frontEndRestartSeconds);
+    expect(estimate.assumedOverheads).toBe(o);
+  });
+
+  it('with runner.stageNextRun false, estimates every run as it starts its clients: the figure without staging', () => {
+    const off = parseLabConfig({ runner: { stageNextRun: false } });
+    const unstaged = estimateStudy(off, studyPlan(off));
+    const preflighted = new Set<string>();
+    const expected = new Map(
+      plan.runs.map((r) => {
+        const first = r.arm !== undefined && !preflighted.has(r.arm);
+        if (r.arm) preflighted.add(r.arm);
+        const overhead =
+          o.jobStartSeconds +
+          o.resetSeconds +
+          o.runnerSeconds +
+          (r.reset.restartFrontEndOf ? o.frontEndRestartSeconds : 0) +
+          (first ? o.preflightSeconds : 0);
+        return [r.id, overhead];
+      }),
+    );
+    for (const r of unstaged.runs) {
+      expect(r.overheadSeconds, r.id).toBe(expected.get(r.id));
+      expect(r.stagedAfter, r.id).toBeUndefined();
+      expect(r.loadSeconds, r.id).toBe(run(r.id).loadSeconds);
+    }
+    const schedule = studySchedule(plan, (r) => run(r.id).loadSeconds + (expected.get(r.id) as number));
+    expect(unstaged.totalSeconds).toBeCloseTo(Math.max(...[...schedule.values()].map((s) => s.end)), 6);
+    expect(unstaged.staging).toMatchObject({ enabled: false, stagedRuns: 0, gateSeconds: 0 });
+    // Staging saves about the Job starts and early restarts it hides, less the gates.
+    const saved = unstaged.totalSeconds - estimate.totalSeconds;
+    const { hiddenSeconds, gateSeconds } = estimate.staging;
+    expect(saved).toBeCloseTo(
+      hiddenSeconds.jobStartSeconds + hiddenSeconds.frontEndRestartSeconds - gateSeconds,
+      6,
     );
   });
 
   it('counts a wave of bound runs once, as long as its longest run', () => {
-    const byId = new Map(estimate.runs.map((r) => [r.id, r.loadSeconds + r.overheadSeconds]));
+    const seconds = (id: string) => run(id).loadSeconds + run(id).overheadSeconds;
     const saved =
-      Math.min(byId.get('bound-p128') as number, byId.get('bound-p64') as number) +
-      Math.min(byId.get('bound-p16') as number, byId.get('bound-p8') as number);
+      Math.min(seconds('bound-p128'), seconds('bound-p64')) +
+      Math.min(seconds('bound-p16'), seconds('bound-p8'));
     expect(estimate.serialSeconds - estimate.totalSeconds).toBeCloseTo(saved, 6);
     const groups = Object.values(estimate.groups).reduce((s, g) => s + g.loadSeconds + g.overheadSeconds, 0);
     expect(groups).toBeCloseTo(estimate.totalSeconds, 6);
     expect(estimate.costUsd).toBeCloseTo((estimate.totalSeconds / 3600) * 4.6, 6);
   });
 
-  it('prints the duration, the cost and the breakdown per run group', () => {
+  it('prints the duration, the cost, the breakdown per run group and per overhead, and the staging', () => {
     const text = formatEstimate(estimate);
     expect(text).toMatch(
       /^Estimated study duration after the bootstrap: \d+\.\d min \(\d+\.\d min if every run were serial\), about \d+\.\d\d USD at 4\.6 USD\/h\n/,
     );
     expect(text).toMatch(/ {2}bound {8}4 run\(s\) {2}load +\d+\.\d min {2}overhead +\d+\.\d min/);
     expect(text).toContain('  sweep        4 run(s)');
+    expect(text).toContain(
+      '  overhead per kind, summed over the runs: Job start 2.5 min, front-end restart 0.7 min, reset 1.4 min, runner 2.3 min, preflight 0.3 min, gate 1.8 min\n',
+    );
+    expect(text).toContain(
+      '  staging (runner.stageNextRun): 22 of 27 runs start their clients during the run before, hiding Job starts 11.0 min and 16 front-end restart(s) 5.3 min; their gates add 1.8 min\n',
+    );
+    const off = parseLabConfig({ runner: { stageNextRun: false } });
+    expect(formatEstimate(estimateStudy(off, studyPlan(off)))).toContain(
+      '  staging off (runner.stageNextRun: false): every run starts its clients when it starts\n',
+    );
   });
 
   it('grows with the workload and the price', () => {

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
-import { estimateStudy, type StudyEstimate, studySchedule } from '../../lib/study/duration.ts';
+import {
+  DEFAULT_RUN_OVERHEADS,
+  estimateStudy,
+  type StudyEstimate,
+  studySchedule,
+} from '../../lib/study/duration.ts';
 import { onEveryPair, pairSuffix } from '../../lib/study/pairs.ts';
 import { findRun, runPrerequisites, studyPlan } from '../../lib/study/plan.ts';
 import { armById, frontEnd, replicaUrls, targetBaseUrl } from '../../lib/study/topology.ts';
@@ -63,15 +68,16 @@ describe('study.parallelism: 2 (two replica pairs)', () => {
   it('gives the partition, arm and sweep runs turns over the pairs, the last pair first', () => {
     // Pair 0 holds the longest bound runs (128 and 64 prefixes), so pair 1 is free first.
     expect(pairOf('partition')).toBe(1);
-    const rest = plan.runs.filter((run) => run.group === 'arm' || run.group === 'sweep');
+    // The arm runs alternate; the sweep too, but never one arm twice in a row on a pair (below).
+    const rest = plan.runs.filter((run) => run.group === 'arm');
     for (const [i, run] of rest.entries()) expect(run.reset.pair ?? 0, run.id).toBe(i % 2);
     // A client on pair 1 calls pair 1's front end; pair 0's are as in a serial study.
     expect(targetBaseUrl(two, findRun(plan, 'arm-kube-proxy-sharegpt').benchmarks[0].target)).toBe(
       'http://qwen3-nodeport-b.vllm.svc.cluster.local:8000',
     );
-    expect(findRun(plan, 'arm-router-round-robin-prefix').benchmarks[0].target).toEqual({
+    expect(findRun(plan, 'arm-router-cache-aware-prefix').benchmarks[0].target).toEqual({
       kind: 'arm',
-      arm: 'router-round-robin',
+      arm: 'router-cache-aware',
     });
     expect(findRun(plan, 'partition').benchmarks.map((b) => b.target)).toEqual([
       { kind: 'replica', servers: 'standard', replica: 0, pair: 1 },
@@ -81,7 +87,23 @@ describe('study.parallelism: 2 (two replica pairs)', () => {
     const after = runPrerequisites(plan);
     expect(after.get('partition')).toEqual(['bound-p16', 'bound-p8']);
     expect(after.get('arm-kube-proxy-prefix')).toEqual(['bound-p128', 'bound-p64']);
-    expect(after.get('arm-kube-proxy-sharegpt')).toEqual(['bound-p16', 'bound-p8', 'partition']);
+    expect(after.get('arm-router-round-robin-prefix')).toEqual(['bound-p16', 'bound-p8', 'partition']);
+  });
+
+  it('never gives a pair one arm twice in a row: each swept arm runs on both pairs', () => {
+    for (const pair of [0, 1]) {
+      const runs = plan.runs.filter((run) => run.arm !== undefined && (run.reset.pair ?? 0) === pair);
+      const twice = runs.slice(1).filter((run, i) => run.arm === runs[i].arm);
+      expect(twice.map((run) => run.id)).toEqual([]);
+    }
+    expect(
+      [
+        'sweep-c4-kube-proxy',
+        'sweep-c4-router-cache-aware',
+        'sweep-c8-kube-proxy',
+        'sweep-c8-router-cache-aware',
+      ].map(pairOf),
+    ).toEqual([0, 1, 1, 0]);
   });
 
   it('keeps the optional arms on pair 0', () => {
@@ -106,8 +128,26 @@ describe('study.parallelism: 2 (two replica pairs)', () => {
     expect(schedule.get('arm-kube-proxy-prefix')).toEqual({ start: 100, end: 200 });
     const one = estimateStudy(serial, studyPlan(serial));
     const both = estimateStudy(two, plan);
-    expect(both.serialSeconds).toBeCloseTo(one.serialSeconds, 6);
+    // Without staging every run costs the same on either pair.
+    const unstaged = (config: typeof two) => {
+      const off = { ...config, runner: { ...config.runner, stageNextRun: false } };
+      return estimateStudy(off, studyPlan(off)).serialSeconds;
+    };
+    expect(unstaged(two)).toBeCloseTo(unstaged(serial), 6);
     expect(both.totalSeconds).toBeLessThan(one.totalSeconds * 0.51);
+    // Staged on each pair: every run after the partition and the first arm run of each pair.
+    expect(both.staging.stagedRuns).toBe(one.staging.stagedRuns);
+    const o = DEFAULT_RUN_OVERHEADS;
+    const first = both.runs.find((r) => r.id === 'arm-router-cache-aware-prefix');
+    expect(first?.stagedAfter).toBe('arm-kube-proxy-prefix');
+    expect(first?.overheadSeconds).toBe(
+      o.resetSeconds + o.runnerSeconds + o.gateSeconds + o.preflightSeconds,
+    );
+    // The two pairs' runs overlap in time.
+    const staged = studySchedule(plan, (r) => runSeconds(both, r.id));
+    const a = staged.get('arm-kube-proxy-prefix');
+    const b = staged.get('arm-router-round-robin-prefix');
+    expect(a && b && a.start < b.end && b.start < a.end).toBe(true);
     // Balanced: each pair's last run ends within two minutes of the other's.
     const ends = [0, 1].map((pair) =>
       Math.max(

@@ -20,20 +20,36 @@ describe('studyPlan (lab-spec 4.2)', () => {
   const config = defaultLabConfig();
   const plan = studyPlan(config);
 
-  it('lists the default study in order: bound sweep, partition, arms x datasets, concurrency sweep', () => {
+  it('lists the default study in order: bound sweep, partition, every arm per dataset, concurrency sweep', () => {
     expect(plan.runs.map((run) => run.id)).toEqual([
       'bound-p128',
       'bound-p64',
       'bound-p16',
       'bound-p8',
       'partition',
-      ...DEFAULT_ARMS.flatMap((arm) => [`arm-${arm}-prefix`, `arm-${arm}-sharegpt`]),
+      ...DEFAULT_ARMS.map((arm) => `arm-${arm}-prefix`),
+      ...DEFAULT_ARMS.map((arm) => `arm-${arm}-sharegpt`),
       'sweep-c4-kube-proxy',
       'sweep-c4-router-cache-aware',
       'sweep-c8-kube-proxy',
       'sweep-c8-router-cache-aware',
     ]);
     expect(new Set(plan.runs.map((run) => run.id)).size).toBe(plan.runs.length);
+  });
+
+  // Two arms can share a front end (epp and epp-completions share the EPP): lib/study/staging.ts
+  // restarts early only a front end the current run does not use.
+  it('never runs one arm twice in a row, so the next front end can restart during a run', () => {
+    const configs = [
+      config,
+      parseLabConfig({ study: { repeats: 2 } }),
+      parseLabConfig({ study: { optionalArms: ['llmd-precise', 'epp-prefix3'] } }),
+    ];
+    for (const c of configs) {
+      const runs = studyPlan(c).runs;
+      const twice = runs.slice(1).filter((run, i) => run.arm !== undefined && run.arm === runs[i].arm);
+      expect(twice.map((run) => run.id)).toEqual([]);
+    }
   });
 
   it('sends each upper-bound run straight to one replica, alternating, with the swept prefix count', () => {
@@ -124,12 +140,12 @@ describe('studyPlan (lab-spec 4.2)', () => {
     const runs = ids({ study: { optionalArms: ['llmd-precise', 'epp-prefix3'] } });
     expect(runs.slice(-8)).toEqual([
       'arm-epp-prefix3-prefix',
-      'arm-epp-prefix3-sharegpt',
       'arm-epp-prefix3-completions-prefix',
-      'arm-epp-prefix3-completions-sharegpt',
       'arm-llmd-precise-prefix',
-      'arm-llmd-precise-sharegpt',
       'arm-llmd-precise-completions-prefix',
+      'arm-epp-prefix3-sharegpt',
+      'arm-epp-prefix3-completions-sharegpt',
+      'arm-llmd-precise-sharegpt',
       'arm-llmd-precise-completions-sharegpt',
     ]);
     const llmdPlan = studyPlan(parseLabConfig({ study: { optionalArms: ['llmd-precise'] } }));
