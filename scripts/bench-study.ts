@@ -5,8 +5,10 @@
  * 1. Runs the whole default study with the real runner against the rehearsal's fake cluster and
  *    loopback replicas (test/runner/fakes.ts): every Job "runs" 120 s of fake time and every
  *    front-end restart takes 20 s, so what a run takes beyond those is the runner's own overhead
- *    (polls, resets and their log confirmation, scrapes, records). Also the wall-clock time the
- *    runner's code needs per run on this machine.
+ *    (polls, resets and their log confirmation, scrapes, records). Staging is off for this
+ *    measurement (`runner.stageNextRun: false`): it would hide the fake restarts and client
+ *    starts, which step 2 models from the plan instead. Also the wall-clock time the runner's
+ *    code needs per run on this machine.
  * 2. Estimates the study with lib/study/duration.ts: the simulator's load per run plus overheads,
  *    the runner overhead replaced by the one measured in step 1 (the default, 5 s, if the
  *    rehearsal fails, which the output then says).
@@ -50,7 +52,12 @@ const ROLLOUT_SECONDS = 20;
 const config = defaultLabConfig();
 const plan = studyPlan(config);
 
+function unstagedConfig(c: LabConfig): LabConfig {
+  return { ...c, runner: { ...c.runner, stageNextRun: false } };
+}
+
 async function rehearse(): Promise<{ overheadSeconds: number; wallMsPerRun: number }> {
+  const config = unstagedConfig(defaultLabConfig());
   const replicas = [new FakeReplica('qwen3-0'), new FakeReplica('qwen3-1')];
   for (const r of replicas) await r.start();
   const frontEnds = new FakeFrontEnds(replicas);
@@ -135,7 +142,6 @@ const overheads = {
   ...DEFAULT_RUN_OVERHEADS,
   runnerSeconds: measured?.overheadSeconds ?? DEFAULT_RUN_OVERHEADS.runnerSeconds,
 };
-const unstagedConfig = (c: LabConfig): LabConfig => ({ ...c, runner: { ...c.runner, stageNextRun: false } });
 const estimate = (c: LabConfig) => estimateStudy(c, studyPlan(c), overheads);
 const paired = parseLabConfig({ study: { parallelism: 2 } });
 const staged = estimate(config);
