@@ -357,7 +357,7 @@ export interface FakeClusterOptions {
   /** Throws from createJob for this run id: an interrupted runner. */
   readonly throwAtRun?: string;
   /**
-   * A replica outage that begins `afterSeconds` after this run's Job was created and lasts
+   * A replica outage that begins `afterSeconds` after this run's client started its load and lasts
    * `seconds` (the replica restarts: its cache and counters start again).
    */
   readonly outageAtRun?: {
@@ -491,12 +491,6 @@ export class FakeCluster implements Cluster {
     this.created.push(job);
     this.events.push(`create job/${job.metadata.name}`);
     const now = this.o.clock.ms;
-    const outage = this.o.outageAtRun;
-    if (outage && this.runOf.get(id) === outage.run && !this.outageDone) {
-      this.outageDone = true;
-      const from = now + outage.afterSeconds * 1000;
-      this.o.replicas[outage.replica].outage = { from, until: from + outage.seconds * 1000 };
-    }
     this.pollErrors = this.o.pollErrorsAfterCreate ?? 0;
     const startMs = (this.o.jobStartSeconds ?? 0) * 1000;
     const gate = gateOf(job);
@@ -518,6 +512,12 @@ export class FakeCluster implements Cluster {
 
   /** A client sends its load from `from` on (its requests land at once) and ends `jobSeconds` later. */
   private startClient(job: JobObject, spec: BenchmarkSpec, createdAt: number, from: number): FakeJob {
+    const outage = this.o.outageAtRun;
+    if (outage && this.runOf.get(spec.id) === outage.run && !this.outageDone) {
+      this.outageDone = true;
+      const at = from + outage.afterSeconds * 1000;
+      this.o.replicas[outage.replica].outage = { from: at, until: at + outage.seconds * 1000 };
+    }
     const b = this.o.behaviour?.[spec.id] ?? {};
     if (b.failAfterSeconds !== undefined) {
       return { manifest: job, createdAt, doneAt: from + b.failAfterSeconds * 1000, outcome: 'failed' };

@@ -120,9 +120,12 @@ describe('the rehearsal with study.parallelism: 2', () => {
     expect(preflighted.has('kube-proxy-b')).toBe(true);
     expect(preflighted.has('kube-proxy')).toBe(true);
     expect(lines.some((line) => line.startsWith('preflight of router-cache-aware-b: passed'))).toBe(true);
-    // Pair 1's clients call pair 1's front end.
+    // Pair 1's clients call pair 1's front end: a staged one through a gate that opened to it.
+    const staged = record('arm-kube-proxy-sharegpt')?.staging;
+    expect(staged?.gates).toEqual({ 'gate-arm-kube-proxy-sharegpt': 'qwen3-nodeport-b' });
+    expect(cluster.events).toContain('open service/gate-arm-kube-proxy-sharegpt');
     const job = cluster.created.find((j) => j.metadata.name === 'bench-arm-kube-proxy-sharegpt');
-    expect(JSON.stringify(job)).toContain('qwen3-nodeport-b.vllm.svc.cluster.local');
+    expect(JSON.stringify(job)).toContain('gate-arm-kube-proxy-sharegpt.vllm.svc.cluster.local');
   });
 
   it('never runs two runs of one pair at once', () => {

@@ -7,8 +7,10 @@ import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import { type RunnerOptions, runStudy } from '../../lib/runner/run-study.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
+import { aimAtGate } from '../../lib/study/benchmark.ts';
 import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
 import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
+import { armById, frontEnd } from '../../lib/study/topology.ts';
 import { IDENTICAL_PREFIXES_REASON } from '../../lib/study/validity.ts';
 import { tempDir } from '../temp.ts';
 import {
@@ -24,6 +26,7 @@ import {
 
 const config = defaultLabConfig();
 const plan = studyPlan(config);
+const unstaged = parseLabConfig({ runner: { stageNextRun: false } });
 
 /** Hit rates the fake replicas serve: the calibration numbers of lab-spec 4.1 and made-up arms. */
 const BOUND_RATES: Record<number, number> = { 128: 0.444, 64: 0.776, 16: 0.909, 8: 0.923 };
@@ -234,7 +237,19 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
   });
 
   it('creates each client Job exactly as benchmarkJob builds it, the partition clients together', () => {
-    const expected = plan.runs.flatMap((run) => run.benchmarks.map((spec) => benchmarkJob(config, spec)));
+    // A staged run's client was created aimed at its gate (lib/study/staging.ts).
+    const expected = plan.runs.flatMap((run) =>
+      run.benchmarks.map((spec) => {
+        const job = benchmarkJob(config, spec);
+        if (!byId(study).get(run.id)?.staging) return job;
+        const fe = frontEnd(config, armById(config, run.arm as string), 0);
+        return aimAtGate(job, {
+          baseUrl: `http://gate-${spec.id}.${config.namespace}.svc.cluster.local:${fe.port}`,
+          readyCheckTimeoutSeconds: 3 * 60 * 60,
+        });
+      }),
+    );
+    expect(study.runs.filter((run) => run.staging).length).toBe(22);
     // The two runs of a bound-sweep wave create their Jobs in either order.
     const byName = (a: { metadata: { name: string } }, b: { metadata: { name: string } }) =>
       a.metadata.name.localeCompare(b.metadata.name);
@@ -323,15 +338,19 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
 
   it('logs progress with the elapsed time and a study ETA from the mean run duration', () => {
     expect(r.lines).toContain('run 1/27 bound-p128: waiting for job (elapsed 0s, study ETA unknown)');
-    // Each run takes 2 minutes of fake time (the fake Job's duration); a router arm's restart
-    // adds 20 s before its Job. At run 7 six runs are done: this one and 20 more to go.
+    // Each run takes 2 minutes of fake time (the fake Job's duration). The router arm's restart
+    // happened during the run before (staging), so its Job starts at once; at run 7 six runs are
+    // done: this one and 20 more to go.
     const line = r.lines.find((l) => l.startsWith('run 7/27 arm-router-round-robin-prefix: waiting for job'));
     expect(line).toMatch(
-      /^run 7\/27 arm-router-round-robin-prefix: waiting for job \(elapsed 20s, study ETA \d+m\)$/,
+      /^run 7\/27 arm-router-round-robin-prefix: waiting for job \(elapsed 0s, study ETA \d+m\)$/,
+    );
+    expect(r.lines).toContain(
+      'run 7/27 arm-router-round-robin-prefix: waiting for the front end restarted early (elapsed 0s, study ETA 43m)',
     );
     expect(
       r.lines.some((l) =>
-        /^run 8\/27 arm-router-cache-aware-prefix: waiting for job \(elapsed 1m20s, study ETA \d+m\)$/.test(
+        /^run 8\/27 arm-router-cache-aware-prefix: waiting for job \(elapsed 1m00s, study ETA \d+m\)$/.test(
           l,
         ),
       ),
@@ -653,13 +672,19 @@ describe('rehearsal: resets are verified, not assumed', () => {
 describe('rehearsal: a resumed run clears its leftover Job first', () => {
   it('deletes the interrupted run’s Job and waits until it and its pods are gone before the first reset', async () => {
     const runs = plan.runs.slice(4, 6);
-    const first = rehearsal({ plan: { runs }, leaveJobAtRun: 'arm-kube-proxy-prefix', jobDeleteSeconds: 30 });
+    // Unstaged: the killed runner had created the run's own client, not a staged one.
+    const first = rehearsal({
+      config: unstaged,
+      plan: { runs },
+      leaveJobAtRun: 'arm-kube-proxy-prefix',
+      jobDeleteSeconds: 30,
+    });
     await expect(first.run()).rejects.toThrow(
       /runner killed after creating job\/bench-arm-kube-proxy-prefix/,
     );
     expect(await first.cluster.getJob('bench-arm-kube-proxy-prefix')).toEqual({ active: 1 });
 
-    const second = rehearsal({ plan: { runs }, dir: first.dir, resume: first });
+    const second = rehearsal({ config: unstaged, plan: { runs }, dir: first.dir, resume: first });
     const events = second.cluster.events;
     const resumedAt = events.length;
     for (const replica of replicas) replica.onReset = () => events.push(`reset ${replica.pod}`);
