@@ -225,15 +225,24 @@ export function reportTables(study: StudyRecord): ReportTables {
     const prediction = row.arm === 'partition' ? predictions.partition : predicted.get(row.arm);
     return prediction ? { ...row, prediction } : row;
   };
-  const rawPrefixArms = averageRepeats(
-    validRuns.filter(({ record }) => isArm('prefix')(record)).map((v) => armRow(v.record, v.summary)),
+  // Tables list the arms in the lab's arm order, whatever order the plan ran them in (it keeps
+  // arms on one front end apart: lib/study/plan.ts).
+  const armOrder = [...arms.keys()];
+  const inArmOrder = (rows: ArmRow[]) =>
+    rows.sort((a, b) => rank(armOrder, a.arm) - rank(armOrder, b.arm));
+  const rawPrefixArms = inArmOrder(
+    averageRepeats(
+      validRuns.filter(({ record }) => isArm('prefix')(record)).map((v) => armRow(v.record, v.summary)),
+    ),
   ).map(withPrediction);
   const baseline = rawPrefixArms.find((row) => row.arm === BASELINE_ARM);
   const prefixArms = rawPrefixArms.map((row) =>
     baseline && row !== baseline ? { ...row, vsBaseline: versusBaseline(row, baseline) } : row,
   );
-  const sharegpt = averageRepeats(
-    validRuns.filter(({ record }) => isArm('sharegpt')(record)).map((v) => armRow(v.record, v.summary)),
+  const sharegpt = inArmOrder(
+    averageRepeats(
+      validRuns.filter(({ record }) => isArm('sharegpt')(record)).map((v) => armRow(v.record, v.summary)),
+    ),
   );
   const partitionRun = validRuns.find(({ record }) => record.group === 'partition');
   const partition = partitionRun
@@ -476,7 +485,7 @@ function predictionChecks(row: ArmRow): PredictionCheck[] {
 }
 
 /**
- * The valid prefix-workload arm with the highest hit rate; the first in study order on a tie. A
+ * The valid prefix-workload arm with the highest hit rate; the first in arm order on a tie. A
  * prompt-blind arm is a control: whatever it measured, it is not a prefix-aware result.
  */
 export function bestArm(prefixArms: readonly ArmRow[]): ArmRow | undefined {
@@ -609,13 +618,36 @@ function metadataEntries(study: StudyRecord): MetadataEntry[] {
       value: m.kvCacheTokens === undefined ? 'not recorded' : `${count(m.kvCacheTokens)} tokens`,
     },
     { label: 'K3s', value: m.k3sVersion ?? 'not recorded' },
+    { label: 'Staged runs', value: stagingSummary(study) },
   ];
   for (const [pod, uuid] of Object.entries(m.gpuUuids)) entries.push({ label: `GPU of ${pod}`, value: uuid });
   for (const [name, version] of Object.entries(m.versions)) entries.push({ label: name, value: version });
   return entries;
 }
 
+/**
+ * How many runs started their clients behind a gate during the run before (lib/study/staging.ts):
+ * their start shared the host's CPUs with that run. A fallback names its run and why.
+ */
+function stagingSummary(study: StudyRecord): string {
+  const staged = study.runs.filter((r) => r.staging && !r.staging.fellBack).length;
+  const fellBack = study.runs.find((r) => r.staging?.fellBack);
+  const summary =
+    staged > 0
+      ? `${staged} of ${study.runs.length} (clients started behind a closed gate during the run before)`
+      : 'none';
+  return fellBack
+    ? `${summary}; staging fell back at ${fellBack.id}: ${fellBack.staging?.fellBack}`
+    : summary;
+}
+
 const count = (n: number) => n.toLocaleString('en-US');
+
+/** Position of an arm id in the lab's arm order; unknown ids last. */
+function rank(order: readonly string[], arm: string): number {
+  const at = order.indexOf(arm);
+  return at < 0 ? order.length : at;
+}
 
 function unique(values: readonly string[]): string[] {
   return [...new Set(values)];

@@ -24,7 +24,7 @@ export interface RunOverheads {
   readonly frontEndRestartSeconds: number;
   /** Idle check, POST /reset_prefix_cache and its confirmation in the log, per run. */
   readonly resetSeconds: number;
-  /** The runner's own work per run: scrapes, polls (5 s apart), result files, records. */
+  /** The runner's own work per run: scrapes, Job polls (1 s apart), result files, records. */
   readonly runnerSeconds: number;
   /** The preflight request through a front end, once per arm. */
   readonly preflightSeconds: number;
@@ -37,8 +37,8 @@ export interface RunOverheads {
 
 /**
  * The overheads the estimate assumes, and where each figure comes from.
- * - `runnerSeconds`: measured in the rehearsal (`scripts/bench-study.ts` prints it): the time a
- *   run takes beyond its Job and front-end restart is the poll granularity, 5 s at most.
+ * - `runnerSeconds`: measured in the rehearsal (`scripts/bench-study.ts` prints it: 0.6 s,
+ *   half a 1 s Job poll included: a Job ends between two polls); 2 s here, to spare.
  * - `resetSeconds`: the runner confirms a reset at 1 s polls of the pod log; 3 s allows two polls.
  * - `jobStartSeconds`: not measurable without a cluster. The issue's review measured 30-60 s with
  *   the image pulled and the tokenizer downloaded at each start; with both pre-staged by the
@@ -56,7 +56,7 @@ export const DEFAULT_RUN_OVERHEADS: RunOverheads = {
   jobStartSeconds: 30,
   frontEndRestartSeconds: 20,
   resetSeconds: 3,
-  runnerSeconds: 5,
+  runnerSeconds: 2,
   preflightSeconds: 2,
   gateSeconds: READY_CHECK_RETRY_SECONDS,
 };

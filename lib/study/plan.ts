@@ -1,6 +1,7 @@
 import type { LabConfig } from '../config/schema.ts';
 import { type Api, type Arm, type ServerSet, studyArms } from './arms.ts';
 import { onEveryPair } from './pairs.ts';
+import { frontEnd } from './topology.ts';
 import { evenSplit, partitionSeeds, upperBound } from './workload.ts';
 
 /**
@@ -295,7 +296,32 @@ function partitionRun(config: LabConfig): StudyRun {
  */
 function armBlock(config: LabConfig, arms: readonly Arm[], repeat = 1): StudyRun[] {
   const datasets: Dataset[] = config.study.sharegptControl ? ['prefix', 'sharegpt'] : ['prefix'];
-  return datasets.flatMap((dataset) => arms.map((arm) => armRun(config, arm, dataset, repeat)));
+  const order = apartFrontEnds(config, arms);
+  return datasets.flatMap((dataset) => order.map((arm) => armRun(config, arm, dataset, repeat)));
+}
+
+/**
+ * The arms in their order, except that an arm sharing a restarted Deployment with the arm before
+ * it (a chat arm and its completions arm on one EPP) moves back to the latest place where it
+ * shares none with either neighbour; without such a place it stays where it was. Two such arms
+ * in a row would restart the same front end after one another, which staging cannot do early.
+ */
+function apartFrontEnds(config: LabConfig, arms: readonly Arm[]): Arm[] {
+  const restarts = (arm: Arm) => new Set(frontEnd(config, arm, 0).restartDeployments);
+  const clash = (a: Arm | undefined, b: Arm | undefined) =>
+    a !== undefined && b !== undefined && [...restarts(a)].some((name) => restarts(b).has(name));
+  const order: Arm[] = [];
+  for (const arm of arms) {
+    if (!clash(order.at(-1), arm)) {
+      order.push(arm);
+      continue;
+    }
+    let at = order.length - 1;
+    while (at > 0 && (clash(order[at - 1], arm) || clash(order[at], arm))) at--;
+    if (at > 0) order.splice(at, 0, arm);
+    else order.push(arm);
+  }
+  return order;
 }
 
 function armRun(config: LabConfig, arm: Arm, dataset: Dataset, repeat: number): StudyRun {

@@ -34,7 +34,7 @@ describe('lab plan', () => {
       /^ {2}overhead per kind, summed over the runs: Job start \d+\.\d min, front-end restart \d+\.\d min, reset \d+\.\d min, runner \d+\.\d min, preflight \d+\.\d min, gate \d+\.\d min$/m,
     );
     expect(run.stdout).toMatch(
-      /^ {2}staging \(runner\.stageNextRun\): 22 of 27 runs start their clients during the run before, hiding Job starts 11\.0 min and 16 front-end restart\(s\) 5\.3 min; their gates add 1\.8 min$/m,
+      /^ {2}staging \(runner\.stageNextRun\): 22 of 27 runs start their clients during the run before, hiding Job starts 11\.0 min and 18 front-end restart\(s\) 6\.0 min; their gates add 1\.8 min$/m,
     );
     // The g6.12xlarge's four GPUs fit a second pair of two replicas: what study.parallelism: 2 would give.
     const paired = /^ {2}with study\.parallelism: 2 \(.*\): (\d+\.\d) min, about \d+\.\d\d USD$/m.exec(

@@ -311,6 +311,38 @@ describe('metadata', () => {
       'GPU of qwen3-1': 'GPU-a82d5e10-4c3b-47f2-b6d9-91e0f4c7a325',
       'vllm-router': '0.1.15',
     });
+    expect(entries['Staged runs']).toBe('none');
+  });
+
+  it('says how many runs were staged, and where staging fell back', () => {
+    const staging = {
+      during: 'partition',
+      clientsCreatedAt: '2025-11-03T09:20:00Z',
+      gatesOpenedAt: '2025-11-03T09:22:00Z',
+      gates: { 'gate-arm-kube-proxy-prefix': 'qwen3-nodeport' },
+    };
+    const runs = study.runs.map((r, i) => (i === 5 || i === 6 ? { ...r, staging } : r));
+    const staged = (s: StudyRecord) =>
+      Object.fromEntries(reportTables(s).metadata.map((e) => [e.label, e.value]))['Staged runs'];
+    expect(staged(withRuns(runs))).toBe(
+      `2 of ${runs.length} (clients started behind a closed gate during the run before)`,
+    );
+    const fellBack = runs.map((r, i) =>
+      i === 7
+        ? {
+            ...r,
+            staging: {
+              during: staging.during,
+              clientsCreatedAt: staging.clientsCreatedAt,
+              gates: staging.gates,
+              fellBack: 'the client ended',
+            },
+          }
+        : r,
+    );
+    expect(staged(withRuns(fellBack))).toBe(
+      `2 of ${runs.length} (clients started behind a closed gate during the run before); staging fell back at ${runs[7].id}: the client ended`,
+    );
   });
 });
 

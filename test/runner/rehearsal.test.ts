@@ -345,9 +345,13 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(line).toMatch(
       /^run 7\/27 arm-router-round-robin-prefix: waiting for job \(elapsed 0s, study ETA \d+m\)$/,
     );
-    expect(r.lines).toContain(
-      'run 7/27 arm-router-round-robin-prefix: waiting for the front end restarted early (elapsed 0s, study ETA 43m)',
-    );
+    expect(
+      r.lines.some((l) =>
+        /^run 7\/27 arm-router-round-robin-prefix: waiting for the front end restarted early \(elapsed 0s, study ETA \d+m\)$/.test(
+          l,
+        ),
+      ),
+    ).toBe(true);
     expect(
       r.lines.some((l) =>
         /^run 8\/27 arm-router-cache-aware-prefix: waiting for job \(elapsed 1m00s, study ETA \d+m\)$/.test(

@@ -1,19 +1,24 @@
 import { describe, expect, it } from 'vitest';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
-import { findRun, runPrerequisites, studyPlan } from '../../lib/study/plan.ts';
+import { findRun, runPrerequisites, type StudyRun, studyPlan } from '../../lib/study/plan.ts';
+import { armById, frontEnd } from '../../lib/study/topology.ts';
 
 const ids = (overrides: object = {}) => studyPlan(parseLabConfig(overrides)).runs.map((run) => run.id);
 
-const DEFAULT_ARMS = [
+/**
+ * The arms as the plan runs them: `epp-completions` shares the EPP with `epp`, so it moves back
+ * to the latest place between two arms it shares nothing with (apartFrontEnds).
+ */
+const PLAN_ARM_ORDER = [
   'kube-proxy',
   'router-round-robin',
   'router-cache-aware',
   'router-cache-aware-tuned',
   'router-round-robin-completions',
   'router-cache-aware-completions',
+  'epp-completions',
   'router-cache-aware-tuned-completions',
   'epp',
-  'epp-completions',
 ];
 
 describe('studyPlan (lab-spec 4.2)', () => {
@@ -27,8 +32,8 @@ describe('studyPlan (lab-spec 4.2)', () => {
       'bound-p16',
       'bound-p8',
       'partition',
-      ...DEFAULT_ARMS.map((arm) => `arm-${arm}-prefix`),
-      ...DEFAULT_ARMS.map((arm) => `arm-${arm}-sharegpt`),
+      ...PLAN_ARM_ORDER.map((arm) => `arm-${arm}-prefix`),
+      ...PLAN_ARM_ORDER.map((arm) => `arm-${arm}-sharegpt`),
       'sweep-c4-kube-proxy',
       'sweep-c4-router-cache-aware',
       'sweep-c8-kube-proxy',
@@ -49,6 +54,15 @@ describe('studyPlan (lab-spec 4.2)', () => {
       const runs = studyPlan(c).runs;
       const twice = runs.slice(1).filter((run, i) => run.arm !== undefined && run.arm === runs[i].arm);
       expect(twice.map((run) => run.id)).toEqual([]);
+      // Nor two arms that restart the same Deployment (a chat arm and its completions arm).
+      const restarts = (run: StudyRun) =>
+        run.reset.restartFrontEndOf
+          ? frontEnd(c, armById(c, run.reset.restartFrontEndOf), 0).restartDeployments
+          : [];
+      const shared = runs
+        .slice(1)
+        .filter((run, i) => restarts(run).some((name) => restarts(runs[i]).includes(name)));
+      expect(shared.map((run) => run.id)).toEqual([]);
     }
   });
 
@@ -138,15 +152,16 @@ describe('studyPlan (lab-spec 4.2)', () => {
 
   it('adds the optional arms after the sweep, llm-d on its own replicas', () => {
     const runs = ids({ study: { optionalArms: ['llmd-precise', 'epp-prefix3'] } });
+    // Each completions arm shares its front end with its chat arm: they are kept apart.
     expect(runs.slice(-8)).toEqual([
       'arm-epp-prefix3-prefix',
+      'arm-llmd-precise-completions-prefix',
       'arm-epp-prefix3-completions-prefix',
       'arm-llmd-precise-prefix',
-      'arm-llmd-precise-completions-prefix',
       'arm-epp-prefix3-sharegpt',
+      'arm-llmd-precise-completions-sharegpt',
       'arm-epp-prefix3-completions-sharegpt',
       'arm-llmd-precise-sharegpt',
-      'arm-llmd-precise-completions-sharegpt',
     ]);
     const llmdPlan = studyPlan(parseLabConfig({ study: { optionalArms: ['llmd-precise'] } }));
     const llmd = findRun(llmdPlan, 'arm-llmd-precise-prefix');
