@@ -228,8 +228,7 @@ export function reportTables(study: StudyRecord): ReportTables {
   // Tables list the arms in the lab's arm order, whatever order the plan ran them in (it keeps
   // arms on one front end apart: lib/study/plan.ts).
   const armOrder = [...arms.keys()];
-  const inArmOrder = (rows: ArmRow[]) =>
-    rows.sort((a, b) => rank(armOrder, a.arm) - rank(armOrder, b.arm));
+  const inArmOrder = (rows: ArmRow[]) => rows.sort((a, b) => rank(armOrder, a.arm) - rank(armOrder, b.arm));
   const rawPrefixArms = inArmOrder(
     averageRepeats(
       validRuns.filter(({ record }) => isArm('prefix')(record)).map((v) => armRow(v.record, v.summary)),
