@@ -31,8 +31,9 @@ export function lbEntriesNeeded(config: LabConfig): number {
 
 /**
  * The charts of one network-lab cell, in apply order: namespaces (and the cell's description),
- * fortio servers, the Istio policies on cells with a mesh, the E9 backend, the host probe, the
- * lab's Node probes (their bundles and the SSE server).
+ * fortio servers, the Istio policies on cells with a mesh, the E9 backend, the host probe when
+ * `network.hostProbe` (off by default: an operator's tool, the runner never uses it), the lab's Node
+ * probes (their bundles and the SSE server).
  */
 export function buildNetworkCellApp(config: LabConfig, cell: NetworkCell, props: AppProps = {}): LabApp {
   const app = new LabApp({
@@ -58,19 +59,23 @@ export function buildNetworkCellApp(config: LabConfig, cell: NetworkCell, props:
   }
   const scale = new ServiceScaleChart(app, '30-service-scale', { labels, cell: cell.name, network });
   scale.addDependency(last);
-  const probe = new HostProbeChart(app, '40-host-probe', {
-    labels,
-    cell: cell.name,
-    image: network.probeImage,
-  });
-  probe.addDependency(scale);
+  last = scale;
+  if (network.hostProbe) {
+    const probe = new HostProbeChart(app, '40-host-probe', {
+      labels,
+      cell: cell.name,
+      image: network.probeImage,
+    });
+    probe.addDependency(last);
+    last = probe;
+  }
   const nodeProbes = new NodeProbesChart(app, '50-node-probes', {
     labels,
     cell: cell.name,
     withMesh,
     config,
   });
-  nodeProbes.addDependency(probe);
+  nodeProbes.addDependency(last);
   return app;
 }
 

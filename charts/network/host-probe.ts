@@ -16,7 +16,9 @@ export interface HostProbeChartProps extends ChartProps {
  * `kubectl exec`: rule counts (`iptables-save -t nat`, `nft list table ip kube-proxy`,
  * `ipvsadm -Ln`) and conntrack reads (`/proc/sys/net/netfilter/nf_conntrack_*`). The runner does
  * not use it: it runs the same commands as short privileged Jobs (lib/runner/network/jobs.ts
- * `hostCommandJob`), with no exec right. It listens on nothing: a host-network port would be the node's.
+ * `hostCommandJob`), with no exec right. So it is opt-in (`network.hostProbe`, off by default): a
+ * standing privileged pod is an exposure only worth having while someone inspects a node by hand.
+ * It listens on nothing: a host-network port would be the node's.
  */
 export class HostProbeChart extends Chart {
   constructor(scope: Construct, id: string, props: HostProbeChartProps) {

@@ -186,8 +186,16 @@ export const NetworkSchema = z
     cilium: CiliumSchema,
     istio: IstioSchema,
     probeImage: pinnedImage(
-      'Privileged host-network probe: conntrack-tools, iptables, nftables, ipvsadm, curl',
+      "Image of the privileged host commands (the runner's short Jobs, network.hostProbe): conntrack-tools, iptables, nftables, ipvsadm, curl",
     ).default('nicolaka/netshoot:v0.16'),
+    // Opt-in: the runner never uses it (it runs host commands as short privileged Jobs), and a
+    // standing privileged host-network pod is an exposure nobody needs unless inspecting by hand.
+    hostProbe: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Deploy a standing privileged host-network probe pod (network.probeImage) on every cell, for an operator's kubectl exec to inspect the node's iptables/nftables/ipvs rules and conntrack by hand; the runner does not need it",
+      ),
     fortio: FortioSchema,
     experiments: ExperimentsSchema,
   })

@@ -59,7 +59,7 @@ export const SSE_PORT = 8080;
 /** The cell's study runner: its Job, ServiceAccount, Roles and ConfigMap (in `plain`). */
 export const NETWORK_RUNNER_NAME = 'network-study-runner';
 
-/** The privileged host-network probe (rule counts, conntrack). */
+/** The privileged host-network probe (rule counts, conntrack by hand); only with `network.hostProbe`. */
 export const HOST_PROBE = 'host-probe';
 
 /**

@@ -352,10 +352,10 @@ describe('network 7: no NodePort, LoadBalancer or public exposure', () => {
     ]);
   });
 
-  test('a host port and a port on the host-network probe are caught', () => {
+  test('a host port and a port on a host-network pod (the conntrack driver) are caught', () => {
     const objects = cell('dp-iptables');
     find(objects, 'Deployment', 'fortio').spec.template.spec.containers[0].ports[0].hostPort = 8080;
-    find(objects, 'Deployment', 'host-probe').spec.template.spec.containers[0].ports = [
+    find(objects, 'Job', 'conntrack-driver').spec.template.spec.containers[0].ports = [
       { containerPort: 9090 },
     ];
     expect(caught(objects, LESSON.exposure)).toEqual([

@@ -33,6 +33,9 @@ describe('network lab configuration (network-lab-spec 1-3)', () => {
       limits: [2_048, 1_024],
       connections: 4_000,
     });
+    // No standing privileged pod unless an operator asks for one.
+    expect(config.network.hostProbe).toBe(false);
+    expect(parseLabConfig(network({ hostProbe: true })).network.hostProbe).toBe(true);
   });
 
   it('reads the tracked example', () => {
@@ -53,6 +56,7 @@ describe('network lab configuration (network-lab-spec 1-3)', () => {
     expect(problems(network({ fortio: { image: 'fortio/fortio:latest' } }))).toEqual([
       'network.fortio.image = "fortio/fortio:latest": uses the floating tag "latest"; pin a version tag or a digest',
     ]);
+    expect(problems(network({ hostProbe: 'yes' }))).toEqual(['network.hostProbe = "yes": must be a boolean']);
   });
 
   it('keeps the pod and Service ranges out of the lab VPC', () => {

@@ -712,7 +712,7 @@ export function noExposure(objects: readonly KubeObject[]): Violation[] {
               pod.object,
               `${ref.path}.ports[${i}]`,
               lesson,
-              `port ${String(port.containerPort)} on a host-network pod listens on the node's address; the host probe listens on nothing`,
+              `port ${String(port.containerPort)} on a host-network pod listens on the node's address; the lab's host-network pods listen on nothing`,
             ),
           );
         }

@@ -45,7 +45,6 @@ describe('the example network lab synthesizes one folder per cell', async () => 
       '10-fortio.yaml',
       '20-mesh-policies.yaml',
       '30-service-scale.yaml',
-      '40-host-probe.yaml',
       '50-node-probes.yaml',
       '90-runner.yaml',
     ]);
@@ -159,12 +158,16 @@ describe('the example network lab synthesizes one folder per cell', async () => 
     }
   });
 
-  test('the host probe: privileged, host network, netshoot pinned, no port', () => {
-    const spec = find(cells['dp-iptables'].objects, 'Deployment', 'host-probe').spec.template.spec;
-    expect(spec.hostNetwork).toBe(true);
-    expect(spec.containers[0].image).toBe('nicolaka/netshoot:v0.16');
-    expect(spec.containers[0].securityContext.privileged).toBe(true);
-    expect(spec.containers[0].ports).toBeUndefined();
+  test('no standing privileged pod by default: the host probe is opt-in (network.hostProbe)', () => {
+    for (const [name, { dir, objects }] of Object.entries(cells)) {
+      expect(existsSync(join(dir, '40-host-probe.yaml')), name).toBe(false);
+      expect(find(objects, 'Deployment', 'host-probe'), name).toBeUndefined();
+      // What stays on the host network is the E10 conntrack driver Job, which is not privileged.
+      const privileged = podSpecs(objects).filter((spec) =>
+        spec.containers.some((c: Any) => c.securityContext?.privileged === true),
+      );
+      expect(privileged, name).toEqual([]);
+    }
   });
 
   test("the lab's Node probes: bundles in a ConfigMap per namespace, run from its mount", () => {
@@ -218,6 +221,34 @@ describe('the example network lab synthesizes one folder per cell', async () => 
     expect(JSON.parse(data('dp-cilium')['cell.json'])).toMatchObject({ datapath: 'cilium', mesh: 'none' });
     expect(parse(data('dp-cilium')['cilium-values.yaml']).kubeProxyReplacement).toBe(true);
     expect(data('dp-iptables')['cilium-values.yaml']).toBeUndefined();
+  });
+});
+
+describe('network.hostProbe on: the standing host probe, in apply order', async () => {
+  // The default cells (the example's three) with the probe turned on.
+  const config = parseLabConfig({ lab: 'network', network: { hostProbe: true } });
+  const { cells } = await synthesize(config);
+
+  test('40-host-probe.yaml between the E9 backend and the Node probes on every cell', () => {
+    for (const [name, { dir }] of Object.entries(cells)) {
+      const files = readdirSync(dir).filter((f) => f.endsWith('.yaml'));
+      expect(files.indexOf('40-host-probe.yaml'), name).toBe(files.indexOf('30-service-scale.yaml') + 1);
+      expect(files.indexOf('50-node-probes.yaml'), name).toBe(files.indexOf('40-host-probe.yaml') + 1);
+    }
+  });
+
+  test('privileged, host network, netshoot pinned, no port; schemas and lab check pass', () => {
+    for (const [name, { objects }] of Object.entries(cells)) {
+      const spec = find(objects, 'Deployment', 'host-probe', 'plain').spec.template.spec;
+      expect(spec.hostNetwork, name).toBe(true);
+      expect(spec.nodeSelector, name).toEqual({ 'network-lab/cell': name });
+      expect(spec.containers[0].image).toBe('nicolaka/netshoot:v0.16');
+      expect(spec.containers[0].securityContext.privileged).toBe(true);
+      expect(spec.containers[0].ports).toBeUndefined();
+      const report = inspectManifests(objects as KubeObject[]);
+      expect(report.violations, name).toEqual([]);
+      expect(report.notes, name).toEqual([]);
+    }
   });
 });
 
