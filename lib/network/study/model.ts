@@ -134,6 +134,12 @@ export interface NetworkRun {
   readonly title: string;
   /** Which repeat of its arm this is, from 1 (repeated experiments only). */
   readonly repeat?: number;
+  /**
+   * The run this one repeats, set with `repeat`: runs of one group (`e1-plain`: `e1-plain-r1` ...
+   * `-r5`; `c`: the calibration) share their experiment, arm and load, and only they are compared
+   * by the repeat-spread check. Runs without one (E9's steps, E10's limits) repeat nothing.
+   */
+  readonly repeatGroup?: string;
   readonly spec: NetworkRunSpec;
   readonly preconditions: readonly Precondition[];
 }
@@ -248,6 +254,8 @@ export interface NetworkRunRecord {
   readonly experiment: ExperimentId;
   readonly title: string;
   readonly repeat?: number;
+  /** The plan's repeat group of the run (`NetworkRun.repeatGroup`). */
+  readonly repeatGroup?: string;
   readonly spec: NetworkRunSpec;
   readonly startedAt: string;
   readonly finishedAt: string;

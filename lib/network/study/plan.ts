@@ -135,6 +135,17 @@ interface ArmRunsInput {
   readonly spec: (arm: LatencyArm) => NetworkRunSpec;
 }
 
+/**
+ * The marks of repeat `repeat` of `group`: its id (`<group>-r<repeat>`), its number and its group,
+ * made together so that a run's id and its repeat group cannot disagree.
+ */
+export function repeatMarks(
+  group: string,
+  repeat: number,
+): Required<Pick<NetworkRun, 'id' | 'repeat' | 'repeatGroup'>> {
+  return { id: `${group}-r${repeat}`, repeat, repeatGroup: group };
+}
+
 /** Runs of a repeated experiment, arms interleaved A B A B (network-lab-spec 3), every repeat kept. */
 export function interleavedRuns(input: ArmRunsInput): NetworkRun[] {
   const runs: NetworkRun[] = [];
@@ -142,11 +153,10 @@ export function interleavedRuns(input: ArmRunsInput): NetworkRun[] {
   for (let repeat = 1; repeat <= input.repeats; repeat++) {
     for (const arm of input.arms) {
       runs.push({
-        id: `${prefix}-${arm}-r${repeat}`,
+        ...repeatMarks(`${prefix}-${arm}`, repeat),
         cell: input.cell,
         experiment: input.experiment,
         title: `${input.title}, ${arm}, repeat ${repeat}`,
-        repeat,
         spec: input.spec(arm),
         preconditions: armPreconditions(arm),
       });
@@ -284,11 +294,10 @@ export function networkStudyPlan(config: LabConfig, cellName: string): NetworkSt
   const byExperiment: Record<ExperimentId, () => NetworkRun[]> = {
     C: () =>
       Array.from({ length: repeats.calibration }, (_, i) => ({
-        id: `c-r${i + 1}`,
+        ...repeatMarks('c', i + 1),
         ...base,
         experiment: 'C' as const,
         title: `Calibration: E1's plain fixed-rate run, repeat ${i + 1}`,
-        repeat: i + 1,
         spec: fixedRate('plain'),
         preconditions: [],
       })),

@@ -728,10 +728,11 @@ export interface RepeatLatency {
 }
 
 /**
- * An arm's repeats within +-3% of their mean latency, else each repeat outside is FLAGGED (shown,
- * not hidden, not invalid). Fewer than two repeats cannot spread.
+ * The repeats of one run (`label` names them in the flag) within +-3% of their mean latency, else
+ * each repeat outside is FLAGGED (shown, not hidden, not invalid). Fewer than two repeats cannot
+ * spread.
  */
-export function repeatSpreadCheck(arm: string, repeats: readonly RepeatLatency[]): Map<string, string> {
+export function repeatSpreadCheck(label: string, repeats: readonly RepeatLatency[]): Map<string, string> {
   const flags = new Map<string, string>();
   if (repeats.length < 2) return flags;
   const mean = sum(repeats.map((repeat) => repeat.meanMs)) / repeats.length;
@@ -740,33 +741,40 @@ export function repeatSpreadCheck(arm: string, repeats: readonly RepeatLatency[]
     if (Math.abs(off) <= REPEAT_SPREAD) continue;
     flags.set(
       repeat.id,
-      `${REPEAT_SPREAD_FLAG}: ${repeat.id} mean ${repeat.meanMs.toFixed(3)} ms is ${pct(Math.abs(off))} ${off > 0 ? 'above' : 'below'} the ${repeats.length} repeats' mean ${mean.toFixed(3)} ms of ${arm} (allowed +-${pct(REPEAT_SPREAD)})`,
+      `${REPEAT_SPREAD_FLAG}: ${repeat.id} mean ${repeat.meanMs.toFixed(3)} ms is ${pct(Math.abs(off))} ${off > 0 ? 'above' : 'below'} the ${repeats.length} repeats' mean ${mean.toFixed(3)} ms of ${label} (allowed +-${pct(REPEAT_SPREAD)})`,
     );
   }
   return flags;
 }
 
 /**
- * The repeat-spread check over a cell's records: valid fortio runs grouped by experiment, arm and
- * mode, each group's repeats compared with their mean. Returns the records with previous spread
- * flags replaced by the current ones.
+ * The repeat-spread check over a cell's records: valid fortio runs grouped by the plan's repeat
+ * group (`repeatGroup`), each group's repeats compared with their mean. Runs of one experiment,
+ * arm and mode that the plan does not mark as repeats of one run (E9's new-connection runs at
+ * different Service counts, or repeated runs at different loads) are never compared. Takes every
+ * record of the cell and returns them with previous spread flags replaced by the current ones.
  */
 export function judgeRepeats(records: readonly NetworkRunRecord[]): NetworkRunRecord[] {
-  const groups = new Map<string, RepeatLatency[]>();
+  const groups = new Map<string, { readonly label: string; readonly repeats: RepeatLatency[] }>();
   for (const record of records) {
-    if (!record.valid || record.spec.kind !== 'fortio' || record.result?.kind !== 'fortio') continue;
+    const group = record.repeatGroup;
+    if (group === undefined || !record.valid) continue;
+    if (record.spec.kind !== 'fortio' || record.result?.kind !== 'fortio') continue;
     const read = fortioResultCheck(record.result.raw);
     if (!read.result) continue;
-    const key = `${record.experiment} ${record.spec.arm} ${record.spec.mode}`;
-    groups.set(key, [...(groups.get(key) ?? []), { id: record.id, meanMs: meanMs(read.result) }]);
+    const label = `${record.experiment} ${record.spec.arm} ${record.spec.mode} (repeats of ${group})`;
+    const entry = groups.get(group) ?? { label, repeats: [] };
+    entry.repeats.push({ id: record.id, meanMs: meanMs(read.result) });
+    groups.set(group, entry);
   }
   const flags = new Map<string, string>();
-  for (const [arm, repeats] of groups)
-    for (const [id, flag] of repeatSpreadCheck(arm, repeats)) flags.set(id, flag);
+  for (const { label, repeats } of groups.values())
+    for (const [id, flag] of repeatSpreadCheck(label, repeats)) flags.set(id, flag);
   return records.map((record) => {
     const kept = (record.flags ?? []).filter((flag) => !flag.startsWith(REPEAT_SPREAD_FLAG));
     const flag = flags.get(record.id);
     const next = flag === undefined ? kept : [...kept, flag];
-    return { ...record, flags: next };
+    // A record that never had a flag stays without the field (E9, E10 and the others judged here).
+    return next.length === 0 && record.flags === undefined ? record : { ...record, flags: next };
   });
 }

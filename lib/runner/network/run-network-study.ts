@@ -489,6 +489,7 @@ class NetworkStudyRunner {
       experiment: run.experiment,
       title: run.title,
       ...(run.repeat !== undefined ? { repeat: run.repeat } : {}),
+      ...(run.repeatGroup !== undefined ? { repeatGroup: run.repeatGroup } : {}),
       spec: run.spec,
       startedAt: startedAt.toISOString(),
       finishedAt: this.deps.clock.now().toISOString(),
@@ -1086,14 +1087,13 @@ class NetworkStudyRunner {
 
   // ---- Records and progress ------------------------------------------------------------------
 
-  /** Repeat spread across an arm's repeats (flags, never invalid): records whose flags changed are rewritten. */
+  /**
+   * Repeat spread across each repeat group of the plan (flags, never invalid; `judgeRepeats`
+   * compares only records of one `repeatGroup`): records whose flags changed are rewritten.
+   */
   private async applyRepeatSpread(changedId: string): Promise<void> {
-    // Only runs the plan marks as repeats of an arm: E9's new-connection runs share an arm and a
-    // mode across Service counts, but differ on purpose.
-    const repeats = this.plan.runs.flatMap((run) =>
-      run.repeat === undefined ? [] : (this.records.get(run.id) ?? []),
-    );
-    for (const record of judgeRepeats(repeats)) {
+    const recorded = this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []);
+    for (const record of judgeRepeats(recorded)) {
       const before = this.records.get(record.id);
       this.records.set(record.id, record);
       if (record.id !== changedId && (before?.flags ?? []).join('\n') !== (record.flags ?? []).join('\n'))

@@ -118,6 +118,41 @@ describe('interleaving and repeats', () => {
     expect(e3.at(-1)).toBe('e3-saturation-mesh-mtls-r3');
   });
 
+  test('a repeat group holds the repeats of one run: same experiment, arm and load, numbered 1..n', () => {
+    for (const cell of ['mesh', 'ambient', 'dp-cilium']) {
+      const runs = networkStudyPlan(withAmbient(), cell).runs;
+      const groups = new Map<string, NetworkRun[]>();
+      for (const run of runs) {
+        // `repeat` and `repeatGroup` come together, and the id is the group's `-rN`.
+        expect(run.repeat === undefined, run.id).toBe(run.repeatGroup === undefined);
+        if (run.repeatGroup === undefined) continue;
+        expect(run.id).toBe(`${run.repeatGroup}-r${run.repeat}`);
+        groups.set(run.repeatGroup, [...(groups.get(run.repeatGroup) ?? []), run]);
+      }
+      for (const [group, members] of groups) {
+        expect(
+          members.map((r) => r.repeat),
+          group,
+        ).toEqual(members.map((_, i) => i + 1));
+        for (const member of members) {
+          expect(member.experiment, member.id).toBe(members[0].experiment);
+          expect(member.spec, member.id).toEqual(members[0].spec);
+        }
+      }
+      if (cell === 'mesh') {
+        expect([...groups.keys()]).toContain('e3-fixed-mesh-mtls-off');
+        expect(groups.get('c')?.map((r) => r.id)).toEqual(['c-r1', 'c-r2', 'c-r3']);
+      }
+    }
+  });
+
+  test("E9's new-connection runs at different Service counts repeat nothing", () => {
+    const e9 = ofExperiment(networkStudyPlan(config(), 'dp-iptables').runs, 'E9');
+    const newConnection = e9.filter((r) => r.id.startsWith('e9-new-connection-'));
+    expect(newConnection.length).toBeGreaterThan(1);
+    for (const run of e9) expect([run.repeat, run.repeatGroup], run.id).toEqual([undefined, undefined]);
+  });
+
   test('repeats come from network.experiments.repeats', () => {
     const plan = networkStudyPlan(
       config({ experiments: { repeats: { fixedRate: 2, saturation: 1, protocols: 4, calibration: 1 } } }),

@@ -909,8 +909,10 @@ describe('judgeNetworkRun', () => {
 });
 
 describe('judgeRepeats', () => {
+  /** A record of repeat `repeat` of the plan's repeat group `e1-plain`-style: its id without `-rN`. */
   const record = (id: string, repeat: number, raw: string, valid = true): NetworkRunRecord => ({
     ...run(id, fixedRate, repeat),
+    repeatGroup: id.replace(/-r\d+$/, ''),
     startedAt: '2026-11-30T10:00:00Z',
     finishedAt: '2026-11-30T10:00:26Z',
     job: 'succeeded',
@@ -945,6 +947,38 @@ describe('judgeRepeats', () => {
       [],
     ]);
     expect(judged.every((r, i) => r.valid === records[i].valid)).toBe(true);
+  });
+
+  it("does not compare E9's new-connection runs across Service counts: the plan marks no repeat", () => {
+    // Same experiment, arm and mode (E9 plain new-connection), different steps: 0.43 ms against 0.9 ms.
+    const step = (services: number, avg: number): NetworkRunRecord => ({
+      ...record(`e9-new-connection-${services}`, 1, withAvg(avg)),
+      experiment: 'E9',
+      spec: { ...fixedRate, mode: 'new-connection' },
+      repeat: undefined,
+      repeatGroup: undefined,
+      flags: [],
+    });
+    const judged = judgeRepeats([step(0, 0.00043), step(1000, 0.0009), step(5000, 0.0009)]);
+    expect(judged.map((r) => r.flags)).toEqual([[], [], []]);
+  });
+
+  it('compares each repeat group on its own, even when groups share experiment, arm and mode', () => {
+    // Two repeated runs of one arm at different loads (a variant of the plan): each group agrees
+    // within itself, so nothing is flagged; judged together they would spread by about 35%.
+    const light = (n: number, avg: number) => ({
+      ...record(`e1-light-plain-r${n}`, n, withAvg(avg)),
+      spec: { ...fixedRate, qps: 100 },
+    });
+    const heavy = (n: number, avg: number) => record(`e1-plain-r${n}`, n, withAvg(avg));
+    const judged = judgeRepeats([light(1, 0.0003), heavy(1, 0.0006), light(2, 0.000301), heavy(2, 0.000602)]);
+    expect(judged.map((r) => r.flags)).toEqual([[], [], [], []]);
+    // A spread inside one group is still flagged, and names the group.
+    const spread = judgeRepeats([light(1, 0.0003), heavy(1, 0.0006), light(2, 0.00036), heavy(2, 0.000602)]);
+    expect(spread.map((r) => r.flags?.length)).toEqual([1, 0, 1, 0]);
+    expect(spread[0].flags?.[0]).toMatch(
+      /^repeat spread: e1-light-plain-r1 mean 0.300 ms is 9.1% below the 2 repeats' mean 0.330 ms of E1 plain fixed-rate \(repeats of e1-light-plain\)/,
+    );
   });
 
   it('leaves no flag when the repeats agree', () => {

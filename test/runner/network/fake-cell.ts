@@ -71,6 +71,9 @@ function unit(seed: string): number {
 
 const PERCENTILES = [50, 90, 99];
 
+/** A slow fortio Job's latency against its arm's: beyond the +-3% repeat spread, not invalid. */
+export const SLOW_FORTIO_FACTOR = 1.08;
+
 /**
  * A fortio duration histogram (seconds) of `count` calls around `baseSeconds`, as fortio writes
  * it: 24 buckets between Min and Max with a right-skewed shape, cumulative percents, and
@@ -188,6 +191,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   noOutput: RegExp | undefined;
   /** fortio Jobs (by name pattern) whose histogram is fortio's default 1 ms resolution. */
   coarseFortio: RegExp | undefined;
+  /** fortio Jobs (by name pattern) whose calls take `SLOW_FORTIO_FACTOR` times their arm's latency. */
+  slowFortio: RegExp | undefined;
   /** Prober Jobs (by name pattern) whose samples sit on multiples of the attempt timeout. */
   clusteringProber: RegExp | undefined;
   /** The next this-many conntrack writes fail (the Job fails before writing). */
@@ -520,6 +525,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     if (mesh)
       baseMs = server?.app === 'fortio-permissive' ? 0.55 : url.includes(':8082') ? 0.38 : grpc ? 0.71 : 0.62;
     if (!keepalive) baseMs += 0.09 + (this.cell.datapath === 'cilium' ? 0 : this.scaleServices() * 0.000_004);
+    if (this.slowFortio?.test(job.metadata.name)) baseMs *= SLOW_FORTIO_FACTOR;
     const coarse = this.coarseFortio?.test(job.metadata.name) ?? false;
     const resolution = coarse ? 0.001 : Number(flag(args, '-r'));
     const shape = latencyHistogram(baseMs / 1000, unit(job.metadata.name), 100_000);

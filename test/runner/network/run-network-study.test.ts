@@ -303,6 +303,27 @@ describe('runNetworkStudy', () => {
     expect(t.lines.some((l) => l === 'run 1/3 c-r1: recorded earlier, skipped')).toBe(true);
   });
 
+  it('flags a repeat that strays from its repeat group, and never compares runs of different groups', async () => {
+    const t = setup('mesh');
+    // e1-plain-r4 and the new-connection run at 0 Services are 8% slower than their arms. E9's
+    // new-connection runs share experiment, arm and mode across Service counts, but repeat nothing.
+    t.fake.slowFortio = /^net-(e1-plain-r4|e9-new-connection-0)$/;
+    const repeats = ['e1-plain-r1', 'e1-plain-r2', 'e1-plain-r3', 'e1-plain-r4', 'e1-plain-r5'];
+    const ids = [...repeats, 'e9-new-connection-0', 'e9-new-connection-100'];
+    const study = await runNetworkStudy(t.deps, config, planOf('mesh', ids), FAST);
+    expect(study.runs.map((r) => [r.id, r.valid])).toEqual(ids.map((id) => [id, true]));
+    const flagged = study.runs.filter((r) => (r.flags ?? []).length > 0);
+    expect(flagged.map((r) => r.id)).toEqual(['e1-plain-r4']);
+    expect(flagged[0].flags?.[0]).toMatch(
+      /^repeat spread: e1-plain-r4 mean .* above the 5 repeats' mean .* of E1 plain fixed-rate \(repeats of e1-plain\)/,
+    );
+    expect(study.runs.find((r) => r.id === 'e1-plain-r4')?.repeatGroup).toBe('e1-plain');
+    expect(study.runs.find((r) => r.id === 'e9-new-connection-0')?.repeatGroup).toBeUndefined();
+    // The flag is in the run's own file too, written when its group changed.
+    const saved = await t.store.study(study.studyId).readRuns();
+    expect(saved.runs.find((r) => r.id === 'e1-plain-r4')?.flags).toEqual(flagged[0].flags);
+  });
+
   it('writes status.json with an ETA while it runs, and finished at the end', async () => {
     const t = setup('dp-iptables');
     await runNetworkStudy(t.deps, config, planOf('dp-iptables', ['c-r1', 'c-r2', 'c-r3']), FAST);
