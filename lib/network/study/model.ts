@@ -212,7 +212,7 @@ export interface MtlsCaseResult {
   readonly observed: CurlOutcome | null;
 }
 
-/** E9: what a step found (entries read from the host probe, the prober's result). */
+/** E9: what a step found (entries counted by a host-command Job, the prober's result). */
 export interface ServiceScaleResult {
   /** Runner-made Services that existed with a ready endpoint when measuring (count). */
   readonly servicesReady: number;

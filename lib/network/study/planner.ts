@@ -126,7 +126,7 @@ export interface NetworkRunOverheads {
   readonly endpointSlicesPerSecond: number;
   /** One prober sample: create a Service, wait until its ClusterIP connects, delete it. */
   readonly proberSampleSeconds: number;
-  /** Reading the entries from the host probe pod. */
+  /** Counting the entries with a privileged host-command Job. */
   readonly entriesCountSeconds: number;
   /**
    * Waiting for the conntrack baseline after a step: the closed loopback connections stay in
