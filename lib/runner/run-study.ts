@@ -65,7 +65,14 @@ import type { Cluster, DeploymentState, Replicas, RunnerDeps, StudyFiles } from 
 import { type StatusChecks, statusProblems } from './preflight.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryingCluster, retryingReplicas } from './retry.ts';
 import { type Opening, type Staged, Stager, stagingRecord } from './stager.ts';
-import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
+import {
+  formatElapsed,
+  ProgressTimer,
+  progressLine,
+  type StudyState,
+  studyEtaMs,
+  studyStatus,
+} from './status.ts';
 import { chooseStudyFolder, readStudyRecords, StudyWrites } from './study-files.ts';
 import { chooseStudy } from './study-id.ts';
 import { StudyLog } from './study-log.ts';
@@ -255,7 +262,7 @@ class StudyRunner {
   private state: StudyState = 'starting';
   /** The runs in progress (several while a wave of bound runs runs at once), by run id. */
   private readonly active = new Map<string, ActiveRun>();
-  private lastProgressAt = 0;
+  private readonly progressTimer: ProgressTimer;
   /** Each arm's preflight (per replica pair), once per runner process, before the first run. */
   private readonly preflights = new Map<string, PreflightRecord>();
   /** Preflights already kept in a run record (the arm's first run in this process). */
@@ -282,6 +289,7 @@ class StudyRunner {
   ) {
     this.startedAt = deps.clock.now();
     this.log = new StudyLog(deps.clock, deps.log);
+    this.progressTimer = new ProgressTimer(options.progressEveryMs);
     const retry = { policy: options.retry, clock: deps.clock, log: (line: string) => this.say(line) };
     this.cluster = retryingCluster(deps.cluster, retry);
     this.replicas = retryingReplicas(deps.replicas, retry);
@@ -1404,7 +1412,7 @@ class StudyRunner {
     if (!entry) return;
     const updated = { ...entry, phase };
     this.active.set(run.id, updated);
-    this.lastProgressAt = this.deps.clock.now().getTime();
+    this.progressTimer.logged(this.deps.clock.now().getTime());
     await this.say(this.progressText(updated));
     await this.writeStatus();
   }
@@ -1412,8 +1420,7 @@ class StudyRunner {
   /** Status on every poll, a log line per run in progress every `progressEveryMs`. */
   private async progress(): Promise<void> {
     const now = this.deps.clock.now().getTime();
-    if (this.active.size > 0 && now - this.lastProgressAt >= this.options.progressEveryMs) {
-      this.lastProgressAt = now;
+    if (this.active.size > 0 && this.progressTimer.due(now)) {
       for (const entry of [...this.active.values()].sort((a, b) => a.index - b.index))
         await this.say(this.progressText(entry));
     }

@@ -39,7 +39,14 @@ import type {
   SidecarMetrics,
 } from '../ports.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, withRetry } from '../retry.ts';
-import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
+import {
+  formatElapsed,
+  ProgressTimer,
+  progressLine,
+  type StudyState,
+  studyEtaMs,
+  studyStatus,
+} from '../status.ts';
 import { chooseLatestUnfinished, chooseStudyFolder, readStudyRecords, StudyWrites } from '../study-files.ts';
 import { configHash, newStudyId, type StudyChoice } from '../study-id.ts';
 import { StudyLog } from '../study-log.ts';
@@ -237,7 +244,7 @@ class NetworkStudyRunner {
   private studyId: string | undefined;
   private study: Omit<NetworkStudyRecord, 'runs'> | undefined;
   private active: ActiveRun | undefined;
-  private lastProgressAt = 0;
+  private readonly progressTimer: ProgressTimer;
   /** stdout and the study folder's log; lines said before the study is chosen wait in it. */
   private readonly log: StudyLog;
   private readonly studyWrites = new StudyWrites();
@@ -255,6 +262,7 @@ class NetworkStudyRunner {
   ) {
     this.startedAt = deps.clock.now();
     this.log = new StudyLog(deps.clock, deps.log);
+    this.progressTimer = new ProgressTimer(options.progressEveryMs);
     this.cell = deps.jobs.cell;
     if (this.cell.name !== plan.cell) {
       throw new Error(`the plan is for cell ${plan.cell}, the Jobs for cell ${this.cell.name}`);
@@ -1109,15 +1117,14 @@ class NetworkStudyRunner {
   private async phase(phase: string): Promise<void> {
     if (!this.active) return;
     this.active = { ...this.active, phase };
-    this.lastProgressAt = this.deps.clock.now().getTime();
+    this.progressTimer.logged(this.deps.clock.now().getTime());
     await this.say(this.progressText());
     await this.writeStatus();
   }
 
   private async progress(): Promise<void> {
     const now = this.deps.clock.now().getTime();
-    if (this.active && now - this.lastProgressAt >= this.options.progressEveryMs) {
-      this.lastProgressAt = now;
+    if (this.active && this.progressTimer.due(now)) {
       await this.say(this.progressText());
     }
     await this.writeStatus();
