@@ -6,26 +6,19 @@ import type { LabConfig } from '../lib/config/schema.ts';
 import { runnerBundle } from '../lib/runner/bundle.ts';
 import { RUNNER_NODE_ENV } from '../lib/runner/layout.ts';
 import type { StatusCheck, StatusChecks } from '../lib/runner/preflight.ts';
-import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
+import { RUNNER_FILES } from '../lib/runner/runner-files.ts';
 import { studyArms } from '../lib/study/arms.ts';
 import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
-import { REQUESTS } from '../lib/study/resources.ts';
 import { STUDY_RUNNER_NAME } from '../lib/study/topology.ts';
 import { GATEWAY_API_GROUP } from './ai-gateway/gateway-api.ts';
 import { aiGatewayNames } from './ai-gateway.ts';
 import { benchmarkJob } from './benchmark-job.ts';
-import {
-  COMPONENT_LABEL,
-  containerResources,
-  envVars,
-  podPlacement,
-  RESULTS_HOST_PATH,
-  rootContainerSecurity,
-} from './common.ts';
+import { COMPONENT_LABEL, podPlacement } from './common.ts';
 import { clusterScoped } from './endpoint-picker.ts';
+import { checkRunnerConfigMapSize, runnerJob } from './runner-job.ts';
 
-/** Kubernetes refuses a ConfigMap larger than 1 MiB (etcd's object limit). */
-export const CONFIGMAP_LIMIT_BYTES = 1024 * 1024;
+// Kept here for the modules that import them from this chart.
+export { CONFIGMAP_LIMIT_BYTES, configMapDataBytes } from './runner-job.ts';
 
 export interface StudyRunnerChartProps extends ChartProps {
   readonly config: LabConfig;
@@ -83,14 +76,6 @@ export function runnerConfigMapData(config: LabConfig, plan: StudyPlan): Record<
   };
 }
 
-/** Bytes of a ConfigMap's data as stored (UTF-8 of keys and values). */
-export function configMapDataBytes(data: Readonly<Record<string, string>>): number {
-  return Object.entries(data).reduce(
-    (sum, [key, value]) => sum + Buffer.byteLength(key) + Buffer.byteLength(value),
-    0,
-  );
-}
-
 /**
  * The in-cluster study runner (lib/runner): a Job on a pinned public Node image that runs the
  * bundled runner from a ConfigMap, with a ServiceAccount whose Role reaches only the lab
@@ -107,12 +92,7 @@ export class StudyRunnerChart extends Chart {
     const name = STUDY_RUNNER_NAME;
 
     const data = runnerConfigMapData(config, plan);
-    const bytes = configMapDataBytes(data);
-    if (bytes >= CONFIGMAP_LIMIT_BYTES) {
-      throw new Error(
-        `StudyRunner: the runner ConfigMap holds ${bytes} bytes, over Kubernetes' limit of ${CONFIGMAP_LIMIT_BYTES}; shrink the plan or the bundle`,
-      );
-    }
+    checkRunnerConfigMapSize(data, 'StudyRunner: the runner ConfigMap', 'the plan');
     new k8s.KubeConfigMap(this, 'files', { metadata: { name, labels }, data });
 
     new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name, labels } });
@@ -160,45 +140,16 @@ export class StudyRunnerChart extends Chart {
       }),
     );
 
-    new k8s.KubeJob(this, 'job', {
-      metadata: { name, labels },
-      spec: {
-        // A retried runner would resume anyway; a failure should be seen, not repeated silently.
-        backoffLimit: 0,
-        template: {
-          metadata: { labels },
-          spec: {
-            serviceAccountName: name,
-            automountServiceAccountToken: true,
-            restartPolicy: 'Never',
-            // The node whose results folder is kept (the K3s server's bootstrap uploads it); the
-            // clients are pinned to this node at run time (lib/runner/layout.ts onRunnerNode).
-            ...podPlacement(labPlacement(config).runner),
-            containers: [
-              {
-                name: 'runner',
-                image: config.runner.image,
-                command: ['node', `${RUNNER_DIR}/${RUNNER_FILES.bundle}`],
-                env: [
-                  ...envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
-                  { name: RUNNER_NODE_ENV, valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
-                ],
-                resources: containerResources(REQUESTS.runner),
-                // Root: the results host folder belongs to root, like the benchmark clients' output.
-                securityContext: rootContainerSecurity(),
-                volumeMounts: [
-                  { name: 'runner', mountPath: RUNNER_DIR, readOnly: true },
-                  { name: 'results', mountPath: RUNNER_RESULTS_MOUNT },
-                ],
-              },
-            ],
-            volumes: [
-              { name: 'runner', configMap: { name } },
-              { name: 'results', hostPath: { path: RESULTS_HOST_PATH, type: 'DirectoryOrCreate' } },
-            ],
-          },
-        },
-      },
+    runnerJob(this, {
+      name,
+      labels,
+      podLabels: labels,
+      image: config.runner.image,
+      bundle: RUNNER_FILES.bundle,
+      env: [{ name: RUNNER_NODE_ENV, valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+      // The node whose results folder is kept (the K3s server's bootstrap uploads it); the
+      // clients are pinned to this node at run time (lib/runner/layout.ts onRunnerNode).
+      placement: podPlacement(labPlacement(config).runner),
     });
   }
 }

@@ -16,17 +16,9 @@ import { networkRunnerBundle } from '../../lib/runner/network/bundle.ts';
 import { type NetworkJobContext, type ProbesInPod, planJobs } from '../../lib/runner/network/jobs.ts';
 import { NETWORK_RUNNER_FILES, type NetworkRunnerContext } from '../../lib/runner/network/runner-files.ts';
 import type { ServiceObject } from '../../lib/runner/ports.ts';
-import { RUNNER_DIR, RUNNER_RESULTS_MOUNT } from '../../lib/runner/runner-files.ts';
-import { REQUESTS } from '../../lib/study/resources.ts';
-import {
-  COMPONENT_LABEL,
-  containerResources,
-  envVars,
-  RESULTS_HOST_PATH,
-  rootContainerSecurity,
-} from '../common.ts';
+import { COMPONENT_LABEL } from '../common.ts';
 import { clusterScoped } from '../endpoint-picker.ts';
-import { CONFIGMAP_LIMIT_BYTES, configMapDataBytes } from '../study-runner.ts';
+import { checkRunnerConfigMapSize, runnerJob } from '../runner-job.ts';
 import { cellNodeSelector } from './common.ts';
 import { PROBES_CONFIG_MAP } from './node-probes.ts';
 import { scaleServiceTemplate } from './service-scale.ts';
@@ -95,12 +87,11 @@ export class NetworkStudyRunnerChart extends Chart {
     const withMesh = cell.mesh !== 'none';
 
     const data = networkRunnerConfigMapData(config, cell);
-    const bytes = configMapDataBytes(data);
-    if (bytes >= CONFIGMAP_LIMIT_BYTES) {
-      throw new Error(
-        `NetworkStudyRunner: the runner ConfigMap of cell ${cell.name} holds ${bytes} bytes, over Kubernetes' limit of ${CONFIGMAP_LIMIT_BYTES}; shrink the plan (network.experiments) or the bundle`,
-      );
-    }
+    checkRunnerConfigMapSize(
+      data,
+      `NetworkStudyRunner: the runner ConfigMap of cell ${cell.name}`,
+      'the plan (network.experiments)',
+    );
     new k8s.KubeConfigMap(this, 'files', { metadata: { name, namespace, labels }, data });
     new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name, namespace, labels } });
 
@@ -156,41 +147,15 @@ export class NetworkStudyRunnerChart extends Chart {
       }),
     );
 
-    new k8s.KubeJob(this, 'job', {
-      metadata: { name, namespace, labels },
-      spec: {
-        // A retried runner would resume anyway; a failure should be seen, not repeated silently.
-        backoffLimit: 0,
-        template: {
-          metadata: { labels: { ...labels, [CELL_LABEL]: cell.name } },
-          spec: {
-            serviceAccountName: name,
-            automountServiceAccountToken: true,
-            restartPolicy: 'Never',
-            nodeSelector: cellNodeSelector(cell.name),
-            containers: [
-              {
-                name: 'runner',
-                image: config.runner.image,
-                imagePullPolicy: 'IfNotPresent',
-                command: ['node', `${RUNNER_DIR}/${NETWORK_RUNNER_FILES.bundle}`],
-                env: envVars({ LAB_RUNNER_DIR: RUNNER_DIR, LAB_RESULTS_DIR: RUNNER_RESULTS_MOUNT }),
-                resources: containerResources(REQUESTS.runner),
-                // Root: the results host folder belongs to root, like the Jobs' outputs.
-                securityContext: rootContainerSecurity(),
-                volumeMounts: [
-                  { name: 'runner', mountPath: RUNNER_DIR, readOnly: true },
-                  { name: 'results', mountPath: RUNNER_RESULTS_MOUNT },
-                ],
-              },
-            ],
-            volumes: [
-              { name: 'runner', configMap: { name } },
-              { name: 'results', hostPath: { path: RESULTS_HOST_PATH, type: 'DirectoryOrCreate' } },
-            ],
-          },
-        },
-      },
+    runnerJob(this, {
+      name,
+      namespace,
+      labels,
+      podLabels: { ...labels, [CELL_LABEL]: cell.name },
+      image: config.runner.image,
+      imagePullPolicy: 'IfNotPresent',
+      bundle: NETWORK_RUNNER_FILES.bundle,
+      placement: { nodeSelector: cellNodeSelector(cell.name) },
     });
   }
 }

@@ -65,8 +65,17 @@ import type { Cluster, DeploymentState, Replicas, RunnerDeps, StudyFiles } from 
 import { type StatusChecks, statusProblems } from './preflight.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, retryingCluster, retryingReplicas } from './retry.ts';
 import { type Opening, type Staged, Stager, stagingRecord } from './stager.ts';
-import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
+import {
+  formatElapsed,
+  ProgressTimer,
+  progressLine,
+  type StudyState,
+  studyEtaMs,
+  studyStatus,
+} from './status.ts';
+import { chooseStudyFolder, readStudyRecords, StudyWrites } from './study-files.ts';
 import { chooseStudy } from './study-id.ts';
+import { StudyLog } from './study-log.ts';
 
 export interface RunnerOptions {
   /**
@@ -253,8 +262,7 @@ class StudyRunner {
   private state: StudyState = 'starting';
   /** The runs in progress (several while a wave of bound runs runs at once), by run id. */
   private readonly active = new Map<string, ActiveRun>();
-  private lastProgressAt = 0;
-  private message = '';
+  private readonly progressTimer: ProgressTimer;
   /** Each arm's preflight (per replica pair), once per runner process, before the first run. */
   private readonly preflights = new Map<string, PreflightRecord>();
   /** Preflights already kept in a run record (the arm's first run in this process). */
@@ -267,12 +275,11 @@ class StudyRunner {
   /** The Kubernetes API and the replicas, with retries on transient faults (retry.ts). */
   private readonly cluster: Cluster;
   private readonly replicas: Replicas;
-  /** The study folder, once the study is chosen; lines logged before that wait in `earlyLines`. */
+  /** The study folder, once the study is chosen; lines logged before that wait in `log`. */
   private files: StudyFiles | undefined;
   private studyId: string | undefined;
-  private readonly earlyLines: string[] = [];
-  /** The last study.json write: the next one waits for it (`writeStudy`). */
-  private studyWrites: Promise<void> = Promise.resolve();
+  private readonly log: StudyLog;
+  private readonly studyWrites = new StudyWrites();
 
   constructor(
     private readonly deps: RunnerDeps,
@@ -281,6 +288,8 @@ class StudyRunner {
     private readonly options: Resolved<RunnerOptions>,
   ) {
     this.startedAt = deps.clock.now();
+    this.log = new StudyLog(deps.clock, deps.log);
+    this.progressTimer = new ProgressTimer(options.progressEveryMs);
     const retry = { policy: options.retry, clock: deps.clock, log: (line: string) => this.say(line) };
     this.cluster = retryingCluster(deps.cluster, retry);
     this.replicas = retryingReplicas(deps.replicas, retry);
@@ -327,29 +336,18 @@ class StudyRunner {
     const { store } = this.deps;
     // Each study has its own folder: the latest unfinished one of this configuration is
     // resumed (restored from S3 by the bootstrap on a new host), or a new one is started.
-    const fresh = await store.takeNewStudyRequest();
-    const { studies, unreadable } = await store.listStudies();
-    for (const problem of unreadable) await this.say(`not a study to resume: ${problem}`);
-    const choice = chooseStudy(studies, this.config, this.startedAt, fresh);
+    const say = (line: string) => this.say(line);
+    const { choice, files } = await chooseStudyFolder(
+      store,
+      (studies, fresh) => chooseStudy(studies, this.config, this.startedAt, fresh),
+      say,
+    );
     this.studyId = choice.id;
-    this.files = store.study(choice.id);
-    const existing = choice.kind === 'resume' ? await this.files.readStudy() : undefined;
-    const inPlan = new Set(this.plan.runs.map((r) => r.id));
-    for (const record of existing?.runs ?? []) if (inPlan.has(record.id)) this.records.set(record.id, record);
-    if (existing) {
-      // A folder restored from S3 can hold run files synced after its study.json: the newer wins.
-      const { runs, unreadable: bad } = await this.files.readRuns();
-      for (const problem of bad) await this.say(`run record not read: ${problem}`);
-      for (const record of runs) {
-        const known = this.records.get(record.id);
-        if (
-          inPlan.has(record.id) &&
-          (!known || Date.parse(record.finishedAt) > Date.parse(known.finishedAt))
-        ) {
-          this.records.set(record.id, record);
-        }
-      }
-    }
+    this.files = files;
+    this.log.attach(files);
+    const runIds = this.plan.runs.map((r) => r.id);
+    const { existing, records } = await readStudyRecords(files, choice, runIds, say);
+    this.records = records;
     const pending = this.plan.runs.filter((run) => !this.records.get(run.id)?.valid);
     await this.say(
       existing
@@ -1298,9 +1296,8 @@ class StudyRunner {
   }
 
   private async writeStudy(): Promise<StudyRecord> {
-    // One write at a time, each taking the records as they are when its turn comes: two runs
-    // ending together (two replica pairs) must not leave the older snapshot in study.json.
-    const turn = this.studyWrites.then(async () => {
+    // One write at a time, each taking the records as they are when its turn comes.
+    return this.studyWrites.write(async () => {
       const study: StudyRecord = {
         schemaVersion: STUDY_SCHEMA_VERSION,
         metadata: this.metadata as StudyMetadata,
@@ -1309,11 +1306,6 @@ class StudyRunner {
       await this.studyFiles().writeStudy(study);
       return study;
     });
-    this.studyWrites = turn.then(
-      () => undefined,
-      () => undefined,
-    );
-    return turn;
   }
 
   private async collectMetadata(): Promise<StudyMetadata> {
@@ -1420,7 +1412,7 @@ class StudyRunner {
     if (!entry) return;
     const updated = { ...entry, phase };
     this.active.set(run.id, updated);
-    this.lastProgressAt = this.deps.clock.now().getTime();
+    this.progressTimer.logged(this.deps.clock.now().getTime());
     await this.say(this.progressText(updated));
     await this.writeStatus();
   }
@@ -1428,8 +1420,7 @@ class StudyRunner {
   /** Status on every poll, a log line per run in progress every `progressEveryMs`. */
   private async progress(): Promise<void> {
     const now = this.deps.clock.now().getTime();
-    if (this.active.size > 0 && now - this.lastProgressAt >= this.options.progressEveryMs) {
-      this.lastProgressAt = now;
+    if (this.active.size > 0 && this.progressTimer.due(now)) {
       for (const entry of [...this.active.values()].sort((a, b) => a.index - b.index))
         await this.say(this.progressText(entry));
     }
@@ -1451,19 +1442,13 @@ class StudyRunner {
   }
 
   private progressText(entry = this.current): string {
-    if (!entry) return this.message;
+    if (!entry) return this.log.message;
     const { elapsedMs, etaMs } = this.eta(entry);
     return progressLine(entry.index, this.plan.runs.length, entry.run.id, entry.phase, elapsedMs, etaMs);
   }
 
-  private async say(line: string): Promise<void> {
-    this.message = line;
-    this.deps.log(line);
-    // The log lives in the study folder; lines from before the study was chosen go in first.
-    this.earlyLines.push(`${this.deps.clock.now().toISOString()} ${line}`);
-    if (!this.files) return;
-    const lines = this.earlyLines.splice(0);
-    for (const l of lines) await this.files.appendLog(l);
+  private say(line: string): Promise<void> {
+    return this.log.say(line);
   }
 
   /** Removes the clients and gates of runs still staged (the study stops or ends). */
@@ -1489,7 +1474,7 @@ class StudyRunner {
         active: this.current,
         elapsedMs,
         etaMs,
-        message: this.message,
+        message: this.log.message,
         error,
       }),
     );

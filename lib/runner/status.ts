@@ -89,6 +89,28 @@ export function progressLine(
   return `run ${index}/${total} ${runId}: ${phase} (elapsed ${formatElapsed(elapsedMs)}, study ETA ${eta})`;
 }
 
+/**
+ * When both labs' runners log a progress line while they wait: every `everyMs` after the last
+ * one, a phase change logging one at once (and restarting the wait).
+ */
+export class ProgressTimer {
+  private lastMs = 0;
+
+  constructor(private readonly everyMs: number) {}
+
+  /** A progress line was just logged (a phase change). */
+  logged(nowMs: number): void {
+    this.lastMs = nowMs;
+  }
+
+  /** Whether a periodic line is due; when it is, it counts as logged now. */
+  due(nowMs: number): boolean {
+    if (nowMs - this.lastMs < this.everyMs) return false;
+    this.lastMs = nowMs;
+    return true;
+  }
+}
+
 /** The run in progress, as a runner tracks it. */
 export interface ActiveRun {
   readonly index: number;

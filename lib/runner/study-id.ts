@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { LabConfig } from '../config/schema.ts';
 import type { StudyMetadata } from '../study/results.ts';
+import { chooseLatestUnfinished } from './study-files.ts';
 
 /**
  * Study ids: every study lives in its own folder (`studies/<id>/`, layout.ts), which the host's
@@ -56,27 +57,19 @@ export function chooseStudy(
   now: Date,
   fresh: boolean,
 ): StudyChoice {
-  const id = newStudyId(config, now);
-  if (fresh) return { kind: 'new', id, why: 'lab run --new asked for a fresh study' };
   const same = canonicalJson(config);
-  const candidates = stored
-    .filter((s) => !s.metadata.finishedAt && canonicalJson(s.metadata.config) === same)
-    .sort((a, b) => Date.parse(b.metadata.startedAt) - Date.parse(a.metadata.startedAt));
-  if (candidates.length > 0) {
-    const latest = candidates[0];
-    return {
-      kind: 'resume',
-      id: latest.id,
-      why: `study ${latest.id} (started ${latest.metadata.startedAt}) has the same configuration and is unfinished`,
-    };
-  }
-  const others = stored.length;
-  return {
-    kind: 'new',
-    id,
-    why:
-      others === 0
+  return chooseLatestUnfinished({
+    fresh,
+    newId: newStudyId(config, now),
+    resumable: () =>
+      stored
+        .filter((s) => !s.metadata.finishedAt && canonicalJson(s.metadata.config) === same)
+        .map((s) => ({ id: s.id, startedAt: s.metadata.startedAt })),
+    resumeWhy: (latest) =>
+      `study ${latest.id} (started ${latest.startedAt}) has the same configuration and is unfinished`,
+    noneWhy:
+      stored.length === 0
         ? 'no earlier study in the results folder'
-        : `none of the ${others} earlier studies is an unfinished study of this configuration`,
-  };
+        : `none of the ${stored.length} earlier studies is an unfinished study of this configuration`,
+  });
 }

@@ -39,8 +39,17 @@ import type {
   SidecarMetrics,
 } from '../ports.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, withRetry } from '../retry.ts';
-import { formatElapsed, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
-import { configHash, newStudyId } from '../study-id.ts';
+import {
+  formatElapsed,
+  ProgressTimer,
+  progressLine,
+  type StudyState,
+  studyEtaMs,
+  studyStatus,
+} from '../status.ts';
+import { chooseLatestUnfinished, chooseStudyFolder, readStudyRecords, StudyWrites } from '../study-files.ts';
+import { configHash, newStudyId, type StudyChoice } from '../study-id.ts';
+import { StudyLog } from '../study-log.ts';
 import {
   CILIUM_STATUS_SCRIPT,
   CONNTRACK_READ_SCRIPT,
@@ -132,12 +141,8 @@ interface JobRun {
   readonly pods: readonly NetworkPodState[];
 }
 
-/** Which study a starting network runner works on. */
-export interface NetworkStudyChoice {
-  readonly kind: 'resume' | 'new';
-  readonly id: string;
-  readonly why: string;
-}
+/** Which study a starting network runner works on (the first lab's shape, study-id.ts). */
+export type NetworkStudyChoice = StudyChoice;
 
 /**
  * The study to work on (as `chooseStudy` of study-id.ts for the first lab): with `fresh` a new
@@ -151,28 +156,21 @@ export function chooseNetworkStudy(
   now: Date,
   fresh: boolean,
 ): NetworkStudyChoice {
-  const id = newStudyId(config, now);
-  if (fresh) return { kind: 'new', id, why: 'lab run --new asked for a fresh study' };
   const hash = configHash(config);
-  const candidates = stored
-    .filter((s) => s.cell === cell && s.state !== 'finished' && s.studyId.endsWith(`-${hash}`))
-    .sort((a, b) => Date.parse(b.startedAt) - Date.parse(a.startedAt));
-  if (candidates.length > 0) {
-    const latest = candidates[0];
-    return {
-      kind: 'resume',
-      id: latest.studyId,
-      why: `study ${latest.studyId} (started ${latest.startedAt}) is an unfinished study of this cell and configuration`,
-    };
-  }
-  return {
-    kind: 'new',
-    id,
-    why:
+  return chooseLatestUnfinished({
+    fresh,
+    newId: newStudyId(config, now),
+    resumable: () =>
+      stored
+        .filter((s) => s.cell === cell && s.state !== 'finished' && s.studyId.endsWith(`-${hash}`))
+        .map((s) => ({ id: s.studyId, startedAt: s.startedAt })),
+    resumeWhy: (latest) =>
+      `study ${latest.id} (started ${latest.startedAt}) is an unfinished study of this cell and configuration`,
+    noneWhy:
       stored.length === 0
         ? 'no earlier network study in the results folder'
         : `none of the ${stored.length} earlier studies is an unfinished study of cell ${cell} with this configuration`,
-  };
+  });
 }
 
 /** Runs `fn` over `items`, at most `limit` at once. */
@@ -237,7 +235,7 @@ interface ActiveRun {
 
 class NetworkStudyRunner {
   private readonly startedAt: Date;
-  private readonly records = new Map<string, NetworkRunRecord>();
+  private records = new Map<string, NetworkRunRecord>();
   private readonly cluster: NetworkCluster;
   private readonly sidecars: SidecarMetrics;
   private readonly cell: NetworkCell;
@@ -246,9 +244,10 @@ class NetworkStudyRunner {
   private studyId: string | undefined;
   private study: Omit<NetworkStudyRecord, 'runs'> | undefined;
   private active: ActiveRun | undefined;
-  private lastProgressAt = 0;
-  private message = '';
-  private readonly earlyLines: string[] = [];
+  private readonly progressTimer: ProgressTimer;
+  /** stdout and the study folder's log; lines said before the study is chosen wait in it. */
+  private readonly log: StudyLog;
+  private readonly studyWrites = new StudyWrites();
   private probeServices = 0;
   /** The cell's node (cellNode). */
   private node: string | undefined;
@@ -262,6 +261,8 @@ class NetworkStudyRunner {
     private readonly options: Resolved<NetworkRunnerOptions>,
   ) {
     this.startedAt = deps.clock.now();
+    this.log = new StudyLog(deps.clock, deps.log);
+    this.progressTimer = new ProgressTimer(options.progressEveryMs);
     this.cell = deps.jobs.cell;
     if (this.cell.name !== plan.cell) {
       throw new Error(`the plan is for cell ${plan.cell}, the Jobs for cell ${this.cell.name}`);
@@ -291,25 +292,18 @@ class NetworkStudyRunner {
 
   private async execute(): Promise<NetworkStudyRecord> {
     const { store } = this.deps;
-    const fresh = await store.takeNewStudyRequest();
-    const { studies, unreadable } = await store.listStudies();
-    for (const problem of unreadable) await this.say(`not a study to resume: ${problem}`);
-    const choice = chooseNetworkStudy(studies, this.config, this.plan.cell, this.startedAt, fresh);
+    const say = (line: string) => this.say(line);
+    const { choice, files } = await chooseStudyFolder(
+      store,
+      (studies, fresh) => chooseNetworkStudy(studies, this.config, this.plan.cell, this.startedAt, fresh),
+      say,
+    );
     this.studyId = choice.id;
-    this.files = store.study(choice.id);
-    const existing = choice.kind === 'resume' ? await this.files.readStudy() : undefined;
-    const inPlan = new Set(this.plan.runs.map((r) => r.id));
-    for (const record of existing?.runs ?? []) if (inPlan.has(record.id)) this.records.set(record.id, record);
-    if (existing) {
-      // Run files can be newer than study.json (a runner killed between the two writes).
-      const { runs, unreadable: bad } = await this.files.readRuns();
-      for (const problem of bad) await this.say(`run record not read: ${problem}`);
-      for (const record of runs) {
-        const known = this.records.get(record.id);
-        if (inPlan.has(record.id) && (!known || Date.parse(record.finishedAt) > Date.parse(known.finishedAt)))
-          this.records.set(record.id, record);
-      }
-    }
+    this.files = files;
+    this.log.attach(files);
+    const runIds = this.plan.runs.map((r) => r.id);
+    const { existing, records } = await readStudyRecords(files, choice, runIds, say);
+    this.records = records;
     for (const record of this.records.values())
       if (record.result?.kind === 'conntrack') this.conntrackDefault ??= record.result.conntrack.limitBefore;
     const total = this.plan.runs.length;
@@ -1109,27 +1103,28 @@ class NetworkStudyRunner {
   }
 
   private async writeStudy(): Promise<NetworkStudyRecord> {
-    if (!this.study) throw new Error('internal: the study record is written before it was made');
-    const study: NetworkStudyRecord = {
-      ...this.study,
-      runs: this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []),
-    };
-    await this.studyFiles().writeStudy(study);
-    return study;
+    return this.studyWrites.write(async () => {
+      if (!this.study) throw new Error('internal: the study record is written before it was made');
+      const study: NetworkStudyRecord = {
+        ...this.study,
+        runs: this.plan.runs.flatMap((run) => this.records.get(run.id) ?? []),
+      };
+      await this.studyFiles().writeStudy(study);
+      return study;
+    });
   }
 
   private async phase(phase: string): Promise<void> {
     if (!this.active) return;
     this.active = { ...this.active, phase };
-    this.lastProgressAt = this.deps.clock.now().getTime();
+    this.progressTimer.logged(this.deps.clock.now().getTime());
     await this.say(this.progressText());
     await this.writeStatus();
   }
 
   private async progress(): Promise<void> {
     const now = this.deps.clock.now().getTime();
-    if (this.active && now - this.lastProgressAt >= this.options.progressEveryMs) {
-      this.lastProgressAt = now;
+    if (this.active && this.progressTimer.due(now)) {
       await this.say(this.progressText());
     }
     await this.writeStatus();
@@ -1148,17 +1143,13 @@ class NetworkStudyRunner {
 
   private progressText(): string {
     const entry = this.active;
-    if (!entry) return this.message;
+    if (!entry) return this.log.message;
     const { elapsedMs, etaMs } = this.eta();
     return progressLine(entry.index, this.plan.runs.length, entry.run.id, entry.phase, elapsedMs, etaMs);
   }
 
-  private async say(line: string): Promise<void> {
-    this.message = line;
-    this.deps.log(line);
-    this.earlyLines.push(`${this.deps.clock.now().toISOString()} ${line}`);
-    if (!this.files) return;
-    for (const l of this.earlyLines.splice(0)) await this.files.appendLog(l);
+  private say(line: string): Promise<void> {
+    return this.log.say(line);
   }
 
   private async writeStatus(error?: string): Promise<void> {
@@ -1175,7 +1166,7 @@ class NetworkStudyRunner {
         active: this.active,
         elapsedMs,
         etaMs,
-        message: this.message,
+        message: this.log.message,
         error,
       }),
     );
