@@ -303,7 +303,20 @@ class NetworkStudyRunner {
     this.log.attach(files);
     const runIds = this.plan.runs.map((r) => r.id);
     const { existing, records } = await readStudyRecords(files, choice, runIds, say);
-    this.records = records;
+    // A record of an older runner has no repeat group: the plan's is the same run's, so that the
+    // repeat-spread check still compares it.
+    const groups = new Map(this.plan.runs.map((r) => [r.id, r.repeatGroup]));
+    this.records = new Map(
+      [...records].map(([id, record]) => {
+        const group = groups.get(id);
+        return [
+          id,
+          record.repeatGroup === undefined && group !== undefined
+            ? { ...record, repeatGroup: group }
+            : record,
+        ];
+      }),
+    );
     for (const record of this.records.values())
       if (record.result?.kind === 'conntrack') this.conntrackDefault ??= record.result.conntrack.limitBefore;
     const total = this.plan.runs.length;

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadLabConfig } from '../../../lib/config/load.ts';
@@ -322,6 +322,42 @@ describe('runNetworkStudy', () => {
     // The flag is in the run's own file too, written when its group changed.
     const saved = await t.store.study(study.studyId).readRuns();
     expect(saved.runs.find((r) => r.id === 'e1-plain-r4')?.flags).toEqual(flagged[0].flags);
+  });
+
+  it('compares the records of an older runner, which have no repeat group, when it resumes their study', async () => {
+    const t = setup('mesh');
+    t.fake.slowFortio = /^net-e1-plain-r4$/;
+    const ids = ['e1-plain-r1', 'e1-plain-r2', 'e1-plain-r3', 'e1-plain-r4', 'e1-plain-r5'];
+    const plan = planOf('mesh', ids);
+    // The first runner stops before r5 (a 403 is not retried).
+    let refused = false;
+    const create = t.fake.createJob.bind(t.fake);
+    t.fake.createJob = async (job) => {
+      if (job.metadata.name === 'net-e1-plain-r5' && !refused) {
+        refused = true;
+        throw Object.assign(new Error('HTTP 403: forbidden'), { status: 403 });
+      }
+      return create(job);
+    };
+    await expect(runNetworkStudy(t.deps, config, plan, FAST)).rejects.toThrow(/403/);
+    // As an older runner wrote them: no repeatGroup in study.json nor in the run files.
+    const { studyId } = JSON.parse(readFileSync(join(t.root, STATUS_FILE), 'utf8')) as StudyStatus;
+    const folder = join(t.root, 'studies', studyId as string);
+    const strip = (path: string) => {
+      const parsed: unknown = JSON.parse(readFileSync(path, 'utf8'), (key, value) =>
+        key === 'repeatGroup' ? undefined : value,
+      );
+      const text = JSON.stringify(parsed, null, 2);
+      writeFileSync(path, text);
+      return text;
+    };
+    expect(strip(join(folder, 'study.json'))).not.toContain('repeatGroup');
+    for (const id of ids.slice(0, 4)) strip(join(folder, 'runs', `${id}.json`));
+
+    const study = await runNetworkStudy(t.deps, config, plan, FAST);
+    expect(study.studyId).toBe(studyId);
+    expect(study.runs.filter((r) => (r.flags ?? []).length > 0).map((r) => r.id)).toEqual(['e1-plain-r4']);
+    expect(study.runs.every((r) => r.repeatGroup === 'e1-plain')).toBe(true);
   });
 
   it('writes status.json with an ETA while it runs, and finished at the end', async () => {
