@@ -340,12 +340,12 @@ describe('runNetworkStudy', () => {
       return create(job);
     };
     await expect(runNetworkStudy(t.deps, config, plan, FAST)).rejects.toThrow(/403/);
-    // As an older runner wrote them: no repeatGroup in study.json nor in the run files.
+    // As an older runner wrote them: no repeatGroup (nor its flags) in study.json and the run files.
     const { studyId } = JSON.parse(readFileSync(join(t.root, STATUS_FILE), 'utf8')) as StudyStatus;
     const folder = join(t.root, 'studies', studyId as string);
     const strip = (path: string) => {
       const parsed: unknown = JSON.parse(readFileSync(path, 'utf8'), (key, value) =>
-        key === 'repeatGroup' ? undefined : value,
+        key === 'repeatGroup' || key === 'flags' ? undefined : value,
       );
       const text = JSON.stringify(parsed, null, 2);
       writeFileSync(path, text);
