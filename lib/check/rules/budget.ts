@@ -1,5 +1,22 @@
+import { type BudgetNode, nodesSelected } from '../../config/placement.ts';
+import {
+  type FitPods,
+  fitOnNodes,
+  type UnplacedPods,
+  unplacedByNodes,
+  unplacedText,
+} from '../../study/node-fit.ts';
 import { formatCpu, formatMemory, parseQuantity } from '../../study/quantity.ts';
-import { type Json, type KubeObject, labelsOf, list, nameOf, objectRef, record } from '../manifest.ts';
+import {
+  type Json,
+  type KubeObject,
+  labelsOf,
+  list,
+  nameOf,
+  objectRef,
+  record,
+  stringMap,
+} from '../manifest.ts';
 import { ofKind, podTemplateOf, replicasOf, type Testbed } from '../testbed.ts';
 import { BUDGET, type Violation } from '../violation.ts';
 
@@ -181,4 +198,125 @@ export function requestsFitNode(testbed: Testbed, capacity: NodeCapacity): Viola
     ...check('cpu', 'cpu', capacity.cpu, (n) => `${formatCpu(n)} CPU`, '--node-cpu'),
     ...check('memory', 'memoryBytes', capacity.memoryBytes, formatMemory, '--node-memory-gib'),
   ];
+}
+
+/**
+ * The cluster the per-node budget is held against: its nodes (with the labels pods select them by)
+ * and the study runner's node selector, beside which the runner pins every benchmark Job at run
+ * time (lib/runner/layout.ts onRunnerNode), so the clients of a run share the runner's node.
+ */
+export interface BudgetCluster {
+  readonly nodes: readonly BudgetNode[];
+  readonly runnerNodeSelector: Readonly<Record<string, string>>;
+}
+
+const GPU = 'nvidia.com/gpu';
+
+/** Whole GPUs a pod takes: its containers' `nvidia.com/gpu` (extended resources: request = limit). */
+function podGpus(spec: Json): number {
+  return list(spec.containers).reduce((sum: number, container) => {
+    const resources = record(record(container).resources);
+    const n = Number(record(resources.limits)[GPU] ?? record(resources.requests)[GPU] ?? 0);
+    return sum + (Number.isFinite(n) ? n : 0);
+  }, 0);
+}
+
+function fitPods(
+  what: string,
+  count: number,
+  spec: Json,
+  requests: Requests,
+  nodes: readonly string[],
+  everyNode = false,
+): FitPods {
+  return {
+    what,
+    count,
+    cpuMillis: Math.round(requests.cpu * 1000),
+    memoryMiB: requests.memoryBytes / 2 ** 20,
+    gpus: podGpus(spec),
+    nodes,
+    everyNode,
+  };
+}
+
+/**
+ * The standing workloads as pods with their nodes: those matching the pod's nodeSelector (required
+ * node affinity and taints are not modelled: the lab's charts place by nodeSelector alone).
+ */
+function standingPods(testbed: Testbed, cluster: BudgetCluster): FitPods[] {
+  const on = (spec: Json) => nodesSelected(cluster.nodes, stringMap(spec.nodeSelector));
+  const workloads = testbed.objects.flatMap((object): FitPods[] => {
+    const pod = podTemplateOf(object);
+    if (!pod || object.kind === 'CronJob') return [];
+    if (object.kind === 'Job' && isBenchmarkJob(testbed, object)) return [];
+    const requests = podRequests(pod.spec);
+    const ref = objectRef(object);
+    if (object.kind === 'DaemonSet') return [fitPods(ref, 1, pod.spec, requests, on(pod.spec), true)];
+    if (object.kind === 'Pod') return [fitPods(ref, 1, pod.spec, requests, on(pod.spec))];
+    const parallelism = record(object.spec).parallelism;
+    const count =
+      object.kind === 'Job' ? (typeof parallelism === 'number' ? parallelism : 1) : replicasOf(object);
+    return [fitPods(ref, count, pod.spec, requests, on(pod.spec))];
+  });
+  const proxies = ofKind(testbed, 'EnvoyProxy').map((proxy, i) => {
+    const deployment = record(record(record(record(proxy.spec).provider).kubernetes).envoyDeployment);
+    const consumer = envoyGatewayProxies(testbed)[i];
+    const replicas =
+      typeof deployment.replicas === 'number' ? deployment.replicas : ENVOY_GATEWAY_DEFAULT.replicas;
+    const each = { cpu: consumer.cpu / replicas, memoryBytes: consumer.memoryBytes / replicas };
+    const podSpec = record(deployment.pod);
+    return fitPods(consumer.what, replicas, podSpec, each, on(podSpec));
+  });
+  return [...workloads, ...proxies];
+}
+
+/** The benchmark Jobs of each run, each on the runner's node among those its own selector allows. */
+function benchmarkRuns(testbed: Testbed, cluster: BudgetCluster): { run: string; pods: FitPods[] }[] {
+  const jobs = [...new Set(testbed.benchClients.map((ref) => ref.pod.object))].filter(
+    (o) => o.kind === 'Job',
+  );
+  const runs = new Map<string, FitPods[]>();
+  for (const job of jobs) {
+    const spec = record(podTemplateOf(job)?.spec);
+    const selector = { ...stringMap(spec.nodeSelector), ...cluster.runnerNodeSelector };
+    const pods = fitPods(objectRef(job), 1, spec, podRequests(spec), nodesSelected(cluster.nodes, selector));
+    runs.set(runOfJob(job), [...(runs.get(runOfJob(job)) ?? []), pods]);
+  }
+  const size = (pods: FitPods[]) => pods.reduce((sum, p) => sum + p.memoryMiB + p.cpuMillis, 0);
+  return [...runs].map(([run, pods]) => ({ run, pods })).sort((a, b) => size(b.pods) - size(a.pods));
+}
+
+function budgetViolation(groups: readonly UnplacedPods[], run: string | undefined): Violation {
+  const names = groups[0].nodes.map((l) => l.node.name);
+  const during = run === undefined ? '' : ` during benchmark run ${run}`;
+  return {
+    object:
+      names.length === 0
+        ? '(no node selected)'
+        : `(node${names.length === 1 ? '' : 's'} ${names.join(', ')})`,
+    field: 'resources.requests',
+    lesson: BUDGET,
+    message: `${unplacedText(groups)}${during}; the pods that find no room stay Pending and the runs that need them fail`,
+  };
+}
+
+/**
+ * Budget rule on a cluster of several nodes: the pods that run at once fit node by node (the sum
+ * over the cluster can pass while a GPU node cannot hold its replicas and clients). The standing
+ * pods first, then every run's Jobs beside them, largest first; the first that does not fit is reported.
+ */
+export function requestsFitNodes(testbed: Testbed, cluster: BudgetCluster): Violation[] {
+  const standing = standingPods(testbed, cluster);
+  const report = (pods: FitPods[], run?: string) => {
+    const { unplaced } = fitOnNodes(pods, cluster.nodes);
+    return unplacedByNodes(unplaced).map((groups) => budgetViolation(groups, run));
+  };
+  const alone = report(standing);
+  if (alone.length > 0) return alone;
+  for (const { run, pods } of benchmarkRuns(testbed, cluster)) {
+    const violations = report([...standing, ...pods], run);
+    if (violations.length > 0) return violations;
+  }
+  return [];
 }
