@@ -99,35 +99,63 @@ export function runOfJob(job: KubeObject): string {
   return labels[RUN_LABEL] ?? benchmark.replace(/-r\d+$/, '');
 }
 
-/** Workloads that run all the time: Deployments, StatefulSets, ReplicaSets, DaemonSets (one node), Pods, other Jobs. */
-function standingConsumers(testbed: Testbed): Consumer[] {
-  return testbed.objects.flatMap((object): Consumer[] => {
+/** A workload that runs all the time: its pod spec, how many pods, and what each requests. */
+interface StandingWorkload {
+  readonly object: KubeObject;
+  /** After the object's name: `(the Envoy Gateway proxy it describes)`. */
+  readonly note?: string;
+  readonly spec: Json;
+  readonly count: number;
+  readonly requests: Requests;
+  /** A DaemonSet: one pod per node it selects (counted once on a single node). */
+  readonly everyNode: boolean;
+}
+
+/** Pods a workload runs at once: a Job's parallelism, a controller's replicas, one for a DaemonSet (per node) or Pod. */
+function podCount(object: KubeObject): number {
+  if (object.kind === 'DaemonSet' || object.kind === 'Pod') return 1;
+  if (object.kind !== 'Job') return replicasOf(object);
+  const parallelism = record(object.spec).parallelism;
+  return typeof parallelism === 'number' ? parallelism : 1;
+}
+
+/**
+ * Workloads that run all the time: Deployments, StatefulSets, ReplicaSets, DaemonSets, Pods, other
+ * Jobs, and the proxies Envoy Gateway creates for each EnvoyProxy (its envoy container and pod
+ * settings), with v1.8.1's defaults.
+ */
+function standingWorkloads(testbed: Testbed): StandingWorkload[] {
+  const workloads = testbed.objects.flatMap((object): StandingWorkload[] => {
     const pod = podTemplateOf(object);
     if (!pod || object.kind === 'CronJob') return [];
     if (object.kind === 'Job' && isBenchmarkJob(testbed, object)) return [];
-    const requests = podRequests(pod.spec);
-    if (object.kind === 'DaemonSet' || object.kind === 'Pod') return [times(object, 1, requests)];
-    if (object.kind === 'Job') {
-      const parallelism = record(object.spec).parallelism;
-      return [times(object, typeof parallelism === 'number' ? parallelism : 1, requests)];
-    }
-    return [times(object, replicasOf(object), requests)];
+    const everyNode = object.kind === 'DaemonSet';
+    const count = podCount(object);
+    return [{ object, spec: pod.spec, count, requests: podRequests(pod.spec), everyNode }];
   });
-}
-
-/** The proxies Envoy Gateway creates for each EnvoyProxy (its envoy container), with v1.8.1's defaults. */
-function envoyGatewayProxies(testbed: Testbed): Consumer[] {
-  return ofKind(testbed, 'EnvoyProxy').map((proxy) => {
+  const proxies = ofKind(testbed, 'EnvoyProxy').map((proxy): StandingWorkload => {
     const deployment = record(record(record(record(proxy.spec).provider).kubernetes).envoyDeployment);
     const requests = record(record(record(deployment.container).resources).requests);
-    const replicas =
-      typeof deployment.replicas === 'number' ? deployment.replicas : ENVOY_GATEWAY_DEFAULT.replicas;
-    const each = {
-      cpu: parseQuantity(requests.cpu ?? ENVOY_GATEWAY_DEFAULT.cpu) ?? 0,
-      memoryBytes: parseQuantity(requests.memory ?? ENVOY_GATEWAY_DEFAULT.memory) ?? 0,
+    return {
+      object: proxy,
+      note: '(the Envoy Gateway proxy it describes)',
+      spec: record(deployment.pod),
+      count: typeof deployment.replicas === 'number' ? deployment.replicas : ENVOY_GATEWAY_DEFAULT.replicas,
+      requests: {
+        cpu: parseQuantity(requests.cpu ?? ENVOY_GATEWAY_DEFAULT.cpu) ?? 0,
+        memoryBytes: parseQuantity(requests.memory ?? ENVOY_GATEWAY_DEFAULT.memory) ?? 0,
+      },
+      everyNode: false,
     };
-    const consumer = times(proxy, replicas, each);
-    return { ...consumer, what: `${consumer.what} (the Envoy Gateway proxy it describes)` };
+  });
+  return [...workloads, ...proxies];
+}
+
+/** The standing workloads as budget lines: `StatefulSet vllm/qwen3 x2`. */
+function standingConsumers(testbed: Testbed): Consumer[] {
+  return standingWorkloads(testbed).map((w) => {
+    const line = times(w.object, w.count, w.requests);
+    return w.note ? { ...line, what: `${line.what} ${w.note}` } : line;
   });
 }
 
@@ -157,7 +185,7 @@ function largestBenchmarkRun(testbed: Testbed): { cpu: Consumer; memory: Consume
 
 /** Everything that can hold requests at the same moment, per resource. */
 export function concurrentConsumers(testbed: Testbed): { cpu: Consumer[]; memory: Consumer[] } {
-  const standing = [...standingConsumers(testbed), ...envoyGatewayProxies(testbed)];
+  const standing = standingConsumers(testbed);
   const bench = largestBenchmarkRun(testbed);
   return {
     cpu: bench ? [...standing, bench.cpu] : standing,
@@ -245,30 +273,16 @@ function fitPods(
  * node affinity and taints are not modelled: the lab's charts place by nodeSelector alone).
  */
 function standingPods(testbed: Testbed, cluster: BudgetCluster): FitPods[] {
-  const on = (spec: Json) => nodesSelected(cluster.nodes, stringMap(spec.nodeSelector));
-  const workloads = testbed.objects.flatMap((object): FitPods[] => {
-    const pod = podTemplateOf(object);
-    if (!pod || object.kind === 'CronJob') return [];
-    if (object.kind === 'Job' && isBenchmarkJob(testbed, object)) return [];
-    const requests = podRequests(pod.spec);
-    const ref = objectRef(object);
-    if (object.kind === 'DaemonSet') return [fitPods(ref, 1, pod.spec, requests, on(pod.spec), true)];
-    if (object.kind === 'Pod') return [fitPods(ref, 1, pod.spec, requests, on(pod.spec))];
-    const parallelism = record(object.spec).parallelism;
-    const count =
-      object.kind === 'Job' ? (typeof parallelism === 'number' ? parallelism : 1) : replicasOf(object);
-    return [fitPods(ref, count, pod.spec, requests, on(pod.spec))];
-  });
-  const proxies = ofKind(testbed, 'EnvoyProxy').map((proxy, i) => {
-    const deployment = record(record(record(record(proxy.spec).provider).kubernetes).envoyDeployment);
-    const consumer = envoyGatewayProxies(testbed)[i];
-    const replicas =
-      typeof deployment.replicas === 'number' ? deployment.replicas : ENVOY_GATEWAY_DEFAULT.replicas;
-    const each = { cpu: consumer.cpu / replicas, memoryBytes: consumer.memoryBytes / replicas };
-    const podSpec = record(deployment.pod);
-    return fitPods(consumer.what, replicas, podSpec, each, on(podSpec));
-  });
-  return [...workloads, ...proxies];
+  return standingWorkloads(testbed).map((w) =>
+    fitPods(
+      w.note ? `${objectRef(w.object)} ${w.note}` : objectRef(w.object),
+      w.count,
+      w.spec,
+      w.requests,
+      nodesSelected(cluster.nodes, stringMap(w.spec.nodeSelector)),
+      w.everyNode,
+    ),
+  );
 }
 
 /** The benchmark Jobs of each run, each on the runner's node among those its own selector allows. */
@@ -283,8 +297,9 @@ function benchmarkRuns(testbed: Testbed, cluster: BudgetCluster): { run: string;
     const pods = fitPods(objectRef(job), 1, spec, podRequests(spec), nodesSelected(cluster.nodes, selector));
     runs.set(runOfJob(job), [...(runs.get(runOfJob(job)) ?? []), pods]);
   }
-  const size = (pods: FitPods[]) => pods.reduce((sum, p) => sum + p.memoryMiB + p.cpuMillis, 0);
-  return [...runs].map(([run, pods]) => ({ run, pods })).sort((a, b) => size(b.pods) - size(a.pods));
+  // Largest first: the clients' memory is what fills a node (12 GiB each by default).
+  const memory = (pods: FitPods[]) => pods.reduce((sum, p) => sum + p.memoryMiB, 0);
+  return [...runs].map(([run, pods]) => ({ run, pods })).sort((a, b) => memory(b.pods) - memory(a.pods));
 }
 
 function budgetViolation(groups: readonly UnplacedPods[], run: string | undefined): Violation {
