@@ -233,8 +233,8 @@ export function clusterNodeRoles(config: LabConfig): NodeRole[] {
 }
 
 /**
- * vCPUs and memory of every host together (the host alone without agents): what the resource
- * budget is held against, as the pods spread over the hosts.
+ * vCPUs and memory of every host together (the host alone without agents): the resource budget's
+ * first test; with agents labBudgetFit then fits the pods node by node.
  */
 export function clusterCapacity(config: LabConfig): { vcpus: number; memoryGiB: number } {
   const hosts = knownClusterNodes(config);
