@@ -314,17 +314,20 @@ export function labBudgetFit(
 
 /**
  * Per-node budget problems of a cluster of several hosts, for the configuration rules: one per
- * kind of pod that finds no room, at the setting of the host it does not fit (the server's
- * instance.*, else the first agent entry among its nodes). Pods whose selector matches no host
- * of the lab's own cluster (a runnerNodeSelector of your own) are not fitted.
+ * set of nodes the pods that find no room could go to, at those hosts' setting (the server's
+ * instance.* when it is one of them, else the first agent entry among them). Pods whose selector
+ * matches no host of the lab's own cluster (a runnerNodeSelector of your own) are not fitted.
  */
 export function budgetFitProblems(config: LabConfig, budget: ResourceBudget): PlacementProblem[] {
   const nodes = budgetNodes(config);
   const unplaced = labBudgetFit(config, budget, nodes).unplaced.filter((u) => u.nodes.length > 0);
   return unplacedByNodes(unplaced).map((groups) => {
     const loads = groups[0].nodes;
-    const agent = loads.map((l) => nodes.find((n) => n.name === l.node.name)?.agent).find(Boolean);
-    const index = config.cluster.agents.findIndex((a) => a.name === agent);
+    // The server's instance.* when it is among the nodes (the runner and clients live there), else the agent entry.
+    const agents = loads.map((l) => nodes.find((n) => n.name === l.node.name)?.agent);
+    const index = agents.includes(undefined)
+      ? -1
+      : config.cluster.agents.findIndex((a) => a.name === agents[0]);
     const free = Math.max(...loads.map((l) => l.node.memoryMiB - l.memoryMiB));
     const short = groups.some((u) => u.pods.memoryMiB > free) ? 'memoryGiB' : 'vcpus';
     const path = index >= 0 ? ['cluster', 'agents', index, 'instanceType'] : ['instance', short];
