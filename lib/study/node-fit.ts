@@ -95,11 +95,11 @@ export function fitOnNodes(pods: readonly FitPods[], nodes: readonly FitNode[]):
       return load ? [load] : [];
     });
   const missing = new Map<FitPods, number>();
-  // DaemonSet pods go on their nodes first: the kubelet starts them whatever else is there.
+  // DaemonSet pods first, one per node: the device plugin runs before the replicas that need its GPUs.
   for (const group of pods.filter((p) => p.everyNode)) {
     for (const load of loadsOf(group)) {
-      if (!roomFor(load, group)) missing.set(group, (missing.get(group) ?? 0) + 1);
-      add(load, group);
+      if (roomFor(load, group)) add(load, group);
+      else missing.set(group, (missing.get(group) ?? 0) + 1);
     }
   }
   const single = pods

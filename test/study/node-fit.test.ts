@@ -60,17 +60,19 @@ describe('fitOnNodes (first-fit decreasing per node)', () => {
     );
   });
 
-  it('puts a DaemonSet pod on every node of its pool before the rest, and names a node it overfills', () => {
+  it('puts a DaemonSet pod on every node of its pool before the rest, and names a node without room for it', () => {
     const nodes = [node('server', 'gpu', 48, 192, 4), node('tiny', 'gpu', 1, 1, 1)];
     const daemon = { ...pods('device plugin', 1, 0.05, 2, ['server', 'tiny']), everyNode: true };
     const fit = fitOnNodes([daemon], nodes);
-    expect(fit.loads.map((l) => l.pods)).toEqual([
-      [{ what: 'device plugin', count: 1 }],
-      [{ what: 'device plugin', count: 1 }],
-    ]);
+    expect(fit.loads.map((l) => l.pods)).toEqual([[{ what: 'device plugin', count: 1 }], []]);
     expect(unplacedText(fit.unplaced)).toMatch(
       /^device plugin \(0\.05 CPU, 2 GiB each\) on 1 node find no room/,
     );
+    // Given after a pod that would fill the server, it still goes first: the other pod finds no room.
+    const filler = pods('filler', 1, 48, 1, ['server']);
+    const first = fitOnNodes([filler, daemon], nodes);
+    expect(first.loads[0].pods).toEqual([{ what: 'device plugin', count: 1 }]);
+    expect(first.unplaced.map((u) => u.pods.what)).toEqual(['filler', 'device plugin']);
   });
 
   it('says so when no node carries the selector', () => {
