@@ -16,7 +16,7 @@ import {
   extensionManagerComplete,
 } from './rules/ai-gateway.ts';
 import { benchmarkRunsOnce, workloadCreatesCachePressure } from './rules/benchmark.ts';
-import { type NodeCapacity, requestsFitNode } from './rules/budget.ts';
+import { type BudgetCluster, type NodeCapacity, requestsFitNode, requestsFitNodes } from './rules/budget.ts';
 import { envoyConfiguration, envoyContainer } from './rules/envoy.ts';
 import {
   eppConfigPresent,
@@ -59,6 +59,12 @@ export interface CheckOptions {
    */
   readonly nodeMemoryGiB?: number;
   /**
+   * The cluster's nodes for the resource budget: with more than one, the pods are fitted node by
+   * node (the nodes their selectors match) instead of summed against `nodeCpu` and `nodeMemoryGiB`.
+   * @default one node of `nodeCpu` and `nodeMemoryGiB`
+   */
+  readonly budgetCluster?: BudgetCluster;
+  /**
    * Where the configuration places each kind of pod, for the placement rules.
    * @default labPlacement of the lab configuration (replicas and clients on GPU nodes)
    */
@@ -79,7 +85,7 @@ export interface CheckReport {
 function lessonViolations(
   testbed: Testbed,
   kvCacheTokensPerReplica: number,
-  capacity: NodeCapacity,
+  budget: NodeCapacity | BudgetCluster,
   expected: PlacementExpectation,
 ): Violation[] {
   return [
@@ -109,7 +115,7 @@ function lessonViolations(
     ...extensionManagerComplete(testbed),
     ...aiGatewayEppServesTls(testbed),
     ...aiGatewayReferencesResolve(testbed),
-    ...requestsFitNode(testbed, capacity),
+    ...('nodes' in budget ? requestsFitNodes(testbed, budget) : requestsFitNode(testbed, budget)),
     ...placementViolations(testbed, expected),
   ];
 }
@@ -159,6 +165,9 @@ export function inspectManifests(objects: readonly KubeObject[], options: CheckO
     cpu: options.nodeCpu ?? defaults.instance.vcpus,
     memoryBytes: gibToBytes(options.nodeMemoryGiB ?? defaults.instance.memoryGiB),
   };
+  // One node keeps the summed budget and its messages; several are fitted node by node.
+  const cluster = options.budgetCluster;
+  const budget = cluster && cluster.nodes.length > 1 ? cluster : capacity;
   const expected: PlacementExpectation = {
     placement: options.placement ?? labPlacement(defaults),
     clusterRoles: options.clusterRoles ?? clusterNodeRoles(defaults),
@@ -167,7 +176,7 @@ export function inspectManifests(objects: readonly KubeObject[], options: CheckO
   const testbed = findTestbed(objects);
   const violations = [
     ...schema.flatMap((result) => result.violations),
-    ...lessonViolations(testbed, kv, capacity, expected),
+    ...lessonViolations(testbed, kv, budget, expected),
   ];
   const notes = [
     ...schema.flatMap((result) => result.notes),

@@ -45,12 +45,12 @@ export function registerCheckCommand(program: Command): void {
     )
     .option(
       '--node-cpu <cores>',
-      "allocatable CPU of the node for the resource budget (default: the configuration's instance.vcpus, summed over cluster.agents)",
+      "allocatable CPU of the one node the resource budget is held against (default: the configuration's instance.vcpus; with cluster.agents the pods are fitted to each host instead)",
       positiveNumber,
     )
     .option(
       '--node-memory-gib <gib>',
-      "allocatable memory (GiB) of the node for the resource budget (default: the configuration's instance.memoryGiB, summed over cluster.agents)",
+      "allocatable memory (GiB) of the one node the resource budget is held against (default: the configuration's instance.memoryGiB; with cluster.agents the pods are fitted to each host instead)",
       positiveNumber,
     )
     .action(async (dir: string, options: CheckCommandOptions) => {
@@ -71,12 +71,17 @@ export function registerCheckCommand(program: Command): void {
         file: program.opts().config,
       }).config;
       const placement = await import('../config/placement.ts');
-      const capacity = placement.clusterCapacity(config);
+      const pods = placement.labPlacement(config);
+      // A node size on the command line is the one node; else each host of the configuration.
+      const oneNode = options.nodeCpu !== undefined || options.nodeMemoryGib !== undefined;
       const report = check.inspectManifests(folder.objects, {
         kvCacheTokensPerReplica: options.kvCacheTokens ?? config.vllm.kvCacheTokensPerReplica,
-        nodeCpu: options.nodeCpu ?? capacity.vcpus,
-        nodeMemoryGiB: options.nodeMemoryGib ?? capacity.memoryGiB,
-        placement: placement.labPlacement(config),
+        nodeCpu: options.nodeCpu ?? config.instance.vcpus,
+        nodeMemoryGiB: options.nodeMemoryGib ?? config.instance.memoryGiB,
+        budgetCluster: oneNode
+          ? undefined
+          : { nodes: placement.budgetNodes(config), runnerNodeSelector: pods.runner.nodeSelector },
+        placement: pods,
         clusterRoles: placement.clusterNodeRoles(config),
       });
       const notes = [

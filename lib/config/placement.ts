@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { cpuMillis, memoryMiB, REQUESTS } from '../study/resources.ts';
+import {
+  type FitNode,
+  type FitPods,
+  fitOnNodes,
+  type NodeFit,
+  unplacedByNodes,
+  unplacedText,
+} from '../study/node-fit.ts';
+import { type BudgetPlace, cpuMillis, memoryMiB, REQUESTS, type ResourceBudget } from '../study/resources.ts';
 import {
   type ClusterNode,
   type ClusterSettings,
@@ -225,8 +233,8 @@ export function clusterNodeRoles(config: LabConfig): NodeRole[] {
 }
 
 /**
- * vCPUs and memory of every host together (the host alone without agents): what the resource
- * budget is held against, as the pods spread over the hosts.
+ * vCPUs and memory of every host together (the host alone without agents): the resource budget's
+ * first test; with agents labBudgetFit then fits the pods node by node.
  */
 export function clusterCapacity(config: LabConfig): { vcpus: number; memoryGiB: number } {
   const hosts = knownClusterNodes(config);
@@ -235,6 +243,102 @@ export function clusterCapacity(config: LabConfig): { vcpus: number; memoryGiB: 
     vcpus: hosts.reduce((sum, node) => sum + node.vcpus, 0),
     memoryGiB: hosts.reduce((sum, node) => sum + node.memoryGiB, 0),
   };
+}
+
+/** A host of the cluster for the per-node budget: its capacity and the labels pods select it by. */
+export interface BudgetNode extends FitNode {
+  /** The agent entry it comes from; undefined for the server. */
+  readonly agent?: string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+/**
+ * The cluster's hosts with the labels the lab's own cluster gives them: the role label and the
+ * configured node pool's selector (the bootstrap's `--node-label`), and on the server K3s's
+ * control-plane label (K3S_SERVER_LABEL), which the runner's default selector picks.
+ */
+export function budgetNodes(config: LabConfig): BudgetNode[] {
+  return knownClusterNodes(config).map((node) => ({
+    name: node.name,
+    agent: node.agent,
+    pool: node.role,
+    cpuMillis: node.vcpus * 1000,
+    memoryMiB: node.memoryGiB * 1024,
+    gpus: node.gpus,
+    labels: {
+      ...nodePool(config.placement, node.role).nodeSelector,
+      [NODE_ROLE_LABEL]: node.role,
+      ...(node.agent === undefined ? { [K3S_SERVER_LABEL]: 'true' } : {}),
+    },
+  }));
+}
+
+/** Names of the nodes that carry every label of a pod's node selector. */
+export function nodesSelected(
+  nodes: readonly BudgetNode[],
+  selector: Readonly<Record<string, string>>,
+): string[] {
+  return nodes
+    .filter((node) => Object.entries(selector).every(([key, value]) => node.labels[key] === value))
+    .map((node) => node.name);
+}
+
+/**
+ * The resource budget fitted node by node: each kind of pod goes to the nodes its placement
+ * selects (replicas and the device plugin to GPU nodes, front ends as placement.frontEnds says,
+ * the runner and the clients pinned beside it to the runner's node, K3s's add-ons anywhere).
+ */
+export function labBudgetFit(
+  config: LabConfig,
+  budget: ResourceBudget,
+  nodes = budgetNodes(config),
+): NodeFit {
+  const placement = labPlacement(config);
+  const selectors: Record<Exclude<BudgetPlace, 'anyNode'>, Readonly<Record<string, string>>> = {
+    replicas: placement.replicas.nodeSelector,
+    frontEnds: placement.frontEnds.nodeSelector,
+    modelCacheReaders: placement.modelCacheReaders.nodeSelector,
+    runner: placement.runner.nodeSelector,
+  };
+  const pods = budget.placed.map(
+    (line): FitPods => ({
+      ...line,
+      nodes:
+        line.placedOn === 'anyNode'
+          ? nodes.map((node) => node.name)
+          : nodesSelected(nodes, selectors[line.placedOn]),
+    }),
+  );
+  return fitOnNodes(pods, nodes);
+}
+
+/**
+ * Per-node budget problems of a cluster of several hosts, for the configuration rules: one per
+ * set of nodes the pods that find no room could go to, at those hosts' setting (the server's
+ * instance.* when it is one of them, else the first agent entry among them). Pods whose selector
+ * matches no host of the lab's own cluster (a runnerNodeSelector of your own) are not fitted.
+ */
+export function budgetFitProblems(config: LabConfig, budget: ResourceBudget): PlacementProblem[] {
+  const nodes = budgetNodes(config);
+  const unplaced = labBudgetFit(config, budget, nodes).unplaced.filter((u) => u.nodes.length > 0);
+  return unplacedByNodes(unplaced).map((groups) => {
+    const loads = groups[0].nodes;
+    // The server's instance.* when it is among the nodes (the runner and clients live there), else the agent entry.
+    const agents = loads.map((l) => nodes.find((n) => n.name === l.node.name)?.agent);
+    const index = agents.includes(undefined)
+      ? -1
+      : config.cluster.agents.findIndex((a) => a.name === agents[0]);
+    const free = Math.max(...loads.map((l) => l.node.memoryMiB - l.memoryMiB));
+    const short = groups.some((u) => u.pods.memoryMiB > free) ? 'memoryGiB' : 'vcpus';
+    const path = index >= 0 ? ['cluster', 'agents', index, 'instanceType'] : ['instance', short];
+    const remedy = loads.every((l) => l.node.pool === 'cpu')
+      ? 'Use a larger CPU type or more cpu agents (cluster.agents), enable fewer optional arms (study.optionalArms), or put the front ends on the GPU nodes (placement.frontEnds: gpu)'
+      : 'Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use larger hosts or more GPU agents (cluster.agents)';
+    return {
+      path,
+      message: `the pods that run at once fit the cluster in sum but not node by node: ${unplacedText(groups)}. ${remedy}`,
+    };
+  });
 }
 
 /** The placement of every lab pod in the cluster this configuration describes. */

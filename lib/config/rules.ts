@@ -15,6 +15,7 @@ import {
 } from '../study/resources.ts';
 import { networkProblems } from './network-rules.ts';
 import {
+  budgetFitProblems,
   clusterCapacity,
   gpuWhereabouts,
   knownClusterNodes,
@@ -196,7 +197,7 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
 
   // Only once the replicas have their GPUs: a study that cannot place them is reported above.
   if (gpusFit && armsKnown && [instance.vcpus, instance.memoryGiB, vllm.replicas].every(isInt)) {
-    // With agents the pods spread over every host: the budget is against the cluster's sum.
+    // With agents the pods spread over the hosts: first the cluster's sum, then node by node.
     const hosts = nodes.length > 1 ? nodes : [];
     const capacity = clusterCapacity(config);
     const holder = hosts.length > 0 ? `the cluster's ${hosts.length} hosts have` : `${instance.type} has`;
@@ -218,6 +219,10 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
         over.path,
         `the pods that can run at once request ${over.what} but ${holder} ${over.has} (${cpuText(budget.cpuMillis)} CPUs and ${memoryText(budget.memoryMiB)} in all, largest: ${largestLines(budget, cpu ? 'cpu' : 'memory')}). Enable fewer optional arms (study.optionalArms), lower vllm.replicas or benchmark.memoryLimitGi, or use a larger instance${hosts.length > 0 ? ' or more agents' : ''}`,
       );
+    }
+    // The sum is not enough: each node holds only the pods its placement sends there.
+    if (budget?.fits && hosts.length > 0) {
+      for (const problem of budgetFitProblems(config, budget)) fail(problem.path, problem.message);
     }
   }
 

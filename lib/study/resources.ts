@@ -56,8 +56,27 @@ export interface BudgetLine {
   readonly memoryMiB: number;
 }
 
+/**
+ * Where a kind of pod may run, in the words of LabPlacement (lib/config/placement.ts): the
+ * replicas' GPU nodes, the front ends' nodes, the GPU nodes that have the model cache, the study
+ * runner's node (the benchmark clients are pinned beside it), or any node (K3s's add-ons).
+ */
+export type BudgetPlace = 'replicas' | 'frontEnds' | 'modelCacheReaders' | 'runner' | 'anyNode';
+
+/** Pods of one kind and where they may run, for the per-node fit. */
+export interface PlacedLine extends BudgetLine {
+  readonly placedOn: BudgetPlace;
+  /** Whole GPUs each takes (`nvidia.com/gpu`). */
+  readonly gpus: number;
+  /** A DaemonSet: one on every node of its place, `count` is the single host's. */
+  readonly everyNode: boolean;
+}
+
 export interface ResourceBudget {
+  /** What runs at once, one line per kind of pod (for messages and the single host's sum). */
   readonly lines: readonly BudgetLine[];
+  /** The same pods split by where they may run (the llm-d EPP reads the model cache, so goes to a GPU node). */
+  readonly placed: readonly PlacedLine[];
   readonly cpuMillis: number;
   readonly memoryMiB: number;
   readonly capacityCpuMillis: number;
@@ -75,18 +94,27 @@ export interface BudgetCapacity {
  * Everything that can run at once on the host: every replica and front end the study deploys
  * (Deployments stay up between runs), the device plugin, the runner, the reserve, and the largest
  * set of benchmark clients one run starts together (the ideal partition starts one per replica).
- * On a cluster of several hosts, `capacity` is their sum: a necessary condition, the scheduler
- * packs the pods per node (and the replicas' GPU requests bound how many share a node).
+ * On a cluster of several hosts, `capacity` is their sum: a necessary condition only; `placed`
+ * feeds the per-node fit (lib/study/node-fit.ts, labBudgetFit in lib/config/placement.ts).
  */
 export function resourceBudget(
   config: LabConfig,
   capacity: BudgetCapacity = { vcpus: config.instance.vcpus, memoryGiB: config.instance.memoryGiB },
 ): ResourceBudget {
-  const line = (what: string, count: number, r: ContainerRequests): BudgetLine => ({
+  const line = (
+    what: string,
+    count: number,
+    r: ContainerRequests,
+    placedOn: BudgetPlace,
+    more: { gpus?: number; everyNode?: boolean } = {},
+  ): PlacedLine => ({
     what,
     count,
     cpuMillis: cpuMillis(r.cpu),
     memoryMiB: memoryMiB(r.memory),
+    placedOn,
+    gpus: more.gpus ?? 0,
+    everyNode: more.everyNode ?? false,
   });
   const frontEnds = studyFrontEnds(config);
   // With `study.parallelism: 2` the core front ends and the standard replicas exist once per pair.
@@ -99,28 +127,43 @@ export function resourceBudget(
   const eppFamily = count('epp') + count('ai-gateway') + count('llmd');
   // Each pair runs its own clients: at most the largest run's, beside the other pair's.
   const clients = pairs * Math.max(...studyPlan(config).runs.map((run) => run.benchmarks.length));
-  const lines = [
-    line('vLLM replica', replicaSets * config.vllm.replicas, REQUESTS.replica),
-    line('vllm-router', count('router'), REQUESTS.router),
-    line('Endpoint Picker', eppFamily, REQUESTS.endpointPicker),
-    line('Envoy', eppFamily, REQUESTS.envoy),
-    line('NVIDIA device plugin', 1, REQUESTS.devicePlugin),
-    line('study runner', 1, REQUESTS.runner),
-    line('benchmark client (largest run)', clients, benchmarkRequests(config)),
-    line('cluster add-ons (reserve)', 1, CLUSTER_RESERVE),
+  const placed = [
+    line('vLLM replica', replicaSets * config.vllm.replicas, REQUESTS.replica, 'replicas', { gpus: 1 }),
+    line('vllm-router', count('router'), REQUESTS.router, 'frontEnds'),
+    line('Endpoint Picker', count('epp') + count('ai-gateway'), REQUESTS.endpointPicker, 'frontEnds'),
+    // charts/endpoint-picker.ts: the llm-d EPP seeds its tokenizer from the GPU nodes' model cache.
+    line('Endpoint Picker', count('llmd'), REQUESTS.endpointPicker, 'modelCacheReaders'),
+    line('Envoy', eppFamily, REQUESTS.envoy, 'frontEnds'),
+    line('NVIDIA device plugin', 1, REQUESTS.devicePlugin, 'replicas', { everyNode: true }),
+    line('study runner', 1, REQUESTS.runner, 'runner'),
+    line('benchmark client (largest run)', clients, benchmarkRequests(config), 'runner'),
+    line('cluster add-ons (reserve)', 1, CLUSTER_RESERVE, 'anyNode'),
   ].filter((l) => l.count > 0);
+  const lines = mergeLines(placed);
   const cpu = lines.reduce((sum, l) => sum + l.count * l.cpuMillis, 0);
   const memory = lines.reduce((sum, l) => sum + l.count * l.memoryMiB, 0);
   const capacityCpuMillis = capacity.vcpus * 1000;
   const capacityMemoryMiB = capacity.memoryGiB * 1024;
   return {
     lines,
+    placed,
     cpuMillis: cpu,
     memoryMiB: memory,
     capacityCpuMillis,
     capacityMemoryMiB,
     fits: cpu <= capacityCpuMillis && memory <= capacityMemoryMiB,
   };
+}
+
+/** One line per kind of pod, the counts of its places added, in first-seen order. */
+function mergeLines(placed: readonly PlacedLine[]): BudgetLine[] {
+  const lines: BudgetLine[] = [];
+  for (const { what, count, cpuMillis, memoryMiB } of placed) {
+    const i = lines.findIndex((l) => l.what === what);
+    if (i < 0) lines.push({ what, count, cpuMillis, memoryMiB });
+    else lines[i] = { ...lines[i], count: lines[i].count + count };
+  }
+  return lines;
 }
 
 /** The budget's largest lines by CPU or memory, for a message: `8 x vLLM replica (32 CPU, 256 GiB)`. */

@@ -80,7 +80,8 @@ describe('cluster.agents (issue 17)', () => {
           memoryGiB: 192,
           pricePerHourUsd: 5.67,
         },
-        { name: 'cheap', role: 'cpu', instanceType: 'c7i.xlarge', pricePerHourUsd: 0.1 },
+        // A c7i.xlarge (4 vCPUs) is too small for the default front ends (the per-node budget).
+        { name: 'cheap', role: 'cpu', instanceType: 'c7i.2xlarge', pricePerHourUsd: 0.1 },
       ]),
     );
     expect(
@@ -105,7 +106,7 @@ describe('cluster.agents (issue 17)', () => {
       problems(
         withAgents([
           { name: 'gpu', role: 'gpu', instanceType: 'g6.xlarge' },
-          { name: 'gpu', role: 'cpu', instanceType: 'c7i.xlarge' },
+          { name: 'gpu', role: 'cpu', instanceType: 'c7i.2xlarge' },
         ]),
       ),
     ).toEqual(['cluster.agents[1].name = "gpu": "gpu" is used twice']);
@@ -125,7 +126,11 @@ describe('cluster.agents (issue 17)', () => {
   });
 
   it('warns when a cpu agent runs on a GPU type (its GPUs are paid for and unused)', () => {
-    const config = parseLabConfig(withAgents([{ name: 'client', role: 'cpu', instanceType: 'g6.xlarge' }]));
+    // Front ends on the GPU host: the g6.xlarge's 4 vCPUs cannot hold the default ones (per-node budget).
+    const gpuFrontEnds = { placement: { frontEnds: 'gpu' } };
+    const config = parseLabConfig(
+      withAgents([{ name: 'client', role: 'cpu', instanceType: 'g6.xlarge' }], gpuFrontEnds),
+    );
     expect(clusterGpuCount(config)).toBe(4);
     expect(configWarnings(config)).toContain(
       'cluster.agents client: role cpu on g6.xlarge leaves its 1 GPU(s) unused but paid for; use a CPU type (e.g. c7i.4xlarge) or role gpu',

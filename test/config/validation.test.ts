@@ -26,8 +26,12 @@ describe('LabConfig validation', () => {
       { name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.4xlarge' },
       { name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' },
     ];
-    // The GPU agents add theirs; a CPU agent adds none.
-    expect(problems({ vllm: { replicas: 6 }, instance: READY, cluster: { agents } })).toEqual([]);
+    // The GPU agents add theirs; a CPU agent adds none. (4 replicas and the 6 default 12 GiB
+    // clients would overfill the server's 192 GiB: the per-node budget, test/config/budget-fit.test.ts.)
+    const clients = { memoryLimitGi: 8 };
+    expect(
+      problems({ vllm: { replicas: 6 }, benchmark: clients, instance: READY, cluster: { agents } }),
+    ).toEqual([]);
     expect(problems({ vllm: { replicas: 7 }, instance: READY, cluster: { agents } })).toEqual([
       'vllm.replicas = 7: each replica needs its own GPU and the cluster has 6 GPU(s) a replica fits beside (server g6.12xlarge: 4, gpu-1..gpu-2 g6.4xlarge: 1 each); allowed: 1 to 6, or add GPU agents (cluster.agents)',
     ]);

@@ -1,5 +1,22 @@
+import { type BudgetNode, nodesSelected } from '../../config/placement.ts';
+import {
+  type FitPods,
+  fitOnNodes,
+  type UnplacedPods,
+  unplacedByNodes,
+  unplacedText,
+} from '../../study/node-fit.ts';
 import { formatCpu, formatMemory, parseQuantity } from '../../study/quantity.ts';
-import { type Json, type KubeObject, labelsOf, list, nameOf, objectRef, record } from '../manifest.ts';
+import {
+  type Json,
+  type KubeObject,
+  labelsOf,
+  list,
+  nameOf,
+  objectRef,
+  record,
+  stringMap,
+} from '../manifest.ts';
 import { ofKind, podTemplateOf, replicasOf, type Testbed } from '../testbed.ts';
 import { BUDGET, type Violation } from '../violation.ts';
 
@@ -82,35 +99,63 @@ export function runOfJob(job: KubeObject): string {
   return labels[RUN_LABEL] ?? benchmark.replace(/-r\d+$/, '');
 }
 
-/** Workloads that run all the time: Deployments, StatefulSets, ReplicaSets, DaemonSets (one node), Pods, other Jobs. */
-function standingConsumers(testbed: Testbed): Consumer[] {
-  return testbed.objects.flatMap((object): Consumer[] => {
+/** A workload that runs all the time: its pod spec, how many pods, and what each requests. */
+interface StandingWorkload {
+  readonly object: KubeObject;
+  /** After the object's name: `(the Envoy Gateway proxy it describes)`. */
+  readonly note?: string;
+  readonly spec: Json;
+  readonly count: number;
+  readonly requests: Requests;
+  /** A DaemonSet: one pod per node it selects (counted once on a single node). */
+  readonly everyNode: boolean;
+}
+
+/** Pods a workload runs at once: a Job's parallelism, a controller's replicas, one for a DaemonSet (per node) or Pod. */
+function podCount(object: KubeObject): number {
+  if (object.kind === 'DaemonSet' || object.kind === 'Pod') return 1;
+  if (object.kind !== 'Job') return replicasOf(object);
+  const parallelism = record(object.spec).parallelism;
+  return typeof parallelism === 'number' ? parallelism : 1;
+}
+
+/**
+ * Workloads that run all the time: Deployments, StatefulSets, ReplicaSets, DaemonSets, Pods, other
+ * Jobs, and the proxies Envoy Gateway creates for each EnvoyProxy (its envoy container and pod
+ * settings), with v1.8.1's defaults.
+ */
+function standingWorkloads(testbed: Testbed): StandingWorkload[] {
+  const workloads = testbed.objects.flatMap((object): StandingWorkload[] => {
     const pod = podTemplateOf(object);
     if (!pod || object.kind === 'CronJob') return [];
     if (object.kind === 'Job' && isBenchmarkJob(testbed, object)) return [];
-    const requests = podRequests(pod.spec);
-    if (object.kind === 'DaemonSet' || object.kind === 'Pod') return [times(object, 1, requests)];
-    if (object.kind === 'Job') {
-      const parallelism = record(object.spec).parallelism;
-      return [times(object, typeof parallelism === 'number' ? parallelism : 1, requests)];
-    }
-    return [times(object, replicasOf(object), requests)];
+    const everyNode = object.kind === 'DaemonSet';
+    const count = podCount(object);
+    return [{ object, spec: pod.spec, count, requests: podRequests(pod.spec), everyNode }];
   });
-}
-
-/** The proxies Envoy Gateway creates for each EnvoyProxy (its envoy container), with v1.8.1's defaults. */
-function envoyGatewayProxies(testbed: Testbed): Consumer[] {
-  return ofKind(testbed, 'EnvoyProxy').map((proxy) => {
+  const proxies = ofKind(testbed, 'EnvoyProxy').map((proxy): StandingWorkload => {
     const deployment = record(record(record(record(proxy.spec).provider).kubernetes).envoyDeployment);
     const requests = record(record(record(deployment.container).resources).requests);
-    const replicas =
-      typeof deployment.replicas === 'number' ? deployment.replicas : ENVOY_GATEWAY_DEFAULT.replicas;
-    const each = {
-      cpu: parseQuantity(requests.cpu ?? ENVOY_GATEWAY_DEFAULT.cpu) ?? 0,
-      memoryBytes: parseQuantity(requests.memory ?? ENVOY_GATEWAY_DEFAULT.memory) ?? 0,
+    return {
+      object: proxy,
+      note: '(the Envoy Gateway proxy it describes)',
+      spec: record(deployment.pod),
+      count: typeof deployment.replicas === 'number' ? deployment.replicas : ENVOY_GATEWAY_DEFAULT.replicas,
+      requests: {
+        cpu: parseQuantity(requests.cpu ?? ENVOY_GATEWAY_DEFAULT.cpu) ?? 0,
+        memoryBytes: parseQuantity(requests.memory ?? ENVOY_GATEWAY_DEFAULT.memory) ?? 0,
+      },
+      everyNode: false,
     };
-    const consumer = times(proxy, replicas, each);
-    return { ...consumer, what: `${consumer.what} (the Envoy Gateway proxy it describes)` };
+  });
+  return [...workloads, ...proxies];
+}
+
+/** The standing workloads as budget lines: `StatefulSet vllm/qwen3 x2`. */
+function standingConsumers(testbed: Testbed): Consumer[] {
+  return standingWorkloads(testbed).map((w) => {
+    const line = times(w.object, w.count, w.requests);
+    return w.note ? { ...line, what: `${line.what} ${w.note}` } : line;
   });
 }
 
@@ -140,7 +185,7 @@ function largestBenchmarkRun(testbed: Testbed): { cpu: Consumer; memory: Consume
 
 /** Everything that can hold requests at the same moment, per resource. */
 export function concurrentConsumers(testbed: Testbed): { cpu: Consumer[]; memory: Consumer[] } {
-  const standing = [...standingConsumers(testbed), ...envoyGatewayProxies(testbed)];
+  const standing = standingConsumers(testbed);
   const bench = largestBenchmarkRun(testbed);
   return {
     cpu: bench ? [...standing, bench.cpu] : standing,
@@ -181,4 +226,112 @@ export function requestsFitNode(testbed: Testbed, capacity: NodeCapacity): Viola
     ...check('cpu', 'cpu', capacity.cpu, (n) => `${formatCpu(n)} CPU`, '--node-cpu'),
     ...check('memory', 'memoryBytes', capacity.memoryBytes, formatMemory, '--node-memory-gib'),
   ];
+}
+
+/**
+ * The cluster the per-node budget is held against: its nodes (with the labels pods select them by)
+ * and the study runner's node selector, beside which the runner pins every benchmark Job at run
+ * time (lib/runner/layout.ts onRunnerNode), so the clients of a run share the runner's node.
+ */
+export interface BudgetCluster {
+  readonly nodes: readonly BudgetNode[];
+  readonly runnerNodeSelector: Readonly<Record<string, string>>;
+}
+
+const GPU = 'nvidia.com/gpu';
+
+/** Whole GPUs a pod takes: its containers' `nvidia.com/gpu` (extended resources: request = limit). */
+function podGpus(spec: Json): number {
+  return list(spec.containers).reduce((sum: number, container) => {
+    const resources = record(record(container).resources);
+    const n = Number(record(resources.limits)[GPU] ?? record(resources.requests)[GPU] ?? 0);
+    return sum + (Number.isFinite(n) ? n : 0);
+  }, 0);
+}
+
+function fitPods(
+  what: string,
+  count: number,
+  spec: Json,
+  requests: Requests,
+  nodes: readonly string[],
+  everyNode = false,
+): FitPods {
+  return {
+    what,
+    count,
+    cpuMillis: Math.round(requests.cpu * 1000),
+    memoryMiB: requests.memoryBytes / 2 ** 20,
+    gpus: podGpus(spec),
+    nodes,
+    everyNode,
+  };
+}
+
+/**
+ * The standing workloads as pods with their nodes: those matching the pod's nodeSelector (required
+ * node affinity and taints are not modelled: the lab's charts place by nodeSelector alone).
+ */
+function standingPods(testbed: Testbed, cluster: BudgetCluster): FitPods[] {
+  return standingWorkloads(testbed).map((w) =>
+    fitPods(
+      w.note ? `${objectRef(w.object)} ${w.note}` : objectRef(w.object),
+      w.count,
+      w.spec,
+      w.requests,
+      nodesSelected(cluster.nodes, stringMap(w.spec.nodeSelector)),
+      w.everyNode,
+    ),
+  );
+}
+
+/** The benchmark Jobs of each run, each on the runner's node among those its own selector allows. */
+function benchmarkRuns(testbed: Testbed, cluster: BudgetCluster): { run: string; pods: FitPods[] }[] {
+  const jobs = [...new Set(testbed.benchClients.map((ref) => ref.pod.object))].filter(
+    (o) => o.kind === 'Job',
+  );
+  const runs = new Map<string, FitPods[]>();
+  for (const job of jobs) {
+    const spec = record(podTemplateOf(job)?.spec);
+    const selector = { ...stringMap(spec.nodeSelector), ...cluster.runnerNodeSelector };
+    const pods = fitPods(objectRef(job), 1, spec, podRequests(spec), nodesSelected(cluster.nodes, selector));
+    runs.set(runOfJob(job), [...(runs.get(runOfJob(job)) ?? []), pods]);
+  }
+  // Largest first: the clients' memory is what fills a node (12 GiB each by default).
+  const memory = (pods: FitPods[]) => pods.reduce((sum, p) => sum + p.memoryMiB, 0);
+  return [...runs].map(([run, pods]) => ({ run, pods })).sort((a, b) => memory(b.pods) - memory(a.pods));
+}
+
+function budgetViolation(groups: readonly UnplacedPods[], run: string | undefined): Violation {
+  const names = groups[0].nodes.map((l) => l.node.name);
+  const during = run === undefined ? '' : ` during benchmark run ${run}`;
+  return {
+    object:
+      names.length === 0
+        ? '(no node selected)'
+        : `(node${names.length === 1 ? '' : 's'} ${names.join(', ')})`,
+    field: 'resources.requests',
+    lesson: BUDGET,
+    message: `${unplacedText(groups)}${during}; the pods that find no room stay Pending and the runs that need them fail`,
+  };
+}
+
+/**
+ * Budget rule on a cluster of several nodes: the pods that run at once fit node by node (the sum
+ * over the cluster can pass while a GPU node cannot hold its replicas and clients). The standing
+ * pods first, then every run's Jobs beside them, largest first; the first that does not fit is reported.
+ */
+export function requestsFitNodes(testbed: Testbed, cluster: BudgetCluster): Violation[] {
+  const standing = standingPods(testbed, cluster);
+  const report = (pods: FitPods[], run?: string) => {
+    const { unplaced } = fitOnNodes(pods, cluster.nodes);
+    return unplacedByNodes(unplaced).map((groups) => budgetViolation(groups, run));
+  };
+  const alone = report(standing);
+  if (alone.length > 0) return alone;
+  for (const { run, pods } of benchmarkRuns(testbed, cluster)) {
+    const violations = report([...standing, ...pods], run);
+    if (violations.length > 0) return violations;
+  }
+  return [];
 }
