@@ -176,7 +176,7 @@ export function estimateStudy(
 ): StudyEstimate {
   const arms = new Map(studyArms(config).map((arm) => [arm.id, arm]));
   const engine = planEngine(config);
-  const stagers = stagingOf(config, plan);
+  const behind = stagingOf(config, plan);
   const after = runPrerequisites(plan);
   const preflighted = new Set<string>();
   const byId = new Map<string, RunEstimate>();
@@ -186,7 +186,7 @@ export function estimateStudy(
     const loadSeconds = simulate(input, routing, engine).timing.durationSeconds;
     const firstOfArm = run.arm !== undefined && !preflighted.has(run.arm);
     if (run.arm) preflighted.add(run.arm);
-    const staged = stagingWindow(stagers.get(run.id) ?? [], after.get(run.id) ?? [], scheduled, byId);
+    const staged = stagingWindow(behind.get(run.id) ?? [], after.get(run.id) ?? [], scheduled, byId);
     const estimate = runEstimate(run, loadSeconds, firstOfArm, overheads, staged);
     byId.set(run.id, estimate);
     return loadSeconds + estimate.overheadSeconds;
@@ -233,26 +233,26 @@ export function estimateStudy(
 }
 
 /** An earlier run during whose load a run is staged (`stagedAfter`), and whether its front end restarts then. */
-interface Stager {
+interface StagedBehind {
   readonly after: StudyRun;
   readonly restartEarly: boolean;
 }
 
 /** For each staged run, the runs `stagedAfter` stages it after (more than one when those run at once). */
-function stagingOf(config: LabConfig, plan: StudyPlan): Map<string, Stager[]> {
-  const stagers = new Map<string, Stager[]>();
+function stagingOf(config: LabConfig, plan: StudyPlan): Map<string, StagedBehind[]> {
+  const behind = new Map<string, StagedBehind[]>();
   for (const run of plan.runs) {
     const staged: StagedRun | undefined = stagedAfter(config, plan, run);
     if (!staged) continue;
-    const list = stagers.get(staged.run.id) ?? [];
+    const list = behind.get(staged.run.id) ?? [];
     list.push({ after: run, restartEarly: staged.restartEarly });
-    stagers.set(staged.run.id, list);
+    behind.set(staged.run.id, list);
   }
-  return stagers;
+  return behind;
 }
 
 /** Where a staged run's clients start, and how many seconds they have until that run ends. */
-interface StagingWindow extends Stager {
+interface StagingWindow extends StagedBehind {
   readonly seconds: number;
 }
 
@@ -262,14 +262,14 @@ interface StagingWindow extends Stager {
  * runner stages only then: `stagedAfter`). Of several such runs, the one leaving the most time.
  */
 function stagingWindow(
-  stagers: readonly Stager[],
+  behind: readonly StagedBehind[],
   prerequisites: readonly string[],
   scheduled: ReadonlyMap<string, ScheduledRun>,
   estimates: ReadonlyMap<string, RunEstimate>,
 ): StagingWindow | undefined {
   let best: StagingWindow | undefined;
-  for (const stager of stagers) {
-    const id = stager.after.id;
+  for (const earlier of behind) {
+    const id = earlier.after.id;
     const end = scheduled.get(id)?.end ?? 0;
     const othersEnd = Math.max(
       0,
@@ -277,7 +277,7 @@ function stagingWindow(
     );
     const load = estimates.get(id)?.loadSeconds ?? 0;
     const seconds = Math.max(0, Math.min(load, end - othersEnd));
-    if (!best || seconds >= best.seconds) best = { ...stager, seconds };
+    if (!best || seconds >= best.seconds) best = { ...earlier, seconds };
   }
   return best;
 }
