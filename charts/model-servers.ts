@@ -85,6 +85,28 @@ export interface ModelServersProps {
    * @default - any node with a free GPU
    */
   readonly nodePool?: NodePool;
+  /**
+   * Labels of a node the replicas prefer to avoid (a soft node affinity): the runner's node,
+   * which also holds every client, when there is another GPU node.
+   * @default - no preference
+   */
+  readonly avoidNode?: Readonly<Record<string, string>>;
+}
+
+/**
+ * A preferred node affinity away from the node with these labels: one term per label, each
+ * scoring a node that lacks the label or has another value (NotIn also matches an absent key).
+ */
+export function preferAwayFrom(labels: Readonly<Record<string, string>>): k8s.Affinity {
+  const entries = Object.entries(labels);
+  return {
+    nodeAffinity: {
+      preferredDuringSchedulingIgnoredDuringExecution: entries.map(([key, value]) => ({
+        weight: Math.max(1, Math.floor(100 / entries.length)),
+        preference: { matchExpressions: [{ key, operator: 'NotIn', values: [value] }] },
+      })),
+    },
+  };
 }
 
 /** Node label that tells nodes apart, for spreading the replicas over every GPU node. */
@@ -184,6 +206,9 @@ export class ModelServers extends Construct {
               props.runtimeClassName === undefined ? NVIDIA_RUNTIME_CLASS : props.runtimeClassName,
             ),
             ...(props.nodePool ? podPlacement(props.nodePool) : {}),
+            ...(props.avoidNode && Object.keys(props.avoidNode).length > 0
+              ? { affinity: preferAwayFrom(props.avoidNode) }
+              : {}),
             // Use every GPU node: one more replica on a node than on another only when the GPUs
             // (a hard limit through nvidia.com/gpu) leave no other choice, hence ScheduleAnyway.
             topologySpreadConstraints: [
@@ -247,6 +272,7 @@ export function modelServersProps(config: LabConfig, servers: ServerSet, pair = 
     maxNumSeqs: config.vllm.maxNumSeqs,
     runtimeClassName: placement.gpuRuntimeClass ?? null,
     nodePool: placement.replicas,
+    ...(placement.replicasAvoid ? { avoidNode: placement.replicasAvoid } : {}),
   };
   if (servers === 'standard') return { ...common, blockSize: config.vllm.blockSize };
   const epp = eppName(config, 'llmd-precise');

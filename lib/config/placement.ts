@@ -211,6 +211,12 @@ export interface LabPlacement {
   readonly runner: NodePool;
   /** RuntimeClass of the pods that use a GPU; undefined: none is set (the node's default runtime). */
   readonly gpuRuntimeClass: string | undefined;
+  /**
+   * Labels of the runner's node, which the replicas prefer to avoid when the cluster has another
+   * GPU node: that node also holds the runner and every client (8 of 12 GiB in the partition of
+   * 8 replicas), so it should carry the fewest replicas. Absent on a single GPU node.
+   */
+  readonly replicasAvoid?: Readonly<Record<string, string>>;
 }
 
 /** The placement of every lab pod, given whether the cluster has a CPU node. */
@@ -343,7 +349,9 @@ export function budgetFitProblems(config: LabConfig, budget: ResourceBudget): Pl
 
 /** The placement of every lab pod in the cluster this configuration describes. */
 export function labPlacement(config: LabConfig): LabPlacement {
-  return resolvePlacement(config.placement, clusterHasCpuNode(config));
+  const placement = resolvePlacement(config.placement, clusterHasCpuNode(config));
+  const gpuNodes = knownClusterNodes(config).filter((node) => node.role === 'gpu').length;
+  return gpuNodes > 1 ? { ...placement, replicasAvoid: config.placement.runnerNodeSelector } : placement;
 }
 
 /** The cluster's hosts, or none when an agent's instance facts are unknown (reported by its own rule). */

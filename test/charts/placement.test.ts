@@ -82,6 +82,21 @@ describe('examples/multi-node.yaml (2 GPU agents, 1 CPU agent, 8 replicas)', () 
         labelSelector: { matchLabels: { app: 'qwen3' } },
       },
     ]);
+    // The runner's node (the K3s server) also holds every client: the replicas prefer the others.
+    expect(replicas.affinity).toEqual({
+      nodeAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: 100,
+            preference: {
+              matchExpressions: [
+                { key: 'node-role.kubernetes.io/control-plane', operator: 'NotIn', values: ['true'] },
+              ],
+            },
+          },
+        ],
+      },
+    });
     for (const [kind, name] of [
       ['Deployment', 'vllm-router-cache-aware'],
       ['Deployment', 'qwen3-epp'],
@@ -215,6 +230,8 @@ describe('placement on a cluster of your own (EKS GPU node groups, on-premises)'
     for (const object of lab.objects) {
       const spec = podSpec(object);
       if (spec) expect(spec.nodeSelector, `${object.kind} ${object.metadata.name}`).toEqual(GPU);
+      // One GPU node: no preference to express.
+      if (spec) expect(spec.affinity, `${object.kind} ${object.metadata.name}`).toBeUndefined();
     }
   });
 });
