@@ -40,7 +40,7 @@ const ClientRecordSchema = z.object({
   benchmarkId: z.string(),
   resultFile: z.string(),
   prompts: nonNegative,
-  job: z.enum(['succeeded', 'failed', 'timed-out']),
+  job: z.enum(['succeeded', 'failed', 'timed-out', 'unschedulable']),
   result: ClientResultSchema.optional(),
 });
 

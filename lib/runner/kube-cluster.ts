@@ -115,7 +115,7 @@ interface JobJson {
 
 interface PodJson {
   metadata: { name: string; uid: string };
-  status?: { conditions?: { type: string; status: string }[] };
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
 }
 
 interface DeploymentJson {
@@ -172,6 +172,7 @@ export class KubeCluster implements Cluster {
       name: pod.metadata.name,
       uid: pod.metadata.uid,
       ready: (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+      ...unschedulableOf(pod),
     }));
   }
 
@@ -488,6 +489,18 @@ export class KubeNetworkCluster implements NetworkCluster {
     if (!version.gitVersion) throw new Error('GET /version has no gitVersion');
     return version.gitVersion;
   }
+}
+
+/**
+ * The scheduler's verdict on a pod no node can take: its `PodScheduled` condition False with
+ * reason `Unschedulable` (the scheduler's `handleSchedulingFailure` sets it, with a message such
+ * as `0/2 nodes are available: 2 Insufficient memory.`).
+ */
+function unschedulableOf(pod: PodJson): { unschedulable?: string } {
+  const condition = (pod.status?.conditions ?? []).find(
+    (c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable',
+  );
+  return condition ? { unschedulable: condition.message || 'Unschedulable' } : {};
 }
 
 /** The label EndpointSlices carry naming their Service (discovery.k8s.io/v1). */

@@ -31,6 +31,11 @@ export interface PodState {
   readonly uid: string;
   /** The pod's `Ready` condition is True. */
   readonly ready: boolean;
+  /**
+   * The scheduler's message while no node can take the pod (condition `PodScheduled` False with
+   * reason `Unschedulable`); absent once scheduled or while it is still being considered.
+   */
+  readonly unschedulable?: string;
 }
 
 /** The fields of a Deployment that tell whether a rollout finished (as `kubectl rollout status`). */

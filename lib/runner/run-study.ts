@@ -95,6 +95,13 @@ export interface RunnerOptions {
    */
   readonly jobPollIntervalMs?: number;
   /**
+   * How long a client's pod may stay Unschedulable (no node has room for it) before its Job is
+   * deleted and recorded as `unschedulable`, instead of waiting for the Job timeout. A node whose
+   * earlier pods are still terminating frees up within it.
+   * @default 5 minutes
+   */
+  readonly unschedulableTimeoutMs?: number;
+  /**
    * How often a progress line is logged while waiting (status.json is written on every poll).
    * @default 1 minute
    */
@@ -211,6 +218,7 @@ export async function runStudy(
     jobTimeoutMs: options.jobTimeoutMs ?? 60 * 60_000,
     pollIntervalMs: options.pollIntervalMs ?? 5_000,
     jobPollIntervalMs: options.jobPollIntervalMs ?? 1_000,
+    unschedulableTimeoutMs: options.unschedulableTimeoutMs ?? 5 * 60_000,
     progressEveryMs: options.progressEveryMs ?? 60_000,
     rolloutTimeoutMs: options.rolloutTimeoutMs ?? 15 * 60_000,
     podRestartTimeoutMs: options.podRestartTimeoutMs ?? 30 * 60_000,
@@ -1113,6 +1121,8 @@ class StudyRunner {
    * Job counts as finished at the first poll that sees it. Jobs still running at the timeout are
    * recorded as timed out, their client log is saved, and they are deleted and waited for until
    * they and their pods are gone, so they stop loading the replicas before anything else happens.
+   * A Job whose pod no node can take (`unschedulable`) is deleted as soon as that has lasted
+   * `unschedulableTimeoutMs`, with the scheduler's message as its client log.
    */
   private async waitForJobs(
     jobs: readonly { readonly benchmarkId: string; readonly name: string }[],
@@ -1122,6 +1132,8 @@ class StudyRunner {
     const names = jobs.map((j) => j.name);
     const outcomes = new Map<string, JobOutcome>();
     const deadline = clock.now().getTime() + this.options.jobTimeoutMs;
+    const pending = new Map<string, number>();
+    let podsCheckedAt = Number.NEGATIVE_INFINITY;
     for (;;) {
       for (const name of names) {
         if (outcomes.has(name)) continue;
@@ -1131,6 +1143,14 @@ class StudyRunner {
         if (outcome) {
           outcomes.set(name, outcome);
           if (outcome === 'failed') await this.say(`job/${name} failed (status.failed)`);
+        }
+      }
+      // Pods less often than Jobs: a pod that no node can take is a matter of minutes.
+      if (clock.now().getTime() - podsCheckedAt >= this.options.pollIntervalMs) {
+        podsCheckedAt = clock.now().getTime();
+        for (const { benchmarkId, name } of jobs) {
+          if (outcomes.has(name)) continue;
+          if (await this.unschedulableFor(benchmarkId, name, pending)) outcomes.set(name, 'unschedulable');
         }
       }
       if (outcomes.size === names.length) return outcomes;
@@ -1150,6 +1170,32 @@ class StudyRunner {
       await this.progress();
       await clock.sleep(this.options.jobPollIntervalMs);
     }
+  }
+
+  /**
+   * Whether a Job's pod has stayed Unschedulable for `unschedulableTimeoutMs` (since the first
+   * poll that saw it so, kept in `since`); then its Job is deleted, with the scheduler's message
+   * kept as the client's log.
+   */
+  private async unschedulableFor(
+    benchmarkId: string,
+    name: string,
+    since: Map<string, number>,
+  ): Promise<boolean> {
+    const now = this.deps.clock.now().getTime();
+    const stuck = (await this.cluster.listPods(`job-name=${name}`)).find((p) => p.unschedulable);
+    if (!stuck?.unschedulable) {
+      since.delete(name);
+      return false;
+    }
+    const first = since.get(name) ?? now;
+    since.set(name, first);
+    if (now - first < this.options.unschedulableTimeoutMs) return false;
+    const why = `pod ${stuck.name} of job/${name} was Unschedulable for ${formatElapsed(now - first)}: ${stuck.unschedulable}`;
+    await this.say(`${why}; deleting the job`);
+    await this.studyFiles().writeClientLog(benchmarkId, `${why}\n`);
+    await this.deleteJobAndWait(name);
+    return true;
   }
 
   private async saveClientLog(benchmarkId: string, jobName: string): Promise<void> {

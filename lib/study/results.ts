@@ -30,7 +30,8 @@ export type ClientResultKey = (typeof CLIENT_RESULT_KEYS)[number];
 export type ClientResult = Readonly<Record<ClientResultKey, number>>;
 
 /** How a benchmark Job ended, judged by `status.succeeded` / `status.failed` (lab-spec 4.4). */
-export type JobOutcome = 'succeeded' | 'failed' | 'timed-out';
+/** How a client's Job ended; `unschedulable`: no node could take its pod, so it was deleted. */
+export type JobOutcome = 'succeeded' | 'failed' | 'timed-out' | 'unschedulable';
 
 /** One benchmark client of a run. */
 export interface ClientRecord {

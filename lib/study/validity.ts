@@ -103,6 +103,8 @@ export function jobReasons(clients: readonly Pick<ClientRecord, 'benchmarkId' | 
   const why: Record<Exclude<JobOutcome, 'succeeded'>, string> = {
     failed: 'failed (status.failed > 0)',
     'timed-out': 'did not finish before the timeout (neither status.succeeded nor status.failed)',
+    unschedulable:
+      "never started: no node could take its pod (PodScheduled False, Unschedulable); the scheduler's message is in the client's log",
   };
   return clients.flatMap((client) =>
     client.job === 'succeeded' ? [] : [`client ${client.benchmarkId}: Job ${why[client.job]}`],

@@ -26,6 +26,10 @@ import { frontEnd } from '../../lib/study/topology.ts';
 import type { JobCounts } from '../../lib/study/validity.ts';
 import { lookedUpTokens } from '../../lib/study/workload.ts';
 
+/** What the scheduler says of a pod no node can take (the fake cluster's one GPU node). */
+export const UNSCHEDULABLE_MESSAGE =
+  '0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.';
+
 /** The gate a staged client's `--base-url` names (`http://gate-<id>.<ns>.svc...`), if any. */
 function gateOf(job: JobObject): string | undefined {
   const containers = (job.spec.template as { spec: { containers: { args?: string[] }[] } }).spec.containers;
@@ -391,6 +395,8 @@ export interface FakeClusterOptions {
   readonly stagedClientsEnd?: boolean;
   /** Gates (Services) a killed runner left behind. */
   readonly leftoverGates?: readonly string[];
+  /** This run's client pods find no node with room: they stay Pending, Unschedulable. */
+  readonly unschedulableAtRun?: string;
 }
 
 interface FakeJob {
@@ -492,6 +498,10 @@ export class FakeCluster implements Cluster {
     this.events.push(`create job/${job.metadata.name}`);
     const now = this.o.clock.ms;
     this.pollErrors = this.o.pollErrorsAfterCreate ?? 0;
+    if (this.o.unschedulableAtRun && this.runOf.get(id) === this.o.unschedulableAtRun) {
+      this.jobs.set(job.metadata.name, { manifest: job, createdAt: now, doneAt: 0, outcome: 'never' });
+      return;
+    }
     const startMs = (this.o.jobStartSeconds ?? 0) * 1000;
     const gate = gateOf(job);
     if (gate) {
@@ -636,8 +646,20 @@ export class FakeCluster implements Cluster {
         };
       });
     }
-    if (key === 'job-name' && this.liveJob(value))
-      return [{ name: `${value}-x7k2p`, uid: value, ready: false }];
+    const job = key === 'job-name' ? this.liveJob(value) : undefined;
+    if (job) {
+      const id = job.manifest.metadata.labels[BENCHMARK_LABEL];
+      const stuck =
+        this.o.unschedulableAtRun !== undefined && this.runOf.get(id) === this.o.unschedulableAtRun;
+      return [
+        {
+          name: `${value}-x7k2p`,
+          uid: value,
+          ready: false,
+          ...(stuck ? { unschedulable: UNSCHEDULABLE_MESSAGE } : {}),
+        },
+      ];
+    }
     return [];
   }
 

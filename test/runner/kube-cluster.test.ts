@@ -109,6 +109,30 @@ describe('KubeCluster', () => {
     ]);
   });
 
+  it("tells a pod no node can take by its PodScheduled condition, with the scheduler's message", async () => {
+    const message = '0/2 nodes are available: 2 Insufficient memory.';
+    const pod = (name: string, conditions: unknown[]) => ({
+      metadata: { name, uid: name },
+      status: { conditions },
+    });
+    const { transport } = recording(() => ({
+      status: 200,
+      body: JSON.stringify({
+        items: [
+          pod('stuck', [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message }]),
+          // Still being considered (no reason yet), and scheduled: neither is Unschedulable.
+          pod('new', [{ type: 'PodScheduled', status: 'False' }]),
+          pod('placed', [{ type: 'PodScheduled', status: 'True' }]),
+        ],
+      }),
+    }));
+    expect(await new KubeCluster(transport, 'vllm').listPods('job-name=bench-partition-r0')).toEqual([
+      { name: 'stuck', uid: 'stuck', ready: false, unschedulable: message },
+      { name: 'new', uid: 'new', ready: false },
+      { name: 'placed', uid: 'placed', ready: false },
+    ]);
+  });
+
   it('reads a container log as text', async () => {
     const { transport, calls } = recording(() => ({
       status: 200,

@@ -96,6 +96,7 @@ function rehearsal(
     outageAtRun?: FakeClusterOptions['outageAtRun'];
     pollErrorsAfterCreate?: number;
     pollStatus?: number;
+    unschedulableAtRun?: string;
     /** Continue on the cluster and clock of an earlier rehearsal (a runner restarted in the same cluster). */
     resume?: Rehearsal;
   } = {},
@@ -137,6 +138,7 @@ function rehearsal(
       outageAtRun: setup.outageAtRun,
       pollErrorsAfterCreate: setup.pollErrorsAfterCreate,
       pollStatus: setup.pollStatus,
+      unschedulableAtRun: setup.unschedulableAtRun,
     });
   const lines: string[] = [];
   const run = () =>
@@ -551,6 +553,29 @@ describe('rehearsal: Jobs that fail or hang', () => {
     );
     expect(durationMs(run)).toBe(10 * 60_000);
     expect(await r.cluster.getJob('bench-bound-p128')).toBeUndefined();
+  });
+
+  it('deletes a Job whose pod no node can take after 5 minutes, not the Job timeout, and says why', async () => {
+    const r = rehearsal({
+      plan: { runs: ['partition', 'arm-kube-proxy-prefix'].map((id) => findRun(plan, id)) },
+      unschedulableAtRun: 'partition',
+    });
+    const study = byId(await r.run());
+    const stuck = study.get('partition') as RunRecord;
+    expect(stuck.clients.map((c) => c.job)).toEqual(['unschedulable', 'unschedulable']);
+    expect(stuck.valid).toBe(false);
+    expect(stuck.invalidReasons).toContain(
+      "client partition-r0: Job never started: no node could take its pod (PodScheduled False, Unschedulable); the scheduler's message is in the client's log",
+    );
+    // Noticed within the pod polls after 5 minutes, far from the 60-minute Job timeout.
+    expect(durationMs(stuck)).toBeGreaterThanOrEqual(5 * 60_000);
+    expect(durationMs(stuck)).toBeLessThan(6 * 60_000);
+    expect(readFileSync(join(r.study(), 'partition-r0', 'partition-r0.log'), 'utf8')).toMatch(
+      /^pod bench-partition-r0-x7k2p of job\/bench-partition-r0 was Unschedulable for 5m\d\ds: 0\/1 nodes are available: 1 Insufficient memory\./,
+    );
+    expect(await r.cluster.getJob('bench-partition-r0')).toBeUndefined();
+    // The study goes on.
+    expect(study.get('arm-kube-proxy-prefix')?.valid).toBe(true);
   });
 
   it('waits until a timed-out Job and its pods are gone before the next run resets the caches', async () => {
