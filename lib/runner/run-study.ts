@@ -754,7 +754,13 @@ class StudyRunner {
    * ended and unless its arm's preflight failed (its clients would never start).
    */
   private async stageNext(run: StudyRun): Promise<void> {
-    const next = stagedAfter(this.config, this.plan, run, (r) => this.records.get(r.id)?.valid === true);
+    const next = stagedAfter(
+      this.config,
+      this.plan,
+      run,
+      (r) => this.records.get(r.id)?.valid === true,
+      this.prerequisites,
+    );
     if (!next) return;
     const waitsFor = (this.prerequisites.get(next.run.id) ?? []).filter((id) => id !== run.id);
     if (waitsFor.some((id) => !this.finished.has(id) && !this.records.get(id)?.valid)) return;

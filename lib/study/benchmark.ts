@@ -32,7 +32,7 @@ export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec, gate?: Cl
   const args = [
     'bench',
     'serve',
-    `--base-url=${gate?.baseUrl ?? targetBaseUrl(config, spec.target)}`,
+    `--base-url=${targetBaseUrl(config, spec.target)}`,
     `--backend=${backend}`,
     `--endpoint=${endpoint}`,
     `--model=${config.model.name}`,
@@ -63,8 +63,20 @@ export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec, gate?: Cl
     `--result-dir=${RESULT_DIR}`,
     `--result-filename=${spec.resultFile}`,
   );
-  if (gate) args.push(`--ready-check-timeout-sec=${Math.ceil(gate.readyCheckTimeoutSeconds)}`);
-  return args;
+  return gate ? (argsAimedAtGate(args, gate) ?? args) : args;
+}
+
+/**
+ * A client's arguments aimed at its gate: its `--base-url` replaced by the gate's and the
+ * ready-check timeout added; undefined when there is no `--base-url` to replace.
+ */
+function argsAimedAtGate(args: readonly string[], gate: ClientGate): string[] | undefined {
+  const at = args.findIndex((a) => a.startsWith('--base-url='));
+  if (at < 0) return undefined;
+  const aimed = [...args];
+  aimed[at] = `--base-url=${gate.baseUrl}`;
+  aimed.push(`--ready-check-timeout-sec=${Math.ceil(gate.readyCheckTimeoutSeconds)}`);
+  return aimed;
 }
 
 /** The parts of a client Job (charts/benchmark-job.ts) that `aimAtGate` reads. */
@@ -82,13 +94,8 @@ export interface ClientJob {
 export function aimAtGate<J extends ClientJob>(job: J, gate: ClientGate): J {
   const template = job.spec.template as { spec: { containers: { args?: string[] }[] } };
   const containers = template.spec.containers.map((container) => {
-    const args = container.args ?? [];
-    const at = args.findIndex((a) => a.startsWith('--base-url='));
-    if (at < 0) return container;
-    const aimed = [...args];
-    aimed[at] = `--base-url=${gate.baseUrl}`;
-    aimed.push(`--ready-check-timeout-sec=${Math.ceil(gate.readyCheckTimeoutSeconds)}`);
-    return { ...container, args: aimed };
+    const aimed = argsAimedAtGate(container.args ?? [], gate);
+    return aimed ? { ...container, args: aimed } : container;
   });
   if (containers.every((c, i) => c === template.spec.containers[i])) {
     throw new Error(`job/${job.metadata.name} has no --base-url argument to aim at a gate`);

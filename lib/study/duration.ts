@@ -176,8 +176,8 @@ export function estimateStudy(
 ): StudyEstimate {
   const arms = new Map(studyArms(config).map((arm) => [arm.id, arm]));
   const engine = planEngine(config);
-  const behind = stagingOf(config, plan);
   const after = runPrerequisites(plan);
+  const behind = stagingOf(config, plan, after);
   const preflighted = new Set<string>();
   const byId = new Map<string, RunEstimate>();
   // In plan order: a staged run's overhead depends on when the runs before it end.
@@ -239,10 +239,14 @@ interface StagedBehind {
 }
 
 /** For each staged run, the runs `stagedAfter` stages it after (more than one when those run at once). */
-function stagingOf(config: LabConfig, plan: StudyPlan): Map<string, StagedBehind[]> {
+function stagingOf(
+  config: LabConfig,
+  plan: StudyPlan,
+  after: ReadonlyMap<string, readonly string[]>,
+): Map<string, StagedBehind[]> {
   const behind = new Map<string, StagedBehind[]>();
   for (const run of plan.runs) {
-    const staged: StagedRun | undefined = stagedAfter(config, plan, run);
+    const staged: StagedRun | undefined = stagedAfter(config, plan, run, undefined, after);
     if (!staged) continue;
     const list = behind.get(staged.run.id) ?? [];
     list.push({ after: run, restartEarly: staged.restartEarly });

@@ -71,9 +71,10 @@ export function stagedAfter(
   plan: StudyPlan,
   current: StudyRun,
   skipped: (run: StudyRun) => boolean = () => false,
+  /** `runPrerequisites(plan)`, when the caller has it already. */
+  after: ReadonlyMap<string, readonly string[]> = runPrerequisites(plan),
 ): StagedRun | undefined {
   if (!config.runner.stageNextRun) return undefined;
-  const after = runPrerequisites(plan);
   const at = plan.runs.findIndex((r) => r.id === current.id);
   if (at < 0) return undefined;
   const next = plan.runs
