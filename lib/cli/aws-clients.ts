@@ -2,8 +2,11 @@ import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { EC2Client } from '@aws-sdk/client-ec2';
 import { IAMClient } from '@aws-sdk/client-iam';
 import { S3Client } from '@aws-sdk/client-s3';
+import { ServiceQuotasClient } from '@aws-sdk/client-service-quotas';
 import { SSMClient } from '@aws-sdk/client-ssm';
+import { STSClient } from '@aws-sdk/client-sts';
 import type { ControlClients } from '../control/context.ts';
+import type { DoctorClients } from '../doctor/model.ts';
 import type { TeardownClients } from '../teardown/plan.ts';
 import { quietSdkNodeWarning } from './node-support.ts';
 
@@ -36,5 +39,18 @@ export function sdkTeardownClients(region: string | undefined): TeardownClients 
     cloudFormation: new CloudFormationClient(config),
     iam: new IAMClient(config),
     ec2: new EC2Client(config),
+  };
+}
+
+/** For `lab doctor`: read-only calls only. */
+export function sdkDoctorClients(region: string | undefined): DoctorClients {
+  const config = clientConfig(region);
+  return {
+    sts: new STSClient(config),
+    cloudFormation: new CloudFormationClient(config),
+    ssm: new SSMClient(config),
+    ec2: new EC2Client(config),
+    serviceQuotas: new ServiceQuotasClient(config),
+    iam: new IAMClient(config),
   };
 }

@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { LabConfigError } from '../config/problems.ts';
 import { registerCheckCommand } from './check-command.ts';
 import { registerConfigCommand } from './config-command.ts';
+import { registerDoctorCommand } from './doctor-command.ts';
 import { oneLineError } from './messages.ts';
 import { registerPlanCommand } from './plan-command.ts';
 import { registerPrereqsCommand } from './prereqs-command.ts';
@@ -28,6 +29,7 @@ export function labProgram(): Command {
   registerCheckCommand(program);
   registerPlanCommand(program);
   registerPrereqsCommand(program);
+  registerDoctorCommand(program);
   registerReportCommand(program);
   registerTeardownCommand(program);
   registerStudyCommands(program);

@@ -192,15 +192,25 @@ export function agentNodes(config: ClusterSettings): ClusterNode[] {
   return clusterNodes(config).filter((node) => node.agent !== undefined);
 }
 
-/** vCPUs the cluster runs at once, per On-Demand quota, with the hosts that make up each sum. */
-export interface QuotaNeed {
-  readonly quota: OnDemandQuota;
+/** What a host counts against a quota: its vCPUs, in its On-Demand quota. */
+export interface QuotaHost {
+  readonly name: string;
   readonly vcpus: number;
-  readonly hosts: readonly ClusterNode[];
+  readonly quota: OnDemandQuota;
 }
 
-export function vcpusByQuota(nodes: readonly ClusterNode[]): QuotaNeed[] {
-  const needs = new Map<string, { quota: OnDemandQuota; vcpus: number; hosts: ClusterNode[] }>();
+/** vCPUs the cluster runs at once, per On-Demand quota, with the hosts that make up each sum. */
+export interface QuotaNeed<Host extends QuotaHost = ClusterNode> {
+  readonly quota: OnDemandQuota;
+  readonly vcpus: number;
+  readonly hosts: readonly Host[];
+}
+
+/** The hosts' vCPUs summed per On-Demand quota (the cluster's hosts, or `lab doctor`'s network cells). */
+export function vcpusByQuota<Host extends QuotaHost = ClusterNode>(
+  nodes: readonly Host[],
+): QuotaNeed<Host>[] {
+  const needs = new Map<string, { quota: OnDemandQuota; vcpus: number; hosts: Host[] }>();
   for (const node of nodes) {
     const need = needs.get(node.quota.name) ?? { quota: node.quota, vcpus: 0, hosts: [] };
     need.vcpus += node.vcpus;
