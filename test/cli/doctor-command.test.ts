@@ -90,13 +90,11 @@ describe('lab doctor', () => {
     vi.stubEnv('LAB_CONFIG', undefined);
     const fake = mockAccount(healthyAccount());
     restore = fake.restore;
-    fake.mocks.sts
-      .on(GetCallerIdentityCommand)
-      .rejects(
-        Object.assign(new Error('Could not load credentials from any providers'), {
-          name: 'CredentialsProviderError',
-        }),
-      );
+    fake.mocks.sts.on(GetCallerIdentityCommand).rejects(
+      Object.assign(new Error('Could not load credentials from any providers'), {
+        name: 'CredentialsProviderError',
+      }),
+    );
     const run = await captureOutput(() => runLab(['doctor', '--region', 'us-west-2']));
 
     expect(run.value).toBe(1);
