@@ -53,7 +53,13 @@ export async function runDoctor(
   );
   lines.push(await checkBootstrap(clients, options.requirement, caller));
   say('reading the instance type offerings per Availability Zone');
-  lines.push(...(await checkInstanceTypes(clients, hosts, preferredAzs(config), caller)));
+  const types = await checkInstanceTypes(clients, hosts, preferredAzs(config), caller);
+  lines.push(...types.lines);
+  // The quota counts a type's real vCPUs, whatever the configuration says.
+  const counted = hosts.map((host) => ({
+    ...host,
+    vcpus: types.sizes.get(host.types[0] ?? '')?.vcpus ?? host.vcpus,
+  }));
   say('resolving the AMI parameters');
   lines.push(...(await checkAmis(clients, hosts, caller)));
   say("reading the region's instances");
@@ -62,7 +68,7 @@ export async function runDoctor(
   lines.push(
     ...(await checkQuotas(
       clients,
-      hosts,
+      counted,
       config.stackName,
       Array.isArray(instances) ? instances : undefined,
       caller,

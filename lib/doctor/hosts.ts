@@ -17,6 +17,11 @@ export interface DoctorHost extends QuotaHost {
   /** The public SSM parameter the launch template's AMI resolves from at deploy time. */
   readonly amiParameter: string;
   readonly pricePerHourUsd: number;
+  /** GPUs the lab counts on; undefined when it counts none it could miss (a cpu agent). */
+  readonly gpus?: number;
+  readonly memoryGiB: number;
+  /** Where the configuration gives this host's size: `instance`, `cluster.agents[gpu]`, `network.instance`. */
+  readonly settings: string;
   /**
    * Whether the launch is held to the server's Availability Zone (a K3s agent joins over the VPC:
    * lib/aws/agents.ts gives its launch the server's AZ).
@@ -40,6 +45,9 @@ export function doctorHosts(config: LabConfig): DoctorHost[] {
         vcpus: facts?.vcpus ?? instance.vcpus,
         quota: onDemandQuotaFor(type),
         pricePerHourUsd: facts?.pricePerHourUsd ?? instance.pricePerHourUsd,
+        gpus: facts?.gpus ?? instance.gpus,
+        memoryGiB: facts?.memoryGiB ?? instance.memoryGiB,
+        settings: facts ? `the instance table (${type})` : 'network.instance',
         inServerAz: false,
       };
     });
@@ -52,6 +60,10 @@ export function doctorHosts(config: LabConfig): DoctorHost[] {
     vcpus: node.vcpus,
     quota: node.quota,
     pricePerHourUsd: node.pricePerHourUsd,
+    // A cpu agent's GPUs are left out of the cluster's count (and warned about by the configuration).
+    ...(node.role === 'gpu' || node.agent === undefined ? { gpus: node.gpus } : {}),
+    memoryGiB: node.memoryGiB,
+    settings: node.agent === undefined ? 'instance' : `cluster.agents[${node.agent}]`,
     inServerAz: node.agent !== undefined,
   }));
 }

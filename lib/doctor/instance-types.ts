@@ -1,4 +1,9 @@
-import { DescribeInstanceTypeOfferingsCommand } from '@aws-sdk/client-ec2';
+import {
+  type _InstanceType,
+  DescribeInstanceTypeOfferingsCommand,
+  DescribeInstanceTypesCommand,
+  type InstanceTypeInfo,
+} from '@aws-sdk/client-ec2';
 import { notChecked } from './errors.ts';
 import type { DoctorHost } from './hosts.ts';
 import { type CallerContext, type DoctorClients, type DoctorLine, lineOf } from './model.ts';
@@ -13,6 +18,49 @@ const line = lineOf('instance-types');
 
 /** Type -> the AZs offering it, sorted. */
 export type Offerings = ReadonlyMap<string, readonly string[]>;
+
+/** What EC2 says a type is (DescribeInstanceTypes). */
+export interface TypeSize {
+  readonly vcpus: number;
+  readonly gpus: number;
+  readonly memoryGiB: number;
+}
+
+/** The size of a type from EC2's description; undefined when it lacks the vCPU count. */
+export function typeSize(info: InstanceTypeInfo): TypeSize | undefined {
+  const vcpus = info.VCpuInfo?.DefaultVCpus;
+  if (vcpus === undefined) return undefined;
+  const gpus = (info.GpuInfo?.Gpus ?? []).reduce((sum, gpu) => sum + (gpu.Count ?? 0), 0);
+  return { vcpus, gpus, memoryGiB: Math.round((info.MemoryInfo?.SizeInMiB ?? 0) / 1024) };
+}
+
+/**
+ * A warning per host whose primary type EC2 describes differently from the configuration: its
+ * vCPUs are what the quota counts, its GPUs the replicas, its memory the pods' budget. Pure.
+ */
+export function judgeSizes(hosts: readonly DoctorHost[], sizes: ReadonlyMap<string, TypeSize>): DoctorLine[] {
+  const lines: DoctorLine[] = [];
+  for (const host of hosts) {
+    const type = host.types[0] ?? '';
+    const size = sizes.get(type);
+    if (!size) continue;
+    const differ: string[] = [];
+    if (size.vcpus !== host.vcpus) differ.push(`${host.vcpus} vCPUs (EC2: ${size.vcpus})`);
+    if (host.gpus !== undefined && size.gpus !== host.gpus)
+      differ.push(`${host.gpus} GPUs (EC2: ${size.gpus})`);
+    if (size.memoryGiB !== host.memoryGiB) differ.push(`${host.memoryGiB} GiB (EC2: ${size.memoryGiB})`);
+    if (differ.length === 0) continue;
+    lines.push(
+      line(
+        'warn',
+        `${host.name}: ${type} size`,
+        `${host.settings} says ${differ.join(', ')}; the quota line counts EC2's vCPUs`,
+        `set ${host.settings}'s vcpus, gpus and memoryGiB to the type's: ${size.vcpus}, ${size.gpus}, ${size.memoryGiB}`,
+      ),
+    );
+  }
+  return lines;
+}
 
 const list = (azs: Iterable<string>) => [...azs].sort().join(', ');
 
@@ -93,13 +141,19 @@ export function judgeInstanceTypes(
   });
 }
 
-/** Reads the offerings of every type of every host (paged). Reads only. */
+/** The lines, and each offered primary type's size as EC2 describes it. */
+export interface InstanceTypesChecked {
+  readonly lines: DoctorLine[];
+  readonly sizes: ReadonlyMap<string, TypeSize>;
+}
+
+/** Reads the offerings of every type of every host (paged), then the offered primary types' sizes. Reads only. */
 export async function checkInstanceTypes(
   clients: DoctorClients,
   hosts: readonly DoctorHost[],
   preferredAzs: readonly string[],
   caller: CallerContext,
-): Promise<DoctorLine[]> {
+): Promise<InstanceTypesChecked> {
   const types = [...new Set(hosts.flatMap((host) => host.types))];
   const offerings = new Map<string, string[]>(types.map((type) => [type, []]));
   try {
@@ -119,8 +173,35 @@ export async function checkInstanceTypes(
       NextToken = page.NextToken;
     } while (NextToken);
   } catch (error) {
-    return [notChecked('instance-types', types.join(', '), 'ec2:DescribeInstanceTypeOfferings', error)];
+    return {
+      lines: [notChecked('instance-types', types.join(', '), 'ec2:DescribeInstanceTypeOfferings', error)],
+      sizes: new Map(),
+    };
   }
   for (const azs of offerings.values()) azs.sort();
-  return judgeInstanceTypes(hosts, offerings, preferredAzs, caller);
+  const lines = judgeInstanceTypes(hosts, offerings, preferredAzs, caller);
+  // Only offered types: EC2 rejects the whole request for a type the region does not have.
+  const primaries = [...new Set(hosts.map((host) => host.types[0] ?? ''))].filter(
+    (type) => (offerings.get(type) ?? []).length > 0,
+  );
+  const sizes = new Map<string, TypeSize>();
+  if (primaries.length === 0) return { lines, sizes };
+  try {
+    const described = await clients.ec2.send(
+      new DescribeInstanceTypesCommand({ InstanceTypes: primaries as _InstanceType[] }),
+    );
+    for (const info of described.InstanceTypes ?? []) {
+      const size = typeSize(info);
+      if (info.InstanceType && size) sizes.set(info.InstanceType, size);
+    }
+  } catch (error) {
+    return {
+      lines: [
+        ...lines,
+        notChecked('instance-types', `${primaries.join(', ')} size`, 'ec2:DescribeInstanceTypes', error),
+      ],
+      sizes,
+    };
+  }
+  return { lines: [...lines, ...judgeSizes(hosts, sizes)], sizes };
 }

@@ -1,5 +1,9 @@
 import { CloudFormationServiceException, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { DescribeInstancesCommand, DescribeInstanceTypeOfferingsCommand } from '@aws-sdk/client-ec2';
+import {
+  DescribeInstancesCommand,
+  DescribeInstanceTypeOfferingsCommand,
+  DescribeInstanceTypesCommand,
+} from '@aws-sdk/client-ec2';
 import { SimulatePrincipalPolicyCommand } from '@aws-sdk/client-iam';
 import { GetAWSDefaultServiceQuotaCommand, GetServiceQuotaCommand } from '@aws-sdk/client-service-quotas';
 import { GetParameterCommand } from '@aws-sdk/client-ssm';
@@ -343,6 +347,34 @@ describe('instance types', () => {
       status: 'fail',
       message: expect.stringContaining("an agent launches in the server's Availability Zone"),
     });
+  });
+
+  it("warn: a type EC2 describes otherwise than the configuration; the quota counts EC2's vCPUs", async () => {
+    const config = parseLabConfig({ instance: { type: 'g6.48xlarge' } });
+    const account = { ...healthyAccount(), offerings: { ...healthyAccount().offerings, 'g6.48xlarge': AZS } };
+    const { report, mocks } = await doctor(account, config);
+    expect(mocks.ec2).toHaveReceivedCommandWith(DescribeInstanceTypesCommand, {
+      InstanceTypes: ['g6.48xlarge'],
+    });
+    expect(linesOf(report, 'instance-types')[1]).toEqual({
+      check: 'instance-types',
+      status: 'warn',
+      subject: 'server: g6.48xlarge size',
+      message:
+        "instance says 48 vCPUs (EC2: 192), 4 GPUs (EC2: 8), 192 GiB (EC2: 768); the quota line counts EC2's vCPUs",
+      fix: "set instance's vcpus, gpus and memoryGiB to the type's: 192, 8, 768",
+    });
+    expect(only(report, 'quota')).toMatchObject({
+      status: 'fail',
+      message: 'quota 96 vCPUs; the stack needs 192 vCPUs at once (server 192)',
+    });
+  });
+
+  it('asks EC2 for the sizes of offered types only', async () => {
+    const config = parseLabConfig({ instance: { fallbackTypes: ['g6.xlarge'] } });
+    const { report, mocks } = await doctor({ ...healthyAccount(), offerings: { 'g6.xlarge': AZS } }, config);
+    expect(mocks.ec2).not.toHaveReceivedCommand(DescribeInstanceTypesCommand);
+    expect(linesOf(report, 'instance-types')).toHaveLength(1);
   });
 
   it('warn: not checked when EC2 refuses the call', async () => {

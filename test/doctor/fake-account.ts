@@ -6,6 +6,7 @@ import {
 import {
   DescribeInstancesCommand,
   DescribeInstanceTypeOfferingsCommand,
+  DescribeInstanceTypesCommand,
   EC2Client,
   EC2ServiceException,
   type Instance,
@@ -59,6 +60,8 @@ export interface FakeAccount {
   readonly parameters: Readonly<Record<string, string>>;
   /** Instance type -> AZs offering it. */
   readonly offerings: Readonly<Record<string, readonly string[]>>;
+  /** What EC2 says each type is (vCPUs, GPUs, memory in GiB). */
+  readonly types: Readonly<Record<string, { vcpus: number; gpus: number; memoryGiB: number }>>;
   /** Applied quota values by code; a code not here answers NoSuchResourceException. */
   readonly quotas: Readonly<Record<string, number>>;
   /** AWS default quota values by code. */
@@ -80,6 +83,15 @@ export const GPU_AMI =
 export const CELL_AMI = '/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id';
 export const CALLER_ROLE_ARN = `arn:aws:iam::${ACCOUNT}:role/admins/LabDeployer`;
 
+/** The types' sizes as the EC2 instance type pages give them. */
+export const EC2_TYPES = {
+  'g6.xlarge': { vcpus: 4, gpus: 1, memoryGiB: 16 },
+  'g6.12xlarge': { vcpus: 48, gpus: 4, memoryGiB: 192 },
+  'g6.48xlarge': { vcpus: 192, gpus: 8, memoryGiB: 768 },
+  'c7i.2xlarge': { vcpus: 8, gpus: 0, memoryGiB: 16 },
+  'c7i.4xlarge': { vcpus: 16, gpus: 0, memoryGiB: 32 },
+};
+
 /** A healthy account for the default lab: every line passes. */
 export function healthyAccount(): FakeAccount {
   return {
@@ -98,6 +110,7 @@ export function healthyAccount(): FakeAccount {
       'c7i.2xlarge': AZS,
       'c7i.4xlarge': AZS,
     },
+    types: EC2_TYPES,
     quotas: { 'L-DB2E81BA': 96, 'L-1216C47A': 640 },
     defaultQuotas: { 'L-DB2E81BA': 0, 'L-1216C47A': 5, 'L-417A185B': 0 },
     instances: [],
@@ -205,6 +218,33 @@ export function mockAccount(account: FakeAccount) {
       const { items, next } = page(all, input.NextToken, 2);
       return { InstanceTypeOfferings: items, ...(next ? { NextToken: next } : {}) };
     });
+
+  ec2.on(DescribeInstanceTypesCommand).callsFake((input: { InstanceTypes?: string[] }) => {
+    const asked = input.InstanceTypes ?? [];
+    // EC2 rejects the whole request when one type is unknown to the region.
+    const unknown = asked.filter((type) => !account.types[type] || !(account.offerings[type] ?? []).length);
+    if (unknown.length > 0) {
+      throw new EC2ServiceException({
+        name: 'InvalidInstanceType',
+        $fault: 'client',
+        $metadata: meta,
+        message: `The following supplied instance types do not exist: [${unknown.join(', ')}]`,
+      });
+    }
+    return {
+      InstanceTypes: asked.map((type) => {
+        const size = account.types[type] as { vcpus: number; gpus: number; memoryGiB: number };
+        return {
+          InstanceType: type as Instance['InstanceType'],
+          VCpuInfo: { DefaultVCpus: size.vcpus },
+          MemoryInfo: { SizeInMiB: size.memoryGiB * 1024 },
+          ...(size.gpus > 0
+            ? { GpuInfo: { Gpus: [{ Name: 'L4', Manufacturer: 'NVIDIA', Count: size.gpus }] } }
+            : {}),
+        };
+      }),
+    };
+  });
 
   ec2
     .on(DescribeInstancesCommand)
