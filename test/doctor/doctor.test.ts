@@ -253,6 +253,23 @@ describe('bootstrap', () => {
     });
   });
 
+  it('warn: the parameter without a stack of that name', async () => {
+    const { report } = await doctor({ ...healthyAccount(), stacks: {} });
+    expect(only(report, 'bootstrap')).toMatchObject({
+      status: 'warn',
+      message: expect.stringContaining('no stack named CDKToolkit'),
+      fix: 'pass --toolkit-stack-name with the stack cdk bootstrap made',
+    });
+  });
+
+  it('fail: a version parameter that is not a number', async () => {
+    const { report } = await doctor(withVersion('latest'));
+    expect(only(report, 'bootstrap')).toMatchObject({
+      status: 'fail',
+      message: '/cdk-bootstrap/hnb659fds/version holds "latest", not a version number',
+    });
+  });
+
   it('warn: not checked when the stack cannot be read', async () => {
     const fake = mockAccount(healthyAccount());
     restore = fake.restore;
@@ -403,6 +420,19 @@ describe('AMI parameters', () => {
       status: 'fail',
       subject: '/aws/service/no/such/ami-id (server)',
       message: "no such parameter in us-west-2: the launch template's image cannot resolve",
+    });
+  });
+
+  it('fail: a parameter that holds no image id', async () => {
+    const account = healthyAccount();
+    const config = parseLabConfig({ instance: { amiParameter: '/my/ami' } });
+    const { report } = await doctor(
+      { ...account, parameters: { ...account.parameters, '/my/ami': 'ubuntu-22.04' } },
+      config,
+    );
+    expect(only(report, 'ami')).toMatchObject({
+      status: 'fail',
+      message: 'resolves to "ubuntu-22.04", not an AMI id',
     });
   });
 
