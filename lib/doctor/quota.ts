@@ -1,4 +1,8 @@
-import { GetAWSDefaultServiceQuotaCommand, GetServiceQuotaCommand } from '@aws-sdk/client-service-quotas';
+import {
+  GetAWSDefaultServiceQuotaCommand,
+  GetServiceQuotaCommand,
+  type ServiceQuota,
+} from '@aws-sdk/client-service-quotas';
 import { onDemandQuotaFor } from '../aws/instances.ts';
 import { awsErrorName } from '../aws-cli/errors.ts';
 import { type QuotaNeed, vcpusByQuota } from '../config/cluster.ts';
@@ -75,20 +79,28 @@ export function judgeQuota(
   );
 }
 
+/** A quota's value, or why Service Quotas gave none (its ErrorReason). */
+type QuotaRead = { readonly value: number } | { readonly reason: string };
+
 /** The quota's value: the applied one, else AWS's default (a quota never adjusted). */
-async function quotaValue(clients: DoctorClients, code: string): Promise<number | undefined> {
+async function quotaValue(clients: DoctorClients, code: string): Promise<QuotaRead> {
+  let quota: ServiceQuota | undefined;
   try {
-    const got = await clients.serviceQuotas.send(
-      new GetServiceQuotaCommand({ ServiceCode: 'ec2', QuotaCode: code }),
-    );
-    if (got.Quota?.Value !== undefined) return got.Quota.Value;
+    quota = (
+      await clients.serviceQuotas.send(new GetServiceQuotaCommand({ ServiceCode: 'ec2', QuotaCode: code }))
+    ).Quota;
   } catch (error) {
     if (awsErrorName(error) !== 'NoSuchResourceException') throw error;
+    quota = (
+      await clients.serviceQuotas.send(
+        new GetAWSDefaultServiceQuotaCommand({ ServiceCode: 'ec2', QuotaCode: code }),
+      )
+    ).Quota;
   }
-  const fallback = await clients.serviceQuotas.send(
-    new GetAWSDefaultServiceQuotaCommand({ ServiceCode: 'ec2', QuotaCode: code }),
-  );
-  return fallback.Quota?.Value;
+  if (quota?.Value !== undefined) return { value: quota.Value };
+  // Service Quotas answers with an ErrorReason instead of a value when it could not read the quota.
+  const reason = quota?.ErrorReason;
+  return { reason: reason ? `${reason.ErrorCode}: ${reason.ErrorMessage ?? ''}`.trim() : 'no value given' };
 }
 
 /** Reads each quota the hosts count against. `instances` undefined: they could not be read. */
@@ -115,10 +127,17 @@ export async function checkQuotas(
       continue;
     }
     try {
-      const value = await quotaValue(clients, code);
-      if (value === undefined)
-        throw Object.assign(new Error(`quota ${code} has no value`), { name: 'NoValue' });
-      lines.push(judgeQuota(need, value, used ? (used.get(name) ?? 0) : undefined, caller));
+      const read = await quotaValue(clients, code);
+      lines.push(
+        'value' in read
+          ? judgeQuota(need, read.value, used ? (used.get(name) ?? 0) : undefined, caller)
+          : line(
+              'warn',
+              `${name} (${code})`,
+              `not checked: Service Quotas gave no value (${read.reason}); the stack needs ${need.vcpus} vCPUs of it at once`,
+              `open https://${caller.region}.console.aws.amazon.com/servicequotas/home/services/ec2/quotas/${code} and make sure it allows ${need.vcpus}`,
+            ),
+      );
     } catch (error) {
       lines.push(notChecked('quota', `${name} (${code})`, 'servicequotas:GetServiceQuota', error));
     }

@@ -1,13 +1,13 @@
 import { DescribeInstancesCommand } from '@aws-sdk/client-ec2';
 import { SimulatePrincipalPolicyCommand } from '@aws-sdk/client-iam';
-import { GetAWSDefaultServiceQuotaCommand } from '@aws-sdk/client-service-quotas';
+import { GetAWSDefaultServiceQuotaCommand, GetServiceQuotaCommand } from '@aws-sdk/client-service-quotas';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
 import 'aws-sdk-client-mock-vitest/extend';
 import { describe, expect, it } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
-import { doctorPassed } from '../../lib/doctor/doctor.ts';
-import { CALLER_ROLE_ARN, type FakeAccount, healthyAccount } from './fake-account.ts';
-import { DEFAULT, doctor, linesOf, only, useDoctorHarness } from './harness.ts';
+import { doctorPassed, runDoctor } from '../../lib/doctor/doctor.ts';
+import { CALLER_ROLE_ARN, type FakeAccount, healthyAccount, mockAccount } from './fake-account.ts';
+import { DEFAULT, doctor, linesOf, only, requirement, track, useDoctorHarness } from './harness.ts';
 
 expect.extend(allCustomMatcher);
 useDoctorHarness();
@@ -94,6 +94,24 @@ describe('vCPU quotas', () => {
     expect(only(report, 'live-hosts')).toMatchObject({
       status: 'warn',
       message: expect.stringContaining('ec2:DescribeInstances'),
+    });
+  });
+
+  it('warn: not checked when Service Quotas answers with an error reason instead of a value', async () => {
+    const fake = mockAccount(healthyAccount());
+    track(fake.restore);
+    fake.mocks.serviceQuotas.on(GetServiceQuotaCommand).resolves({
+      Quota: {
+        ServiceCode: 'ec2',
+        QuotaCode: 'L-DB2E81BA',
+        ErrorReason: { ErrorCode: 'DEPENDENCY_THROTTLING_ERROR', ErrorMessage: 'Rate exceeded' },
+      },
+    });
+    const report = await runDoctor(fake.clients, DEFAULT, { requirement });
+    expect(only(report, 'quota')).toMatchObject({
+      status: 'warn',
+      message:
+        'not checked: Service Quotas gave no value (DEPENDENCY_THROTTLING_ERROR: Rate exceeded); the stack needs 48 vCPUs of it at once',
     });
   });
 
