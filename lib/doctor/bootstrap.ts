@@ -151,7 +151,16 @@ export async function checkBootstrap(
     parameter = got.Parameter?.Value;
   } catch (error) {
     if (awsErrorName(error) !== 'ParameterNotFound') {
-      return notChecked('bootstrap', subject, 'ssm:GetParameter', error);
+      // The stack's BootstrapVersion output duplicates the parameter (the bootstrap template says
+      // so): judge by it when the parameter cannot be read, and say where the version came from.
+      const output = stack?.Outputs?.find((o) => o.OutputKey === 'BootstrapVersion')?.OutputValue;
+      const unread = notChecked('bootstrap', subject, 'ssm:GetParameter', error);
+      if (output === undefined) return unread;
+      const judged = judgeBootstrap({ ...(stack ? { stack } : {}), parameter: output }, requirement, caller);
+      return {
+        ...judged,
+        message: `${judged.message} (from the stack's BootstrapVersion output: ${requirement.versionParameter} was not read, ${awsErrorName(error)})`,
+      };
     }
   }
   return judgeBootstrap(

@@ -1,7 +1,7 @@
 import { CloudFormationServiceException, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { DescribeInstanceTypeOfferingsCommand, DescribeInstanceTypesCommand } from '@aws-sdk/client-ec2';
 import { GetServiceQuotaCommand } from '@aws-sdk/client-service-quotas';
-import { GetParameterCommand } from '@aws-sdk/client-ssm';
+import { GetParameterCommand, SSMServiceException } from '@aws-sdk/client-ssm';
 import { GetCallerIdentityCommand, STSServiceException } from '@aws-sdk/client-sts';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
 import 'aws-sdk-client-mock-vitest/extend';
@@ -225,6 +225,26 @@ describe('bootstrap', () => {
     expect(only(report, 'bootstrap')).toMatchObject({
       status: 'fail',
       message: '/cdk-bootstrap/hnb659fds/version holds "latest", not a version number',
+    });
+  });
+
+  it("judges by the stack's BootstrapVersion output when the parameter cannot be read", async () => {
+    const fake = mockAccount(withVersion('5'));
+    track(fake.restore);
+    fake.mocks.ssm.on(GetParameterCommand, { Name: '/cdk-bootstrap/hnb659fds/version' }).rejects(
+      new SSMServiceException({
+        name: 'AccessDeniedException',
+        $fault: 'client',
+        $metadata: { httpStatusCode: 400 },
+        message: 'User is not authorized to perform: ssm:GetParameter',
+      }),
+    );
+    const report = await runDoctor(fake.clients, DEFAULT, { requirement, now: () => NOW });
+    expect(only(report, 'bootstrap')).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(
+        /^bootstrap version 5; .* \(from the stack's BootstrapVersion output: \/cdk-bootstrap\/hnb659fds\/version was not read, AccessDeniedException\)$/,
+      ),
     });
   });
 
