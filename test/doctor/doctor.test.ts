@@ -10,7 +10,17 @@ import { parseLabConfig } from '../../lib/config/load.ts';
 import { bootstrapRequirement } from '../../lib/doctor/bootstrap-requirement.ts';
 import { doctorPassed, runDoctor } from '../../lib/doctor/doctor.ts';
 import { AZS, type FakeAccount, healthyAccount, mockAccount } from './fake-account.ts';
-import { DEFAULT, doctor, linesOf, NOW, only, requirement, track, useDoctorHarness } from './harness.ts';
+import {
+  DEFAULT,
+  doctor,
+  linesOf,
+  NOW,
+  only,
+  requirement,
+  track,
+  useDoctorHarness,
+  withAgents,
+} from './harness.ts';
 
 expect.extend(allCustomMatcher);
 useDoctorHarness();
@@ -311,16 +321,7 @@ describe('instance types', () => {
   });
 
   it("agents: warn when the agent's type misses some of the server's AZs, fail when it misses all", async () => {
-    const config = parseLabConfig({
-      instance: { readyTimeoutMinutes: 60 },
-      cluster: {
-        agents: [
-          { name: 'gpu', role: 'gpu', count: 1, instanceType: 'g6.12xlarge' },
-          { name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' },
-        ],
-      },
-      vllm: { replicas: 4 },
-    });
+    const config = withAgents(1);
     const partly = {
       ...healthyAccount(),
       offerings: { ...healthyAccount().offerings, 'c7i.4xlarge': ['us-west-2a', 'us-west-2d'] },

@@ -161,6 +161,17 @@ export function mockAccount(account: FakeAccount) {
   const deny = (action: string) => {
     if (account.denied.includes(action)) throw accessDenied(action);
   };
+  /** EC2 says no with its own error code. */
+  const denyEc2 = (action: string) => {
+    if (account.denied.includes(action)) {
+      throw new EC2ServiceException({
+        name: 'UnauthorizedOperation',
+        $fault: 'client',
+        $metadata: { httpStatusCode: 403 },
+        message: 'You are not authorized to perform this operation.',
+      });
+    }
+  };
 
   sts
     .on(GetCallerIdentityCommand)
@@ -199,14 +210,7 @@ export function mockAccount(account: FakeAccount) {
   ec2
     .on(DescribeInstanceTypeOfferingsCommand)
     .callsFake((input: { Filters?: { Name?: string; Values?: string[] }[]; NextToken?: string }) => {
-      if (account.denied.includes('ec2:DescribeInstanceTypeOfferings')) {
-        throw new EC2ServiceException({
-          name: 'UnauthorizedOperation',
-          $fault: 'client',
-          $metadata: { httpStatusCode: 403 },
-          message: 'You are not authorized to perform this operation.',
-        });
-      }
+      denyEc2('ec2:DescribeInstanceTypeOfferings');
       const types = input.Filters?.find((f) => f.Name === 'instance-type')?.Values ?? [];
       const all = types.flatMap((type) =>
         (account.offerings[type] ?? []).map((az) => ({
@@ -249,14 +253,7 @@ export function mockAccount(account: FakeAccount) {
   ec2
     .on(DescribeInstancesCommand)
     .callsFake((input: { Filters?: { Name?: string; Values?: string[] }[]; NextToken?: string }) => {
-      if (account.denied.includes('ec2:DescribeInstances')) {
-        throw new EC2ServiceException({
-          name: 'UnauthorizedOperation',
-          $fault: 'client',
-          $metadata: { httpStatusCode: 403 },
-          message: 'You are not authorized to perform this operation.',
-        });
-      }
+      denyEc2('ec2:DescribeInstances');
       const states = input.Filters?.find((f) => f.Name === 'instance-state-name')?.Values;
       const matching = account.instances.filter((i) => !states || states.includes(i.state));
       const { items, next } = page(matching, input.NextToken, 2);

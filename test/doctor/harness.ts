@@ -30,6 +30,20 @@ export function track(restoreMocks: () => void): void {
 }
 
 export const DEFAULT = parseLabConfig({});
+
+/** The server, `gpuAgents` g6.12xlarge GPU agents and a c7i.4xlarge CPU agent. */
+export function withAgents(gpuAgents: number): LabConfig {
+  return parseLabConfig({
+    instance: { readyTimeoutMinutes: 60 },
+    cluster: {
+      agents: [
+        { name: 'gpu', role: 'gpu', count: gpuAgents, instanceType: 'g6.12xlarge' },
+        { name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' },
+      ],
+    },
+    vllm: { replicas: 4 * gpuAgents },
+  });
+}
 export const NOW = new Date('2026-12-01T12:00:00Z');
 
 /** Runs every check against the fake account. */

@@ -7,7 +7,16 @@ import { describe, expect, it } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { doctorPassed, runDoctor } from '../../lib/doctor/doctor.ts';
 import { CALLER_ROLE_ARN, type FakeAccount, healthyAccount, mockAccount } from './fake-account.ts';
-import { DEFAULT, doctor, linesOf, only, requirement, track, useDoctorHarness } from './harness.ts';
+import {
+  DEFAULT,
+  doctor,
+  linesOf,
+  only,
+  requirement,
+  track,
+  useDoctorHarness,
+  withAgents,
+} from './harness.ts';
 
 expect.extend(allCustomMatcher);
 useDoctorHarness();
@@ -65,16 +74,7 @@ describe('vCPU quotas', () => {
   });
 
   it('sums the hosts of each quota: server and GPU agents in G and VT, the CPU agent in Standard', async () => {
-    const config = parseLabConfig({
-      instance: { readyTimeoutMinutes: 60 },
-      cluster: {
-        agents: [
-          { name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.12xlarge' },
-          { name: 'cpu', role: 'cpu', instanceType: 'c7i.4xlarge' },
-        ],
-      },
-      vllm: { replicas: 8 },
-    });
+    const config = withAgents(2);
     const { report } = await doctor(healthyAccount(), config);
     expect(linesOf(report, 'quota').map((line) => [line.status, line.message])).toEqual([
       ['fail', 'quota 96 vCPUs; the stack needs 144 vCPUs at once (server 48 + gpu-1 48 + gpu-2 48)'],
