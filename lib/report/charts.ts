@@ -4,7 +4,7 @@ import { ms, percent, tokensPerSecond } from './format.ts';
 import type { ArmRow, ReportTables } from './tables.ts';
 
 /**
- * The report's three charts (lab-spec 4.5): Vega-Lite specs built from the tables by pure
+ * The report's three charts (docs/facts.md §4.5): Vega-Lite specs built from the tables by pure
  * functions, rendered to SVG in Node. Only valid prefix-workload arm runs become bars; the ideal
  * partition (and for the hit rate, the formula's single-replica bound) are reference lines.
  */

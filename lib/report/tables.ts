@@ -6,7 +6,7 @@ import type { RunRecord, RunSummary, StudyRecord } from '../study/results.ts';
 import { upperBound, workingSetTokens } from '../study/workload.ts';
 
 /**
- * The tables of lab-spec 4.5, as numbers, from a study record. Pure: no I/O, no formatting.
+ * The tables of docs/facts.md §4.5, as numbers, from a study record. Pure: no I/O, no formatting.
  *
  * Only valid runs enter these tables and comparisons; every invalid run goes to `invalid` with its
  * reasons. Facts a run record does not carry (prefix count, concurrency, prompts) come from the
@@ -72,7 +72,7 @@ export interface ArmRow extends RunNumbers {
   readonly vsBaseline?: { readonly hitRate?: Comparison; readonly totalTokensPerSecond?: Comparison };
 }
 
-/** One row of the single-replica upper-bound sweep (lab-spec 4.1). */
+/** One row of the single-replica upper-bound sweep (docs/facts.md §4.1). */
 export interface BoundRow extends RunNumbers {
   readonly prefixes: number | undefined;
   readonly workingSetTokens: number | undefined;
@@ -325,12 +325,12 @@ export function reportTables(study: StudyRecord): ReportTables {
   };
 }
 
-/** The arm every other arm is judged against (lab-spec 3.2). */
+/** The arm every other arm is judged against (docs/facts.md §3.2). */
 export const BASELINE_ARM = 'kube-proxy';
 
 /**
  * What the simulator is trusted to within, beyond its seed-to-seed spread: 5 points of hit rate (the
- * calibration tolerance against lab-spec 4.1's sweep, test/study/simulator.test.ts) and 15% of
+ * calibration tolerance against docs/facts.md §4.1's sweep, test/study/simulator.test.ts) and 15% of
  * throughput (the simulated single-replica throughput lands within a few percent of the calibration
  * runs). TTFT and ITL are shown beside the measurement but not flagged: the timing model places the
  * queueing delay less well than that.
@@ -497,7 +497,7 @@ export function bestArm(prefixArms: readonly ArmRow[]): ArmRow | undefined {
 }
 
 /**
- * What the arms leave on the table against the ideal partition (lab-spec 4.5): every arm that
+ * What the arms leave on the table against the ideal partition (docs/facts.md §4.5): every arm that
  * cannot be told from the best hit rate within the noise, and per metric the best arm's value.
  */
 export function leftOnTable(prefixArms: readonly ArmRow[], partition: ArmRow | undefined): LeftOnTable {
