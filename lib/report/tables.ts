@@ -598,6 +598,12 @@ function invalidRun(record: RunRecord, reasons: readonly string[]): InvalidRun {
 function metadataEntries(study: StudyRecord): MetadataEntry[] {
   const m = study.metadata;
   const w = m.config.workload;
+  // The host reports K3s's version, and the versions of everything list it too: one row, unless
+  // the two disagree (then both show).
+  const k3sKey = Object.keys(m.versions).find((name) => name.toLowerCase() === 'k3s');
+  const listedK3s = k3sKey === undefined ? undefined : m.versions[k3sKey];
+  const k3sVersion = m.k3sVersion ?? listedK3s;
+  const versions = Object.entries(m.versions).filter(([name, v]) => name !== k3sKey || v !== k3sVersion);
   const entries: MetadataEntry[] = [
     { label: 'Started', value: m.startedAt },
     { label: 'Finished', value: m.finishedAt ?? 'not finished' },
@@ -616,11 +622,11 @@ function metadataEntries(study: StudyRecord): MetadataEntry[] {
       label: 'KV cache per replica',
       value: m.kvCacheTokens === undefined ? 'not recorded' : `${count(m.kvCacheTokens)} tokens`,
     },
-    { label: 'K3s', value: m.k3sVersion ?? 'not recorded' },
+    { label: 'K3s', value: k3sVersion ?? 'not recorded' },
     { label: 'Staged runs', value: stagingSummary(study) },
   ];
   for (const [pod, uuid] of Object.entries(m.gpuUuids)) entries.push({ label: `GPU of ${pod}`, value: uuid });
-  for (const [name, version] of Object.entries(m.versions)) entries.push({ label: name, value: version });
+  for (const [name, version] of versions) entries.push({ label: name, value: version });
   return entries;
 }
 
