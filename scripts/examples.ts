@@ -12,6 +12,10 @@
  *
  * scripts/update-examples.ts rewrites the blocks (`npm run docs:examples`);
  * test/docs/examples.test.ts fails when one differs.
+ *
+ * An excerpt of a command's JSON is marked `<!-- example-json: <args> -->`: each line of its block
+ * is one JSON object that must appear, key for key, somewhere in what the command prints (an
+ * excerpt cannot be regenerated, so it is checked instead).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -21,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 export const REPO_ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 
 const MARKER = /^<!-- example: (.+?) -->\s*$/;
+const JSON_MARKER = /^<!-- example-json: (.+?) -->\s*$/;
 
 /** One marked block of a Markdown file. */
 export interface ExampleBlock {
@@ -50,12 +55,12 @@ export function parseSpec(spec: string): { args: string[]; filter?: RegExp } {
   return { args, filter: new RegExp(pattern) };
 }
 
-/** Every marked block of a Markdown text, in order. */
-export function findExamples(markdown: string, file = 'markdown'): ExampleBlock[] {
+/** Every marked block of a Markdown text, in order (`json`: the JSON excerpts instead). */
+export function findExamples(markdown: string, file = 'markdown', json = false): ExampleBlock[] {
   const lines = markdown.split('\n');
   const blocks: ExampleBlock[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const match = MARKER.exec(lines[i] ?? '');
+    const match = (json ? JSON_MARKER : MARKER).exec(lines[i] ?? '');
     if (!match) continue;
     const spec = match[1] ?? '';
     if (!lines[i + 1]?.startsWith('```'))
@@ -153,4 +158,26 @@ export async function currentOutputs(specs: Iterable<string>): Promise<Map<strin
     texts.set(spec, blockText(outputs.get(key) ?? '', filter));
   }
   return texts;
+}
+
+/** Every object and array element inside a JSON value, the value itself included. */
+function jsonObjects(value: unknown): Record<string, unknown>[] {
+  if (Array.isArray(value)) return value.flatMap(jsonObjects);
+  if (value === null || typeof value !== 'object') return [];
+  const object = value as Record<string, unknown>;
+  return [object, ...Object.values(object).flatMap(jsonObjects)];
+}
+
+/** The lines of a JSON excerpt that match no object of the command's JSON output. */
+export function missingJsonLines(output: string, excerpt: string): string[] {
+  const objects = jsonObjects(JSON.parse(output));
+  return excerpt
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .filter((line) => {
+      const wanted = JSON.parse(line) as Record<string, unknown>;
+      return !objects.some((object) =>
+        Object.entries(wanted).every(([key, value]) => JSON.stringify(object[key]) === JSON.stringify(value)),
+      );
+    });
 }

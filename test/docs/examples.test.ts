@@ -4,8 +4,10 @@ import {
   currentOutputs,
   examplesOnDisk,
   findExamples,
+  missingJsonLines,
   parseSpec,
   REPO_ROOT,
+  runLabCaptured,
   withTexts,
 } from '../../scripts/examples.ts';
 
@@ -40,6 +42,28 @@ describe('example outputs in README.md and docs/ (npm run docs:examples rewrites
       }
     });
   }
+});
+
+describe('JSON excerpts in docs/ (checked, not generated)', () => {
+  const excerpts = files.flatMap(({ file, markdown }) =>
+    findExamples(markdown, file, true).map((block) => ({ file, block })),
+  );
+
+  it('each line is an object the command prints', async () => {
+    expect(excerpts.length).toBeGreaterThan(0);
+    for (const { file, block } of excerpts) {
+      const output = await runLabCaptured(block.args);
+      expect(missingJsonLines(output, block.text), `${file}: ${block.spec}`).toEqual([]);
+    }
+  });
+
+  it('notices a value the command does not print', () => {
+    const output = JSON.stringify({ cells: [{ conntrack: [{ runId: 'a', limit: 2048 }] }] });
+    expect(missingJsonLines(output, '{"runId": "a", "limit": 2048}')).toEqual([]);
+    expect(missingJsonLines(output, '{"runId": "a", "limit": 1024}')).toEqual([
+      '{"runId": "a", "limit": 1024}',
+    ]);
+  });
 });
 
 describe('example markers', () => {
