@@ -28,7 +28,7 @@ import {
 } from './gaie/inference-pool.ts';
 
 /**
- * The Envoy AI Gateway arm (lab-spec 3.6): Envoy Gateway routes an HTTPRoute to an InferencePool,
+ * The Envoy AI Gateway arm (docs/facts.md §3.6): Envoy Gateway routes an HTTPRoute to an InferencePool,
  * and the AI Gateway controller, Envoy Gateway's extension server, adds the ext_proc call to the
  * pool's EPP. Envoy Gateway and the AI Gateway themselves are prerequisites (release installs).
  */
@@ -39,7 +39,7 @@ export const AI_GATEWAY_ARM = 'ai-gateway';
  * `kubectl rollout restart` arguments. The same step is listed in prerequisites.json's `afterApply`.
  */
 export const RESTART_AFTER_APPLY_ANNOTATION = 'llm-gateway-lab/restart-after-apply';
-/** Route timeout of the gateway, as the standalone Envoy's (lab-spec 3.5): long generations stream for minutes. */
+/** Route timeout of the gateway, as the standalone Envoy's (docs/facts.md §3.5): long generations stream for minutes. */
 export const AI_GATEWAY_ROUTE_TIMEOUT = '300s';
 
 export function aiGatewayEnabled(config: LabConfig): boolean {
@@ -69,7 +69,7 @@ export interface AiGatewayChartProps extends ChartProps {
 }
 
 /**
- * Envoy Gateway's side of the arm, in its namespace: its configuration (lab-spec 3.6 point 2) and
+ * Envoy Gateway's side of the arm, in its namespace: its configuration (docs/facts.md §3.6) and
  * read access to InferencePools for its ServiceAccount (point 3). The release install writes the
  * same ConfigMap: apply this after the prerequisites, then restart Envoy Gateway (point 4), as the
  * ConfigMap's annotation and prerequisites.json's `afterApply` say.

@@ -11,7 +11,7 @@ export interface KubeProxyBaselineChartProps extends ChartProps {
 }
 
 /**
- * The baseline arm (lab-spec 3.2): a NodePort Service over the standard replicas. kube-proxy
+ * The baseline arm (docs/facts.md §3.2): a NodePort Service over the standard replicas. kube-proxy
  * balances per connection, so a keep-alive client sticks to one pod.
  */
 export class KubeProxyBaselineChart extends Chart {

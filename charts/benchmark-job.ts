@@ -52,7 +52,7 @@ export function benchmarkResultHostPath(spec: Pick<BenchmarkSpec, 'id'>): string
 }
 
 /**
- * The `vllm bench serve` client of one benchmark as a Job (lab-spec 3.8). Pure: the runner
+ * The `vllm bench serve` client of one benchmark as a Job (docs/facts.md §3.8). Pure: the runner
  * creates these at run time, and the charts wrap the same object. With `gate`, the client is
  * staged: aimed at its closed gate, it waits there (lib/study/staging.ts).
  */

@@ -60,7 +60,7 @@ export const TOKENIZER_FILES = [
   'added_tokens.json',
 ] as const;
 
-/** Pre-seeding of llm-d's tokenizer folder from the shared model cache (lab-spec 3.7). */
+/** Pre-seeding of llm-d's tokenizer folder from the shared model cache (docs/facts.md §3.7). */
 export interface TokenizerSeed {
   /** An image the host already has, with a POSIX shell and cp (the vLLM image). */
   readonly image: string;
@@ -161,7 +161,7 @@ export interface EndpointPickerProps {
   readonly nodePool?: NodePool;
 }
 
-/** The EPP's command line (lab-spec 3.4); the image's entrypoint is `/epp`. */
+/** The EPP's command line (docs/facts.md §3.4); the image's entrypoint is `/epp`. */
 export function endpointPickerArgs(
   props: Pick<EndpointPickerProps, 'poolName' | 'namespace' | 'secureServing'>,
 ): string[] {
@@ -402,7 +402,7 @@ export function endpointPickerProps(config: LabConfig, arm: Arm, pair = 0): Endp
       };
     case 'ai-gateway':
       // Its own EPP and pool over the standard replicas: a pool names exactly one EPP Service, and
-      // the AI Gateway's generated ext_proc cluster speaks TLS to it (lab-spec 3.6).
+      // the AI Gateway's generated ext_proc cluster speaks TLS to it (docs/facts.md §3.6).
       return {
         ...common,
         image: config.gaie.eppImage,

@@ -22,10 +22,10 @@ import {
   rootContainerSecurity,
 } from './common.ts';
 
-/** The ZMQ port the llm-d EPP binds for KV events; the replicas connect to it (lab-spec 3.7). */
+/** The ZMQ port the llm-d EPP binds for KV events; the replicas connect to it (docs/facts.md §3.7). */
 export const KV_EVENTS_PORT = 5557;
 
-/** KV-cache event publishing of llm-d's replica set (lab-spec 3.7). */
+/** KV-cache event publishing of llm-d's replica set (docs/facts.md §3.7). */
 export interface KvEventsOptions {
   /** `tcp://host:port` of the EPP that indexes the events. */
   readonly endpoint: string;
@@ -50,7 +50,7 @@ export interface ModelServersProps {
   readonly blockSize: number;
   /**
    * `--max-num-batched-tokens`: explicit, because vLLM otherwise picks it from the GPU's memory
-   * and the planner must simulate what the servers run (lab-spec 3.1).
+   * and the planner must simulate what the servers run (docs/facts.md §3.1).
    */
   readonly maxNumBatchedTokens: number;
   /** `--max-num-seqs`: explicit for the same reason. */
@@ -112,7 +112,7 @@ export function preferAwayFrom(labels: Readonly<Record<string, string>>): k8s.Af
 /** Node label that tells nodes apart, for spreading the replicas over every GPU node. */
 export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
 
-/** Arguments of the vLLM OpenAI server for one replica set (lab-spec 3.1, 3.7). */
+/** Arguments of the vLLM OpenAI server for one replica set (docs/facts.md §3.1, 3.7). */
 export function vllmServerArgs(props: ModelServersProps): string[] {
   const args = [
     `--model=${props.model}`,

@@ -71,7 +71,7 @@ function thresholdArgs(variant: RouterVariant): string[] {
 }
 
 /**
- * The `vllm-router` command line (lab-spec 3.3). Host, port and metrics host are overridden:
+ * The `vllm-router` command line (docs/facts.md §3.3). Host, port and metrics host are overridden:
  * the defaults (127.0.0.1, 30000, metrics on 127.0.0.1) are unreachable from other pods.
  */
 export function routerArgs(props: Pick<RouterArmProps, 'variant' | 'workerUrls'>): string[] {

@@ -57,7 +57,7 @@ export function envoyArgs(props: Pick<StandaloneEnvoyProps, 'concurrency' | 'log
 }
 
 /**
- * llm-d-style Envoy in front of one EPP (lab-spec 3.5): ext_proc asks the EPP for every request
+ * llm-d-style Envoy in front of one EPP (docs/facts.md §3.5): ext_proc asks the EPP for every request
  * and an ORIGINAL_DST cluster sends it to the replica the EPP named.
  */
 export class StandaloneEnvoy extends Construct {

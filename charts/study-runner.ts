@@ -32,7 +32,7 @@ export interface StudyRunnerChartProps extends ChartProps {
 /**
  * The status conditions each arm's preflight requires, by arm id: for an AI Gateway arm, its
  * HTTPRoute must be Accepted with ResolvedRefs on its Gateway, and the Gateway Programmed
- * (lab-spec 3.6: Accepted alone proves nothing).
+ * (docs/facts.md §3.6: Accepted alone proves nothing).
  */
 export function preflightStatusChecks(config: LabConfig): StatusChecks {
   const names = aiGatewayNames(config);

@@ -132,7 +132,7 @@ export interface AiGatewayEnvoyGatewayOptions {
 }
 
 /**
- * Envoy Gateway's configuration for the AI Gateway with InferencePool backends (lab-spec 3.6 point 2).
+ * Envoy Gateway's configuration for the AI Gateway with InferencePool backends (docs/facts.md §3.6).
  * `backendResources` is what lets an HTTPRoute name an InferencePool (otherwise ResolvedRefs=False,
  * InvalidKind); an extension manager also needs its hooks and service, or the config is rejected.
  */

@@ -1,5 +1,5 @@
 /**
- * The standalone Envoy's bootstrap (lab-spec 3.5) as typed objects. Field names are Envoy's v3
+ * The standalone Envoy's bootstrap (docs/facts.md §3.5) as typed objects. Field names are Envoy's v3
  * API (snake_case, as Envoy reads them from YAML); only the parts the lab uses are modelled.
  */
 

@@ -32,7 +32,7 @@ export interface EndpointPickerConfig {
   readonly schedulingProfiles: readonly SchedulingProfile[];
 }
 
-/** Scorer weights of the GAIE default scheduler (lab-spec 3.4). */
+/** Scorer weights of the GAIE default scheduler (docs/facts.md §3.4). */
 export interface GaieScorerWeights {
   readonly queue: number;
   readonly kvCacheUtilization: number;
@@ -95,7 +95,7 @@ export interface PrecisePrefixCacheOptions {
   };
 }
 
-/** llm-d v0.3's precise prefix-cache scheduler (lab-spec 3.7), for a GAIE v1.0.1 EPP. */
+/** llm-d v0.3's precise prefix-cache scheduler (docs/facts.md §3.7), for a GAIE v1.0.1 EPP. */
 export function precisePrefixCacheConfig(options: PrecisePrefixCacheOptions): EndpointPickerConfig {
   const { weights } = options;
   return {

@@ -27,7 +27,7 @@ export interface FortioServersChartProps extends ChartProps {
 }
 
 /**
- * The fortio servers (network-lab-spec 3): `fortio` in `plain` on every cell; on mesh cells also
+ * The fortio servers (docs/facts.md §N3): `fortio` in `plain` on every cell; on mesh cells also
  * `fortio`, `fortio-permissive` and `fortio-authz` in `mesh`. Every server is the same pod: HTTP on
  * 8080 and gRPC on 8079 in one container, and the same server on a second container port (8082)
  * for E4, so the Service's `http-` and `tcp-` ports reach distinct target ports.

@@ -12,7 +12,7 @@ export interface HostProbeChartProps extends ChartProps {
 }
 
 /**
- * A privileged pod in the host's network namespace (network-lab-spec 3) for an operator's
+ * A privileged pod in the host's network namespace (docs/facts.md §N3) for an operator's
  * `kubectl exec`: rule counts (`iptables-save -t nat`, `nft list table ip kube-proxy`,
  * `ipvsadm -Ln`) and conntrack reads (`/proc/sys/net/netfilter/nf_conntrack_*`). The runner does
  * not use it: it runs the same commands as short privileged Jobs (lib/runner/network/jobs.ts

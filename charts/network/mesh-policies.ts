@@ -14,7 +14,7 @@ import {
 import { AuthorizationPolicy, DestinationRule, PeerAuthentication } from './istio.ts';
 
 /**
- * The Istio policies of the mTLS experiments (network-lab-spec 2, E2, E3, E8), in `mesh`:
+ * The Istio policies of the mTLS experiments (docs/facts.md §N2, E2, E3, E8), in `mesh`:
  * - PeerAuthentication `default`: STRICT for the namespace;
  * - PeerAuthentication `port-exception`: on `fortio-permissive` only, port 8080 PERMISSIVE (a
  *   port-level setting needs a selector, and its key is the container port);

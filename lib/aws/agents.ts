@@ -139,7 +139,7 @@ export class ClusterAgents extends Construct {
       subnets: this.props.subnets,
       securityGroup: this.props.securityGroup,
       instanceType: node.instanceType,
-      // K3s agents join over the VPC: the server's AZ only (network-lab-spec 4).
+      // K3s agents join over the VPC: the server's AZ only (docs/facts.md §N4).
       availabilityZone: server.launch.availabilityZone,
       vcpusNeeded: node.vcpus,
       quota: node.quota,

@@ -186,7 +186,7 @@ export class LabHost extends Construct {
       ],
       // No security group and no network interface here: each launch attempt gives its AZ's
       // subnet, the public IP and the security group on the request's network interface, and
-      // RunInstances rejects a template network interface beside a request subnet (lab-spec 2.1).
+      // RunInstances rejects a template network interface beside a request subnet (docs/facts.md §2.1).
     });
   }
 }

@@ -27,7 +27,7 @@ import { GpuHost, type HostInstanceSettings, LabHost } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
 import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
 
-/** The On-Demand vCPU quota a network-lab cell's CPU instances count against (network-lab-spec 1). */
+/** The On-Demand vCPU quota a network-lab cell's CPU instances count against (docs/facts.md §N1). */
 export const NETWORK_CELL_QUOTA: OnDemandQuota = {
   name: 'Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances',
   code: 'L-1216C47A',
@@ -156,7 +156,7 @@ export class LabStack extends Stack {
     const agentHosts = this.agents?.addAgents({ launch, generation: this.host.generation }) ?? [];
 
     // Systems Manager may attach policies to the instance roles after deploy; strip them before the
-    // roles are deleted, and only once every instance is gone (lab-spec 2.4).
+    // roles are deleted, and only once every instance is gone (docs/facts.md §2.4).
     const roleCleanup = new RoleCleanup(this, 'RoleCleanup', {
       roles: [this.host.role, ...agentHosts.map((a) => a.host.role)],
     });

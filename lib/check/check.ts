@@ -81,7 +81,7 @@ export interface CheckReport {
   readonly notes: Note[];
 }
 
-/** The lesson rules of lab-spec section 5, in lesson order. */
+/** The lesson rules of docs/facts.md §5, in lesson order. */
 function lessonViolations(
   testbed: Testbed,
   kvCacheTokensPerReplica: number,
@@ -130,7 +130,7 @@ function inLessonOrder(violations: readonly Violation[]): Violation[] {
 
 /**
  * A network-lab cell's folder: the Kubernetes schemas, the Istio kinds' schemas and the network
- * lessons (network-lab-spec), instead of the LLM-gateway lab's.
+ * lessons (docs/facts.md (the network lab)), instead of the LLM-gateway lab's.
  */
 function inspectNetworkCell(objects: readonly KubeObject[]): CheckReport {
   const schema = objects.map((object) => {
@@ -198,7 +198,7 @@ export function inspectManifests(objects: readonly KubeObject[], options: CheckO
   return { violations: inLessonOrder(violations), notes };
 }
 
-/** Every violation of the Kubernetes schemas and of the lessons of lab-spec section 5. */
+/** Every violation of the Kubernetes schemas and of the lessons of docs/facts.md §5. */
 export function checkManifests(objects: readonly KubeObject[], options: CheckOptions = {}): Violation[] {
   return inspectManifests(objects, options).violations;
 }

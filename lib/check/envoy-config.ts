@@ -4,7 +4,7 @@ import { isRecord, type Json, type KubeObject, list, namespaceOf, record, text }
 import { type MountedFile, mountedConfigMapFile } from './mounts.ts';
 import { type ContainerRef, findObject, ofKind, type Testbed } from './testbed.ts';
 
-/** Reading a standalone Envoy's bootstrap configuration (lab-spec 3.5) out of its ConfigMap. */
+/** Reading a standalone Envoy's bootstrap configuration (docs/facts.md §3.5) out of its ConfigMap. */
 
 /** The conventional key; any ConfigMap carrying it is read as an Envoy configuration. */
 export const ENVOY_CONFIG_KEY = 'envoy.yaml';

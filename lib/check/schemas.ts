@@ -82,7 +82,7 @@ function builtInViolations(object: KubeObject, model: ModelClass): Violation[] {
 
 const port = z.number().int('must be an integer port').min(1).max(65535);
 
-/** InferencePool `inference.networking.k8s.io/v1` as the GAIE v1.0 CRD accepts it (lab-spec 3.4). */
+/** InferencePool `inference.networking.k8s.io/v1` as the GAIE v1.0 CRD accepts it (docs/facts.md §3.4). */
 export const InferencePoolSpecSchema = z
   .strictObject({
     selector: z.strictObject({

@@ -2,7 +2,7 @@ import { fileOf, type KubeObject, objectRef } from './manifest.ts';
 
 /** `lesson` of a schema failure: the object would not even be accepted, or not decoded. */
 export const SCHEMA = 0;
-/** `lesson` of the AI Gateway arm's rules (lab-spec 3.6), which section 5 does not number. */
+/** `lesson` of the AI Gateway arm's rules (docs/facts.md §3.6), which section 5 does not number. */
 export const AI_GATEWAY = 10;
 /** `lesson` of the resource budget: what runs at once fits the node. */
 export const BUDGET = 11;
@@ -10,7 +10,7 @@ export const BUDGET = 11;
 export const PLACEMENT = 12;
 
 /**
- * `lesson` of the network lab's rules (network-lab-spec 2, 3): 21-27, shown as `network 1`..`network 7`
+ * `lesson` of the network lab's rules (docs/facts.md §N2, N3): 21-27, shown as `network 1`..`network 7`
  * (1 fortio resolution, 2 namespaces, 3 protocol ports, 4 port-level mTLS, 5 DestinationRule arms,
  * 6 Cilium values, 7 exposure).
  */
@@ -35,14 +35,14 @@ export function lessonLabel(lesson: number): string {
   return `lesson ${lesson}`;
 }
 
-/** One way in which a folder of manifests breaks a lesson of lab-spec section 5 (or a schema). */
+/** One way in which a folder of manifests breaks a lesson of docs/facts.md §5 (or a schema). */
 export interface Violation {
   /** `Deployment vllm/qwen3-epp` */
   readonly object: string;
   /** `spec.template.spec.containers[0].args` */
   readonly field: string;
   /**
-   * 1-9: the lesson of lab-spec section 5; 0 (`SCHEMA`): the object fails its schema;
+   * 1-9: the lesson of docs/facts.md §5; 0 (`SCHEMA`): the object fails its schema;
    * 10 (`AI_GATEWAY`): the AI Gateway arm's wiring; 11 (`BUDGET`): the resource budget;
    * 12 (`PLACEMENT`): the nodes the pods select.
    */

@@ -25,7 +25,7 @@ function optionName(key: string): string {
  * `lab plan`: predicted figures for every arm of the configured study (each front end's model, with
  * its run-to-run spread) and for the reference policies, on the configured (or what-if) workload.
  * With a network-lab configuration: per cell the entries, LB map headroom, conntrack expectations,
- * runs, duration, cost and warnings of network-lab-spec 7.
+ * runs, duration, cost and warnings of docs/facts.md §N7.
  */
 export function registerPlanCommand(program: Command): void {
   program

@@ -7,7 +7,7 @@ import {
 import { LAB_VPC_CIDR, type NetworkConfig } from './network.ts';
 
 /**
- * The network lab's rules that relate several settings (network-lab-spec 2, 3, 7). Pure: each
+ * The network lab's rules that relate several settings (docs/facts.md §N2, N3, N7). Pure: each
  * problem names the setting to change, the values involved and what would be allowed. Like the
  * LLM-gateway rules they run when a field failed its own schema too, so every read is guarded.
  */
@@ -19,14 +19,14 @@ export interface NetworkProblem {
 
 /**
  * Kubernetes minors each pinned Istio release supports (Istio's support matrix: 1.31 supports
- * Kubernetes 1.32 to 1.36; network-lab-spec 2). A version bump adds a line.
+ * Kubernetes 1.32 to 1.36; docs/facts.md §N2). A version bump adds a line.
  */
 export const ISTIO_KUBERNETES_SUPPORT: Readonly<Record<string, { min: number; max: number }>> = {
   '1.31': { min: 32, max: 36 },
 };
 
 /**
- * Cilium's LB map holds one slot per Service frontend plus one per backend (network-lab-spec 2):
+ * Cilium's LB map holds one slot per Service frontend plus one per backend (docs/facts.md §N2):
  * a ClusterIP Service with one port and B endpoints takes B + 1 entries.
  */
 export function lbEntriesPerService(backendsPerService: number): number {
@@ -87,7 +87,7 @@ export function networkProblems(network: NetworkConfig, k3sVersion: string): Net
     });
   }
 
-  // Istio's CNI and sidecars on a Cilium cell (network-lab-spec 2, Cilium values).
+  // Istio's CNI and sidecars on a Cilium cell (docs/facts.md §N2, Cilium values).
   if (ciliumCells.some((c) => c.mesh !== undefined && c.mesh !== 'none')) {
     const names = ciliumCells
       .filter((c) => c.mesh !== 'none')

@@ -3,7 +3,7 @@ import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
 
 /**
- * The network lab's settings (network-lab-spec.md): the cells it deploys, the versions it pins and
+ * The network lab's settings (docs/facts.md (the network lab)): the cells it deploys, the versions it pins and
  * the parameters of its experiments (spec section 3). Strict like the rest of the configuration;
  * the rules that relate several settings are in `network-rules.ts`.
  */

@@ -62,7 +62,7 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
       `each replica needs its own GPU and the cluster has ${where}; allowed: 1 to ${gpus}, or add GPU agents (cluster.agents)`,
     );
   } else if (isInt(vllm.replicas) && gpus !== undefined && llmd && 2 * vllm.replicas > gpus) {
-    // llm-d's KV-events replicas are a second set beside the standard one (lab-spec 3.7).
+    // llm-d's KV-events replicas are a second set beside the standard one (docs/facts.md §3.7).
     gpusFit = false;
     fail(
       ['study', 'optionalArms'],

@@ -9,7 +9,7 @@ import { crossCheck } from './rules.ts';
 
 /**
  * The lab configuration: one typed object that feeds the CDK stack, the cdk8s charts, the study
- * plan, the runner and the planner. Every default reproduces the published lab (lab-spec 2-4).
+ * plan, the runner and the planner. Every default reproduces the published lab (docs/facts.md §2-4).
  *
  * Objects are strict: an unknown key is an error, so a typo never falls back to a default.
  * Lists replace the default list as a whole when overridden.
@@ -27,7 +27,7 @@ export const ROUTER_POLICIES = [
   'consistent_hash',
 ] as const;
 
-/** Optional arms of the study (lab-spec 4.2 step 5); each is off by default. */
+/** Optional arms of the study (docs/facts.md §4.2 step 5); each is off by default. */
 export const OPTIONAL_ARMS = ['epp-prefix3', 'ai-gateway', 'llmd-precise'] as const;
 
 const blockSize = (description: string) =>
@@ -354,7 +354,7 @@ const StudySchema = z
   })
   .prefault({});
 
-/** The labs one configuration can describe (network-lab-spec 1: one file chooses the lab). */
+/** The labs one configuration can describe (docs/facts.md §N1: one file chooses the lab). */
 export const LABS = ['llm-gateway', 'network'] as const;
 export type LabKind = (typeof LABS)[number];
 

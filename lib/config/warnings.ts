@@ -6,7 +6,7 @@ import type { LabConfig } from './schema.ts';
 
 /**
  * Warnings: the configuration is valid, but the study it describes could not tell routers apart
- * (lab-spec 4.1). Said before any money is spent.
+ * (docs/facts.md §4.1). Said before any money is spent.
  */
 export function configWarnings(config: LabConfig): string[] {
   if (config.lab === 'network') return networkWarnings(config.network);

@@ -1,7 +1,7 @@
 import type { NetworkCell, NetworkConfig } from '../config/network.ts';
 
 /**
- * Cilium's Helm values for a K3s cell (network-lab-spec 2), as a typed object computed from the
+ * Cilium's Helm values for a K3s cell (docs/facts.md §N2), as a typed object computed from the
  * configuration. Keys and types are those of the Cilium chart's values.schema.json (read at chart
  * 1.20.0, the newest release in the helm.cilium.io index available here; the pinned 1.20.2 is a
  * patch release of it): kubeProxyReplacement [string, boolean], k8sServiceHost string,

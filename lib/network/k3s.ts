@@ -2,7 +2,7 @@ import type { NetworkCell, NetworkConfig } from '../config/network.ts';
 import { CELL_LABEL } from './topology.ts';
 
 /**
- * The K3s server flags that make a cell's datapath (network-lab-spec 2), pure so the bootstrap
+ * The K3s server flags that make a cell's datapath (docs/facts.md §N2), pure so the bootstrap
  * renders exactly what the tests check. They come on top of the bootstrap's common flags.
  *
  * - every cell: its pod and Service ranges, no bundled ServiceLB (no LoadBalancer Service can

@@ -2,7 +2,7 @@ import type { MeshMode, NetworkCell, NetworkConfig } from '../config/network.ts'
 import type { LabConfig } from '../config/schema.ts';
 
 /**
- * The names, ports and labels of one network-lab cell (network-lab-spec 2, 3): what the charts
+ * The names, ports and labels of one network-lab cell (docs/facts.md §N2, N3): what the charts
  * create, the runner addresses and `lab check` looks for. Pure; no chart or cluster here.
  */
 
@@ -40,7 +40,7 @@ export const FORTIO_AUTHZ_SERVER = 'fortio-authz';
 export const GOOD_SERVICE_ACCOUNT = 'good';
 export const BAD_SERVICE_ACCOUNT = 'bad';
 
-/** The principal the AuthorizationPolicy allows (network-lab-spec 2). */
+/** The principal the AuthorizationPolicy allows (docs/facts.md §N2). */
 export function allowedPrincipal(): string {
   return `cluster.local/ns/${MESH_NAMESPACE}/sa/${GOOD_SERVICE_ACCOUNT}`;
 }

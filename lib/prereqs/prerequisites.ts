@@ -85,7 +85,7 @@ export const AI_GATEWAY_CONFIG_CHART = '70-ai-gateway-config';
  * configloader.go, Loader.Start: an fsnotify watch that re-runs its hook), but the kubelet updates a
  * mounted ConfigMap only at its next sync, up to a minute or more later, and a reload that fails
  * validation is only logged. The restart makes the moment the new configuration takes effect
- * certain, and a rollout that becomes ready proves it loaded (lab-spec 3.6 point 4).
+ * certain, and a rollout that becomes ready proves it loaded (docs/facts.md §3.6).
  */
 export function envoyGatewayRestartStep(): RolloutRestartStep {
   return {
@@ -223,7 +223,7 @@ export const HELM_VALUES_DIR = 'helm-values';
 const ISTIO_NAMESPACE = 'istio-system';
 
 /**
- * The Helm prerequisites of one network-lab cell, in install order (network-lab-spec 2): Cilium
+ * The Helm prerequisites of one network-lab cell, in install order (docs/facts.md §N2): Cilium
  * first on a Cilium cell (the node is not Ready without a CNI), then on a cell with a mesh Istio's
  * `base` and `istiod`, and for ambient `cni` and `ztunnel`. Each is pinned; they go through the same
  * install path as the LLM-gateway lab's Helm prerequisites (a checksum-verified Helm).
@@ -303,7 +303,7 @@ export function prerequisiteScript(list: PrerequisiteList): string[] {
     ...(prerequisite.kind === 'helm' ? valuesFileLines(prerequisite) : []),
     installCommand(prerequisite),
   ]);
-  // Steps that belong between the lab's own files, e.g. Envoy Gateway's restart (lab-spec 3.6).
+  // Steps that belong between the lab's own files, e.g. Envoy Gateway's restart (docs/facts.md §3.6).
   const between = list.afterApply.flatMap((step) => [
     `# ${step.title}, right after applying ${step.after}.yaml: ${step.reason}`,
     ...afterApplyCommands(step),

@@ -4,7 +4,7 @@ import { ms, percent, tokensPerSecond } from './format.ts';
 import type { ArmRow, ReportTables } from './tables.ts';
 
 /**
- * The report's three charts (lab-spec 4.5): Vega-Lite specs built from the tables by pure
+ * The report's three charts (docs/facts.md §4.5): Vega-Lite specs built from the tables by pure
  * functions, rendered to SVG in Node. Only valid prefix-workload arm runs become bars; the ideal
  * partition (and for the hit rate, the formula's single-replica bound) are reference lines.
  */
@@ -41,7 +41,11 @@ export interface BarChartData {
 }
 
 const BAR_COLOR = '#4c78a8';
-const BLIND_COLOR = '#bab0ac';
+/**
+ * One grey per reason an arm is prompt-blind (a component version each), in steps of lightness so
+ * that they differ for every reader; two reasons used to share one grey in the legend.
+ */
+export const BLIND_COLORS = ['#c9c1bc', '#8a7f79', '#a99f99', '#6b625d'];
 /**
  * Reference lines in Okabe-Ito orange and black: distinguishable with every common colour-vision
  * deficiency (no red against green), and each also has its own dash pattern.
@@ -56,10 +60,10 @@ export const INVALID_ROW_TEXT = 'invalid run: not charted (see Invalid runs)';
 const ROW_HEIGHT = 26;
 /**
  * Without a canvas, Vega estimates text width generously (0.8 x font size per character), so the arm
- * axis gets room for the longest title ("vllm-router cache-aware-tuned over /v1/completions") by
- * that estimate rather than cutting it short.
+ * axis gets room for the longest title by that estimate rather than cutting it short: at 480 px
+ * "vllm-router cache-aware-tuned over /v1/completions (invalid)" lost its last letters.
  */
-const LABEL_LIMIT = 480;
+const LABEL_LIMIT = 720;
 
 function barsOf(tables: ReportTables, value: (row: ArmRow) => number | null): BarDatum[] {
   return tables.prefixArms.flatMap((row) => {
@@ -160,15 +164,27 @@ export function barChartSpec(chart: BarChartData): TopLevelSpec {
     type: 'nominal' as const,
     title: 'Arm',
     sort: arms,
-    axis: { labelLimit: LABEL_LIMIT },
+    // The title sits above the labels, right-aligned to the axis: beside them, where Vega puts it
+    // by its estimate of the labels' width, it touched the longest one in the browser.
+    axis: {
+      labelLimit: LABEL_LIMIT,
+      titleAngle: 0,
+      titleAlign: 'right' as const,
+      titleBaseline: 'bottom' as const,
+      titleX: -8,
+      titleY: -6,
+    },
   };
   const bars = { values: chart.bars.map((b) => ({ ...b })) };
   const prompts = [...new Set(chart.bars.map((b) => b.prompt))];
+  const blind = prompts.filter((p) => p !== PROMPT_SEEN);
+  const colorOf = (p: string) =>
+    p === PROMPT_SEEN ? BAR_COLOR : (BLIND_COLORS[blind.indexOf(p) % BLIND_COLORS.length] ?? BAR_COLOR);
   const color = {
     field: 'prompt',
     type: 'nominal' as const,
     title: 'Prompt',
-    scale: { domain: prompts, range: prompts.map((p) => (p === PROMPT_SEEN ? BAR_COLOR : BLIND_COLOR)) },
+    scale: { domain: prompts, range: prompts.map(colorOf) },
     // Vega's canvas-free width estimate (0.8 x font size per character) needs room for the whole label.
     legend: { orient: 'bottom' as const, direction: 'vertical' as const, labelLimit: 640 },
   };

@@ -9,16 +9,18 @@ import type { ReportTables } from './tables.ts';
  */
 
 const STYLE = `
-body { font-family: Helvetica, Arial, sans-serif; color: #222; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; line-height: 1.4; }
+body { font-family: Helvetica, Arial, sans-serif; color: #222; margin: 2rem auto; max-width: 80rem; padding: 0 1rem; line-height: 1.4; }
 h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
 h2 { font-size: 1.2rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
 p.intro { color: #555; max-width: 60rem; }
 p.note { color: #8a4b00; }
 p.banner { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.6rem 0.8rem; font-weight: bold; }
-table { border-collapse: collapse; font-size: 0.88rem; margin: 0.6rem 0; }
+div.table { max-width: 100%; overflow-x: auto; margin: 0.6rem 0; }
+table { border-collapse: collapse; font-size: 0.88rem; }
 th, td { border: 1px solid #d6d6d6; padding: 0.25rem 0.55rem; vertical-align: top; }
 th { background: #f3f5f8; text-align: left; }
 td.right { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.prose { white-space: normal; min-width: 8rem; }
 tr:nth-child(even) td { background: #fafafa; }
 section#invalid td:nth-child(2) { color: #b00020; font-weight: bold; }
 .charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
@@ -35,15 +37,27 @@ export function escapeHtml(text: string): string {
     .replace(/'/g, '&#39;');
 }
 
+/**
+ * A right-aligned cell longer than this many characters is a sentence (a verdict such as "+0.1
+ * points, same within noise (...)"), not a figure: it may wrap, where a figure stays on one line.
+ * Kept on one line, such cells made the first table 1,583 px wide in a 1,152 px column.
+ */
+const PROSE_CELL_CHARS = 24;
+
+function cellClass(text: string, align: string): string {
+  return align === 'right' && text.length > PROSE_CELL_CHARS && text.includes(' ') ? 'right prose' : align;
+}
+
+/** A table in a box that scrolls sideways rather than clip, should a table still be wider than the page. */
 export function htmlTable(table: TextTable): string {
   const head = table.headers.map((h) => `<th>${escapeHtml(h)}</th>`).join('');
   const body = table.rows
     .map(
       (row) =>
-        `<tr>${row.map((c, i) => `<td class="${table.align[i] ?? 'left'}">${escapeHtml(c)}</td>`).join('')}</tr>`,
+        `<tr>${row.map((c, i) => `<td class="${cellClass(c, table.align[i] ?? 'left')}">${escapeHtml(c)}</td>`).join('')}</tr>`,
     )
     .join('\n');
-  return `<table>\n<thead><tr>${head}</tr></thead>\n<tbody>\n${body}\n</tbody>\n</table>`;
+  return `<div class="table">\n<table>\n<thead><tr>${head}</tr></thead>\n<tbody>\n${body}\n</tbody>\n</table>\n</div>`;
 }
 
 /** One report section: heading, intro, its table (when it has rows) and the notes below it. */

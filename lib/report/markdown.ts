@@ -1,7 +1,7 @@
 import { type ReportSection, reportSections, type TextTable } from './format.ts';
 import type { ReportTables } from './tables.ts';
 
-/** `report.md`: the tables of lab-spec 4.5 as GitHub-flavoured Markdown. Pure. */
+/** `report.md`: the tables of docs/facts.md §4.5 as GitHub-flavoured Markdown. Pure. */
 
 export interface ReportHeading {
   /** Where the study JSON was read from, shown under the title. */

@@ -6,7 +6,7 @@ import type { RunRecord, RunSummary, StudyRecord } from '../study/results.ts';
 import { upperBound, workingSetTokens } from '../study/workload.ts';
 
 /**
- * The tables of lab-spec 4.5, as numbers, from a study record. Pure: no I/O, no formatting.
+ * The tables of docs/facts.md §4.5, as numbers, from a study record. Pure: no I/O, no formatting.
  *
  * Only valid runs enter these tables and comparisons; every invalid run goes to `invalid` with its
  * reasons. Facts a run record does not carry (prefix count, concurrency, prompts) come from the
@@ -72,7 +72,7 @@ export interface ArmRow extends RunNumbers {
   readonly vsBaseline?: { readonly hitRate?: Comparison; readonly totalTokensPerSecond?: Comparison };
 }
 
-/** One row of the single-replica upper-bound sweep (lab-spec 4.1). */
+/** One row of the single-replica upper-bound sweep (docs/facts.md §4.1). */
 export interface BoundRow extends RunNumbers {
   readonly prefixes: number | undefined;
   readonly workingSetTokens: number | undefined;
@@ -325,12 +325,12 @@ export function reportTables(study: StudyRecord): ReportTables {
   };
 }
 
-/** The arm every other arm is judged against (lab-spec 3.2). */
+/** The arm every other arm is judged against (docs/facts.md §3.2). */
 export const BASELINE_ARM = 'kube-proxy';
 
 /**
  * What the simulator is trusted to within, beyond its seed-to-seed spread: 5 points of hit rate (the
- * calibration tolerance against lab-spec 4.1's sweep, test/study/simulator.test.ts) and 15% of
+ * calibration tolerance against docs/facts.md §4.1's sweep, test/study/simulator.test.ts) and 15% of
  * throughput (the simulated single-replica throughput lands within a few percent of the calibration
  * runs). TTFT and ITL are shown beside the measurement but not flagged: the timing model places the
  * queueing delay less well than that.
@@ -497,7 +497,7 @@ export function bestArm(prefixArms: readonly ArmRow[]): ArmRow | undefined {
 }
 
 /**
- * What the arms leave on the table against the ideal partition (lab-spec 4.5): every arm that
+ * What the arms leave on the table against the ideal partition (docs/facts.md §4.5): every arm that
  * cannot be told from the best hit rate within the noise, and per metric the best arm's value.
  */
 export function leftOnTable(prefixArms: readonly ArmRow[], partition: ArmRow | undefined): LeftOnTable {
@@ -598,6 +598,12 @@ function invalidRun(record: RunRecord, reasons: readonly string[]): InvalidRun {
 function metadataEntries(study: StudyRecord): MetadataEntry[] {
   const m = study.metadata;
   const w = m.config.workload;
+  // The host reports K3s's version, and the versions of everything list it too: one row, unless
+  // the two disagree (then both show).
+  const k3sKey = Object.keys(m.versions).find((name) => name.toLowerCase() === 'k3s');
+  const listedK3s = k3sKey === undefined ? undefined : m.versions[k3sKey];
+  const k3sVersion = m.k3sVersion ?? listedK3s;
+  const versions = Object.entries(m.versions).filter(([name, v]) => name !== k3sKey || v !== k3sVersion);
   const entries: MetadataEntry[] = [
     { label: 'Started', value: m.startedAt },
     { label: 'Finished', value: m.finishedAt ?? 'not finished' },
@@ -616,11 +622,11 @@ function metadataEntries(study: StudyRecord): MetadataEntry[] {
       label: 'KV cache per replica',
       value: m.kvCacheTokens === undefined ? 'not recorded' : `${count(m.kvCacheTokens)} tokens`,
     },
-    { label: 'K3s', value: m.k3sVersion ?? 'not recorded' },
+    { label: 'K3s', value: k3sVersion ?? 'not recorded' },
     { label: 'Staged runs', value: stagingSummary(study) },
   ];
   for (const [pod, uuid] of Object.entries(m.gpuUuids)) entries.push({ label: `GPU of ${pod}`, value: uuid });
-  for (const [name, version] of Object.entries(m.versions)) entries.push({ label: name, value: version });
+  for (const [name, version] of versions) entries.push({ label: name, value: version });
   return entries;
 }
 

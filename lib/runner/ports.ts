@@ -195,7 +195,7 @@ export const systemClock: Clock = {
 
 // ---- The network lab's runner (lib/runner/network) -----------------------------------------
 
-/** A pod of a network-lab cell as the network runner needs to see it (network-lab-spec 5). */
+/** A pod of a network-lab cell as the network runner needs to see it (docs/facts.md §N5). */
 export interface NetworkPodState extends PodState {
   readonly namespace: string;
   /** spec.nodeName; empty while unscheduled. */

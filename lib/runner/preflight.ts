@@ -1,7 +1,7 @@
 import type { ResourceRef } from './ports.ts';
 
 /**
- * What an arm's preflight checks besides one request through its front end (lab-spec 4.2 point 5,
+ * What an arm's preflight checks besides one request through its front end (docs/facts.md §4.2,
  * issue 10 item 10): the status conditions of the Gateway API objects on the arm's path. Pure:
  * the runner reads the status through the Cluster port, these functions judge it.
  */
@@ -51,7 +51,7 @@ function conditionProblems(
 /**
  * Why an object's status fails its check; empty when every required condition is True. A route
  * must be taken by at least one parent and be Accepted and ResolvedRefs there: Accepted alone
- * proves nothing (lab-spec 3.6, the manual lab's `ResolvedRefs=False reason=InvalidKind`).
+ * proves nothing (docs/facts.md §3.6, the manual lab's `ResolvedRefs=False reason=InvalidKind`).
  */
 export function statusProblems(
   check: StatusCheck,

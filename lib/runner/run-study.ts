@@ -204,8 +204,8 @@ interface RestartNeeded {
 }
 
 /**
- * Executes the study plan in order (lab-spec 4.2) and records every run with its validity
- * (lab-spec 4.3, 4.4) in the results folder. Resumable: a run whose valid record exists is
+ * Executes the study plan in order (docs/facts.md §4.2) and records every run with its validity
+ * (docs/facts.md §4.3, 4.4) in the results folder. Resumable: a run whose valid record exists is
  * skipped, so a study interrupted at run 7 restarts at run 7. Returns the study record.
  */
 export async function runStudy(
@@ -807,7 +807,7 @@ class StudyRunner {
   // ---- Cache reset ---------------------------------------------------------------------------
 
   /**
-   * Resets every replica of a set and proves it (lab-spec 4.4): wait until the replica is idle,
+   * Resets every replica of a set and proves it (docs/facts.md §4.4): wait until the replica is idle,
    * POST /reset_prefix_cache, then find vLLM's own confirmation in the pod log written after the
    * call. A replica that stays busy, answers 404 (no dev mode) or anything but 200, whose log
    * says the reset was refused, or whose log confirms nothing, is restarted instead: a fresh
@@ -1123,7 +1123,7 @@ class StudyRunner {
   }
 
   /**
-   * Polls the Jobs until each has succeeded or failed (status counts, lab-spec 4.4); a failed
+   * Polls the Jobs until each has succeeded or failed (status counts, docs/facts.md §4.4); a failed
    * Job counts as finished at the first poll that sees it. Jobs still running at the timeout are
    * recorded as timed out, their client log is saved, and they are deleted and waited for until
    * they and their pods are gone, so they stop loading the replicas before anything else happens.

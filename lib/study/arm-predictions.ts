@@ -89,7 +89,7 @@ export function armRouting(config: LabConfig, arm: Arm): Routing {
             maxTreeSize: variant.maxTreeSize ?? CACHE_AWARE_DEFAULTS.maxTreeSize,
           };
         default:
-          // power_of_two polls /get_load, which vLLM lacks, and degrades to random (lab-spec 3.3);
+          // power_of_two polls /get_load, which vLLM lacks, and degrades to random (docs/facts.md §3.3);
           // consistent_hash hashes headers or the whole request, unique per benchmark request.
           return 'random';
       }
@@ -117,8 +117,8 @@ export function armRouting(config: LabConfig, arm: Arm): Routing {
 }
 
 /**
- * The simulated workload of an arm: completions carry no chat template (lab-spec 4.1), and the llm-d
- * arm runs on its own replicas with their block size (lab-spec 3.7).
+ * The simulated workload of an arm: completions carry no chat template (docs/facts.md §4.1), and the llm-d
+ * arm runs on its own replicas with their block size (docs/facts.md §3.7).
  */
 export function armInput(config: LabConfig, arm: Arm, base: SimulationInput): SimulationInput {
   return {

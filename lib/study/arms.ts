@@ -4,7 +4,7 @@ import { promptBlindLabel } from './prompt-visibility.ts';
 /** The API a benchmark client speaks to a front end. */
 export type Api = 'chat' | 'completions';
 
-/** Which pair of replicas serves an arm: the standard ones, or llm-d's KV-events ones (lab-spec 3.7). */
+/** Which pair of replicas serves an arm: the standard ones, or llm-d's KV-events ones (docs/facts.md §3.7). */
 export type ServerSet = 'standard' | 'kv-events';
 
 /** What kind of front end an arm puts in front of the replicas. */

@@ -22,7 +22,7 @@ export interface ClientGate {
 }
 
 /**
- * Arguments of `vllm bench serve` for one client (lab-spec 3.8). The served model name must equal
+ * Arguments of `vllm bench serve` for one client (docs/facts.md §3.8). The served model name must equal
  * the replicas' `--served-model-name`, or every request is rejected. A staged client (`gate`)
  * aims at its gate and waits for it as long as the runner may take to open it; an unstaged one
  * keeps exactly the published command.
@@ -56,7 +56,7 @@ export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec, gate?: Cl
     '--request-rate=inf',
     `--seed=${spec.seed}`,
     // Every request generates exactly its output length, so chat and completions arms do the same
-    // work (the chat backend sends temperature 0, the completions backend none) (lab-spec 3.8).
+    // work (the chat backend sends temperature 0, the completions backend none) (docs/facts.md §3.8).
     '--ignore-eos',
     '--percentile-metrics=ttft,tpot,itl,e2el',
     '--save-result',

@@ -1,5 +1,5 @@
 /**
- * vLLM's Prometheus metrics and start-up log, read as the study's evidence (lab-spec 3.1, 4.3).
+ * vLLM's Prometheus metrics and start-up log, read as the study's evidence (docs/facts.md §3.1, 4.3).
  * Pure: text in, numbers out. Counters count tokens, not blocks.
  */
 

@@ -5,7 +5,7 @@ import { frontEnd } from './topology.ts';
 import { evenSplit, partitionSeeds, upperBound } from './workload.ts';
 
 /**
- * The study of lab-spec 4.2 as an ordered list of runs, built from the configuration. Charts,
+ * The study of docs/facts.md §4.2 as an ordered list of runs, built from the configuration. Charts,
  * the runner, the planner and the report all take their runs from here.
  */
 
@@ -61,7 +61,7 @@ export interface StudyRun {
   readonly dataset: Dataset;
   /** Clients started together: one, or one per replica for the ideal partition. */
   readonly benchmarks: readonly BenchmarkSpec[];
-  /** What must be reset before the run starts (lab-spec 4.2, lesson 9). */
+  /** What must be reset before the run starts (docs/facts.md §4.2, lesson 9). */
   readonly reset: RunReset;
   /** Requests the replicas must have served: every prompt plus one warm-up per client. */
   readonly expectedRequests: number;
@@ -179,7 +179,7 @@ function prefixShape(config: LabConfig, prefixes: number): PrefixShape {
 }
 
 /**
- * The single-replica hit-rate bound (lab-spec 4.1). Requests look up prefix + suffix + chat
+ * The single-replica hit-rate bound (docs/facts.md §4.1). Requests look up prefix + suffix + chat
  * template tokens over `/v1/chat/completions`; `/v1/completions` sends the prompt as is, with no
  * chat template, so there L = prefix + suffix.
  */

@@ -16,7 +16,7 @@ import { cachePressure, lookedUpTokens, repeatsPerPrefix, upperBound } from './w
 
 /**
  * `lab plan`: before renting a GPU, predict whether the workload can tell routers apart
- * (lab-spec 4.1) and what each routing policy would reach. Pure: numbers in, numbers out.
+ * (docs/facts.md §4.1) and what each routing policy would reach. Pure: numbers in, numbers out.
  */
 
 /** What-if values that replace the configuration's for one plan. */
@@ -40,7 +40,7 @@ export interface PolicyPrediction {
   readonly requestsPerReplica: readonly number[];
 }
 
-/** The engine limits the replicas run with (explicit flags, lab-spec 3.1), which the simulation must use too. */
+/** The engine limits the replicas run with (explicit flags, docs/facts.md §3.1), which the simulation must use too. */
 export type PlanEngine = Pick<SimulationModel, 'maxNumBatchedTokens' | 'maxNumSeqs'>;
 
 export interface WorkloadPlan {
@@ -50,7 +50,7 @@ export interface WorkloadPlan {
   readonly kvCacheTokensPerReplica: number;
   readonly partitionFits: boolean;
   readonly fitsOneReplica: boolean;
-  /** Single-replica bound of lab-spec 4.1, 0-1. */
+  /** Single-replica bound of docs/facts.md §4.1, 0-1. */
   readonly upperBound: number;
   readonly verdict: string;
   /** Client seeds every policy was simulated with. */
@@ -337,7 +337,7 @@ function formatNumber(n: number): string {
 
 /**
  * The predictions a study runs with, as its JSON records them: every arm on the configured
- * workload, with the KV cache size the replicas logged when the runner read it (lab-spec 3.1).
+ * workload, with the KV cache size the replicas logged when the runner read it (docs/facts.md §3.1).
  */
 export function studyPredictions(config: LabConfig, kvCacheTokens?: number): StudyPredictions {
   const overrides = kvCacheTokens === undefined ? {} : { kvTokens: kvCacheTokens };

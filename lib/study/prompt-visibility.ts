@@ -5,7 +5,7 @@ import type { Api, FrontEndKind } from './arms.ts';
  * What a prefix-aware front end can read of a request's prompt, per API, at a pinned version.
  * `vllm bench serve --backend openai-chat` sends chat content as a parts array
  * (`[{"type": "text", "text": ...}]`), `--backend openai` sends the completions prompt as a string
- * (lab-spec 3.8). One row per component version: a version bump adds or changes one line here.
+ * (docs/facts.md §3.8). One row per component version: a version bump adds or changes one line here.
  */
 export interface PromptVisibilityFact {
   /** The part that reads the request to route it, as reports name it. */

@@ -35,7 +35,7 @@ export const REQUESTS = {
   runner: { cpu: '100m', memory: '128Mi', memoryLimit: '512Mi' },
 } as const satisfies Record<string, ContainerRequests>;
 
-/** A benchmark client: tokenizer plus dataset parsing (lab-spec 3.8). */
+/** A benchmark client: tokenizer plus dataset parsing (docs/facts.md §3.8). */
 export function benchmarkRequests(config: LabConfig): ContainerRequests {
   const memory = `${config.benchmark.memoryLimitGi}Gi`;
   return { cpu: '2', memory, memoryLimit: memory };

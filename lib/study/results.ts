@@ -3,12 +3,12 @@ import type { StudyPredictions } from './arm-predictions.ts';
 import type { Dataset, RunGroup } from './plan.ts';
 
 /**
- * The result model of a study (lab-spec 4.3, 4.5): what the runner records per run and per study,
+ * The result model of a study (docs/facts.md §4.3, 4.5): what the runner records per run and per study,
  * and what the report reads. The study JSON (`study.json`) is the source of truth; reports are
  * derived from it.
  */
 
-/** Keys of the benchmark client's saved JSON that the study uses (lab-spec 3.8). */
+/** Keys of the benchmark client's saved JSON that the study uses (docs/facts.md §3.8). */
 export const CLIENT_RESULT_KEYS = [
   'completed',
   'duration',
@@ -29,7 +29,7 @@ export const CLIENT_RESULT_KEYS = [
 export type ClientResultKey = (typeof CLIENT_RESULT_KEYS)[number];
 export type ClientResult = Readonly<Record<ClientResultKey, number>>;
 
-/** How a benchmark Job ended, judged by `status.succeeded` / `status.failed` (lab-spec 4.4). */
+/** How a benchmark Job ended, judged by `status.succeeded` / `status.failed` (docs/facts.md §4.4). */
 /** How a client's Job ended; `unschedulable`: no node could take its pod, so it was deleted. */
 export type JobOutcome = 'succeeded' | 'failed' | 'timed-out' | 'unschedulable';
 
@@ -90,7 +90,7 @@ export interface RunSummary {
 }
 
 /**
- * How a replica's prefix-cache reset was proven (lab-spec 4.4): `log-confirmed` when vLLM logged
+ * How a replica's prefix-cache reset was proven (docs/facts.md §4.4): `log-confirmed` when vLLM logged
  * a successful reset after the runner's POST /reset_prefix_cache, `pod-restart` when the pod was
  * replaced (a fresh process has an empty cache), `unverified` when neither could be shown.
  */
@@ -184,7 +184,7 @@ export interface PreflightRecord {
   readonly detail: string;
 }
 
-/** Recorded once per study (lab-spec 4.3). */
+/** Recorded once per study (docs/facts.md §4.3). */
 export interface StudyMetadata {
   /** The study's id (`studies/<id>/` in the results folder and in S3); absent before ids existed. */
   readonly studyId?: string;

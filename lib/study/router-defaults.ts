@@ -1,5 +1,5 @@
 /**
- * vllm-router's own cache_aware defaults (lab-spec 3.3), which the configuration writes out so the
+ * vllm-router's own cache_aware defaults (docs/facts.md §3.3), which the configuration writes out so the
  * study records what ran, and which apply to a variant that leaves a threshold unset. A module of
  * its own: the schema and the simulator both read it, and neither pulls the other in with it.
  */

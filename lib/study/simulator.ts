@@ -1,7 +1,7 @@
 /**
  * A pure, deterministic simulator of vLLM's automatic prefix cache behind different routing policies.
  *
- * It replays the benchmark client of lab-spec 3.8 (prefix_repetition dataset, closed loop at
+ * It replays the benchmark client of docs/facts.md §3.8 (prefix_repetition dataset, closed loop at
  * `concurrency`, request rate inf) against R replicas, each modelled as a vLLM v1 engine:
  *
  * - KV cache: a block pool of floor(kvCacheTokensPerReplica / blockSize) blocks minus vLLM's null block.
@@ -57,7 +57,7 @@ export type RoutingPolicy =
  *   characters (`get_smallest_tenant`), ties to the first of the router's hash map (replica 0 here);
  * - every evictionIntervalSecs a background thread trims each tree above maxTreeSize characters,
  *   least recently used first (`evict_tenant_by_size`).
- * Without the prompt (chat, lab-spec 3.3) the text is "": the match is 0, nothing enters the trees,
+ * Without the prompt (chat, docs/facts.md §3.3) the text is "": the match is 0, nothing enters the trees,
  * every tree stays at 0 characters, so every request goes to the same worker until the load
  * imbalance crosses both thresholds - the manual lab's "20/0 to one worker".
  */
@@ -210,7 +210,7 @@ export interface SimulationResult {
 
 /**
  * Physically meaningful tunables. Defaults describe Qwen3-0.6B-FP8 on an NVIDIA L4 under vLLM 0.11
- * (lab-spec 3.1). None is fitted per data point: the three step-time coefficients were chosen once so
+ * (docs/facts.md §3.1). None is fitted per data point: the three step-time coefficients were chosen once so
  * that the simulated ITLs across the four calibration runs land near the measured 22-43 ms, and the
  * bandwidth is the L4's datasheet figure.
  */
@@ -339,7 +339,7 @@ export function requestShape(
 
 /**
  * Best possible single-replica hit rate of the workload: every request after a prefix's first hits
- * all shareable blocks. It is lab-spec 4.1's (r-1)/r x P/L with P rounded down to whole blocks.
+ * all shareable blocks. It is docs/facts.md §4.1's (r-1)/r x P/L with P rounded down to whole blocks.
  */
 export function hitRateBound(input: SimulationInput): number {
   if (input.prompts === 0) return 0;

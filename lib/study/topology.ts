@@ -12,7 +12,7 @@ import type { RunTarget } from './plan.ts';
 export const MODEL_CACHE_HOST_PATH = '/var/lib/lab/models';
 /** Where the shared cache is mounted inside pods; `HF_HOME` points here. */
 export const MODEL_CACHE_MOUNT = '/models';
-/** The RuntimeClass K3s registers when it finds nvidia-container-runtime (lab-spec 2.2). */
+/** The RuntimeClass K3s registers when it finds nvidia-container-runtime (docs/facts.md §2.2). */
 export const NVIDIA_RUNTIME_CLASS = 'nvidia';
 /** Host folder under which each benchmark client writes its saved JSON; synced to the results bucket. */
 export const RESULTS_HOST_PATH = '/var/lib/lab/results';

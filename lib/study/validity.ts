@@ -23,7 +23,7 @@ import {
 import { workingSetTokens } from './workload.ts';
 
 /**
- * The validity checks of lab-spec 4.4. Each check is a pure function that returns the reasons a
+ * The validity checks of docs/facts.md §4.4. Each check is a pure function that returns the reasons a
  * run is invalid (empty when it passes); a run with any reason is marked invalid and never enters
  * a comparison. The runner gathers the evidence, these functions judge it.
  */
@@ -88,7 +88,7 @@ export interface JobCounts {
 }
 
 /**
- * How a Job ended, judged by `status.succeeded` / `status.failed` (lab-spec 4.4, lesson 7), or
+ * How a Job ended, judged by `status.succeeded` / `status.failed` (docs/facts.md §4.4, lesson 7), or
  * undefined while it runs. Never by `conditions[0]`: on current Job APIs the first condition is
  * not the one you expect. With `backoffLimit: 0` one failed pod is final.
  */
@@ -358,7 +358,7 @@ export function requestReasons(run: StudyRun, replicas: readonly ReplicaRecord[]
 }
 
 /**
- * Every client runs with `--ignore-eos` (lab-spec 3.8), so every request ends because it reached its
+ * Every client runs with `--ignore-eos` (docs/facts.md §3.8), so every request ends because it reached its
  * output length: vLLM counts it as `request_success_total{finished_reason="length"}`. A request that
  * ended on `stop` (EOS or a stop string) generated less than asked, and the arms' throughputs would
  * not compare. Judged only when both scrapes of every replica exist (metricsReasons covers the rest).
@@ -472,7 +472,7 @@ export interface RunEvidence {
   readonly promptEvidence?: PromptEvidence;
 }
 
-/** Every per-run check of lab-spec 4.4, in the order the spec lists them. */
+/** Every per-run check of docs/facts.md §4.4, in the order the spec lists them. */
 export function runReasons(evidence: RunEvidence): string[] {
   const before = new Map(evidence.scrapes.map((s) => [s.replica, s.before]));
   const metrics = metricsReasons(evidence.scrapes);

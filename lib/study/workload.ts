@@ -1,5 +1,5 @@
 /**
- * Workload arithmetic of lab-spec 4.1: working set, looked-up tokens and the theoretical upper
+ * Workload arithmetic of docs/facts.md §4.1: working set, looked-up tokens and the theoretical upper
  * bound of the prefix-cache hit rate. Pure functions of plain numbers.
  */
 
@@ -39,7 +39,7 @@ export function upperBound(w: PrefixWorkload): number {
   return ((r - 1) / r) * (w.prefixLen / lookedUpTokens(w));
 }
 
-/** Whether routing can change the hit rate, and why (lab-spec 4.1). */
+/** Whether routing can change the hit rate, and why (docs/facts.md §4.1). */
 export interface CachePressure {
   readonly workingSetTokens: number;
   readonly kvCacheTokensPerReplica: number;

@@ -115,7 +115,7 @@ describe("llm-d's KV-events replicas", () => {
       enable_kv_cache_events: true,
       publisher: 'zmq',
       endpoint: 'tcp://qwen3-llmd-precise.vllm.svc.cluster.local:5557',
-      // The served name requests carry, so index keys match the scorer's look-ups (lab-spec 3.7).
+      // The served name requests carry, so index keys match the scorer's look-ups (docs/facts.md §3.7).
       topic: 'kv@$(POD_IP)@qwen3',
     });
     expect(vllm.env).toContainEqual({ name: 'PYTHONHASHSEED', value: '42' });

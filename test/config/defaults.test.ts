@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { defaultLabConfig } from '../../lib/config/load.ts';
 import { partitionSeeds } from '../../lib/study/workload.ts';
 
-// Every default against lab-spec sections 2-4: the defaults reproduce the published lab.
+// Every default against docs/facts.md §2-4: the defaults reproduce the published lab.
 describe('LabConfig defaults', () => {
   const config = defaultLabConfig();
 

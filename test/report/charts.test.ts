@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  BLIND_COLORS,
   barChartSpec,
   hitRateChartData,
   INVALID_ROW_TEXT,
@@ -116,8 +117,9 @@ describe('rendered SVG', () => {
     expect(svg).toContain('>Hit rate (hits / queried tokens, all replicas)</text>');
     expect(svg).toContain('>Single-replica bound (formula): 82.0%</text>');
     expect(svg).toContain('>prompt-blind (chat content not read by GAIE EPP v1.0.1)</text>');
-    // Prompt-blind bars are drawn in their own colour.
-    expect(barGroup?.[1].match(/fill="#bab0ac"/g)).toHaveLength(3);
+    // Prompt-blind bars are drawn in a grey per reason: two router arms, one EPP arm.
+    expect(barGroup?.[1].match(new RegExp(`fill="${BLIND_COLORS[0]}"`, 'g'))).toHaveLength(2);
+    expect(barGroup?.[1].match(new RegExp(`fill="${BLIND_COLORS[1]}"`, 'g'))).toHaveLength(1);
     // Reference rules in Okabe-Ito orange and black (no red against green), with distinct dashes.
     expect(ruleGroup?.[1]).toContain(`stroke="${REFERENCE_COLORS[0]}"`);
     expect(ruleGroup?.[1]).toContain(`stroke="${REFERENCE_COLORS[1]}"`);
@@ -137,5 +139,23 @@ describe('rendered SVG', () => {
     for (const id of ['hit-rate', 'p99-ttft', 'throughput']) {
       expect(html).toContain(`<figure class="chart" id="chart-${id}" data-bars="8">`);
     }
+  });
+});
+
+describe('chart legibility', () => {
+  it('gives every legend entry of the bars its own colour', () => {
+    const spec = barChartSpec(hitRateChartData(tables)) as unknown as {
+      layer: { encoding: { color?: { scale?: { domain: string[]; range: string[] } } } }[];
+    };
+    const scale = spec.layer[0]?.encoding.color?.scale;
+    expect(scale?.domain).toHaveLength(3);
+    expect(new Set(scale?.range).size).toBe(scale?.domain.length);
+    expect(scale?.range.slice(1)).toEqual(BLIND_COLORS.slice(0, 2));
+  });
+
+  it('draws the invalid arm label whole, and the arm axis title above the labels', async () => {
+    const svg = await renderChartSvg(barChartSpec(hitRateChartData(tables)));
+    expect(svg).toContain('vllm-router cache-aware-tuned over /v1/completions (invalid)</text>');
+    expect(svg).not.toContain('…');
   });
 });

@@ -11,9 +11,9 @@ import {
 } from '../../lib/study/results.ts';
 
 /**
- * A realistic study record of the default study (lab-spec 4.1, 4.2): the runs come from
+ * A realistic study record of the default study (docs/facts.md §4.1, 4.2): the runs come from
  * `studyPlan(defaultLabConfig())`, the numbers are in the spirit of the manual lab's and of what the
- * pinned front ends can see (lab-spec 3.3, 3.4): over /v1/chat/completions the cache-aware routers
+ * pinned front ends can see (docs/facts.md §3.3, 3.4): over /v1/chat/completions the cache-aware routers
  * and the EPP read no prompt, so they land near the kube-proxy baseline (the manual lab's "every
  * front end equals kube-proxy"), and only over /v1/completions do they reach toward the ideal
  * partition (`lab plan`: per-connection 40.8%, ideal partition 78.1%). Two runs are invalid: the
@@ -22,7 +22,7 @@ import {
  * change the best arm).
  */
 
-/** Tokens each request looks up: 2,048 + 128 + 10 (lab-spec 4.1). */
+/** Tokens each request looks up: 2,048 + 128 + 10 (docs/facts.md §4.1). */
 const LOOKED_UP = 2186;
 
 /** What the client reports for one run (per client for the ideal partition). */

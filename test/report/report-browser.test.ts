@@ -71,4 +71,70 @@ describe('report.html in headless Chromium', () => {
       });
     },
   );
+
+  it.skipIf(!canRun)(
+    'fits a 1400 px window and a 1280 px laptop screen: no table clipped, no axis title on a label',
+    async () => {
+      const dir = tempDir('lab-report-layout-');
+      await writeFile(join(dir, 'study.json'), JSON.stringify(fixtureStudy()));
+      const { html } = await writeReport(dir);
+      await withChromium(async (context) => {
+        const page = await context.newPage();
+        for (const width of [1400, 1280]) {
+          await page.setViewportSize({ width, height: 900 });
+          await page.goto(pathToFileURL(html).href);
+          const layout = await page.evaluate(() => {
+            // Browser globals, typed loosely: the project compiles without DOM types.
+            const doc = (globalThis as unknown as { document: BrowserDocument }).document;
+            const tables = [...doc.querySelectorAll('table')].map((table) => ({
+              section: table.closest('section')?.id ?? '',
+              width: table.getBoundingClientRect().width,
+              room: table.parentElement?.getBoundingClientRect().width ?? 0,
+            }));
+            return { page: doc.documentElement.scrollWidth, tables };
+          });
+          expect(layout.page, `page at ${width} px`).toBeLessThanOrEqual(width);
+          expect(layout.tables.length).toBeGreaterThan(5);
+          for (const table of layout.tables)
+            expect(table.width, `${table.section} at ${width} px`).toBeLessThanOrEqual(table.room + 0.5);
+
+          for (const id of ['hit-rate', 'p99-ttft', 'throughput']) {
+            const axis = page.locator(`#chart-${id} g.role-axis`).filter({ hasText: 'Arm' });
+            const title = await axis.locator('g.role-axis-title text').boundingBox();
+            const labels = await axis.locator('g.role-axis-label text').evaluateAll((texts) =>
+              texts.map((text) => {
+                const box = (text as unknown as BrowserElement).getBoundingClientRect();
+                return { x: box.x, y: box.y, width: box.width, height: box.height };
+              }),
+            );
+            expect(title).not.toBeNull();
+            expect(labels.length).toBe(VALID_ARMS + 1);
+            const apart = (a: Box, b: Box) =>
+              a.x + a.width + 2 <= b.x ||
+              b.x + b.width + 2 <= a.x ||
+              a.y + a.height + 2 <= b.y ||
+              b.y + b.height + 2 <= a.y;
+            for (const label of labels)
+              expect(apart(title as Box, label), `${id}: axis title on a label at ${width} px`).toBe(true);
+          }
+        }
+      });
+    },
+  );
 });
+
+interface Box {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+interface BrowserElement {
+  getBoundingClientRect(): Box;
+  closest(selector: string): { id: string } | null;
+  parentElement: BrowserElement | null;
+}
+interface BrowserDocument {
+  querySelectorAll(selector: string): Iterable<BrowserElement>;
+  documentElement: { scrollWidth: number };
+}

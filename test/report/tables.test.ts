@@ -314,6 +314,18 @@ describe('metadata', () => {
     expect(entries['Staged runs']).toBe('none');
   });
 
+  it('lists K3s once although the host reports it and the versions list it too', () => {
+    expect(study.metadata.versions.k3s).toBe(study.metadata.k3sVersion);
+    const labels = tables.metadata.map((e) => e.label.toLowerCase());
+    expect(labels.filter((label) => label === 'k3s')).toEqual(['k3s']);
+    const differing = {
+      ...study,
+      metadata: { ...study.metadata, versions: { ...study.metadata.versions, k3s: 'v1.36.4+k3s1' } },
+    };
+    const both = reportTables(differing).metadata.filter((e) => e.label.toLowerCase() === 'k3s');
+    expect(both.map((e) => e.value)).toEqual(['v1.33.5+k3s1', 'v1.36.4+k3s1']);
+  });
+
   it('says how many runs were staged, and where staging fell back', () => {
     const staging = {
       during: 'partition',

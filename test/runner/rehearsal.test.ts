@@ -28,7 +28,7 @@ const config = defaultLabConfig();
 const plan = studyPlan(config);
 const unstaged = parseLabConfig({ runner: { stageNextRun: false } });
 
-/** Hit rates the fake replicas serve: the calibration numbers of lab-spec 4.1 and made-up arms. */
+/** Hit rates the fake replicas serve: the calibration numbers of docs/facts.md §4.1 and made-up arms. */
 const BOUND_RATES: Record<number, number> = { 128: 0.444, 64: 0.776, 16: 0.909, 8: 0.923 };
 const ARM_RATES: Record<string, number> = {
   'kube-proxy': 0.45,

@@ -14,7 +14,7 @@ import {
   simulate,
 } from '../../lib/study/simulator.ts';
 
-/** The default study workload of lab-spec 3.8 / 4.1 on one L4 replica. */
+/** The default study workload of docs/facts.md §3.8 / 4.1 on one L4 replica. */
 const DEFAULT: SimulationInput = {
   replicas: 1,
   kvCacheTokensPerReplica: 163_472,
@@ -127,7 +127,7 @@ describe('simulate', () => {
 
   it('gives an ideal 2-way partition the hit rate of one replica with half the prefixes', () => {
     // Per replica the partition is 64 prefixes x 8 repeats at about concurrency 16 - the single-replica
-    // reference run of lab-spec 4.2. The interleavings differ, so seeds are averaged: mean within
+    // reference run of docs/facts.md §4.2. The interleavings differ, so seeds are averaged: mean within
     // 1 point, every seed within 2.5 points (observed: mean 0.4, worst 1.6).
     const diffs = [42, 1, 2, 3].map((seed) => {
       const partition = simulate({ ...DEFAULT, replicas: 2, seed }, 'ideal-partition');
@@ -243,7 +243,7 @@ describe('calibration against lab-spec 4.1 (one L4 replica, default workload)', 
 
 describe('front-end models (each derived from its source at the pinned version)', () => {
   const TWO = { ...DEFAULT, replicas: 2 };
-  /** Over /v1/completions the prompt is sent as is: no chat template (lab-spec 4.1). */
+  /** Over /v1/completions the prompt is sent as is: no chat template (docs/facts.md §4.1). */
   const COMPLETIONS = { ...TWO, chatTemplateTokens: 0 };
   const SEEDS = [42, 43, 44, 45];
   const mean = (

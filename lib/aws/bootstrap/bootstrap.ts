@@ -35,7 +35,7 @@ import {
 } from './shell.ts';
 
 /**
- * The bootstrap (lab-spec 2.2, 2.3) is a shell program in lib/aws/bootstrap/sh: main.sh, helpers.sh,
+ * The bootstrap (docs/facts.md §2.2, 2.3) is a shell program in lib/aws/bootstrap/sh: main.sh, helpers.sh,
  * one file per group of steps in steps/, and the programs it installs on the host in host/. This
  * module only renders its settings from the lab configuration (settings.env) and assembles the
  * folder that ships as an S3 asset; the user-data launcher unpacks it and runs `bash main.sh`.
@@ -44,7 +44,7 @@ import {
 /** The shell sources, found beside this module (from the repository root, CI, or a test). */
 export const BOOTSTRAP_SOURCES = fileURLToPath(new URL('./sh/', import.meta.url));
 
-/** K3s flags (lab-spec 2.2): a kubeconfig kubectl can read without sudo, no bundled Traefik. */
+/** K3s flags (docs/facts.md §2.2): a kubeconfig kubectl can read without sudo, no bundled Traefik. */
 export const K3S_EXEC = '--write-kubeconfig-mode 644 --disable traefik';
 
 /**
@@ -84,7 +84,7 @@ export function serverK3sExec(config: LabConfig): string {
   return flags.join(' ');
 }
 
-/** The ShareGPT file of vLLM's benchmark documentation (lab-spec 3.8). */
+/** The ShareGPT file of vLLM's benchmark documentation (docs/facts.md §3.8). */
 export const SHAREGPT_URL =
   'https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json';
 

@@ -129,7 +129,7 @@ export function agentStepBudgetSeconds(readyTimeoutMinutes: number): Record<Agen
 }
 
 /**
- * The network lab's steps (network-lab-spec 1, 2): the common start (cost guard, OS updates,
+ * The network lab's steps (docs/facts.md §N1, N2): the common start (cost guard, OS updates,
  * preflight), the cell's datapath preflight, K3s with the cell's flags, image pulls, Cilium/Istio
  * as Helm prerequisites, the charts, the datapath proof, istiod's injector on mesh cells, signal.
  */

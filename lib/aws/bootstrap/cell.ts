@@ -14,17 +14,17 @@ import {
 import { NETWORK_STEP_NAMES, type NetworkStepName, networkStepBudgetSeconds } from './budgets.ts';
 
 /**
- * The bootstrap of one network-lab cell (network-lab-spec 1, 2): the same shell program as the GPU
+ * The bootstrap of one network-lab cell (docs/facts.md §N1, N2): the same shell program as the GPU
  * host (main.sh, helpers.sh, steps/), with the network lab's steps and the cell's settings.
  */
 
-/** nftables mode needs kernel 5.13 or newer (network-lab-spec 2; Kubernetes' nftables proxier). */
+/** nftables mode needs kernel 5.13 or newer (docs/facts.md §N2; Kubernetes' nftables proxier). */
 export const NFTABLES_MIN_KERNEL = '5.13';
-/** Modules kube-proxy's ipvs mode needs loaded (network-lab-spec 2: `modprobe ip_vs` and friends). */
+/** Modules kube-proxy's ipvs mode needs loaded (docs/facts.md §N2: `modprobe ip_vs` and friends). */
 export const IPVS_MODULES = ['ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_sh', 'nf_conntrack'] as const;
 /**
  * Where containerd looks for CNI configuration and plugins once flannel is off: Cilium writes
- * there (network-lab-spec 2, UNCONFIRMED for K3s 1.36's containerd template, hence checked).
+ * there (docs/facts.md §N2, UNCONFIRMED for K3s 1.36's containerd template, hence checked).
  */
 export const CNI_CONF_DIR = '/etc/cni/net.d';
 export const CNI_BIN_DIR = '/opt/cni/bin';

@@ -3,7 +3,7 @@
  * signal's shape, and shell helpers. Both scripts are rendered from these so they agree.
  */
 
-/** Every line the launcher and the bootstrap print goes here (lab-spec 2.2). */
+/** Every line the launcher and the bootstrap print goes here (docs/facts.md §2.2). */
 export const BOOTSTRAP_LOG = '/var/log/lab-bootstrap.log';
 /** Working folder of the bootstrap: the downloaded script, manifests, signal bodies, state. */
 export const WORK_DIR = '/opt/lab';

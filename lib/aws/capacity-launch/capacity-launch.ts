@@ -157,7 +157,7 @@ export function launchTemplateProblems(data: Record<string, unknown> | undefined
 
 /**
  * Launches the lab's GPU host with Availability Zone fallback: a custom resource whose handler tries
- * every AZ that offers the type, then the fallback types, and reports each attempt (lab-spec 2.1).
+ * every AZ that offers the type, then the fallback types, and reports each attempt (docs/facts.md §2.1).
  *
  * One host at a time: when an update changes the launch inputs, `onEvent` terminates the old host
  * and `isComplete` launches the replacement only once the old one is `terminated`, so an update

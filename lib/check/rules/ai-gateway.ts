@@ -20,7 +20,7 @@ import { findObject, mainInvocation, ofKind, type Testbed } from '../testbed.ts'
 import { AI_GATEWAY, type Violation, violation } from '../violation.ts';
 
 /**
- * The Envoy AI Gateway arm (lab-spec 3.6): Envoy Gateway v1.8.1 with the AI Gateway v1.1.0
+ * The Envoy AI Gateway arm (docs/facts.md §3.6): Envoy Gateway v1.8.1 with the AI Gateway v1.1.0
  * controller as its extension server, routing to an InferencePool.
  */
 

@@ -15,7 +15,7 @@ import { fieldPath, isRecord, type Json, list, objectRef, record, text } from '.
 import { findObject, type Testbed } from '../testbed.ts';
 import { SCHEMA, type Violation, violation } from '../violation.ts';
 
-/** Lesson 6: the standalone Envoy in front of the EPP (lab-spec 3.5). */
+/** Lesson 6: the standalone Envoy in front of the EPP (docs/facts.md §3.5). */
 
 export const BODY_MODE = 'FULL_DUPLEX_STREAMED';
 /** Response body modes that keep SSE streaming: the EPP's full duplex, or not sending the body at all. */

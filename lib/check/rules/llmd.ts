@@ -17,7 +17,7 @@ import { type Violation, violation } from '../violation.ts';
 import { servedNames } from './servers.ts';
 
 /**
- * Lesson 5 for llm-d's precise prefix-cache scorer (lab-spec 3.7): the index it scores from is
+ * Lesson 5 for llm-d's precise prefix-cache scorer (docs/facts.md §3.7): the index it scores from is
  * filled by the replicas' KV events, so replicas and indexer must hash blocks the same way and
  * name the model the same way, and the scorer must be able to load its tokenizer.
  */

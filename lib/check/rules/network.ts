@@ -36,7 +36,7 @@ import { NETWORK_LESSONS, type Violation, violation } from '../violation.ts';
 
 /**
  * `lab check` for a network-lab cell: one rule per lesson the manual study paid for
- * (network-lab-spec 2, 3, 5). Each reads the objects as found, so hand-edited manifests are judged
+ * (docs/facts.md §N2, N3, N5). Each reads the objects as found, so hand-edited manifests are judged
  * by what they do, not by their names.
  */
 
@@ -491,7 +491,7 @@ export function destinationRuleArms(objects: readonly KubeObject[]): Violation[]
 // ---- network 6: Cilium values fit the cell --------------------------------------------------------
 
 /**
- * The Cilium values recorded for the cell (network-lab-spec 2): only on a Cilium cell; kube-proxy
+ * The Cilium values recorded for the cell (docs/facts.md §N2): only on a Cilium cell; kube-proxy
  * replaced (K3s runs with --disable-kube-proxy there); the API server at the node's address; pod
  * IPs outside the VPC; an LB map large enough for the largest E9 step; and with Istio, socket LB in
  * the host namespace only and a non-exclusive CNI.

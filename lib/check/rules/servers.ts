@@ -93,7 +93,7 @@ const DEV_ENDPOINTS = 'with VLLM_SERVER_DEV_MODE=1 this exposes /reset_prefix_ca
 
 /**
  * Lesson 3: the replicas' Services stay inside the cluster. LoadBalancer, externalIPs and
- * Ingress rules are violations; NodePort is the lab's own baseline (lab-spec 3.2) and stays
+ * Ingress rules are violations; NodePort is the lab's own baseline (docs/facts.md §3.2) and stays
  * private only because the instance has no inbound rule, so it is a note.
  */
 export function replicasStayInternal(testbed: Testbed): { violations: Violation[]; notes: Note[] } {

@@ -1,5 +1,5 @@
 /**
- * Experiment E10 (network-lab-spec 3): fill the connection-tracking table. The driver opens N TCP
+ * Experiment E10 (docs/facts.md §N3): fill the connection-tracking table. The driver opens N TCP
  * connections at once (4,000 over loopback in the lab), each with a connect timeout (5 s), holds
  * the ones that connected, then closes them all. When the table is full the kernel drops new
  * SYNs, so the symptom is connects that time out; other causes are counted apart so that a

@@ -1,5 +1,5 @@
 /**
- * Experiment E9 (network-lab-spec 3): how long after a Service is created does its ClusterIP
+ * Experiment E9 (docs/facts.md §N3): how long after a Service is created does its ClusterIP
  * accept a TCP connection. The prober tries to connect in a tight loop, each attempt bounded by a
  * short timeout (20 ms), and reports the time from the start until the first connect succeeded.
  * This module is the pure part: targets, the result, and the quantization check.
@@ -152,7 +152,7 @@ export function rayleighP(n: number, rn: number): number {
 
 /**
  * Do latencies cluster on multiples of the prober's attempt timeout? A prober that quantizes
- * (network-lab-spec 3, "Prober resolution") produces values at k x step (+ a constant); genuine
+ * (docs/facts.md §N3, "Prober resolution") produces values at k x step (+ a constant); genuine
  * programming latencies have no relation to the step. Two tests, either one flags the run:
  * - many samples within `toleranceMs` of a multiple (k >= 1), against the binomial chance
  *   2 x tolerance / step for unrelated values;

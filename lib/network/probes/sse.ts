@@ -1,5 +1,5 @@
 /**
- * Experiment E7 (network-lab-spec 3): a server sends N Server-Sent Events at a fixed interval and
+ * Experiment E7 (docs/facts.md §N3): a server sends N Server-Sent Events at a fixed interval and
  * a client measures the gaps between their arrivals. This module is the pure part: the wire
  * format, an incremental parser, the server's schedule and the client's summary.
  *

@@ -4,12 +4,12 @@ import type { ServiceProberResult } from '../probes/service-prober.ts';
 import type { SseClientResult } from '../probes/sse.ts';
 
 /**
- * The network study's shared vocabulary (network-lab-spec 3, 5, 6): what the plan produces, what
+ * The network study's shared vocabulary (docs/facts.md §N3, N5, N6): what the plan produces, what
  * the runner records and what the report reads. Types only; the plan is `plan.ts`, the checks
  * `validity.ts`, the fortio result model `fortio-result.ts`.
  */
 
-/** The experiments of network-lab-spec 3; `C` is the calibration run of every cell. */
+/** The experiments of docs/facts.md §N3; `C` is the calibration run of every cell. */
 export const EXPERIMENTS = ['C', 'E1', 'E1s', 'E2', 'E3', 'E4', 'E5', 'E6', 'E7', 'E8', 'E9', 'E10'] as const;
 export type ExperimentId = (typeof EXPERIMENTS)[number];
 
@@ -23,7 +23,7 @@ export type ExperimentId = (typeof EXPERIMENTS)[number];
 export const LATENCY_ARMS = ['plain', 'mesh-mtls', 'mesh-mtls-off', 'mesh-l4', 'mesh-l7'] as const;
 export type LatencyArm = (typeof LATENCY_ARMS)[number];
 
-/** How a fortio run loads its target (network-lab-spec 3, fortio flags). */
+/** How a fortio run loads its target (docs/facts.md §N3, fortio flags). */
 export type FortioMode = 'fixed-rate' | 'saturation' | 'grpc' | 'new-connection';
 
 /** What must hold before a run starts; the runner establishes or waits for each, in order. */
@@ -154,7 +154,7 @@ export interface NetworkStudyPlan {
 
 // ---- records (what the runner writes, what the report reads) ----
 
-/** The host a cell's study ran on (network-lab-spec 5: every run records it). */
+/** The host a cell's study ran on (docs/facts.md §N5: every run records it). */
 export interface CellHostFacts {
   readonly instanceType: string;
   readonly availabilityZone: string;
@@ -165,7 +165,7 @@ export interface CellHostFacts {
   readonly versions: Readonly<Record<string, string>>;
 }
 
-/** What the datapath of the cell really is, as read on the host (network-lab-spec 5). */
+/** What the datapath of the cell really is, as read on the host (docs/facts.md §N5). */
 export interface DatapathEvidence {
   /** Cilium cells: `KubeProxyReplacement` from `cilium-dbg status`; null elsewhere. */
   readonly kubeProxyReplacement: boolean | null;
@@ -177,7 +177,7 @@ export interface DatapathEvidence {
   readonly ipvsServices: number;
 }
 
-/** Sidecar evidence of a run's pods (network-lab-spec 5). */
+/** Sidecar evidence of a run's pods (docs/facts.md §N5). */
 export interface PodMeshEvidence {
   readonly pod: string;
   readonly namespace: string;
@@ -186,7 +186,7 @@ export interface PodMeshEvidence {
   readonly hasSidecar: boolean;
 }
 
-/** Deltas of the server sidecar's Istio counters over a run (network-lab-spec 3, mTLS evidence). */
+/** Deltas of the server sidecar's Istio counters over a run (docs/facts.md §N3, mTLS evidence). */
 export interface MtlsMetricEvidence {
   /** `istio_requests_total{reporter="destination"}` by `connection_security_policy` label value. */
   readonly requestsBySecurityPolicy: Readonly<Record<string, number>>;

@@ -29,7 +29,7 @@ import type {
 } from './model.ts';
 
 /**
- * A cell's network study (network-lab-spec 3) as an ordered list of runs, built from the
+ * A cell's network study (docs/facts.md §N3) as an ordered list of runs, built from the
  * configuration. Pure: the runner executes these runs, the planner counts and times them, the
  * report groups the records by their ids.
  *
@@ -146,7 +146,7 @@ export function repeatMarks(
   return { id: `${group}-r${repeat}`, repeat, repeatGroup: group };
 }
 
-/** Runs of a repeated experiment, arms interleaved A B A B (network-lab-spec 3), every repeat kept. */
+/** Runs of a repeated experiment, arms interleaved A B A B (docs/facts.md §N3), every repeat kept. */
 export function interleavedRuns(input: ArmRunsInput): NetworkRun[] {
   const runs: NetworkRun[] = [];
   const prefix = [idOf(input.experiment), ...(input.variant ? [input.variant] : [])].join('-');
@@ -258,7 +258,7 @@ export function strictExceptionCases(): MtlsCase[] {
   ];
 }
 
-/** The study of one cell of the configuration (network-lab-spec 3). */
+/** The study of one cell of the configuration (docs/facts.md §N3). */
 export function networkStudyPlan(config: LabConfig, cellName: string): NetworkStudyPlan {
   const { network } = config;
   const cell = cellByName(network, cellName);

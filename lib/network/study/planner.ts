@@ -12,13 +12,13 @@ import type { ExperimentId, NetworkRun, NetworkRunSpec } from './model.ts';
 import { networkStudyPlan } from './plan.ts';
 
 /**
- * `lab plan` for the network lab (network-lab-spec 7): before any money is spent, per cell the
+ * `lab plan` for the network lab (docs/facts.md §N7): before any money is spent, per cell the
  * data-plane entries each E9 step should add, the Cilium LB map's headroom, the conntrack
  * successes each E10 step should see, the runs, the study's duration and cost, and the
  * configurations that cannot measure what they claim. Pure: configuration in, numbers out.
  */
 
-/** How a datapath's entries are counted (network-lab-spec 3) and what one Service should add. */
+/** How a datapath's entries are counted (docs/facts.md §N3) and what one Service should add. */
 export interface EntryModel {
   readonly datapath: Datapath;
   /** The count the runner reads on the host. */
@@ -90,7 +90,7 @@ export const ENTRY_MODELS: Readonly<Record<Datapath, EntryModel>> = {
 
 /**
  * A new Service's expected programming latency per datapath, for the prober-resolution check.
- * kube-proxy: its `minSyncPeriod` (1 s default) bounds every mode from below (network-lab-spec 3).
+ * kube-proxy: its `minSyncPeriod` (1 s default) bounds every mode from below (docs/facts.md §N3).
  * Cilium: an estimate (the agent reconciles a Service into the BPF maps without a sync period); the
  * manual study's 200 ms attempt limit hid it, which is why the lab probes at 20 ms.
  */
@@ -165,7 +165,7 @@ export interface ConntrackPrediction {
   readonly limit: number | 'default';
   readonly connections: number;
   /**
-   * Successes expected: about one entry per loopback connection (network-lab-spec 5), so
+   * Successes expected: about one entry per loopback connection (docs/facts.md §N5), so
    * `limit - baseline`, with the baseline anywhere below its threshold; all connections when the
    * limit is the host's default (read at run time, expected far above the connections).
    */

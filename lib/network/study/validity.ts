@@ -35,14 +35,14 @@ import type {
 } from './model.ts';
 
 /**
- * The validity checks of network-lab-spec 5. Each check is a pure function returning the reasons
+ * The validity checks of docs/facts.md §N5. Each check is a pure function returning the reasons
  * a run is invalid, as sentences naming the numbers (empty when it passes); a run with any reason
  * is invalid and never compared. Two checks do not invalidate and return flags instead (a repeat
  * spread, an mTLS matrix deviation): they are shown beside the run. The runner gathers the
  * evidence, `judgeNetworkRun` judges one run, `judgeRepeats` the spread across an arm's repeats.
  */
 
-// ---- tolerances (network-lab-spec 5) ----------------------------------------------------------
+// ---- tolerances (docs/facts.md §N5) ----------------------------------------------------------
 
 /** Fixed-rate runs: ActualQPS within this fraction of RequestedQPS. */
 export const RATE_TOLERANCE = 0.01;
@@ -87,7 +87,7 @@ export function jobCheck(job: NetworkJobOutcome): string[] {
   return [`the run's Job ${why}`];
 }
 
-/** A fortio run's result file exists and parses (network-lab-spec 5, first check). */
+/** A fortio run's result file exists and parses (docs/facts.md §N5, first check). */
 export function fortioResultCheck(
   raw: string | undefined,
 ):
@@ -155,7 +155,7 @@ function bucketOf(histogram: FortioHistogram, percentile: number) {
 }
 
 /**
- * Histogram resolution (network-lab-spec 3 and 5): `-r` at most a tenth of the measured p50, the
+ * Histogram resolution (docs/facts.md §N3 and N5): `-r` at most a tenth of the measured p50, the
  * result's own `Resolution` (HTTP runs write it) equal to the planned `-r`, and no percentile on a
  * bucket artifact: exactly p/100 of a resolution step, or interpolated inside a bucket holding
  * nearly every call (see `BUCKET_ARTIFACT_SHARE`).
@@ -396,7 +396,7 @@ export function sseCheck(spec: SseRunSpec, sse: SseClientResult): string[] {
 // ---- the datapath -------------------------------------------------------------------------------
 
 /**
- * The datapath is what the cell claims (network-lab-spec 5): on Cilium `KubeProxyReplacement`
+ * The datapath is what the cell claims (docs/facts.md §N5): on Cilium `KubeProxyReplacement`
  * true and no kube-proxy rules (no `KUBE-SVC` chains, no `kube-proxy` nft table); on the
  * others the configured kube-proxy mode's own tables are present (the kubernetes Service alone
  * makes some) and no replacement is reported.
@@ -446,7 +446,7 @@ export interface ScaleStep {
 }
 
 /**
- * E9 (network-lab-spec 5): N Services ready before measuring; entries grow with N (more than at
+ * E9 (docs/facts.md §N5): N Services ready before measuring; entries grow with N (more than at
  * every earlier step with fewer Services); every prober sample connected and the samples do not
  * cluster on multiples of the attempt timeout (`quantizationCheck`, recomputed from the samples);
  * on Cilium the LB entries stay under `lbMapMax` and the agent's log shows no "map full".
@@ -504,7 +504,7 @@ export function serviceScaleCheck(
 const NOT_CONNTRACK_CAUSES = ['emfile', 'no-local-port'];
 
 /**
- * E10 (network-lab-spec 5): the baseline below `baselineMax` before the step; the planned limit in
+ * E10 (docs/facts.md §N5): the baseline below `baselineMax` before the step; the planned limit in
  * force; the limit restored afterwards (to the one before the step); successes close to
  * `limit - baseline` when that is below the connections (one loopback connection costs about one
  * entry; tolerance `CONNTRACK_TOLERANCE`, at least `CONNTRACK_MIN_SLACK`), all connections

@@ -2,7 +2,7 @@ import type { TopLevelSpec } from 'vega-lite';
 import type { LatencyGroup, NetworkReportTables } from './tables.ts';
 
 /**
- * The network report's four charts (network-lab-spec 6) as Vega-Lite specs, built from the tables
+ * The network report's four charts (docs/facts.md §N6) as Vega-Lite specs, built from the tables
  * by pure functions (valid runs only) and rendered to SVG by lib/report/charts.ts `renderChartSvg`.
  * Colours are Okabe-Ito's, distinguishable with every common colour-vision deficiency, and every
  * series also has its own point shape, so no reading depends on colour alone.

@@ -13,7 +13,7 @@ import type {
 import { REPEAT_SPREAD_LIMIT_PERCENT } from './tables.ts';
 
 /**
- * The network report's tables as text cells (network-lab-spec 6), shared by its Markdown and HTML
+ * The network report's tables as text cells (docs/facts.md §N6), shared by its Markdown and HTML
  * renderers. Latencies of the mesh experiments are sub-millisecond: three decimals (microseconds);
  * programming latencies one decimal; throughput whole calls per second; a missing value is an em dash.
  */
@@ -51,7 +51,7 @@ export function spread(summary: RepeatSummary | undefined): string {
 }
 
 /**
- * What a curl outcome means (network-lab-spec 3): STRICT drops an out-of-mesh plaintext
+ * What a curl outcome means (docs/facts.md §N3): STRICT drops an out-of-mesh plaintext
  * connection (HTTP 000, curl exit 56, "connection reset"); an AuthorizationPolicy denial is an
  * HTTP 403 over a working connection.
  */

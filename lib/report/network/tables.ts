@@ -15,11 +15,11 @@ import type {
 } from '../../network/study/model.ts';
 
 /**
- * The network report's tables (network-lab-spec 6) from the cells' study records. Pure. Only
+ * The network report's tables (docs/facts.md §N6) from the cells' study records. Pure. Only
  * valid runs enter a table, a comparison or a chart; invalid runs are listed with their reasons.
  */
 
-/** Repeat spread beyond which an arm is flagged (network-lab-spec 5: within +-3% of the mean). */
+/** Repeat spread beyond which an arm is flagged (docs/facts.md §N5: within +-3% of the mean). */
 export const REPEAT_SPREAD_LIMIT_PERCENT = 3;
 
 /** What the report reads from one valid fortio run (ms, calls per second). */
@@ -397,7 +397,7 @@ function latencyRows(cell: string, usable: readonly UsableRun[]): LatencyRow[] {
 }
 
 /**
- * The added latency of the mesh, split from E3's and E4's fixed-rate means (network-lab-spec 3):
+ * The added latency of the mesh, split from E3's and E4's fixed-rate means (docs/facts.md §N3):
  * - encryption = mesh-mtls - mesh-mtls-off (E3: the same sidecars and port, mTLS on against off);
  * - HTTP parsing = mesh-l7 - mesh-l4 (E4: the same sidecars, the `http-` port parsed, the `tcp-`
  *   port relayed);

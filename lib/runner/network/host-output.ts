@@ -8,7 +8,7 @@ import type {
 import { parsePrometheusText } from '../../study/metrics.ts';
 
 /**
- * The shell the host Jobs run and the pure reading of what they print (network-lab-spec 3, 5):
+ * The shell the host Jobs run and the pure reading of what they print (docs/facts.md §N3, N5):
  * every script prints `key=value` lines, so a missing tool shows as a missing key, named in the
  * error, never as a silent zero.
  */
@@ -32,7 +32,7 @@ export const DATAPATH_SCRIPT = [
 export const CILIUM_STATUS_SCRIPT = `echo "kubeProxyReplacement=$(cilium-dbg status | grep -m1 '^KubeProxyReplacement:' | awk '{print $2}')"`;
 
 /**
- * How each datapath's entries are counted (network-lab-spec 3, "Counting entries"). UNCONFIRMED:
+ * How each datapath's entries are counted (docs/facts.md §N3, "Counting entries"). UNCONFIRMED:
  * the probe image's `iptables-save` must use kube-proxy's backend (nft or legacy); a mismatch
  * counts nothing, which the "entries grow with N" check catches.
  */
@@ -81,7 +81,7 @@ export interface HostFactsOutput {
   readonly cpuFlags: string[];
 }
 
-/** The CPU flags that make encryption cheap or not (network-lab-spec 5). */
+/** The CPU flags that make encryption cheap or not (docs/facts.md §N5). */
 export const CRYPTO_FLAGS = ['aes', 'vaes', 'pclmulqdq', 'vpclmulqdq', 'avx2', 'avx512f', 'sha_ni'] as const;
 
 export function parseHostFacts(text: string): HostFactsOutput {
@@ -139,7 +139,7 @@ export function curlOutcome(result: DownloadResult): CurlOutcome {
   return { httpCode: result.httpCode, curlExit: result.curlExit };
 }
 
-/** Istio's counters of the server sidecar (network-lab-spec 3, "mTLS evidence"). */
+/** Istio's counters of the server sidecar (docs/facts.md §N3, "mTLS evidence"). */
 export const ISTIO_REQUESTS = 'istio_requests_total';
 export const ISTIO_TCP_OPENED = 'istio_tcp_connections_opened_total';
 

@@ -395,7 +395,7 @@ function privilegedHostJob(
 
 /**
  * A host command in the probe image (netshoot: iptables, nft, ipvsadm, conntrack).
- * `/proc/sys/net/netfilter` is writable only from the host network namespace (network-lab-spec 3),
+ * `/proc/sys/net/netfilter` is writable only from the host network namespace (docs/facts.md §N3),
  * hence hostNetwork and privileged.
  */
 export function hostCommandJob(
@@ -407,7 +407,7 @@ export function hostCommandJob(
   return privilegedHostJob(ctx, name, runId, 'host-command', ctx.config.network.probeImage, script);
 }
 
-/** The Cilium agent image of the cell's pinned release (network-lab-spec 2). */
+/** The Cilium agent image of the cell's pinned release (docs/facts.md §N2). */
 export function ciliumImage(config: LabConfig): string {
   return `quay.io/cilium/cilium:v${config.network.cilium.version}`;
 }

@@ -207,7 +207,7 @@ function meshEvidence(pod: NetworkPodState): PodMeshEvidence {
 
 /**
  * Executes a cell's network study plan in order and records every run with its validity in the
- * cell's results folder (network-lab-spec 3, 5). Resumable: a run with a record is skipped, so a
+ * cell's results folder (docs/facts.md §N3, N5). Resumable: a run with a record is skipped, so a
  * restarted runner continues where the last one stopped. Returns the study record.
  */
 export async function runNetworkStudy(
@@ -387,7 +387,7 @@ class NetworkStudyRunner {
     };
   }
 
-  /** The versions every record names (network-lab-spec 5), by component. */
+  /** The versions every record names (docs/facts.md §N5), by component. */
   private requiredVersions(): Record<string, string> {
     const c = this.config.network;
     return {
@@ -455,7 +455,7 @@ class NetworkStudyRunner {
     return facts;
   }
 
-  /** What the datapath really is on the host (network-lab-spec 5); undefined when not read. */
+  /** What the datapath really is on the host (docs/facts.md §N5); undefined when not read. */
   private async datapathEvidence(): Promise<DatapathEvidence | undefined> {
     try {
       const rules = await this.hostOutput('datapath', 'study', DATAPATH_SCRIPT);
@@ -741,7 +741,7 @@ class NetworkStudyRunner {
     };
   }
 
-  /** Whether a Cilium agent's log says a BPF map is full (network-lab-spec 5). */
+  /** Whether a Cilium agent's log says a BPF map is full (docs/facts.md §N5). */
   private async ciliumMapFull(reasons: string[]): Promise<boolean | undefined> {
     try {
       const agents = await this.cluster.listPods('kube-system', CILIUM_AGENT_SELECTOR);

@@ -36,7 +36,7 @@ describe('network report tables from the three default cells', () => {
     expect(plain?.saturation?.actualQps).toBe(38_000);
     const mtls = latency('E1', 'mesh-mtls');
     expect(mtls?.fixed?.meanMs).toBeCloseTo(0.8234, 9);
-    // Repeat 3 (0.852) is 3.47% above the mean: over the +-3% of network-lab-spec 5.
+    // Repeat 3 (0.852) is 3.47% above the mean: over the +-3% of docs/facts.md §N5.
     expect(mtls?.fixed?.spreadPercent).toBeCloseTo(((0.852 - 0.8234) / 0.8234) * 100, 9);
     expect(mtls?.meanVsPlain).toBeCloseTo(0.8234 / 0.21125, 9);
     expect(mtls?.saturationVsPlain).toBeCloseTo(7_600 / 38_000, 9);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The lab bootstrap (lab-spec 2.2, 2.3): turns a fresh Deep Learning AMI into the lab - K3s with
+# The lab bootstrap (docs/facts.md §2.2, 2.3): turns a fresh Deep Learning AMI into the lab - K3s with
 # the nvidia runtime, the synthesized manifests, the model in the shared cache, replicas serving
 # on distinct GPUs - and signals the stack's WaitCondition.
 #

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Step: arm the cost guard (lab-spec 2.3), first, so that nothing later can leave the GPU host
+# Step: arm the cost guard (docs/facts.md §2.3), first, so that nothing later can leave the GPU host
 # running. The deadline is an absolute time, kept in DEADLINE_FILE and in a persistent systemd
 # timer: `shutdown -h +N` lives in /run and user data runs once, so a reboot would drop it.
 # systemd.timer(5): OnCalendar= takes an absolute timestamp; Persistent=true fires a timer whose

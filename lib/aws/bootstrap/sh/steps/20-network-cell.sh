@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Steps of a network-lab cell (network-lab-spec 1, 2): the datapath preflight, K3s with the cell's
+# Steps of a network-lab cell (docs/facts.md §N1, N2): the datapath preflight, K3s with the cell's
 # flags, the images, the proof that the datapath is the one the cell claims, and istiod's injector
 # on mesh cells. settings.env (lib/aws/bootstrap/cell.ts) gives DATAPATH, MESH_MODE, K3S_EXEC, ...
 
@@ -11,7 +11,7 @@ preflight_datapath() {
   esac
 }
 
-# kube-proxy's nftables mode needs kernel 5.13 or newer (network-lab-spec 2).
+# kube-proxy's nftables mode needs kernel 5.13 or newer (docs/facts.md §N2).
 check_kernel_for_nftables() {
   local kernel
   kernel=$(uname -r)
@@ -26,7 +26,7 @@ version_at_least() {
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
 }
 
-# kube-proxy's ipvs mode needs the ip_vs modules (network-lab-spec 2: modprobe ip_vs).
+# kube-proxy's ipvs mode needs the ip_vs modules (docs/facts.md §N2: modprobe ip_vs).
 load_ipvs_modules() {
   local module
   for module in "${IPVS_MODULES[@]}"; do
@@ -53,7 +53,7 @@ node_registered() { [ -n "$(kubectl get nodes -o name 2>/dev/null)" ]; }
 # With --flannel-backend=none K3s leaves containerd's CNI dirs unset (k3s-io/k3s
 # pkg/agent/config/config.go, get: CNIBinDir/CNIConfDir are set to its data dir only when flannel
 # runs), so containerd falls back to CNI_CONF_DIR and CNI_BIN_DIR, where Cilium installs. Checked
-# because it is UNCONFIRMED for K3s 1.36's containerd template (network-lab-spec 2).
+# because it is UNCONFIRMED for K3s 1.36's containerd template (docs/facts.md §N2).
 check_cni_dirs() {
   local dirs
   [ -f "$CONTAINERD_CONFIG" ] || die "K3s wrote no containerd config at $CONTAINERD_CONFIG"
@@ -95,7 +95,7 @@ verify_datapath() {
 # templates/cilium-agent/daemonset.yaml; seen in rendered manifests, not read at chart 1.20.2).
 cilium_status() { kubectl -n kube-system exec ds/cilium -c cilium-agent -- cilium-dbg status 2>/dev/null; }
 
-# The replacement really happened (network-lab-spec 2): Cilium says so, and kube-proxy left nothing.
+# The replacement really happened (docs/facts.md §N2): Cilium says so, and kube-proxy left nothing.
 verify_cilium() {
   local status
   wait_until "$PROOF_WAIT_SECONDS" cilium_status >/dev/null || die "cilium-dbg status did not answer (kubectl -n kube-system logs ds/cilium)"

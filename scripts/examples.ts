@@ -1,0 +1,183 @@
+/**
+ * Example outputs in README.md and docs/*.md, kept equal to what the `lab` command prints.
+ *
+ * A block is marked by an HTML comment on the line before its opening fence:
+ *
+ *     <!-- example: --config examples/network-lab.yaml plan | ^  cells run in parallel -->
+ *
+ * Before the `|`: the `lab` arguments (split on spaces; no quoting). After it, optionally: a
+ * regular expression; only the lines it matches are kept. The block holds what the command writes
+ * to standard output and standard error, in the order written, with the checkout's own path shown
+ * as a relative one (a path differs between machines, the rest must not).
+ *
+ * scripts/update-examples.ts rewrites the blocks (`npm run docs:examples`);
+ * test/docs/examples.test.ts fails when one differs.
+ *
+ * An excerpt of a command's JSON is marked `<!-- example-json: <args> -->`: each line of its block
+ * is one JSON object that must appear, key for key, somewhere in what the command prints (an
+ * excerpt cannot be regenerated, so it is checked instead).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The checkout this script belongs to. */
+export const REPO_ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
+
+const MARKER = /^<!-- example: (.+?) -->\s*$/;
+const JSON_MARKER = /^<!-- example-json: (.+?) -->\s*$/;
+
+/** One marked block of a Markdown file. */
+export interface ExampleBlock {
+  /** What the marker says, as written: `<args> [| <filter>]`. */
+  readonly spec: string;
+  /** Arguments of `lab`. */
+  readonly args: readonly string[];
+  /** Lines to keep, when the marker names a filter. */
+  readonly filter?: RegExp;
+  /** Index of the first line inside the fence (0-based). */
+  readonly firstLine: number;
+  /** Index of the closing fence. */
+  readonly fenceEnd: number;
+  /** The block's text now, without the fences. */
+  readonly text: string;
+}
+
+/** Parses `<args> [| <filter>]`; throws on a marker it cannot use, naming it. */
+export function parseSpec(spec: string): { args: string[]; filter?: RegExp } {
+  const bar = spec.indexOf(' | ');
+  const command = (bar < 0 ? spec : spec.slice(0, bar)).trim();
+  const args = command.split(/\s+/).filter((arg) => arg !== '');
+  if (args.length === 0) throw new Error(`example marker "${spec}" names no lab arguments`);
+  if (bar < 0) return { args };
+  const pattern = spec.slice(bar + 3);
+  if (pattern.trim() === '') throw new Error(`example marker "${spec}" has an empty filter after "|"`);
+  return { args, filter: new RegExp(pattern) };
+}
+
+/** Every marked block of a Markdown text, in order (`json`: the JSON excerpts instead). */
+export function findExamples(markdown: string, file = 'markdown', json = false): ExampleBlock[] {
+  const lines = markdown.split('\n');
+  const blocks: ExampleBlock[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const match = (json ? JSON_MARKER : MARKER).exec(lines[i] ?? '');
+    if (!match) continue;
+    const spec = match[1] ?? '';
+    if (!lines[i + 1]?.startsWith('```'))
+      throw new Error(`${file}:${i + 1}: example marker "${spec}" must be followed by a fenced block`);
+    const fenceEnd = lines.findIndex((line, k) => k > i + 1 && line.startsWith('```'));
+    if (fenceEnd < 0)
+      throw new Error(`${file}:${i + 1}: the block after example marker "${spec}" is not closed`);
+    blocks.push({
+      spec,
+      ...parseSpec(spec),
+      firstLine: i + 2,
+      fenceEnd,
+      text: lines.slice(i + 2, fenceEnd).join('\n'),
+    });
+  }
+  return blocks;
+}
+
+/** What a command's output looks like in a block: filtered, the checkout's path made relative. */
+export function blockText(output: string, filter?: RegExp): string {
+  const relative = output.split(`${REPO_ROOT}/`).join('');
+  const lines = relative.replace(/\n+$/, '').split('\n');
+  return (filter ? lines.filter((line) => filter.test(line)) : lines).join('\n');
+}
+
+/** The Markdown with each block's text replaced by `texts[spec]`. */
+export function withTexts(markdown: string, texts: ReadonlyMap<string, string>, file = 'markdown'): string {
+  const lines = markdown.split('\n');
+  // Last block first, so earlier line indices stay valid.
+  for (const block of findExamples(markdown, file).reverse()) {
+    const text = texts.get(block.spec);
+    if (text === undefined) continue;
+    lines.splice(block.firstLine, block.fenceEnd - block.firstLine, ...text.split('\n'));
+  }
+  return lines.join('\n');
+}
+
+/**
+ * Runs `lab <args>` in this process (no child: the plan's simulation is the only cost) and
+ * returns what it wrote to standard output and standard error, interleaved as written.
+ * LAB_CONFIG is unset meanwhile: a marker names its configuration with --config.
+ */
+export async function runLabCaptured(args: readonly string[]): Promise<string> {
+  const { runLab } = await import('../lib/cli/program.ts');
+  const chunks: string[] = [];
+  const out = process.stdout.write;
+  const err = process.stderr.write;
+  const capture = ((chunk: string | Uint8Array) => {
+    chunks.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
+    return true;
+  }) as typeof process.stdout.write;
+  const savedConfig = process.env.LAB_CONFIG;
+  const savedCwd = process.cwd();
+  delete process.env.LAB_CONFIG;
+  process.chdir(REPO_ROOT);
+  process.stdout.write = capture;
+  process.stderr.write = capture;
+  try {
+    await runLab(args);
+  } finally {
+    process.stdout.write = out;
+    process.stderr.write = err;
+    process.chdir(savedCwd);
+    if (savedConfig !== undefined) process.env.LAB_CONFIG = savedConfig;
+  }
+  return chunks.join('');
+}
+
+/** README.md and every page under docs/, relative to the checkout. */
+export function documentationFiles(): string[] {
+  const docs = readdirSync(join(REPO_ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`);
+  return ['README.md', ...docs];
+}
+
+/** Each file's blocks, read from disk. */
+export function examplesOnDisk(): { file: string; markdown: string; blocks: ExampleBlock[] }[] {
+  return documentationFiles().map((file) => {
+    const markdown = readFileSync(join(REPO_ROOT, file), 'utf8');
+    return { file, markdown, blocks: findExamples(markdown, file) };
+  });
+}
+
+/** What every distinct command prints now, run once each. */
+export async function currentOutputs(specs: Iterable<string>): Promise<Map<string, string>> {
+  const outputs = new Map<string, string>(); // args -> raw output
+  const texts = new Map<string, string>(); // spec -> block text
+  for (const spec of specs) {
+    if (texts.has(spec)) continue;
+    const { args, filter } = parseSpec(spec);
+    const key = args.join(' ');
+    if (!outputs.has(key)) outputs.set(key, await runLabCaptured(args));
+    texts.set(spec, blockText(outputs.get(key) ?? '', filter));
+  }
+  return texts;
+}
+
+/** Every object and array element inside a JSON value, the value itself included. */
+function jsonObjects(value: unknown): Record<string, unknown>[] {
+  if (Array.isArray(value)) return value.flatMap(jsonObjects);
+  if (value === null || typeof value !== 'object') return [];
+  const object = value as Record<string, unknown>;
+  return [object, ...Object.values(object).flatMap(jsonObjects)];
+}
+
+/** The lines of a JSON excerpt that match no object of the command's JSON output. */
+export function missingJsonLines(output: string, excerpt: string): string[] {
+  const objects = jsonObjects(JSON.parse(output));
+  return excerpt
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .filter((line) => {
+      const wanted = JSON.parse(line) as Record<string, unknown>;
+      return !objects.some((object) =>
+        Object.entries(wanted).every(([key, value]) => JSON.stringify(object[key]) === JSON.stringify(value)),
+      );
+    });
+}
