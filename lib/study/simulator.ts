@@ -135,7 +135,7 @@ export function simulate(
     cachedPrefixBlocks: (r, prefix) =>
       (replicas[r] as Replica).pool.chainLength(prefix * sharedBlocks, sharedBlocks),
   };
-  const route = createRouter(routing, input, m, replicaCount, cluster);
+  const router = createRouter(routing, input, m, replicaCount, cluster);
   const ttfts = new Float64Array(prompts);
 
   // Per client slot (at most one request in flight on each).
@@ -161,7 +161,7 @@ export function simulate(
     if (nextPrompt >= prompts) return;
     const request = nextPrompt++;
     const prefix = order[request] as number;
-    const r = route(prefix, slot, now, request);
+    const r = router.pick(prefix, slot, now, request);
     slotPrefix[slot] = prefix;
     slotSentAt[slot] = now;
     inFlight[r] = (inFlight[r] as number) + 1;
@@ -231,6 +231,7 @@ export function simulate(
     replica.pool.releaseAllReversed(slotBlocks, base, base + totalBlocks);
     replica.running--;
     inFlight[r] = (inFlight[r] as number) - 1;
+    router.finished?.(r, now);
     finished++;
     lastFinish = now;
     const first = slotFirstTokenAt[slot] as number;

@@ -18,7 +18,7 @@ describe('lab plan', () => {
     // Every arm of the default study, with its model and spread.
     expect(run.stdout).toMatch(/^ {2}kube-proxy +per-connection +4\d\.\d% \+-\d\.\d/m);
     expect(run.stdout).toMatch(
-      /^ {2}router-cache-aware \(prompt-blind\) +vllm-router-cache-aware .* 1024 \/ 0 /m,
+      /^ {2}router-cache-aware \(prompt-blind\) +vllm-router-cache-aware +4\d\.\d% .* 5\d\d \/ 5\d\d /m,
     );
     expect(run.stdout).toMatch(/^ {2}epp-completions +gaie-epp +7\d\.\d% \+-/m);
     expect(run.stdout).toMatch(

@@ -1,7 +1,7 @@
 /** The GAIE Endpoint Picker and llm-d's precise prefix-cache scorer (see their models in types.ts). */
 
 import type { EndpointPickerModel, PrecisePrefixModel, SimulationInput, SimulationModel } from './types.ts';
-import type { ClusterView, Router } from './view.ts';
+import { type ClusterView, picking, type Router } from './view.ts';
 
 /**
  * Metrics as an EPP last scraped them: refreshed for every pod once refreshMs has passed since the
@@ -97,7 +97,7 @@ export function endpointPicker(
     }
   };
 
-  return (prefix, _slot, now, request) => {
+  return picking((prefix, _slot, now, request) => {
     for (let i = 0; i < totalBlocks; i++)
       keys[i] = i < sharedBlocks ? prefix * sharedBlocks + i : uniqueBase + request * totalBlocks + i;
     // matchLongestPrefix: walk the blocks until no pod holds one, counting per pod.
@@ -126,7 +126,7 @@ export function endpointPicker(
     const chosen = pickMax(total, replicas, rng);
     for (let i = 0; i < totalBlocks; i++) add(chosen, keys[i] as number);
     return chosen;
-  };
+  });
 }
 
 /**
@@ -185,7 +185,7 @@ export function precisePrefixPicker(
   const raw = new Float64Array(replicas);
   const queue = new Float64Array(replicas);
   const total = new Float64Array(replicas);
-  return (prefix, _slot, now) => {
+  return picking((prefix, _slot, now) => {
     // Without the prompt (chat) the scorer tokenizes "" and finds no block: every pod scores 0.
     let min = Number.POSITIVE_INFINITY;
     let max = -1;
@@ -209,5 +209,5 @@ export function precisePrefixPicker(
         (1 - (kvUsage[r] as number)) * w.kvCacheUtilization;
     }
     return pickMax(total, replicas, rng);
-  };
+  });
 }

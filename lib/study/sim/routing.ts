@@ -4,7 +4,7 @@ import { cacheAwareRouter } from './cache-aware.ts';
 import { endpointPicker, precisePrefixPicker } from './endpoint-picker.ts';
 import { mix32, mulberry32, PREFIX_HASH_STREAM, ROUTING_STREAM } from './random.ts';
 import type { Routing, SimulationInput, SimulationModel } from './types.ts';
-import { type ClusterView, leastLoaded, type Router } from './view.ts';
+import { type ClusterView, leastLoaded, picking, type Router } from './view.ts';
 
 export type { ClusterView, Router } from './view.ts';
 
@@ -56,7 +56,7 @@ export function createRouter(
   if (typeof routing !== 'string') {
     switch (routing.kind) {
       case 'vllm-router-cache-aware':
-        return cacheAwareRouter(routing, input, model, replicas, inFlight);
+        return cacheAwareRouter(routing, input, model, replicas);
       case 'gaie-epp':
         return endpointPicker(routing, input, model, replicas, cluster, rng);
       case 'llmd-precise':
@@ -65,32 +65,32 @@ export function createRouter(
   }
   switch (routing) {
     case 'single-replica':
-      return () => 0;
+      return picking(() => 0);
     case 'random':
-      return () => Math.floor(rng() * replicas);
+      return picking(() => Math.floor(rng() * replicas));
     case 'per-connection': {
       // kube-proxy (iptables mode) picks an endpoint uniformly at random per new connection.
       const connection = Int32Array.from({ length: input.concurrency }, () => Math.floor(rng() * replicas));
-      return (_prefix, slot) => connection[slot] as number;
+      return picking((_prefix, slot) => connection[slot] as number);
     }
     case 'round-robin': {
       let next = 0;
-      return () => {
+      return picking(() => {
         const r = next;
         next = (next + 1) % replicas;
         return r;
-      };
+      });
     }
     case 'least-loaded':
-      return () => leastLoaded(inFlight, replicas);
+      return picking(() => leastLoaded(inFlight, replicas));
     case 'ideal-partition':
-      return (prefix) => routePrefixIdeal(prefix, input.prefixes, replicas);
+      return picking((prefix) => routePrefixIdeal(prefix, input.prefixes, replicas));
     case 'prefix-hash': {
       // The hash is of prompt text, which the seed determines; so the seed enters the prefix hash.
       const ring = hashRing(replicas, model.hashRingVirtualNodes);
       const salt = mix32(input.seed ^ PREFIX_HASH_STREAM);
       const owner = Int32Array.from({ length: input.prefixes }, (_, p) => ringOwner(ring, mix32(p ^ salt)));
-      return (prefix) => owner[prefix] as number;
+      return picking((prefix) => owner[prefix] as number);
     }
   }
 }

@@ -9,7 +9,7 @@ export type RoutingPolicy =
    * a request goes out on the connection that just freed up, so it lands where that connection points. */
   | 'per-connection'
   | 'round-robin'
-  /** Fewest in-flight requests, ties to the lowest index: vllm-router cache_aware without the prompt. */
+  /** Fewest in-flight requests, ties to the lowest index: what vllm-router's cache_aware does over chat. */
   | 'least-loaded'
   /** Each prefix pinned to one replica, prefixes split evenly in contiguous blocks (see routePrefixIdeal). */
   | 'ideal-partition'
@@ -22,18 +22,22 @@ export type RoutingPolicy =
 
 /**
  * vllm-router's `cache_aware` policy (vllm-project/router, src/policies/cache_aware.rs,
- * CacheAwarePolicy::select_worker, the 0.1.x line with `tree.get_smallest_tenant()`):
- * - load = requests in flight per worker (the router increments it only for cache_aware);
+ * CacheAwarePolicy::select_worker_cache_aware*; the 0.1.x line after sgl-router's `get_smallest_tenant`
+ * was dropped from the selection):
+ * - load = the router's own in-flight counter per worker (Worker::load, src/core/worker.rs): +1 after
+ *   the pick, -1 when the response stream ends; the health checker resets it to 0 every 10th check;
  * - imbalanced when (max - min) > balanceAbsThreshold and max > min x balanceRelThreshold: the least
- *   loaded worker (first one on a tie), and the text is still inserted into that worker's tree;
- * - otherwise the approximate radix tree of routed text: match rate = matched chars / text chars;
- *   above cacheThreshold the worker with the match, else the worker whose tree holds the fewest
- *   characters (`get_smallest_tenant`), ties to the first of the router's hash map (replica 0 here);
+ *   loaded worker (`min_by_key(load)`, the first in registry order on a tie); the text still enters
+ *   that worker's tree;
+ * - otherwise the approximate radix tree of routed text: match rate = matched chars / text chars, 0.0
+ *   for an empty text; above cacheThreshold the worker holding the match, else again the least loaded
+ *   worker (tree size is not consulted);
  * - every evictionIntervalSecs a background thread trims each tree above maxTreeSize characters,
  *   least recently used first (`evict_tenant_by_size`).
- * Without the prompt (chat, lab-spec 3.3) the text is "": the match is 0, nothing enters the trees,
- * every tree stays at 0 characters, so every request goes to the same worker until the load
- * imbalance crosses both thresholds - the manual lab's "20/0 to one worker".
+ * The routing text of a chat request is `session_params.session_id` or "" (src/protocols/spec.rs):
+ * `messages` is never read (lab-spec 3.3). Over chat every request takes the low-match branch, so
+ * cache_aware routes on load alone, exactly as the `least-loaded` reference policy, and the balance
+ * thresholds change nothing.
  */
 export interface CacheAwareRouterModel {
   readonly kind: 'vllm-router-cache-aware';
@@ -44,6 +48,8 @@ export interface CacheAwareRouterModel {
   readonly balanceRelThreshold: number;
   readonly evictionIntervalSecs: number;
   readonly maxTreeSize: number;
+  /** Seconds between the health checker's load-counter resets (10 checks); absent or 0: never. */
+  readonly loadResetIntervalSecs?: number;
 }
 
 /**

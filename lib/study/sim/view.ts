@@ -1,7 +1,17 @@
 /** What a routing decision sees of the cluster, shared by the reference policies and the front-end models. */
 
-/** Picks the replica for a request given its prefix and the client connection (slot) it goes out on. */
-export type Router = (prefix: number, slot: number, now: number, request: number) => number;
+/** A front end's routing decision and what it learns when a response stream ends. */
+export interface Router {
+  /** The replica for a request given its prefix and the client connection (slot) it goes out on. */
+  pick(prefix: number, slot: number, now: number, request: number): number;
+  /** The response stream of a request routed to `replica` ended at `now` (for the router's own counters). */
+  finished?(replica: number, now: number): void;
+}
+
+/** A router that needs no notification when a stream ends. */
+export function picking(pick: Router['pick']): Router {
+  return { pick };
+}
 
 /** What a front end can observe of the replicas when it routes a request. */
 export interface ClusterView {
