@@ -18,6 +18,11 @@
  * - Memory: a request reserves blocks for its prompt and all its output tokens when it is admitted
  *   (vLLM allocates decode blocks as it goes; reserving up front removes preemption from the model
  *   and moves an eviction earlier by at most one request lifetime).
+ * - Front end: each replica's API server is one FIFO process; it spends frontEndMsPerRequest on a new
+ *   request and frontEndMsPerOutputToken on every token it streams, so a step's tokens reach the
+ *   clients when it has worked through them - which is what makes TTFT grow with throughput in the
+ *   calibration table (185-231 ms at 8-16 prefixes against 208-216 ms at 64-128). The engine sees a
+ *   request at once (ahead of its preprocessing by at most the server's backlog).
  * - Time: step time = fixed overhead + distinct pinned KV blocks read / memory bandwidth + prefill
  *   tokens x per-token prefill cost. Requests sharing a prefix share physical blocks, which are read
  *   once per layer (the per-layer slice of a prefix fits the GPU's L2), so fewer distinct prefixes in a
@@ -156,6 +161,9 @@ export function simulate(
   let lastFinish = 0;
   let ttftSum = 0;
   let itlSum = 0;
+  // Per replica, when its API server process is next free: it preprocesses each request and streams
+  // every output token, one at a time, so a busy stream delays a new request's first token.
+  const apiFreeAt = new Float64Array(replicaCount);
 
   const dispatch = (slot: number, now: number): void => {
     if (nextPrompt >= prompts) return;
@@ -164,6 +172,8 @@ export function simulate(
     const r = router.pick(prefix, slot, now, request);
     slotPrefix[slot] = prefix;
     slotSentAt[slot] = now;
+    // HTTP, chat template and tokenization; the engine is told at once (ahead by at most this backlog).
+    apiFreeAt[r] = Math.max(apiFreeAt[r] as number, now) + m.frontEndMsPerRequest;
     inFlight[r] = (inFlight[r] as number) + 1;
     const replica = replicas[r] as Replica;
     replica.waiting.push(slot);
@@ -242,9 +252,18 @@ export function simulate(
     dispatch(slot, now);
   };
 
-  const endStep = (r: number, now: number): void => {
+  const endStep = (r: number, stepEnd: number): void => {
     const replica = replicas[r] as Replica;
     const { decoding, prefilling } = replica;
+    // The step's tokens reach the clients once the API server has streamed them.
+    let emitted = decoding.size;
+    for (let k = 0; k < prefilling.size; k++) {
+      const slot = prefilling.shift();
+      if ((slotPrefillLeft[slot] as number) <= (slotChunk[slot] as number)) emitted++;
+      prefilling.push(slot);
+    }
+    const now = Math.max(apiFreeAt[r] as number, stepEnd) + emitted * m.frontEndMsPerOutputToken;
+    apiFreeAt[r] = now;
     while (decoding.size > 0 && (slotFinishStep[decoding.peek()] as number) <= replica.step) {
       finish(replica, r, decoding.shift(), now);
     }
