@@ -133,7 +133,7 @@ export function armInput(config: LabConfig, arm: Arm, base: SimulationInput): Si
   };
 }
 
-type Engine = Pick<SimulationModel, 'maxNumBatchedTokens' | 'maxNumSeqs'>;
+type Engine = Pick<SimulationModel, 'maxNumBatchedTokens' | 'maxNumSeqs'> & Partial<SimulationModel>;
 
 /** Simulates one routing over every seed and summarizes each figure. */
 export function predictFigures(
