@@ -12,6 +12,7 @@ import {
   type CalibrationFit,
   type CalibrationPoint,
   fitTimingModel,
+  TIMING_COEFFICIENTS,
   type TimingCoefficients,
 } from './calibration.ts';
 import { studyPlan } from './plan.ts';
@@ -229,4 +230,24 @@ function deviationMeaning(
   if (metric === 'p99TtftMs')
     return 'slower than its model in the tail: queueing in the front end or behind long prefills?';
   return 'slower than its model: front-end overhead?';
+}
+
+/** `lab plan --calibrate-from`: the fitted coefficients and the in-sample error, as text. */
+export function formatCalibration(source: string, calibration: SelfCalibration): string {
+  if (!calibration.available) return `Calibration from ${source}: ${calibration.reason}\n`;
+  const { fit, points } = calibration;
+  const lines = [
+    `Timing model calibrated on ${points.length} single-replica run(s) of ${source} (${points.map((p) => p.label).join(', ')}):`,
+    ...TIMING_COEFFICIENTS.map(
+      (k) =>
+        `  ${k.padEnd(26)} ${String(Number(DEFAULT_SIMULATION_MODEL[k].toPrecision(3))).padStart(8)} -> ${Number(fit.coefficients[k].toPrecision(3))}`,
+    ),
+    `  in-sample RMS relative error ${(100 * fit.rmsBefore).toFixed(1)}% a priori, ${(100 * fit.rmsAfter).toFixed(1)}% calibrated`,
+    ...fit.rows.map(
+      (r) =>
+        `  ${r.label.padEnd(14)} ${r.metric.padEnd(21)} predicted ${r.predicted.toFixed(1).padStart(9)}  measured ${r.measured.toFixed(1).padStart(9)}  ${r.relativeError >= 0 ? '+' : ''}${(100 * r.relativeError).toFixed(1)}%`,
+    ),
+    'The predictions below use the calibrated coefficients.',
+  ];
+  return `${lines.join('\n')}\n\n`;
 }
