@@ -60,10 +60,14 @@ export function registerPlanCommand(program: Command): void {
       'print JSON for other tools (hit rates as fractions 0-1; arms.arms holds each arm with mean and spread; network lab: seconds, USD, counts)',
     )
     .option('--cell <name>', 'network lab: plan only this cell')
-    .action(async (options: PlanOverrides & { json?: boolean; cell?: string }) => {
+    .option(
+      '--calibrate-from <results-dir>',
+      "refit the timing model on that study's single-replica runs (its study.json) and predict with it",
+    )
+    .action(async (options: PlanOverrides & { json?: boolean; cell?: string; calibrateFrom?: string }) => {
       const { loadLabConfig } = await import('../config/load.ts');
       const { config } = loadLabConfig({ file: program.opts().config });
-      const { cell, json, ...whatIf } = options;
+      const { cell, json, calibrateFrom, ...whatIf } = options;
       if (config.lab === 'network') {
         const given = Object.keys(whatIf).filter((k) => whatIf[k as keyof PlanOverrides] !== undefined);
         if (given.length > 0) {
@@ -71,6 +75,10 @@ export function registerPlanCommand(program: Command): void {
             `${given.map(optionName).join(', ')}: what-if values of the LLM-gateway lab's workload; this configuration is the network lab (lab: network), whose plan takes --cell and --json`,
           );
         }
+        if (calibrateFrom !== undefined)
+          fail(
+            `--calibrate-from ${calibrateFrom}: calibrates the LLM-gateway lab's timing model; this configuration is the network lab`,
+          );
         const names = config.network.cells.map((c) => c.name);
         if (cell !== undefined && !names.includes(cell)) {
           fail(`--cell ${cell}: no such cell in network.cells (cells: ${names.join(', ')})`);
@@ -82,12 +90,39 @@ export function registerPlanCommand(program: Command): void {
       }
       if (cell !== undefined)
         fail(`--cell ${cell}: cells belong to the network lab; this configuration is the LLM-gateway lab`);
+      let calibrationText = '';
+      let timing = {};
+      let calibrationJson: object | undefined;
+      if (calibrateFrom !== undefined) {
+        const { loadStudy, StudyFileError } = await import('../report/load.ts');
+        const { studyFileOf } = await import('../report/write.ts');
+        const { formatCalibration, selfCalibrate } = await import('../study/self-calibration.ts');
+        const file = studyFileOf(calibrateFrom);
+        let record: Awaited<ReturnType<typeof loadStudy>>;
+        try {
+          record = await loadStudy(file);
+        } catch (error) {
+          if (!(error instanceof StudyFileError)) throw error;
+          fail(`--calibrate-from ${calibrateFrom}: ${error.message}`);
+        }
+        const calibration = selfCalibrate(record);
+        if (!calibration.available) fail(`--calibrate-from ${calibrateFrom}: ${calibration.reason}`);
+        timing = calibration.fit.coefficients;
+        calibrationText = formatCalibration(file, calibration);
+        calibrationJson = {
+          source: file,
+          coefficients: calibration.fit.coefficients,
+          rmsBefore: calibration.fit.rmsBefore,
+          rmsAfter: calibration.fit.rmsAfter,
+          rows: calibration.fit.rows,
+        };
+      }
       const { formatPlan, planJson, planStudy, withReplicas } = await import('../study/planner.ts');
       const { estimateStudy, formatEstimate, DEFAULT_RUN_OVERHEADS } = await import('../study/duration.ts');
       const { studyPlan } = await import('../study/plan.ts');
       const { clusterPricePerHourUsd } = await import('../config/cluster.ts');
       const { knownClusterNodes } = await import('../config/placement.ts');
-      const plan = planStudy(config, whatIf);
+      const plan = planStudy(config, whatIf, timing);
       // The study's duration and cost are for the configured study and cluster (every host is
       // paid for), with the what-if replica count: it shapes the runs (one partition client each).
       const studied = whatIf.replicas ? withReplicas(config, whatIf.replicas) : config;
@@ -109,8 +144,8 @@ export function registerPlanCommand(program: Command): void {
         : '';
       process.stdout.write(
         options.json
-          ? `${JSON.stringify({ ...planJson(plan), estimate, ...(pairedEstimate ? { estimateWithParallelism2: pairedEstimate } : {}) }, null, 2)}\n`
-          : `${formatPlan(plan)}\n${formatEstimate(estimate)}${pairedLine}`,
+          ? `${JSON.stringify({ ...planJson(plan), ...(calibrationJson ? { calibration: calibrationJson } : {}), estimate, ...(pairedEstimate ? { estimateWithParallelism2: pairedEstimate } : {}) }, null, 2)}\n`
+          : `${calibrationText}${formatPlan(plan)}\n${formatEstimate(estimate)}${pairedLine}`,
       );
     });
 }

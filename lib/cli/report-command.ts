@@ -14,7 +14,11 @@ export function registerReportCommand(program: Command): void {
       "folder holding the study.json the runner wrote; for the network lab, each cell's folder or their parent",
     )
     .option('--out <dir>', 'folder for the reports (default: the results folder)')
-    .action(async (resultsDirs: string[], options: { out?: string }) => {
+    .option(
+      '--no-calibrate',
+      "skip refitting the timing model on the study's single-replica runs (the calibrated predictions take seconds)",
+    )
+    .action(async (resultsDirs: string[], options: { out?: string; calibrate: boolean }) => {
       // Loaded on use: vega and vega-lite take a moment to load, and other commands need not wait.
       const { ReportWriteError, writeReport } = await import('../report/write.ts');
       const { StudyFileError } = await import('../report/load.ts');
@@ -52,7 +56,9 @@ export function registerReportCommand(program: Command): void {
           );
         }
         const [resultsDir] = resultsDirs;
-        const written = await writeReport(resultsDir, options.out ?? resultsDir);
+        const written = await writeReport(resultsDir, options.out ?? resultsDir, {
+          calibrate: options.calibrate,
+        });
         process.stdout.write(
           `lab report: read ${written.study}\nwrote ${written.markdown}\nwrote ${written.html}\n`,
         );

@@ -200,9 +200,9 @@ const AiGatewaySchema = z
 
 const LlmdSchema = z
   .strictObject({
-    eppImage: pinnedImage('llm-d inference scheduler image (GAIE v1.0.1 compatible)').default(
-      'ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2',
-    ),
+    eppImage: pinnedImage(
+      'llm-d inference scheduler image (built on GAIE v1.0.0; runs with the GAIE v1.0.1 flags)',
+    ).default('ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2'),
     blockSize: blockSize('Block size of the KV-events replicas; must equal the indexer blockSize').default(
       64,
     ),

@@ -305,6 +305,7 @@ export function reportSections(tables: ReportTables): ReportSection[] {
               ]),
       ],
     },
+    ...(tables.calibrationSection ? [tables.calibrationSection] : []),
     {
       id: 'left-on-the-table',
       title: 'Left on the table',

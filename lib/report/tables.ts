@@ -4,6 +4,7 @@ import { type StudyRun, studyPlan } from '../study/plan.ts';
 import { studyPredictions } from '../study/planner.ts';
 import type { RunRecord, RunSummary, StudyRecord } from '../study/results.ts';
 import { upperBound, workingSetTokens } from '../study/workload.ts';
+import type { ReportSection } from './format.ts';
 
 /**
  * The tables of docs/facts.md §4.5, as numbers, from a study record. Pure: no I/O, no formatting.
@@ -164,6 +165,11 @@ export interface ReportTables {
   readonly invalid: readonly InvalidRun[];
   /** Runs that shared the host with others while they ran (they shared CPUs and PCIe, no GPU or cache). */
   readonly overlaps: readonly OverlapRow[];
+  /**
+   * The self-calibration section (lib/report/calibration-section.ts), when `lab report` computed it:
+   * it refits the timing model, which takes seconds, so only the report command adds it.
+   */
+  readonly calibrationSection?: ReportSection;
   /** Study-order run ids that the tables leave out because they are invalid, per table. */
   readonly omitted: {
     readonly prefixArms: readonly string[];

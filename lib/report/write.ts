@@ -2,6 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { studyBanner, studyCompleteness } from './banner.ts';
+import { calibrationReport, calibrationSection } from './calibration-section.ts';
 import { htmlReport } from './html.ts';
 import { loadStudy } from './load.ts';
 import { markdownReport } from './markdown.ts';
@@ -67,10 +68,19 @@ export function studyFileOf(resultsDir: string): string {
  * Reads the study JSON of a results folder (`studyFileOf`) and writes `report.md` and `report.html` into `outDir` (default:
  * the results folder). The study JSON is only read, never rewritten.
  */
-export async function writeReport(resultsDir: string, outDir: string = resultsDir): Promise<WrittenReport> {
+export async function writeReport(
+  resultsDir: string,
+  outDir: string = resultsDir,
+  options: { calibrate?: boolean } = {},
+): Promise<WrittenReport> {
   const study = studyFileOf(resultsDir);
   const record = await loadStudy(study);
-  const tables = reportTables(record);
+  const measured = reportTables(record);
+  // The study calibrates itself on its single-replica runs unless asked not to (it takes seconds).
+  const tables =
+    options.calibrate === false
+      ? measured
+      : { ...measured, calibrationSection: calibrationSection(calibrationReport(record, measured)) };
   const banner = studyBanner(studyCompleteness(record));
   const heading = { source: study, ...(banner ? { banner } : {}) };
   const written = await writeReportFiles(

@@ -1,6 +1,10 @@
 import type { LabConfig } from '../config/schema.ts';
 import { type Arm, studyArms } from './arms.ts';
-import { CACHE_AWARE_DEFAULTS } from './router-defaults.ts';
+import {
+  CACHE_AWARE_DEFAULTS,
+  ROUTER_HEALTH_CHECK_INTERVAL_SECS,
+  ROUTER_LOAD_RESET_EVERY_CHECKS,
+} from './router-defaults.ts';
 import {
   type Routing,
   type SimulationInput,
@@ -87,6 +91,7 @@ export function armRouting(config: LabConfig, arm: Arm): Routing {
             balanceRelThreshold: variant.balanceRelThreshold ?? CACHE_AWARE_DEFAULTS.balanceRelThreshold,
             evictionIntervalSecs: variant.evictionIntervalSecs ?? CACHE_AWARE_DEFAULTS.evictionIntervalSecs,
             maxTreeSize: variant.maxTreeSize ?? CACHE_AWARE_DEFAULTS.maxTreeSize,
+            loadResetIntervalSecs: ROUTER_HEALTH_CHECK_INTERVAL_SECS * ROUTER_LOAD_RESET_EVERY_CHECKS,
           };
         default:
           // power_of_two polls /get_load, which vLLM lacks, and degrades to random (docs/facts.md §3.3);
@@ -128,7 +133,7 @@ export function armInput(config: LabConfig, arm: Arm, base: SimulationInput): Si
   };
 }
 
-type Engine = Pick<SimulationModel, 'maxNumBatchedTokens' | 'maxNumSeqs'>;
+type Engine = Pick<SimulationModel, 'maxNumBatchedTokens' | 'maxNumSeqs'> & Partial<SimulationModel>;
 
 /** Simulates one routing over every seed and summarizes each figure. */
 export function predictFigures(

@@ -56,7 +56,9 @@ export function benchServeArgs(config: LabConfig, spec: BenchmarkSpec, gate?: Cl
     '--request-rate=inf',
     `--seed=${spec.seed}`,
     // Every request generates exactly its output length, so chat and completions arms do the same
-    // work (the chat backend sends temperature 0, the completions backend none) (docs/facts.md §3.8).
+    // work. Both backends are greedy: vLLM v0.11.0's async_request_openai_completions and
+    // async_request_openai_chat_completions (vllm/benchmarks/lib/endpoint_request_func.py) both send
+    // temperature 0.0 (docs/facts.md §3.8 records this).
     '--ignore-eos',
     '--percentile-metrics=ttft,tpot,itl,e2el',
     '--save-result',

@@ -107,11 +107,12 @@ export function planWorkload(
   input: SimulationInput,
   engine: PlanEngine,
   seeds: readonly number[] = Array.from({ length: 5 }, (_, i) => input.seed + i),
+  timing: Partial<SimulationModel> = {},
 ): WorkloadPlan {
   const pressure = cachePressure(input, input.replicas, input.kvCacheTokensPerReplica);
   const policies = {} as Record<RoutingPolicy, PolicyPrediction>;
   for (const policy of ROUTING_POLICIES) {
-    const figures = predictFigures(input, policy, engine, seeds);
+    const figures = predictFigures(input, policy, { ...engine, ...timing }, seeds);
     policies[policy] = {
       hitRate: figures.hitRate.mean,
       hitRateSpread: figures.hitRate.spread,
@@ -176,11 +177,15 @@ function verdict(
  * Every arm of the configured study predicted over `config.study.predictionSeeds` client seeds,
  * with what-if values applied, beside the reference policies.
  */
-export function planStudy(config: LabConfig, overrides: PlanOverrides = {}): StudyPlanPrediction {
+export function planStudy(
+  config: LabConfig,
+  overrides: PlanOverrides = {},
+  timing: Partial<SimulationModel> = {},
+): StudyPlanPrediction {
   const input = planInput(config, overrides);
   const engine = planEngine(config);
-  const arms = predictStudy(config, input, engine);
-  const workload = planWorkload(input, engine, arms.seeds);
+  const arms = predictStudy(config, input, { ...engine, ...timing });
+  const workload = planWorkload(input, engine, arms.seeds, timing);
   return { ...workload, arms, armsVerdict: armsVerdict(arms) };
 }
 

@@ -10,3 +10,13 @@ export const CACHE_AWARE_DEFAULTS = {
   evictionIntervalSecs: 120,
   maxTreeSize: 67_108_864,
 } as const;
+
+/**
+ * vllm-router's health-check interval when `--health-check-interval-secs` is not given (the lab does
+ * not give it). 60 s is the sgl-router default the package inherits: UNCONFIRMED at 0.1.15. The
+ * health checker zeroes the load counters every 10th check, so only a run longer than 10 intervals
+ * sees a reset; a prediction that misses one is off by the in-flight requests at that moment.
+ */
+export const ROUTER_HEALTH_CHECK_INTERVAL_SECS = 60;
+/** Health checks between two resets of the router's load counters. */
+export const ROUTER_LOAD_RESET_EVERY_CHECKS = 10;

@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { fixtureStudy } from '../report/fixture.ts';
 import { tempDir } from '../temp.ts';
 import { runLabCli } from './run-lab.ts';
 
@@ -18,7 +19,7 @@ describe('lab plan', () => {
     // Every arm of the default study, with its model and spread.
     expect(run.stdout).toMatch(/^ {2}kube-proxy +per-connection +4\d\.\d% \+-\d\.\d/m);
     expect(run.stdout).toMatch(
-      /^ {2}router-cache-aware \(prompt-blind\) +vllm-router-cache-aware .* 1024 \/ 0 /m,
+      /^ {2}router-cache-aware \(prompt-blind\) +vllm-router-cache-aware +4\d\.\d% .* 5\d\d \/ 5\d\d /m,
     );
     expect(run.stdout).toMatch(/^ {2}epp-completions +gaie-epp +7\d\.\d% \+-/m);
     expect(run.stdout).toMatch(
@@ -42,6 +43,26 @@ describe('lab plan', () => {
     );
     const serial = /^Estimated study duration after the bootstrap: (\d+\.\d) min/m.exec(run.stdout);
     expect(Number(paired?.[1])).toBeLessThan(0.6 * Number(serial?.[1]));
+  });
+
+  it("--calibrate-from refits the timing model on a study's single-replica runs and predicts with it", () => {
+    const dir = tempDir('lab-plan-calibrate-');
+    writeFileSync(join(dir, 'study.json'), JSON.stringify(fixtureStudy()));
+    const run = runLabCli(['plan', '--calibrate-from', dir]);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(
+      /^Timing model calibrated on 4 single-replica run\(s\) of .*study\.json \(bound-p128, bound-p64, bound-p16, bound-p8\):$/m,
+    );
+    expect(run.stdout).toMatch(/^ {2}stepOverheadMs +12\.6 -> \d/m);
+    expect(run.stdout).toMatch(/^ {2}in-sample RMS relative error \d+\.\d% a priori, \d+\.\d% calibrated$/m);
+    expect(run.stdout).toMatch(
+      /^ {2}router-cache-aware \(prompt-blind\) +vllm-router-cache-aware +4\d\.\d% /m,
+    );
+    // A folder without a study is named with the reason.
+    const empty = runLabCli(['plan', '--calibrate-from', tempDir('lab-plan-nostudy-')]);
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toMatch(/^lab plan: --calibrate-from .*study\.json/);
   });
 
   it('offers no parallelism figure when the cluster lacks the GPUs for a second pair', () => {

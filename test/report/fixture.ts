@@ -82,11 +82,21 @@ export const FIXTURE_NUMBERS: Readonly<Record<string, RunNumbers>> = {
     [513, 512],
   ),
   'arm-router-round-robin-sharegpt': arm(0.05, 0.051, { tps: 9_375, ttft: 98.1, p99: 291.6, itl: 30.4 }),
-  // Prompt-blind: empty routing text, so every tree stays empty and the smallest-tree choice always
-  // names the same worker (the manual lab's 20/0): one replica serves the whole run.
-  'arm-router-cache-aware-prefix': bound(0.444, { tps: 13_060, ttft: 216.0, p99: 618.2, itl: 42.1 }),
+  // Prompt-blind: the routing text is empty, the match 0, so the low-match branch routes on load
+  // alone: balanced, at a load-balancing hit rate.
+  'arm-router-cache-aware-prefix': arm(
+    0.423,
+    0.417,
+    { tps: 19_702, ttft: 212.8, p99: 603.5, itl: 41.8 },
+    [512, 513],
+  ),
   'arm-router-cache-aware-sharegpt': arm(0.061, 0.058, { tps: 9_290, ttft: 99.7, p99: 301.2, itl: 30.6 }),
-  'arm-router-cache-aware-tuned-prefix': bound(0.446, { tps: 12_990, ttft: 217.8, p99: 629.4, itl: 42.5 }),
+  'arm-router-cache-aware-tuned-prefix': arm(
+    0.419,
+    0.421,
+    { tps: 19_644, ttft: 214.9, p99: 611.0, itl: 42.0 },
+    [513, 512],
+  ),
   'arm-router-cache-aware-tuned-sharegpt': arm(0.063, 0.06, {
     tps: 9_301,
     ttft: 99.2,

@@ -28,15 +28,34 @@ describe('lab report', () => {
     expect(md).toContain(
       '| Hit rate | Envoy + GAIE Endpoint Picker over /v1/completions | 73.7% | 78.0% | +4.3 points | better |',
     );
+    // The replayed study calibrates itself on its bound runs: a-priori, calibrated and measured side by side.
+    expect(md).toContain('## Prediction vs measurement, calibrated on this study');
+    expect(md).toContain(
+      '| Arm | Figure | A-priori prediction | Calibrated prediction | Measured | Band | Result |',
+    );
+    expect(md).toMatch(
+      /^\| Kubernetes Service \(kube-proxy\) \| total tok\/s \| [\d,]+ \+-\d+ \| [\d,]+ \+-\d+ \| 19,658 \| \+-[\d,]+ \| (inside|outside: .+) \|$/m,
+    );
+    expect(md).toMatch(
+      /Fitted on 4 single-replica run\(s\) \(bound-p128, bound-p64, bound-p16, bound-p8\): stepOverheadMs /,
+    );
     const html = await readFile(join(dir, 'report.html'), 'utf8');
     expect(html.match(/<svg /g)).toHaveLength(3);
+    expect(html).toContain('calibrated on this study');
     expect(await readFile(join(dir, 'study.json'), 'utf8')).toBe(before);
+  });
+
+  it('--no-calibrate leaves the calibrated section out', async () => {
+    const dir = await resultsDir();
+    const run = runLabCli(['report', '--no-calibrate', dir]);
+    expect(run.code).toBe(0);
+    expect(await readFile(join(dir, 'report.md'), 'utf8')).not.toContain('calibrated on this study');
   });
 
   it('writes into --out, creating it, and nothing into the results folder', async () => {
     const dir = await resultsDir();
     const out = join(dir, 'reports', 'today');
-    const run = runLabCli(['report', dir, '--out', out]);
+    const run = runLabCli(['report', '--no-calibrate', dir, '--out', out]);
     expect(run.code).toBe(0);
     expect(existsSync(join(out, 'report.md'))).toBe(true);
     expect(existsSync(join(out, 'report.html'))).toBe(true);
@@ -46,7 +65,7 @@ describe('lab report', () => {
   it('an --out that cannot be created is named with the reason, without a stack trace', async () => {
     const dir = await resultsDir();
     const out = join(dir, 'study.json', 'reports');
-    const run = runLabCli(['report', dir, '--out', out]);
+    const run = runLabCli(['report', '--no-calibrate', dir, '--out', out]);
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
     expect(run.stderr).toBe(
@@ -57,7 +76,7 @@ describe('lab report', () => {
   it('a partial study: the reports carry the banner and the command says it too', async () => {
     const study = fixtureStudy();
     const dir = await resultsDir({ ...study, runs: study.runs.slice(0, 7) });
-    const run = runLabCli(['report', dir]);
+    const run = runLabCli(['report', '--no-calibrate', dir]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/^lab report: Partial study: 7 of \d+ planned runs recorded/);
     expect(await readFile(join(dir, 'report.md'), 'utf8')).toContain('> **Partial study: 7 of ');
@@ -70,7 +89,7 @@ describe('lab report', () => {
       await writeFile(join(dir, 'studies', id, 'study.json'), JSON.stringify(fixtureStudy()));
     }
     await mkdir(join(dir, 'studies', '20251015-090000-cccccccc'), { recursive: true });
-    const run = runLabCli(['report', dir]);
+    const run = runLabCli(['report', '--no-calibrate', dir]);
     expect(run.stderr).toBe('');
     expect(run.stdout).toContain(`read ${join(dir, 'studies', '20251014-090000-bbbbbbbb', 'study.json')}`);
     expect(existsSync(join(dir, 'report.md'))).toBe(true);
@@ -78,7 +97,7 @@ describe('lab report', () => {
 
   it('fails clearly when study.json is missing', async () => {
     const dir = tempDir('lab-report-empty-');
-    const run = runLabCli(['report', dir]);
+    const run = runLabCli(['report', '--no-calibrate', dir]);
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(
       `lab report: ${join(dir, 'study.json')} not found: a results folder holds the study.json the runner writes\n`,
@@ -96,7 +115,7 @@ describe('lab report', () => {
       ),
     };
     const dir = await resultsDir(broken);
-    const run = runLabCli(['report', dir]);
+    const run = runLabCli(['report', '--no-calibrate', dir]);
     expect(run.code).toBe(1);
     const file = join(dir, 'study.json');
     expect(run.stderr).toContain(`lab report: ${file} is not a study JSON (schema version 1): 3 problem(s)`);

@@ -51,10 +51,10 @@ describe('per-arm table (prefix workload)', () => {
       '512 / 513',
       '42.1% / 41.9%',
       '42.0%',
-      '41.7% +-1.4',
+      '41.2% +-1.1',
       'baseline',
       '19,658',
-      '19,689 +-193',
+      '18,483 +-127',
       'baseline',
       '214.3 ms',
       '611.4 ms',
@@ -70,7 +70,7 @@ describe('per-arm table (prefix workload)', () => {
       '77.1% +-0.6',
       '—',
       '21,760',
-      '21,557 +-95',
+      '20,681 +-80',
       '—',
       '150.4 ms',
       '418.9 ms',
@@ -376,7 +376,7 @@ describe('markdown report', () => {
       expect(md).toContain(title);
     }
     expect(md).toContain(
-      '| Kubernetes Service (kube-proxy) | 512 / 513 | 42.1% / 41.9% | 42.0% | 41.7% +-1.4 | baseline | 19,658 | 19,689 +-193 | baseline | 214.3 ms | 611.4 ms | 41.9 ms |',
+      '| Kubernetes Service (kube-proxy) | 512 / 513 | 42.1% / 41.9% | 42.0% | 41.2% +-1.1 | baseline | 19,658 | 18,483 +-127 | baseline | 214.3 ms | 611.4 ms | 41.9 ms |',
     );
     expect(md).toContain('| 128 | 262,144 | 44.4% | 82.0% | 12,929 | 215.7 ms | 42.8 ms |');
     expect(md).toContain(

@@ -158,9 +158,12 @@ describe('planStudy: every arm of the configured study', () => {
       if (!found) throw new Error(id);
       return found;
     };
-    // Prompt-blind arms carry their label; over chat the cache-aware router sends all to one worker.
+    // Prompt-blind arms carry their label; over chat the cache-aware router routes on load alone:
+    // balanced, at the hit rate of the least-loaded reference policy.
     expect(arm('epp').promptBlind).toMatch(/^prompt-blind/);
-    expect(arm('router-cache-aware').requestsPerReplica.map((e) => e.mean)).toEqual([1024, 0]);
+    const [r0 = 0, r1 = 0] = arm('router-cache-aware').requestsPerReplica.map((e) => e.mean);
+    expect(Math.abs(r0 - r1)).toBeLessThan(64);
+    expect(arm('router-cache-aware').hitRate.mean).toBeLessThan(arm('kube-proxy').hitRate.mean + 0.03);
     // Over completions the prefix-aware arms beat kube-proxy by far more than the spread.
     const kube = arm('kube-proxy').hitRate;
     for (const id of [

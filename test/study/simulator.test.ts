@@ -277,19 +277,43 @@ describe('front-end models (each derived from its source at the pinned version)'
     refreshMetricsMs: 50,
   });
 
-  it('vllm-router cache_aware over chat: empty routing text, so every tree stays empty and the smallest-tree choice sends everything to one worker (the manual lab 20/0)', () => {
-    const result = simulate(TWO, cacheAware(false));
-    expect(result.perReplica.map((r) => r.requests)).toEqual([1024, 0]);
-    expect(result.hitRate).toBeCloseTo(simulate(DEFAULT, 'single-replica').hitRate, 10);
+  it("vllm-router cache_aware over chat: the empty routing text matches 0.0, so the low-match branch picks the least loaded worker by the router's own counter", () => {
+    const chat = simulate(TWO, cacheAware(false));
+    const split = chat.perReplica.map((r) => r.requests);
+    // Balanced, not the smallest-tree rule's 1024 / 0.
+    expect(Math.abs((split[0] ?? 0) - (split[1] ?? 0))).toBeLessThan(64);
+    // Without resets the router's counter is the requests in flight: the least-loaded reference policy exactly.
+    const reference = simulate(TWO, 'least-loaded');
+    expect(split).toEqual(reference.perReplica.map((r) => r.requests));
+    expect(chat.hitRate).toBe(reference.hitRate);
+    expect(chat.timing).toEqual(reference.timing);
   });
 
-  it('vllm-router cache_aware over chat: its load-balancing fallback (abs and rel thresholds) splits only once the in-flight gap passes balance_abs_threshold; the tuned 4096 never does', () => {
+  it('vllm-router cache_aware over chat: equal loads go to the first worker in registry order', () => {
+    // One request at a time: every pick sees 0 / 0 in flight, a tie, so replica 0 gets them all.
+    const serial = { ...TWO, concurrency: 1, prompts: 64 };
+    expect(simulate(serial, cacheAware(false)).perReplica.map((r) => r.requests)).toEqual([64, 0]);
+    // Two at a time: the second goes to replica 1, and each freed slot refills the worker it left.
+    const pair = simulate({ ...serial, concurrency: 2 }, cacheAware(false)).perReplica.map((r) => r.requests);
+    expect(pair).toEqual([32, 32]);
+  });
+
+  it("vllm-router cache_aware over chat: the health checker's counter reset makes the router forget the requests in flight", () => {
+    // Resets far more often than a request lasts: after the opening burst at t = 0 (split by the
+    // counter as it fills), every pick sees zeroed counters, a tie, so replica 0.
+    const constant = { ...cacheAware(false), loadResetIntervalSecs: 0.001 };
+    const [first = 0, second = 0] = simulate(TWO, constant).perReplica.map((r) => r.requests);
+    expect(second).toBeLessThanOrEqual(TWO.concurrency / 2 + 1);
+    expect(first + second).toBe(1024);
+    // At the default interval (10 checks x 60 s) a default run ends before the first reset.
+    const run = simulate(TWO, cacheAware(false));
+    expect(run.timing.durationSeconds).toBeLessThan(600);
+    expect(simulate(TWO, { ...cacheAware(false), loadResetIntervalSecs: 600 })).toEqual(run);
+  });
+
+  it('vllm-router cache_aware over chat: the imbalance branch also picks the least loaded, so the balance thresholds change nothing', () => {
     const busy = { ...TWO, concurrency: 256, prompts: 2048 };
-    const defaults = simulate(busy, cacheAware(false)).perReplica.map((r) => r.requests);
-    const tuned = simulate(busy, cacheAware(false, true)).perReplica.map((r) => r.requests);
-    expect(Math.min(...defaults)).toBeGreaterThan(700); // least loaded whenever imbalanced
-    expect(tuned).toEqual([2048, 0]);
-    // At the study's concurrency (32) the gap can never exceed 64: defaults and tuned are the same.
+    expect(simulate(busy, cacheAware(false))).toEqual(simulate(busy, cacheAware(false, true)));
     expect(simulate(TWO, cacheAware(false))).toEqual(simulate(TWO, cacheAware(false, true)));
   });
 
