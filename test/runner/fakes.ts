@@ -103,7 +103,9 @@ export class FakeReplica {
    * An outage in fake time: from `from` the process is gone (it restarts: counters 0, new uid)
    * and every connection is reset until `until`, when the new process serves again.
    */
-  outage: { from: number; until: number; restarted?: boolean } | undefined;
+  outage: { from: number; until: number; restarted?: boolean; keepsUid?: boolean } | undefined;
+  /** Called before the replica answers: the fake cluster serves the clients' load up to now. */
+  beforeAnswer: (() => void) | undefined;
   private server: Server | undefined;
   url = '';
 
@@ -118,13 +120,15 @@ export class FakeReplica {
     if (!o || now < o.from) return false;
     if (!o.restarted) {
       o.restarted = true;
-      this.restart();
+      // A container restart (the engine crashed) keeps the pod and its uid; a new pod does not.
+      this.restart(o.keepsUid);
     }
     return now < o.until;
   }
 
   async start(): Promise<void> {
     this.server = createServer((req, res) => {
+      this.beforeAnswer?.();
       if (this.down()) {
         // A process that is gone: the connection is reset, as a pod being replaced does.
         req.socket.destroy();
@@ -157,13 +161,13 @@ export class FakeReplica {
     await new Promise<void>((resolve) => this.server?.close(() => resolve()));
   }
 
-  /** A new process: counters start at 0, nothing runs, the log starts afresh. */
-  restart(): void {
+  /** A new process: counters start at 0, nothing runs, the log starts afresh; a new pod has a new uid. */
+  restart(keepsUid = false): void {
     this.requests = 0;
     this.queries = 0;
     this.hits = 0;
     this.busyScrapes = 0;
-    this.uid = randomUUID();
+    if (!keepsUid) this.uid = randomUUID();
     this.log = this.startupLog(this.clock?.ms ?? 0);
   }
 
@@ -369,6 +373,8 @@ export interface FakeClusterOptions {
     readonly replica: number;
     readonly afterSeconds: number;
     readonly seconds: number;
+    /** The engine crashed and its container restarted: the pod, and its uid, stay. */
+    readonly keepsUid?: boolean;
   };
   /** The first this-many Job polls after a Job was created answer HTTP 500, as an overloaded API server. */
   readonly pollErrorsAfterCreate?: number;
@@ -399,6 +405,28 @@ export interface FakeClusterOptions {
   readonly unschedulableAtRun?: string;
 }
 
+/**
+ * A client's load as it is served: spread evenly from `from` to `until` over the replicas it
+ * targets, so a client that keeps running shows up in every scrape until it ends or is deleted.
+ */
+interface Load {
+  readonly job: string;
+  readonly spec: BenchmarkSpec;
+  readonly replicas: readonly FakeReplica[];
+  readonly share: readonly number[];
+  readonly perRequest: number;
+  readonly rate: number;
+  readonly from: number;
+  readonly until: number;
+  /** Served so far, per replica: requests and hit tokens. */
+  readonly served: number[];
+  readonly hits: number[];
+  /** The result file is written when the load ends (unless the Job was deleted before). */
+  readonly completed: number | undefined;
+  written: boolean;
+  stoppedAt?: number;
+}
+
 interface FakeJob {
   readonly manifest: JobObject;
   readonly createdAt: number;
@@ -425,7 +453,10 @@ export class FakeCluster implements Cluster {
   private readonly jobs = new Map<string, FakeJob>();
   private readonly specs = new Map<string, BenchmarkSpec>();
   private readonly runOf = new Map<string, string>();
-  private readonly deployments = new Map<string, { generation: number; observedAt: number }>();
+  private readonly deployments = new Map<
+    string,
+    { generation: number; observedAt: number; restartedAt?: number }
+  >();
   private readonly podReadyAt = new Map<string, number>();
   /** Services by name: the front ends' in the lab namespace, and the gates the runner makes. */
   readonly services = new Map<
@@ -438,10 +469,15 @@ export class FakeCluster implements Cluster {
   private pollErrors = 0;
   /** Job polls answered with HTTP 500 so far. */
   pollErrorsAnswered = 0;
+  /** The clients' loads, served over time (`tick`). */
+  private readonly loads: Load[] = [];
 
   constructor(private readonly o: FakeClusterOptions) {
     this.leaveJobAtRun = o.leaveJobAtRun;
-    for (const r of o.replicas) r.clock = o.clock;
+    for (const r of o.replicas) {
+      r.clock = o.clock;
+      r.beforeAnswer = () => this.tick();
+    }
     for (let pair = 0; pair < o.config.study.parallelism; pair++) {
       for (const arm of studyArms(o.config)) {
         const fe = frontEnd(o.config, arm, pair);
@@ -486,12 +522,10 @@ export class FakeCluster implements Cluster {
     if (this.leaveJobAtRun && this.runOf.get(id) === this.leaveJobAtRun) {
       this.leaveJobAtRun = undefined;
       this.events.push(`create job/${job.metadata.name}`);
-      this.jobs.set(job.metadata.name, {
-        manifest: job,
-        createdAt: this.o.clock.ms,
-        doneAt: 0,
-        outcome: 'never',
-      });
+      // The client runs on without its runner: its load reaches the replicas until it is deleted.
+      const now = this.o.clock.ms;
+      const running = this.startClient(job, spec, now, now + (this.o.jobStartSeconds ?? 0) * 1000);
+      this.jobs.set(job.metadata.name, { ...running, outcome: 'never' });
       throw new Error(`fake cluster: runner killed after creating job/${job.metadata.name}`);
     }
     this.created.push(job);
@@ -520,7 +554,7 @@ export class FakeCluster implements Cluster {
     this.jobs.set(job.metadata.name, this.startClient(job, spec, now, now + startMs));
   }
 
-  /** A client sends its load from `from` on (its requests land at once) and ends `jobSeconds` later. */
+  /** A client sends its load from `from` on, spread over the `jobSeconds` until it ends. */
   private startClient(job: JobObject, spec: BenchmarkSpec, createdAt: number, from: number): FakeJob {
     const outage = this.o.outageAtRun;
     if (outage && this.runOf.get(spec.id) === outage.run && !this.outageDone) {
@@ -533,15 +567,10 @@ export class FakeCluster implements Cluster {
       return { manifest: job, createdAt, doneAt: from + b.failAfterSeconds * 1000, outcome: 'failed' };
     }
     const completed = b.completed ?? spec.prompts;
-    this.serve(spec, completed + 1);
+    const doneAt = from + (this.o.jobSeconds ?? 120) * 1000;
+    this.serve(job.metadata.name, spec, completed + 1, from, doneAt, b.noResultFile ? undefined : completed);
     if (b.metricsVanish) for (const r of this.o.replicas) r.blankScrapes = 1;
-    if (!b.noResultFile) this.writeResult(spec, completed);
-    return {
-      manifest: job,
-      createdAt,
-      doneAt: from + (this.o.jobSeconds ?? 120) * 1000,
-      outcome: b.hangs ? 'never' : 'succeeded',
-    };
+    return { manifest: job, createdAt, doneAt, outcome: b.hangs ? 'never' : 'succeeded' };
   }
 
   async getServiceSpec(name: string): Promise<Record<string, unknown> | undefined> {
@@ -594,6 +623,7 @@ export class FakeCluster implements Cluster {
   }
 
   async getJob(name: string): Promise<JobCounts | undefined> {
+    this.tick();
     const path = `/apis/batch/v1/namespaces/${this.o.config.namespace}/jobs/${name}`;
     if (this.o.pollStatus !== undefined) {
       throw new KubeApiError(
@@ -616,10 +646,23 @@ export class FakeCluster implements Cluster {
   }
 
   async deleteJob(name: string): Promise<void> {
+    this.tick();
     const job = this.liveJob(name);
     if (!job || job.goneAt !== undefined) return;
     this.events.push(`delete job/${name}`);
     job.goneAt = this.o.clock.ms + (this.o.jobDeleteSeconds ?? 0) * 1000;
+    // Its pod is being terminated: its client sends nothing more.
+    for (const load of this.loads) if (load.job === name) load.stoppedAt ??= this.o.clock.ms;
+  }
+
+  /** The benchmark Jobs that exist (the runner's selector is the component label). */
+  async listJobNames(labelSelector: string): Promise<string[]> {
+    this.tick();
+    const wanted = labelSelector.split(',').map((kv) => kv.split('='));
+    return [...this.jobs.keys()].filter((name) => {
+      const job = this.liveJob(name);
+      return job && wanted.every(([k, v]) => job.manifest.metadata.labels[k] === v);
+    });
   }
 
   /** A Job that still exists; a deleted one whose time is up is removed here. */
@@ -634,6 +677,7 @@ export class FakeCluster implements Cluster {
   }
 
   async listPods(labelSelector: string): Promise<PodState[]> {
+    this.tick();
     const [key, value] = labelSelector.split('=');
     const served = this.o.config.model.servedName;
     if (key === 'app' && [served, `${served}-kv`, `${served}-b`].includes(value)) {
@@ -680,9 +724,16 @@ export class FakeCluster implements Cluster {
       : this.o.replicas;
   }
 
-  async deletePod(name: string): Promise<void> {
+  async deletePod(name: string, uid?: string): Promise<void> {
+    this.tick();
     const replica = this.replicaOf(name);
     if (!replica) throw new Error(`fake cluster: no pod ${name}`);
+    // The uid precondition (the Cluster port's contract): the pod of that name is now another
+    // one, its replacement, which stays.
+    if (uid !== undefined && uid !== replica.uid) {
+      this.events.push(`kept pod/${name}: not uid ${uid}`);
+      return;
+    }
     this.deletedPods.push(name);
     this.events.push(`delete pod/${name}`);
     replica.restart();
@@ -711,9 +762,15 @@ export class FakeCluster implements Cluster {
   async restartDeployment(name: string, at: Date): Promise<void> {
     if (!/^(vllm-router-|qwen3-)/.test(name)) throw new Error(`fake cluster: no deployment ${name}`);
     const d = this.deployments.get(name) ?? { generation: 1, observedAt: 0 };
+    // The same restartedAt again changes nothing in the pod template: no new generation, no rollout.
+    if (d.restartedAt === at.getTime()) return;
     this.restarted.push(name);
     // The new pod is ready 20 s after the restart.
-    this.deployments.set(name, { generation: d.generation + 1, observedAt: at.getTime() + 20_000 });
+    this.deployments.set(name, {
+      generation: d.generation + 1,
+      observedAt: at.getTime() + 20_000,
+      restartedAt: at.getTime(),
+    });
   }
 
   async getDeployment(name: string): Promise<DeploymentState | undefined> {
@@ -733,8 +790,18 @@ export class FakeCluster implements Cluster {
     return 'v1.33.4+k3s1';
   }
 
-  /** Requests of a client land on its replica, or round-robin over the replicas of a front end. */
-  private serve(spec: BenchmarkSpec, requests: number): void {
+  /**
+   * A client's requests, over time: on its replica, or round-robin over the replicas of a front
+   * end. They are served by `tick`, as the clock moves.
+   */
+  private serve(
+    job: string,
+    spec: BenchmarkSpec,
+    requests: number,
+    from: number,
+    until: number,
+    completed: number | undefined,
+  ): void {
     const replicas = this.pairReplicas(spec.target.pair ?? 0);
     const share =
       spec.target.kind === 'replica'
@@ -745,13 +812,50 @@ export class FakeCluster implements Cluster {
     const perRequest = spec.prefix
       ? lookedUpTokens({ ...spec.prefix, chatTemplateTokens: this.o.config.workload.chatTemplateTokens })
       : 300;
-    const rate = this.o.hitRate(spec);
-    share.forEach((n, i) => {
-      const queries = n * perRequest;
-      replicas[i].requests += n;
-      replicas[i].queries += queries;
-      replicas[i].hits += Math.round(queries * rate);
+    this.loads.push({
+      job,
+      spec,
+      replicas,
+      share,
+      perRequest,
+      rate: this.o.hitRate(spec),
+      from,
+      until,
+      served: share.map(() => 0),
+      hits: share.map(() => 0),
+      completed,
+      written: false,
     });
+    this.tick();
+  }
+
+  /**
+   * Serves every load up to now: each replica's counters grow by the share of the client's
+   * requests due by now (all of them at its end); a finished client writes its result file.
+   */
+  tick(): void {
+    const now = this.o.clock.ms;
+    for (const load of this.loads) {
+      const end = Math.min(now, load.stoppedAt ?? Number.POSITIVE_INFINITY);
+      const span = Math.max(1, load.until - load.from);
+      const frac = Math.min(1, Math.max(0, (end - load.from) / span));
+      load.share.forEach((n, i) => {
+        const due = frac >= 1 ? n : Math.floor(n * frac);
+        const add = due - load.served[i];
+        if (add <= 0) return;
+        const hitsDue = Math.round(due * load.perRequest * load.rate);
+        const replica = load.replicas[i];
+        replica.requests += add;
+        replica.queries += add * load.perRequest;
+        replica.hits += hitsDue - load.hits[i];
+        load.served[i] = due;
+        load.hits[i] = hitsDue;
+      });
+      if (frac >= 1 && !load.written && (load.stoppedAt === undefined || load.stoppedAt >= load.until)) {
+        load.written = true;
+        if (load.completed !== undefined) this.writeResult(load.spec, load.completed);
+      }
+    }
   }
 
   private writeResult(spec: BenchmarkSpec, completed: number): void {

@@ -175,7 +175,7 @@ describe('staging: the next run’s clients start behind a closed gate during th
 });
 
 describe('staging: what it leaves behind when it cannot be used', () => {
-  it('falls back when a staged client ends before its gate opens, and turns staging off', async () => {
+  it('falls back when a staged client ends before its gate opens, and turns staging off when the next one does too', async () => {
     const r = await rehearse({ stagedClientsEnd: true });
     const study = byId(await r.run());
     for (const run of study.values()) expect(run.invalidReasons, run.id).toEqual([]);
@@ -184,7 +184,9 @@ describe('staging: what it leaves behind when it cannot be used', () => {
       /^staged job\/bench-arm-kube-proxy-prefix ended \(failed\) before its gate opened/,
     );
     expect(first.staging?.gatesOpenedAt).toBeUndefined();
-    for (const id of RUNS.slice(2)) expect(study.get(id)?.staging, id).toBeUndefined();
+    // Once can be an evicted pod; twice in a row is the client image.
+    expect(study.get(RUNS[2])?.staging?.fellBack).toMatch(/ended \(failed\) before its gate opened/);
+    for (const id of RUNS.slice(3)) expect(study.get(id)?.staging, id).toBeUndefined();
     expect(r.lines.some((l) => l.includes('staging is off for the rest of the study'))).toBe(true);
     // The failed staged Job was gone before its run's own client was created.
     const events = r.cluster.events;
