@@ -106,6 +106,11 @@ export class FakeReplica {
   outage: { from: number; until: number; restarted?: boolean; keepsUid?: boolean } | undefined;
   /** Called before the replica answers: the fake cluster serves the clients' load up to now. */
   beforeAnswer: (() => void) | undefined;
+  /**
+   * Injected network faults: returns whether this request's connection is reset before the
+   * replica sees it (`before`) or after it acted, losing its answer (`after`).
+   */
+  flaky: (() => 'before' | 'after' | undefined) | undefined;
   private server: Server | undefined;
   url = '';
 
@@ -133,6 +138,18 @@ export class FakeReplica {
         // A process that is gone: the connection is reset, as a pod being replaced does.
         req.socket.destroy();
         return;
+      }
+      const fault = this.flaky?.();
+      if (fault === 'before') {
+        req.socket.destroy();
+        return;
+      }
+      if (fault === 'after') {
+        // The replica acts on the request; its answer never arrives.
+        res.end = (() => {
+          req.socket.destroy();
+          return res;
+        }) as typeof res.end;
       }
       if (req.method === 'POST' && req.url === '/reset_prefix_cache') {
         if (!this.devMode) {
@@ -517,8 +534,13 @@ export class FakeCluster implements Cluster {
     if (this.o.throwAtRun && this.runOf.get(id) === this.o.throwAtRun) {
       throw new Error(`fake cluster: interrupted at ${this.o.throwAtRun}`);
     }
-    if (this.jobs.has(job.metadata.name))
-      throw new Error(`fake cluster: job ${job.metadata.name} already exists`);
+    if (this.liveJob(job.metadata.name))
+      throw new KubeApiError(
+        'POST',
+        `/apis/batch/v1/namespaces/${job.metadata.namespace}/jobs`,
+        409,
+        `{"kind":"Status","reason":"AlreadyExists","message":"jobs.batch "${job.metadata.name}" already exists"}`,
+      );
     if (this.leaveJobAtRun && this.runOf.get(id) === this.leaveJobAtRun) {
       this.leaveJobAtRun = undefined;
       this.events.push(`create job/${job.metadata.name}`);
