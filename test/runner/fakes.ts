@@ -582,7 +582,11 @@ export class FakeCluster implements Cluster {
     if (outage && this.runOf.get(spec.id) === outage.run && !this.outageDone) {
       this.outageDone = true;
       const at = from + outage.afterSeconds * 1000;
-      this.o.replicas[outage.replica].outage = { from: at, until: at + outage.seconds * 1000 };
+      this.o.replicas[outage.replica].outage = {
+        from: at,
+        until: at + outage.seconds * 1000,
+        keepsUid: outage.keepsUid,
+      };
     }
     const b = this.o.behaviour?.[spec.id] ?? {};
     if (b.failAfterSeconds !== undefined) {
