@@ -1,5 +1,5 @@
 import { gateSelector } from '../../charts/gate-service.ts';
-import { COMPONENT_LABEL } from '../../charts/labels.ts';
+import { COMPONENT_LABEL, labLabels } from '../../charts/labels.ts';
 import type { JobOutcome } from '../study/results.ts';
 import { jobOutcome } from '../study/validity.ts';
 import { rethrowOutage } from './call-policy.ts';
@@ -13,7 +13,10 @@ import { formatElapsed } from './status.ts';
  */
 
 /** Every benchmark client's Job, of any study (charts/benchmark-job.ts labels them so). */
-export const BENCHMARK_JOBS_SELECTOR = `${COMPONENT_LABEL}=benchmark`;
+export const BENCHMARK_JOBS_SELECTOR = [
+  ...Object.entries(labLabels()).map(([k, v]) => `${k}=${v}`),
+  `${COMPONENT_LABEL}=benchmark`,
+].join(',');
 
 /** Where a client's pod log is kept, for the Job waits to save it (the attempt's files). */
 export type SaveClientLog = (benchmarkId: string, log: string) => Promise<void>;

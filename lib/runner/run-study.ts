@@ -180,6 +180,11 @@ class StudyRunner {
         ? `resuming study ${choice.id} (${choice.why}): ${this.plan.runs.length - pending.length} of ${this.plan.runs.length} runs have a valid record`
         : `starting study ${choice.id} (${choice.why}): ${this.plan.runs.length} runs`,
     );
+    if (existing) {
+      // Known from here on, so that a stop (an API outage at start) is recorded in its study.json.
+      const { finishedAt: _previous, stopped: _stopped, ...kept } = existing.metadata;
+      this.records.metadata = { ...kept, studyId: choice.id };
+    }
     await this.writeStatus();
 
     // Before anything loads a replica or asks a front end: no client of an earlier runner (of
@@ -190,12 +195,7 @@ class StudyRunner {
     for (const { prefixCaches, pair } of sets.values())
       await this.resets.waitForReplicas(prefixCaches, pair ?? 0, this.ctx.options.startupTimeoutMs);
 
-    if (existing) {
-      const { finishedAt: _previous, stopped: _stopped, ...kept } = existing.metadata;
-      this.records.metadata = { ...kept, studyId: choice.id };
-    } else {
-      this.records.metadata = await collectMetadata(this.ctx, choice.id, this.startedAt);
-    }
+    if (!existing) this.records.metadata = await collectMetadata(this.ctx, choice.id, this.startedAt);
     await this.records.writeStudy();
 
     await this.evidence.preflightArms(pending);

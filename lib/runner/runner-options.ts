@@ -1,7 +1,13 @@
 import type { LabConfig } from '../config/schema.ts';
 import type { Arm, ServerSet } from '../study/arms.ts';
 import { EPP_METRICS_PORT, eppName, replicaUrls, targetBaseUrl } from '../study/topology.ts';
-import { DEFAULT_API_OUTAGE_MS, DEFAULT_RETRY_POLICY, type RetryPolicy } from './call-policy.ts';
+import {
+  apiOutageMsOf,
+  DEFAULT_API_OUTAGE_MS,
+  DEFAULT_RETRY_POLICY,
+  type RetryPolicy,
+  retryPolicyOf,
+} from './call-policy.ts';
 import type { StatusChecks } from './preflight.ts';
 
 /** The first lab's runner's waits and limits; every one has a default. */
@@ -105,6 +111,14 @@ export interface RunnerOptions {
 }
 
 export type ResolvedOptions = { readonly [K in keyof RunnerOptions]-?: NonNullable<RunnerOptions[K]> };
+
+/** The options `runner.*` of the configuration sets: the readiness wait and the error policy with its outage limit. */
+export function runnerOptionsOf(config: LabConfig): Pick<RunnerOptions, 'readyTimeoutMs' | 'retry'> {
+  return {
+    readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
+    retry: { ...retryPolicyOf(config), outageMs: apiOutageMsOf(config) },
+  };
+}
 
 /** The options with their defaults. */
 export function resolveOptions(config: LabConfig, options: RunnerOptions): ResolvedOptions {

@@ -6,6 +6,7 @@ import { parseLabConfig } from '../../lib/config/load.ts';
 import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
 import type { Cluster, JobObject } from '../../lib/runner/ports.ts';
 import { retryingCluster } from '../../lib/runner/retry.ts';
+import { runnerOptionsOf } from '../../lib/runner/runner-options.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
 import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
 import { FakeClock } from './fakes.ts';
@@ -165,6 +166,17 @@ describe('finding 3: an API outage is ridden out up to runner.retry.outageMinute
     expect(
       lab.lines.some((l) => /^retry \d+ of .* \(failing for \d+m\d+s, waiting up to 15m00s\)/.test(l)),
     ).toBe(true);
+  });
+
+  it('takes the outage limit from runner.retry.outageMinutes in the runner pod', () => {
+    const options = runnerOptionsOf(parseLabConfig({ runner: { retry: { outageMinutes: 30 } } }));
+    expect(options.retry).toEqual({
+      attempts: 5,
+      initialDelayMs: 1_000,
+      maxDelayMs: 30_000,
+      outageMs: 30 * 60_000,
+    });
+    expect(runnerOptionsOf(parseLabConfig({})).retry?.outageMs).toBe(15 * 60_000);
   });
 
   it('stops an outage longer than the limit as interrupted, recorded in study.json, not failed', async () => {
