@@ -25,8 +25,8 @@ import {
  */
 
 /** Hit rates the fake replicas serve: the calibration numbers of lab-spec 4.1 and made-up arms. */
-const BOUND_RATES: Record<number, number> = { 128: 0.444, 64: 0.776, 16: 0.909, 8: 0.923 };
-const ARM_RATES: Record<string, number> = {
+export const BOUND_RATES: Record<number, number> = { 128: 0.444, 64: 0.776, 16: 0.909, 8: 0.923 };
+export const ARM_RATES: Record<string, number> = {
   'kube-proxy': 0.45,
   'router-round-robin': 0.44,
   'router-cache-aware': 0.58,

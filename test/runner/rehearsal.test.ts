@@ -23,31 +23,13 @@ import {
   FakeReplica,
   rehearsalDeps,
 } from './fakes.ts';
+import { ARM_RATES, BOUND_RATES, calibratedHitRate } from './rehearsal-kit.ts';
 
 const config = defaultLabConfig();
 const plan = studyPlan(config);
 const unstaged = parseLabConfig({ runner: { stageNextRun: false } });
 
-/** Hit rates the fake replicas serve: the calibration numbers of lab-spec 4.1 and made-up arms. */
-const BOUND_RATES: Record<number, number> = { 128: 0.444, 64: 0.776, 16: 0.909, 8: 0.923 };
-const ARM_RATES: Record<string, number> = {
-  'kube-proxy': 0.45,
-  'router-round-robin': 0.44,
-  'router-cache-aware': 0.58,
-  'router-cache-aware-tuned': 0.71,
-  'router-round-robin-completions': 0.43,
-  'router-cache-aware-completions': 0.62,
-  'router-cache-aware-tuned-completions': 0.74,
-  epp: 0.76,
-  'epp-completions': 0.79,
-};
-
-function hitRate(spec: BenchmarkSpec): number {
-  if (spec.dataset === 'sharegpt') return 0.05;
-  if (spec.target.kind === 'arm') return ARM_RATES[spec.target.arm];
-  if (spec.id.startsWith('partition')) return 0.81;
-  return BOUND_RATES[spec.prefix?.prefixes ?? 0];
-}
+const hitRate = calibratedHitRate;
 
 interface Rehearsal {
   readonly dir: string;
