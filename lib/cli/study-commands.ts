@@ -120,17 +120,37 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
         'start the study on the testbed, or resume it: a finished or failed runner is started again and resumes the latest unfinished study of this configuration, skipping every run that already has a valid record',
       )
       .option('--new', 'start a fresh study (a new study id and results folder) instead of resuming one')
+      .option(
+        '--redo-invalid',
+        'run the invalid runs of the latest study of this configuration again, even when it finished; every earlier attempt stays on record',
+      )
       .option(...CELL_OPTION),
-  ).action(async (opts: StackOptions & CellOption & { new?: boolean }) => {
+  ).action(async (opts: StackOptions & CellOption & { new?: boolean; redoInvalid?: boolean }) => {
     const config = await loadProgramConfig(program);
     const cell = checkedCell('lab run', config, opts.cell);
+    if (opts.new && opts.redoInvalid) {
+      fail(
+        'lab run',
+        '--new and --redo-invalid exclude each other: --new starts a fresh study, --redo-invalid runs the invalid runs of the latest one again',
+      );
+    }
+    if (opts.redoInvalid && config.lab === 'network') {
+      fail(
+        'lab run',
+        "--redo-invalid: only the LLM-gateway lab's runner redoes invalid runs; a network cell resumes its unfinished study with lab run --cell <name>",
+      );
+    }
     const { runnerJob } = await import('../control/host-scripts.ts');
     const { startStudy } = await import('../control/study-control.ts');
     await withContext(
       'lab run',
       opts.stack ?? config.stackName,
       opts.region,
-      (ctx) => startStudy(ctx, runnerJob(config), { fresh: opts.new === true }),
+      (ctx) =>
+        startStudy(ctx, runnerJob(config), {
+          fresh: opts.new === true,
+          redoInvalid: opts.redoInvalid === true,
+        }),
       cell,
     );
   });

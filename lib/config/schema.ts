@@ -307,6 +307,15 @@ const RunnerSchema = z
           .max(600)
           .default(30)
           .describe('Longest delay between two tries'),
+        outageMinutes: z
+          .number()
+          .int()
+          .min(1)
+          .max(240)
+          .default(15)
+          .describe(
+            'How long a Kubernetes API call is tried again after its first failure (an API server restart): a study rides out an outage this long, then stops as interrupted and lab run resumes it',
+          ),
       })
       .prefault({}),
   })

@@ -1,6 +1,6 @@
 import { formatElapsed, formatEta, type StudyState, type StudyStatus } from '../runner/status.ts';
 
-const STATES: readonly StudyState[] = ['starting', 'running', 'finished', 'failed'];
+const STATES: readonly StudyState[] = ['starting', 'running', 'finished', 'failed', 'interrupted'];
 
 /** Reads status.json as the runner writes it (lib/runner/status.ts); undefined if it is not that. */
 export function parseStudyStatus(text: string): StudyStatus | undefined {
@@ -30,7 +30,7 @@ function ago(ms: number): string {
 export function formatStudyStatus(status: StudyStatus, now: Date): string[] {
   const started = Date.parse(status.startedAt);
   const updated = Date.parse(status.updatedAt);
-  const over = status.state === 'finished' || status.state === 'failed';
+  const over = status.state === 'finished' || status.state === 'failed' || status.state === 'interrupted';
   const lines = [
     `state:     ${status.state} (status.json updated ${status.updatedAt}, ${ago(now.getTime() - updated)})`,
     `runs:      ${status.recordedRuns} of ${status.totalRuns} recorded: ${status.validRuns} valid, ${status.invalidRuns} invalid`,

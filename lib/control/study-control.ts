@@ -67,7 +67,7 @@ function staleWarning(status: StudyStatus, job: RunnerJobState | undefined): str
 export async function startStudy(
   ctx: ControlContext,
   job: RunnerJob,
-  start: { readonly fresh?: boolean } = {},
+  start: { readonly fresh?: boolean; readonly redoInvalid?: boolean } = {},
 ): Promise<void> {
   const testbed = await runningTestbed(ctx);
   ctx.write(`stack ${testbedName(testbed)}: instance ${testbed.instanceId} in ${ctx.region}`);

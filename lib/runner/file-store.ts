@@ -2,10 +2,11 @@ import { appendFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'nod
 import { dirname, join } from 'node:path';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
 import {
+  ATTEMPTS_DIR,
   attemptDir,
-  clientLogPath,
   clientResultPath,
   NEW_STUDY_REQUEST_FILE,
+  REDO_INVALID_REQUEST_FILE,
   RUNNER_LOG_FILE,
   RUNS_DIR,
   runRecordPath,
@@ -14,7 +15,7 @@ import {
   STUDY_FILE,
   studyDir,
 } from './layout.ts';
-import type { ClientFiles, ResultStore, StudyFiles } from './ports.ts';
+import type { ResultStore, StudyFiles } from './ports.ts';
 import type { StudyStatus } from './status.ts';
 import { isStudyId, type StoredStudy } from './study-id.ts';
 
@@ -49,11 +50,12 @@ export class FileResultStore implements ResultStore {
     });
   }
 
-  async takeNewStudyRequest(): Promise<boolean> {
-    const path = join(this.root, NEW_STUDY_REQUEST_FILE);
-    if ((await readOptional(path)) === undefined) return false;
-    await rm(path, { force: true });
-    return true;
+  takeNewStudyRequest(): Promise<boolean> {
+    return takeRequest(join(this.root, NEW_STUDY_REQUEST_FILE));
+  }
+
+  takeRedoInvalidRequest(): Promise<boolean> {
+    return takeRequest(join(this.root, REDO_INVALID_REQUEST_FILE));
   }
 
   study(studyId: string): StudyFiles {
@@ -77,40 +79,51 @@ class FileStudyFiles implements StudyFiles {
     await writeAtomic(join(this.dir, runRecordPath(record.id)), `${JSON.stringify(record, null, 2)}\n`);
   }
 
-  async saveClientResult(benchmarkId: string, resultFile: string, text: string): Promise<void> {
-    await writeAtomic(join(this.dir, clientResultPath(benchmarkId, resultFile)), text);
-  }
-
-  async writeClientLog(benchmarkId: string, log: string): Promise<void> {
-    await writeAtomic(join(this.dir, clientLogPath(benchmarkId)), log);
-  }
-
   async readRuns(): Promise<{ runs: RunRecord[]; unreadable: string[] }> {
     const { items, unreadable } = await readJsonFiles<RunRecord>(join(this.dir, RUNS_DIR));
     return { runs: items, unreadable };
   }
 
-  async archiveAttempt(runId: string, label: string, clients: readonly ClientFiles[]): Promise<number> {
-    const target = join(this.dir, attemptDir(runId, label));
-    let moved = 0;
-    for (const { benchmarkId, resultFile } of clients) {
-      for (const relative of [clientResultPath(benchmarkId, resultFile), clientLogPath(benchmarkId)]) {
-        const from = join(this.dir, relative);
-        // A client that never wrote its file leaves nothing to keep.
-        if ((await readOptional(from)) === undefined) continue;
-        const to = join(target, relative);
-        await mkdir(dirname(to), { recursive: true });
-        await rename(from, to);
-        moved++;
+  async claimAttempt(runId: string, atLeast: number): Promise<number> {
+    const runDir = join(this.dir, ATTEMPTS_DIR, runId);
+    await mkdir(runDir, { recursive: true });
+    const taken = (await readdir(runDir)).map(Number).filter((n) => Number.isInteger(n));
+    for (let n = Math.max(atLeast, ...taken.map((t) => t + 1)); ; n++) {
+      try {
+        // mkdir without `recursive` fails on a folder that exists: one claim per number.
+        await mkdir(join(this.dir, attemptDir(runId, n)));
+        return n;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       }
     }
-    return moved;
+  }
+
+  async saveAttemptFile(runId: string, attempt: number, path: string, text: string): Promise<boolean> {
+    const kept = join(this.dir, attemptDir(runId, attempt), path);
+    await mkdir(dirname(kept), { recursive: true });
+    try {
+      // `wx`: the attempt's file is written once and never replaced.
+      await writeFile(kept, text, { flag: 'wx' });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw error;
+    }
+    await writeAtomic(join(this.dir, path), text);
+    return true;
   }
 
   async appendLog(line: string): Promise<void> {
     await mkdir(this.dir, { recursive: true });
     await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
   }
+}
+
+/** Whether a request file exists; it is removed. */
+async function takeRequest(path: string): Promise<boolean> {
+  if ((await readOptional(path)) === undefined) return false;
+  await rm(path, { force: true });
+  return true;
 }
 
 /** A JSON file, or undefined when it does not exist; text that is not JSON throws, naming the file. */

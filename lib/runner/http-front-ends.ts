@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Api } from '../study/arms.ts';
+import { HttpStatusError } from './call-policy.ts';
 import { SERVICE_ACCOUNT_DIR } from './kube-cluster.ts';
 import type { EndpointPickers, FrontEndAnswer, FrontEnds } from './ports.ts';
 
@@ -85,7 +86,10 @@ export class HttpEndpointPickers implements EndpointPickers {
         response.status === 401 || response.status === 403
           ? ' (the runner ServiceAccount needs a ClusterRole with nonResourceURLs ["/metrics"], verbs ["get"])'
           : '';
-      throw new Error(`GET ${url} answered HTTP ${response.status}${hint}: ${text.trim().slice(0, 200)}`);
+      throw new HttpStatusError(
+        `GET ${url} answered HTTP ${response.status}${hint}: ${text.trim().slice(0, 200)}`,
+        response.status,
+      );
     }
     return text;
   }

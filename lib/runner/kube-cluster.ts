@@ -176,8 +176,29 @@ export class KubeCluster implements Cluster {
     }));
   }
 
-  async deletePod(name: string): Promise<void> {
-    await this.deleteOptional(`${this.pods()}/${encodeURIComponent(name)}`);
+  async listJobNames(labelSelector: string): Promise<string[]> {
+    const list = JSON.parse(await this.call('GET', `${this.jobs()}?labelSelector=${q(labelSelector)}`)) as {
+      items: { metadata: { name: string } }[];
+    };
+    return list.items.map((j) => j.metadata.name);
+  }
+
+  async deletePod(name: string, uid?: string): Promise<void> {
+    const path = `${this.pods()}/${encodeURIComponent(name)}`;
+    if (uid === undefined) {
+      await this.deleteOptional(path);
+      return;
+    }
+    // DeleteOptions.preconditions.uid (k8s.io/apimachinery meta/v1 types.go, `Preconditions`): the
+    // API server refuses to delete a pod of that name with another uid. Which status the refusal
+    // has is not relied on: a pod that now has another uid is a replacement, and then nothing is to do.
+    try {
+      await this.deleteOptional(path, JSON.stringify({ preconditions: { uid } }));
+    } catch (error) {
+      if (!(error instanceof KubeApiError) || (error.status !== 409 && error.status !== 412)) throw error;
+      const now = await this.getOptional<PodJson>(path);
+      if (now && now.metadata.uid === uid) throw error;
+    }
   }
 
   async podLog(name: string, container?: string, since?: Date): Promise<string> {

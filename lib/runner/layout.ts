@@ -36,19 +36,24 @@ export const RUNNER_LOG_FILE = 'runner.log';
 export const RUNS_DIR = 'runs';
 /** Holds one folder per study. */
 export const STUDIES_DIR = 'studies';
-/** Earlier attempts' client files, inside a study folder. */
+/** Every attempt's client files, write-once, inside a study folder. */
 export const ATTEMPTS_DIR = 'attempts';
 /** `lab run --new` leaves this file; the runner then starts a fresh study and removes it. */
 export const NEW_STUDY_REQUEST_FILE = 'new-study.request';
+/**
+ * `lab run --redo-invalid` leaves this file; the runner then resumes the latest study of its
+ * configuration even when it finished, runs only its invalid runs again, and removes it.
+ */
+export const REDO_INVALID_REQUEST_FILE = 'redo-invalid.request';
 
 /** A study's folder, relative to the results folder. */
 export function studyDir(studyId: string): string {
   return `${STUDIES_DIR}/${studyId}`;
 }
 
-/** Where an earlier attempt's client files are kept, relative to the study folder. */
-export function attemptDir(runId: string, label: string): string {
-  return `${ATTEMPTS_DIR}/${runId}/${label}`;
+/** Where attempt `n` of a run keeps its client files, relative to the study folder. */
+export function attemptDir(runId: string, attempt: number): string {
+  return `${ATTEMPTS_DIR}/${runId}/${attempt}`;
 }
 
 /** `{ "qwen3-0": "GPU-<uuid>", ... }`: the bootstrap runs `nvidia-smi -L` in each replica pod. */

@@ -10,9 +10,9 @@ import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
 import { onRunnerNode, RUNNER_NODE_ENV } from './layout.ts';
 import { type JobObject, systemClock } from './ports.ts';
 import type { StatusChecks } from './preflight.ts';
-import { retryPolicyOf } from './retry.ts';
 import { runStudy } from './run-study.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
+import { runnerOptionsOf } from './runner-options.ts';
 
 /**
  * The runner's entry in its pod: the real Kubernetes client (ServiceAccount token and CA), the
@@ -61,11 +61,7 @@ async function main(): Promise<void> {
     },
     config,
     plan,
-    {
-      statusChecks,
-      readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
-      retry: retryPolicyOf(config),
-    },
+    { statusChecks, ...runnerOptionsOf(config) },
   );
   const invalid = study.runs.filter((run) => !run.valid).length;
   console.log(`results in ${results}: ${study.runs.length} runs, ${invalid} invalid`);

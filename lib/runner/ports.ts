@@ -57,8 +57,14 @@ export interface Cluster {
   getJob(name: string): Promise<JobCounts | undefined>;
   /** Deletes a Job and its pods (foreground propagation); returns before they are gone. */
   deleteJob(name: string): Promise<void>;
+  /** Names of the Jobs matching a label selector (every benchmark Job, of any study). */
+  listJobNames(labelSelector: string): Promise<string[]>;
   listPods(labelSelector: string): Promise<PodState[]>;
-  deletePod(name: string): Promise<void>;
+  /**
+   * Deletes a pod; with `uid`, only that pod (the API's delete precondition): a pod of the same
+   * name with another uid is a replacement, left alone, and the call succeeds.
+   */
+  deletePod(name: string, uid?: string): Promise<void>;
   /**
    * A container's log; with `since`, only lines written at or after it (the API's `sinceTime`,
    * whole seconds).
@@ -134,6 +140,8 @@ export interface ResultStore {
   listStudies(): Promise<{ studies: StoredStudy[]; unreadable: string[] }>;
   /** Whether `lab run --new` asked for a fresh study; the request is removed. */
   takeNewStudyRequest(): Promise<boolean>;
+  /** Whether `lab run --redo-invalid` asked to run the latest study's invalid runs again; the request is removed. */
+  takeRedoInvalidRequest(): Promise<boolean>;
   /** The folder of one study (`studies/<id>/`). */
   study(studyId: string): StudyFiles;
 }
@@ -148,22 +156,19 @@ export interface StudyFiles {
   readRuns(): Promise<{ runs: RunRecord[]; unreadable: string[] }>;
   writeStudy(study: StudyRecord): Promise<void>;
   writeRun(record: RunRecord): Promise<void>;
-  /** Keeps a client's saved JSON in the study folder. */
-  saveClientResult(benchmarkId: string, resultFile: string, text: string): Promise<void>;
-  writeClientLog(benchmarkId: string, log: string): Promise<void>;
   /**
-   * Moves the client files of a run's earlier attempt to `attempts/<run-id>/<label>/` (the
-   * attempt's number, or `unrecorded-<n>` for files of an attempt no record names), so a new
-   * attempt never overwrites them. Files that do not exist are skipped; returns how many moved.
+   * Claims the next attempt number of a run, at least `atLeast`: its folder
+   * `attempts/<run-id>/<n>/` is created and no later claim, by this runner or another, gets the
+   * same number (a killed runner's attempt keeps its files).
    */
-  archiveAttempt(runId: string, label: string, clients: readonly ClientFiles[]): Promise<number>;
+  claimAttempt(runId: string, atLeast: number): Promise<number>;
+  /**
+   * Keeps one file of a run's attempt, write-once, in `attempts/<run-id>/<n>/<path>`, and copies
+   * it to `<path>` in the study folder (the latest attempt's files, for the report). A file the
+   * attempt already kept is not replaced: returns false.
+   */
+  saveAttemptFile(runId: string, attempt: number, path: string, text: string): Promise<boolean>;
   appendLog(line: string): Promise<void>;
-}
-
-/** The files of one client in a study folder. */
-export interface ClientFiles {
-  readonly benchmarkId: string;
-  readonly resultFile: string;
 }
 
 /** Time, injected so tests run instantly. */

@@ -1,131 +1,42 @@
-import type { LabConfig } from '../config/schema.ts';
+import { HttpStatusError, type RetryContext, retryableStatus, withRetry } from './call-policy.ts';
 import { KubeApiError } from './kube-cluster.ts';
-import type { Clock, Cluster, Replicas, ServiceObject } from './ports.ts';
+import type { Cluster, EndpointPickers, Replicas, ServiceObject } from './ports.ts';
 
 /**
- * Bounded exponential backoff for the runner's calls to the Kubernetes API and the replicas. A
- * paid study must not end on one transient fault (issue 11: one HTTP 500 on a Job poll ended it),
- * but it must not retry a request the server refused on its merits either.
+ * The Kubernetes API and the replicas behind the runner's error policy (call-policy.ts): every
+ * call the first lab's runner makes goes through these two wrappers, which add what a retry
+ * means for each call (a 409 of a create that met its own earlier try, a pod delete that must
+ * not kill the replacement).
  */
 
-export interface RetryPolicy {
-  /** Tries in all, the first included. */
-  readonly attempts: number;
-  /** Delay before the second try; each later delay doubles. */
-  readonly initialDelayMs: number;
-  /** No delay is longer than this. */
-  readonly maxDelayMs: number;
-}
-
-export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDelayMs: 30_000 };
-
-/** The policy of `runner.retry` (seconds in the configuration, ms here); both labs' runners use it. */
-export function retryPolicyOf(config: {
-  readonly runner: { readonly retry: LabConfig['runner']['retry'] };
-}): RetryPolicy {
-  const { retry } = config.runner;
-  return {
-    attempts: retry.attempts,
-    initialDelayMs: retry.initialDelaySeconds * 1000,
-    maxDelayMs: retry.maxDelaySeconds * 1000,
-  };
-}
-
-/** An HTTP answer that is not a success, from a replica or a front end. */
-export class HttpStatusError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(message);
-    this.name = 'HttpStatusError';
-  }
-}
-
-/**
- * Error codes of Node's sockets and DNS that mean "no answer", not "a wrong question": worth
- * another try. `UND_ERR_*` are undici's (Node's fetch) for the same faults.
- */
-const CONNECTION_CODES = [
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EAI_AGAIN',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-];
-
-/** 429 (too many requests) and every 5xx are worth another try; other statuses are answers. */
-export function retryableStatus(status: number): boolean {
-  return status === 429 || (status >= 500 && status <= 599);
-}
-
-/**
- * Whether a failed call may succeed when tried again: 429, 5xx, a refused or reset connection,
- * a DNS hiccup, a timeout. A 4xx other than 429 means the request was wrong and is not retried.
- */
-export function retryable(error: unknown): boolean {
-  if (error instanceof KubeApiError || error instanceof HttpStatusError) return retryableStatus(error.status);
-  const e = error as { code?: unknown; name?: unknown; message?: unknown; cause?: { code?: unknown } };
-  const code = typeof e?.code === 'string' ? e.code : typeof e?.cause?.code === 'string' ? e.cause.code : '';
-  if (CONNECTION_CODES.includes(code)) return true;
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return true;
-  const message = typeof e?.message === 'string' ? e.message : '';
-  // The transports put the code into the message (`GET http://...: ECONNREFUSED`).
-  return (
-    CONNECTION_CODES.some((c) => message.includes(c)) ||
-    /socket hang up|no answer within|timed? ?out/i.test(message)
-  );
-}
-
-/** The delay before try `n + 1` (n counts from 1): initial x 2^(n-1), at most the maximum. */
-export function backoffDelayMs(policy: RetryPolicy, failedTries: number): number {
-  return Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** (failedTries - 1));
-}
-
-export interface RetryContext {
-  readonly policy: RetryPolicy;
-  readonly clock: Clock;
-  /** Told about every retry, with what failed and when the next try is. */
-  readonly log: (line: string) => void | Promise<void>;
-}
-
-/**
- * Runs `call`; on a retryable failure waits with exponential backoff and tries again, at most
- * `policy.attempts` times in all. Every retry is logged. The last error, or a non-retryable one,
- * is thrown as it was.
- */
-export async function withRetry<T>(what: string, call: () => Promise<T>, ctx: RetryContext): Promise<T> {
-  for (let tries = 1; ; tries++) {
-    try {
-      return await call();
-    } catch (error) {
-      if (!retryable(error) || tries >= ctx.policy.attempts) throw error;
-      const delay = backoffDelayMs(ctx.policy, tries);
-      await ctx.log(
-        `retry ${tries}/${ctx.policy.attempts - 1} of ${what} in ${delay / 1000}s: ${(error as Error).message}`,
-      );
-      await ctx.clock.sleep(delay);
-    }
-  }
-}
+export {
+  ApiUnreachableError,
+  apiOutageMsOf,
+  backoffDelayMs,
+  DEFAULT_API_OUTAGE_MS,
+  DEFAULT_RETRY_POLICY,
+  HttpStatusError,
+  type RetryContext,
+  type RetryPolicy,
+  retryable,
+  retryableStatus,
+  retryPolicyOf,
+  withRetry,
+} from './call-policy.ts';
 
 /** Every call of the Kubernetes API, retried on transient faults. */
 export function retryingCluster(cluster: Cluster, ctx: RetryContext): Cluster {
-  const r = <T>(what: string, call: () => Promise<T>) => withRetry(what, call, ctx);
+  const r = <T>(what: string, call: (tryNumber: number) => Promise<T>) => withRetry(what, call, ctx);
   return {
-    // A retried create can meet its own first try (409): the Job then exists, which is what was asked.
+    // A retried create can meet its own earlier try (409): the Job then exists, which is what was
+    // asked. A 409 on the first try is somebody else's Job (a killed runner's): an answer.
     createJob: (job) =>
-      r(`create job/${job.metadata.name}`, async () => {
+      r(`create job/${job.metadata.name}`, async (tryNumber) => {
         try {
           await cluster.createJob(job);
         } catch (error) {
           if (
+            tryNumber > 1 &&
             error instanceof KubeApiError &&
             error.status === 409 &&
             (await cluster.getJob(job.metadata.name))
@@ -137,7 +48,9 @@ export function retryingCluster(cluster: Cluster, ctx: RetryContext): Cluster {
     getJob: (name) => r(`get job/${name}`, () => cluster.getJob(name)),
     deleteJob: (name) => r(`delete job/${name}`, () => cluster.deleteJob(name)),
     listPods: (selector) => r(`list pods ${selector}`, () => cluster.listPods(selector)),
-    deletePod: (name) => r(`delete pod/${name}`, () => cluster.deletePod(name)),
+    // The uid precondition travels with every try: a retry never deletes the replacement pod.
+    deletePod: (name, uid) => r(`delete pod/${name}`, () => cluster.deletePod(name, uid)),
+    listJobNames: (selector) => r(`list jobs ${selector}`, () => cluster.listJobNames(selector)),
     podLog: (name, container, since) => r(`log of pod/${name}`, () => cluster.podLog(name, container, since)),
     resourceStatus: (ref) => r(`get ${ref.plural}/${ref.name}`, () => cluster.resourceStatus(ref)),
     restartDeployment: (name, at) =>
@@ -162,16 +75,14 @@ export function retryingCluster(cluster: Cluster, ctx: RetryContext): Cluster {
 function createServiceOnce(
   cluster: Cluster,
   service: ServiceObject,
-  r: <T>(what: string, call: () => Promise<T>) => Promise<T>,
+  r: <T>(what: string, call: (tryNumber: number) => Promise<T>) => Promise<T>,
 ): Promise<void> {
   const { name } = service.metadata;
-  let tries = 0;
-  return r(`create service/${name}`, async () => {
-    tries++;
+  return r(`create service/${name}`, async (tryNumber) => {
     try {
       await cluster.createService(service);
     } catch (error) {
-      if (tries > 1 && error instanceof KubeApiError && error.status === 409) {
+      if (tryNumber > 1 && error instanceof KubeApiError && error.status === 409) {
         const existing = await cluster.getServiceSpec(name);
         if (existing && sameSelector(existing.selector, service.spec.selector)) return;
       }
@@ -194,7 +105,9 @@ function sameSelector(a: unknown, b: unknown): boolean {
  * to one reset connection would invalidate a run) and the cache reset (idempotent). `/v1/models`
  * is a readiness probe that the runner already polls, so it is not retried here.
  */
-export function retryingReplicas(replicas: Replicas, ctx: RetryContext): Replicas {
+export function retryingReplicas(replicas: Replicas, api: RetryContext): Replicas {
+  // A replica that stays down is the readiness wait's to ride out, not one call's.
+  const ctx = { ...api, policy: { ...api.policy, outageMs: 0 } };
   return {
     metrics: (url) => withRetry(`GET ${url}/metrics`, () => replicas.metrics(url), ctx),
     resetPrefixCache: (url) =>
@@ -214,4 +127,10 @@ export function retryingReplicas(replicas: Replicas, ctx: RetryContext): Replica
       }),
     models: (url) => replicas.models(url),
   };
+}
+
+/** The Endpoint Pickers' /metrics, the evidence of a prompt-aware run: short retries, as a replica's. */
+export function retryingEndpointPickers(pickers: EndpointPickers, api: RetryContext): EndpointPickers {
+  const ctx = { ...api, policy: { ...api.policy, outageMs: 0 } };
+  return { metrics: (url) => withRetry(`GET ${url}/metrics`, () => pickers.metrics(url), ctx) };
 }

@@ -1,10 +1,11 @@
-import { gateSelector, gateService } from '../../charts/gate-service.ts';
+import { gateService } from '../../charts/gate-service.ts';
 import type { LabConfig } from '../config/schema.ts';
 import type { BenchmarkSpec, StudyRun } from '../study/plan.ts';
 import type { StagingRecord } from '../study/results.ts';
 import { gateServiceName, type StagedRun } from '../study/staging.ts';
 import { armById, frontEnd } from '../study/topology.ts';
 import { jobOutcome } from '../study/validity.ts';
+import { rethrowOutage } from './call-policy.ts';
 import type { Clock, Cluster, JobObject, RunnerDeps } from './ports.ts';
 
 /**
@@ -50,24 +51,24 @@ export interface Staged {
 /** What opening a staged run's gates gave: the time they opened, or why the run fell back. */
 export type Opening = { readonly openedAt: Date } | { readonly fellBack: string };
 
+/**
+ * Staged runs in a row whose clients ended before their gates opened, after which staging is off
+ * for the rest of the study: once can be an evicted pod, every time is a client image that does
+ * not wait at a closed gate.
+ */
+const FALLBACKS_BEFORE_OFF = 2;
+
 export class Stager {
   private readonly staged = new Map<string, Staged>();
   /** Why staging is off for the rest of the study. */
   private offBecause: string | undefined;
+  /** Staged runs in a row whose clients ended before their gates opened. */
+  private endedEarly = 0;
 
   constructor(private readonly ctx: StagerContext) {}
 
   get off(): string | undefined {
     return this.offBecause;
-  }
-
-  /** Removes the gates a killed runner left behind (its staged Jobs go with their runs' cleanup). */
-  async clearLeftovers(): Promise<void> {
-    const { cluster } = this.ctx;
-    for (const name of await cluster.listServiceNames(gateSelector())) {
-      await this.ctx.say(`deleting service/${name}, a gate an earlier runner left`);
-      await cluster.deleteService(name);
-    }
   }
 
   /**
@@ -93,6 +94,7 @@ export class Stager {
         `${next.run.id}: ${clients.length} client(s) staged behind ${clients.map((c) => `service/${c.gate}`).join(', ')} while ${current.id} runs${restarted ? `; ${restarted.deployments.join(', ')} restarted` : ''}`,
       );
     } catch (error) {
+      rethrowOutage(error);
       await this.ctx.say(
         `${next.run.id}: not staged (${(error as Error).message}); it starts its clients when it starts`,
       );
@@ -153,26 +155,46 @@ export class Stager {
   }
 
   /**
-   * Opens a staged run's gates, once its caches are reset. A client that already ended cannot
-   * have waited at its gate (its image's `vllm bench serve` has no ready check, or it gave up):
-   * then every staged client and gate of the run is removed, staging is off for the rest of the
-   * study, and the caller starts the run's clients as usual.
+   * Opens a staged run's gates, once its caches are reset. Never throws: when a staged client
+   * already ended (an evicted pod, or a client image whose `vllm bench serve` does not wait at a
+   * closed gate) or a gate cannot be opened, every staged client and gate of the run is removed
+   * and the caller starts the run's clients as usual (`fellBack`). Staging is off for the rest of
+   * the study only when clients ended early in `FALLBACKS_BEFORE_OFF` staged runs in a row.
    */
   async open(staged: Staged): Promise<Opening> {
     const { cluster } = this.ctx;
-    for (const client of staged.clients) {
-      const counts = await cluster.getJob(client.job.metadata.name);
-      const ended = counts ? jobOutcome(counts) : 'failed';
-      if (ended) {
-        const why = `staged job/${client.job.metadata.name} ${counts ? `ended (${ended})` : 'disappeared'} before its gate opened: the client image's vllm bench serve does not wait at a closed gate (no --ready-check-timeout-sec, or it gave up)`;
-        this.offBecause = why;
-        await this.ctx.say(`${staged.runId}: ${why}; staging is off for the rest of the study`);
-        await this.remove(staged.clients, true);
-        return { fellBack: why };
+    try {
+      for (const client of staged.clients) {
+        const counts = await cluster.getJob(client.job.metadata.name);
+        const ended = counts ? jobOutcome(counts) : 'failed';
+        if (ended)
+          return await this.fallBackEarly(staged, client, counts ? `ended (${ended})` : 'disappeared');
       }
+      this.endedEarly = 0;
+      for (const client of staged.clients) await cluster.setServiceSelector(client.gate, client.selector);
+      return { openedAt: this.ctx.clock.now() };
+    } catch (error) {
+      rethrowOutage(error);
+      const why = `the gates of ${staged.runId} could not be opened (${(error as Error).message})`;
+      await this.ctx.say(`${why}; its clients start unstaged`);
+      await this.remove(staged.clients, true);
+      return { fellBack: why };
     }
-    for (const client of staged.clients) await cluster.setServiceSelector(client.gate, client.selector);
-    return { openedAt: this.ctx.clock.now() };
+  }
+
+  private async fallBackEarly(staged: Staged, client: StagedClient, what: string): Promise<Opening> {
+    this.endedEarly++;
+    const why = `staged job/${client.job.metadata.name} ${what} before its gate opened: its pod was evicted, or the client image's vllm bench serve does not wait at a closed gate (no --ready-check-timeout-sec, or it gave up)`;
+    if (this.endedEarly >= FALLBACKS_BEFORE_OFF) {
+      this.offBecause = why;
+      await this.ctx.say(
+        `${staged.runId}: ${why}; the clients of ${this.endedEarly} staged runs in a row ended so, so staging is off for the rest of the study`,
+      );
+    } else {
+      await this.ctx.say(`${staged.runId}: ${why}; this run starts its clients unstaged`);
+    }
+    await this.remove(staged.clients, true);
+    return { fellBack: why };
   }
 
   /** Removes a staged run that will not start (its run was not started, the study stopped). */
@@ -197,6 +219,7 @@ export class Stager {
         if (withJobs) await this.ctx.deleteJobAndWait(client.job.metadata.name);
         await this.ctx.cluster.deleteService(client.gate);
       } catch (error) {
+        rethrowOutage(error);
         await this.ctx.say(
           `could not remove staged job/${client.job.metadata.name} or service/${client.gate}: ${(error as Error).message}`,
         );

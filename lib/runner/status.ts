@@ -3,7 +3,12 @@
  * `lab status` reads it; `study.json` stays the source of truth for results.
  */
 
-export type StudyState = 'starting' | 'running' | 'finished' | 'failed';
+/**
+ * `interrupted`: the Kubernetes API stopped the study (unreachable past `runner.retry.outageMinutes`,
+ * or refusing a call); unlike `failed` it never ends the host (runner.terminateWhenDone), and
+ * `lab run` resumes the study.
+ */
+export type StudyState = 'starting' | 'running' | 'finished' | 'failed' | 'interrupted';
 
 export interface CurrentRun {
   /** 1-based position in the plan. */

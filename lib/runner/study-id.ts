@@ -49,24 +49,29 @@ export type StudyChoice =
 /**
  * The study to work on: with `fresh` (`lab run --new`) always a new one; else the latest
  * unfinished study of the same configuration (by its start time), else a new one. A study of
- * another configuration, or a finished one, is never resumed and never touched.
+ * another configuration is never resumed and never touched; a finished one only with
+ * `redoInvalid` (`lab run --redo-invalid`), which then runs its invalid runs again.
  */
 export function chooseStudy(
   stored: readonly StoredStudy[],
   config: LabConfig,
   now: Date,
   fresh: boolean,
+  redoInvalid = false,
 ): StudyChoice {
   const same = canonicalJson(config);
   return chooseLatestUnfinished({
     fresh,
     newId: newStudyId(config, now),
+    // `lab run --redo-invalid`: the latest study of this configuration, finished or not.
     resumable: () =>
       stored
-        .filter((s) => !s.metadata.finishedAt && canonicalJson(s.metadata.config) === same)
+        .filter((s) => (redoInvalid || !s.metadata.finishedAt) && canonicalJson(s.metadata.config) === same)
         .map((s) => ({ id: s.id, startedAt: s.metadata.startedAt })),
     resumeWhy: (latest) =>
-      `study ${latest.id} (started ${latest.startedAt}) has the same configuration and is unfinished`,
+      redoInvalid
+        ? `lab run --redo-invalid: study ${latest.id} (started ${latest.startedAt}) is the latest of this configuration; its invalid runs are run again`
+        : `study ${latest.id} (started ${latest.startedAt}) has the same configuration and is unfinished`,
     noneWhy:
       stored.length === 0
         ? 'no earlier study in the results folder'

@@ -162,6 +162,19 @@ describe('lab run', () => {
     expect(lines).toContain("  date -u +%FT%TZ > '/var/lib/lab/results/new-study.request'");
   });
 
+  it('with --redo-invalid sends the script that asks the runner to redo the invalid runs; not with --new', async () => {
+    deployed();
+    hostAnswers('runner job: succeeded\n--- no status.json\n');
+    const run = await lab('run', '--redo-invalid', '--stack', STACK, '--region', 'us-west-2');
+    expect(run.code, run.stderr).toBe(0);
+    expect(ssm).toHaveReceivedCommandWith(SendCommandCommand, {
+      Parameters: { commands: renderStartStudy(job, { redoInvalid: true }), executionTimeout: ['300'] },
+    });
+    const both = await lab('run', '--redo-invalid', '--new', '--stack', STACK, '--region', 'us-west-2');
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain('lab run: --new and --redo-invalid exclude each other');
+  });
+
   it('uses the namespace of the configuration', async () => {
     deployed();
     hostAnswers('runner job: absent\n--- no status.json\n');

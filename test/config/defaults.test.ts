@@ -122,7 +122,7 @@ describe('LabConfig defaults', () => {
       terminateWhenDone: false,
       stageNextRun: true,
       readyTimeoutMinutes: 10,
-      retry: { attempts: 5, initialDelaySeconds: 1, maxDelaySeconds: 30 },
+      retry: { attempts: 5, initialDelaySeconds: 1, maxDelaySeconds: 30, outageMinutes: 15 },
     });
   });
 

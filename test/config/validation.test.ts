@@ -103,6 +103,17 @@ describe('LabConfig validation', () => {
     expect(problems({ runner: { readyTimeoutMinutes: 30, retry: { attempts: 1 } } })).toEqual([]);
   });
 
+  it('takes the API outage a study rides out in whole minutes, at least 1 and at most 240', () => {
+    expect(parseLabConfig({}).runner.retry.outageMinutes).toBe(15);
+    expect(problems({ runner: { retry: { outageMinutes: 30 } } })).toEqual([]);
+    expect(problems({ runner: { retry: { outageMinutes: 0 } } })).toEqual([
+      'runner.retry.outageMinutes = 0: must be at least 1',
+    ]);
+    expect(problems({ runner: { retry: { outageMinutes: 1.5 } } })).toEqual([
+      'runner.retry.outageMinutes = 1.5: must be a whole number',
+    ]);
+  });
+
   it('stages the next run by default, takes false, and rejects anything but a boolean', () => {
     expect(parseLabConfig({}).runner.stageNextRun).toBe(true);
     expect(parseLabConfig({ runner: { stageNextRun: false } }).runner.stageNextRun).toBe(false);

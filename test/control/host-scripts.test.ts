@@ -23,6 +23,7 @@ describe('the host scripts', () => {
   const scripts = {
     start: renderStartStudy(job),
     startNew: renderStartStudy(job, { fresh: true }),
+    startRedo: renderStartStudy(job, { redoInvalid: true }),
     status: renderReadStatus(job),
     sync: renderSyncResults(),
   };
@@ -127,6 +128,23 @@ describe('lab run on the host', () => {
       'lab run --new: the runner starts a fresh study; earlier studies stay as they are',
     );
     expect(result.calls.at(-1)).toMatch(/^kubectl apply /);
+  });
+
+  test('lab run --redo-invalid leaves the redo request for the runner, then starts it; not while a runner works', () => {
+    const { run, box } = host({ status: { ...STATUS, state: 'finished' } });
+    mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
+    const result = run(renderStartStudy(job, { redoInvalid: true }), 'succeeded');
+    expect(result.status, result.stderr).toBe(0);
+    expect(readFileSync(box.path('/var/lib/lab/results/redo-invalid.request'), 'utf8')).toMatch(/^\d{4}-/);
+    expect(existsSync(box.path('/var/lib/lab/results/new-study.request'))).toBe(false);
+    expect(result.calls.at(-1)).toMatch(/^kubectl apply /);
+
+    const busy = host({ status: STATUS });
+    const active = busy.run(renderStartStudy(job, { redoInvalid: true }), 'active');
+    expect(existsSync(busy.box.path('/var/lib/lab/results/redo-invalid.request'))).toBe(false);
+    expect(active.report.lines).toContain(
+      'lab run --redo-invalid: not applied while a runner is at work; run it again once the runner has ended',
+    );
   });
 
   test('lab run --new does nothing while a runner is at work', () => {

@@ -1,7 +1,4 @@
-import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { BENCHMARK_LABEL, benchmarkJob } from '../../charts/benchmark-job.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
@@ -25,6 +22,15 @@ import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
 import { frontEnd } from '../../lib/study/topology.ts';
 import type { JobCounts } from '../../lib/study/validity.ts';
 import { lookedUpTokens } from '../../lib/study/workload.ts';
+import type { FakeClock, FakeReplica } from './fake-servers.ts';
+
+export {
+  FakeClock,
+  FakeEndpointPickers,
+  FakeFrontEnds,
+  FakeReplica,
+  type ResetBehaviour,
+} from './fake-servers.ts';
 
 /** What the scheduler says of a pod no node can take (the fake cluster's one GPU node). */
 export const UNSCHEDULABLE_MESSAGE =
@@ -38,7 +44,6 @@ function gateOf(job: JobObject): string | undefined {
   return host?.startsWith('gate-') ? host : undefined;
 }
 
-/** A clock whose sleep only moves time forward: a study of hours runs in milliseconds. */
 /**
  * The rehearsals' runner: the real HTTP clients against the loopback replicas, front ends and
  * EPPs, the real results folder, and the given fake cluster and clock.
@@ -57,280 +62,6 @@ export function rehearsalDeps(
     jobManifest: (spec, gate) => benchmarkJob(config, spec, gate),
     log: (line) => parts.lines.push(line),
   };
-}
-
-export class FakeClock implements Clock {
-  constructor(public ms = Date.parse('2025-10-14T09:00:00.000Z')) {}
-  now(): Date {
-    return new Date(this.ms);
-  }
-  async sleep(ms: number): Promise<void> {
-    this.ms += ms;
-  }
-}
-
-/** What a fake replica does with POST /reset_prefix_cache once it answered 200. */
-export type ResetBehaviour = 'succeeds' | 'refused' | 'silent';
-
-/**
- * A vLLM replica as the runner sees it: a real HTTP server on loopback with vLLM's counters and
- * gauges, POST /reset_prefix_cache (404 without dev mode; 200 whatever happens, as vLLM's route),
- * GET /metrics and GET /v1/models, and a container log with the reset messages of vLLM's
- * BlockPool.reset_prefix_cache, stamped with the fake clock.
- */
-export class FakeReplica {
-  requests = 0;
-  queries = 0;
-  hits = 0;
-  uid = randomUUID();
-  /** VLLM_SERVER_DEV_MODE=1: the reset route exists. */
-  devMode = true;
-  /** The next this-many scrapes show no vllm: series (as with --disable-log-stats). */
-  blankScrapes = 0;
-  /** The next this-many scrapes show a request running (a replica still draining). */
-  busyScrapes = 0;
-  /** What the block pool does on a reset; a busy replica always refuses. */
-  resetBehaviour: ResetBehaviour = 'succeeds';
-  /** After its pod is deleted, the new pod never becomes Ready. */
-  neverReadyAfterRestart = false;
-  resets = 0;
-  /** Called on each cache reset call (tests record the order of events with it). */
-  onReset: (() => void) | undefined;
-  /** Log lines with the fake time they were written at. */
-  log: { at: number; line: string }[] = [];
-  clock: FakeClock | undefined;
-  /**
-   * An outage in fake time: from `from` the process is gone (it restarts: counters 0, new uid)
-   * and every connection is reset until `until`, when the new process serves again.
-   */
-  outage: { from: number; until: number; restarted?: boolean } | undefined;
-  private server: Server | undefined;
-  url = '';
-
-  constructor(readonly pod: string) {
-    this.log = this.startupLog(0);
-  }
-
-  /** Whether the replica is in its outage now; its restart happens at the first look after it began. */
-  down(): boolean {
-    const o = this.outage;
-    const now = this.clock?.ms ?? 0;
-    if (!o || now < o.from) return false;
-    if (!o.restarted) {
-      o.restarted = true;
-      this.restart();
-    }
-    return now < o.until;
-  }
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      if (this.down()) {
-        // A process that is gone: the connection is reset, as a pod being replaced does.
-        req.socket.destroy();
-        return;
-      }
-      if (req.method === 'POST' && req.url === '/reset_prefix_cache') {
-        if (!this.devMode) {
-          res.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}');
-          return;
-        }
-        this.resets++;
-        this.onReset?.();
-        this.logReset();
-        res.writeHead(200).end();
-      } else if (req.method === 'GET' && req.url === '/metrics') {
-        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(this.metricsText());
-      } else if (req.method === 'GET' && req.url === '/v1/models') {
-        res
-          .writeHead(200, { 'content-type': 'application/json' })
-          .end('{"object":"list","data":[{"id":"qwen3"}]}');
-      } else {
-        res.writeHead(404).end();
-      }
-    });
-    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
-  }
-
-  /** A new process: counters start at 0, nothing runs, the log starts afresh. */
-  restart(): void {
-    this.requests = 0;
-    this.queries = 0;
-    this.hits = 0;
-    this.busyScrapes = 0;
-    this.uid = randomUUID();
-    this.log = this.startupLog(this.clock?.ms ?? 0);
-  }
-
-  /** Log lines written at or after `since` (ms), as the API's sinceTime returns them. */
-  logSince(since: number | undefined): string {
-    return this.log
-      .filter((l) => since === undefined || l.at >= since)
-      .map((l) => l.line)
-      .join('\n');
-  }
-
-  private startupLog(at: number): { at: number; line: string }[] {
-    return [
-      'INFO 10-14 09:00:01 [api_server.py:1896] vLLM API server version 0.11.0',
-      '(EngineCore_DP0 pid=212) INFO 10-14 09:00:41 [kv_cache_utils.py:1087] GPU KV cache size: 163,472 tokens',
-      'INFO:     Application startup complete.',
-    ].map((line) => ({ at, line }));
-  }
-
-  /** What vLLM logs for a reset: the route's line, then the block pool's verdict. */
-  private logReset(): void {
-    const at = this.clock?.ms ?? 0;
-    this.log.push({
-      at,
-      line: 'INFO 10-14 09:02:00 [api_server.py:1020] Resetting prefix cache with specific None...',
-    });
-    const refused = this.resetBehaviour === 'refused' || this.busyScrapes > 0;
-    if (refused) {
-      this.log.push({
-        at,
-        line: '(EngineCore_DP0 pid=212) WARNING 10-14 09:02:00 [block_pool.py:321] Failed to reset prefix cache because some blocks (34) are not freed yet',
-      });
-    } else if (this.resetBehaviour === 'succeeds') {
-      this.log.push({
-        at,
-        line: '(EngineCore_DP0 pid=212) INFO 10-14 09:02:00 [block_pool.py:332] Successfully reset prefix cache',
-      });
-    }
-  }
-
-  private metricsText(): string {
-    const process = '# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 2.1e+09\n';
-    if (this.blankScrapes > 0) {
-      this.blankScrapes--;
-      return process;
-    }
-    let running = 0;
-    if (this.busyScrapes > 0) {
-      this.busyScrapes--;
-      running = 3;
-    }
-    const labels = 'engine="0",model_name="qwen3"';
-    return [
-      process,
-      '# TYPE vllm:num_requests_running gauge',
-      `vllm:num_requests_running{${labels}} ${running}.0`,
-      `vllm:num_requests_waiting{${labels}} 0.0`,
-      `vllm:kv_cache_usage_perc{${labels}} 0.12`,
-      '# TYPE vllm:prefix_cache_queries_total counter',
-      `vllm:prefix_cache_queries_total{${labels}} ${this.queries}.0`,
-      `vllm:prefix_cache_hits_total{${labels}} ${this.hits}.0`,
-      `vllm:request_success_total{engine="0",finished_reason="stop",model_name="qwen3"} 0.0`,
-      `vllm:request_success_total{engine="0",finished_reason="length",model_name="qwen3"} ${this.requests}.0`,
-      `vllm:request_success_total{engine="0",finished_reason="abort",model_name="qwen3"} 0.0`,
-      '',
-    ].join('\n');
-  }
-}
-
-/**
- * Every front end of the study on one loopback server, at `<url>/<arm id>`: a completion or chat
- * request is answered 200 and counted by the next fake replica (round robin), unless the arm is
- * listed in `failing`, which answers 503 as an Envoy without a healthy upstream would.
- */
-export class FakeFrontEnds {
-  readonly requests: { arm: string; path: string; body: Record<string, unknown> }[] = [];
-  failing = new Set<string>();
-  /** Arms whose requests are answered 200 but never reach a replica. */
-  blackHoles = new Set<string>();
-  /** Called with the arm of each request (tests record the order of events with it). */
-  onRequest: ((arm: string) => void) | undefined;
-  /** The replicas behind an arm's path segment (a pair's own, with `study.parallelism: 2`); default all. */
-  replicasOf: ((arm: string) => readonly FakeReplica[]) | undefined;
-  url = '';
-  private next = 0;
-  private server: Server | undefined;
-
-  constructor(private readonly replicas: readonly FakeReplica[]) {}
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const [, arm, ...rest] = (req.url ?? '').split('/');
-        const path = `/${rest.join('/')}`;
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown>;
-        this.requests.push({ arm, path, body });
-        this.onRequest?.(arm);
-        if (this.failing.has(arm)) {
-          res.writeHead(503).end('no healthy upstream');
-          return;
-        }
-        if (!this.blackHoles.has(arm)) {
-          const behind = this.replicasOf?.(arm) ?? this.replicas;
-          behind[this.next % behind.length].requests++;
-          this.next++;
-        }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[{"text":"OK"}]}');
-      });
-    });
-    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
-  }
-}
-
-/**
- * Every Endpoint Picker's metrics port on one loopback server, at `<url>/<arm id>/metrics`. It
- * answers 401 without the expected bearer token, as GAIE's metrics filter does; the indexer size
- * per arm is settable (default 4096); llm-d arms report the kv-cache-manager index counters
- * unless `llmdWithoutMetrics`.
- */
-export class FakeEndpointPickers {
-  readonly token = `token-${randomUUID()}`;
-  indexerSize: Record<string, number> = {};
-  llmdWithoutMetrics = false;
-  readonly scraped: string[] = [];
-  url = '';
-  private server: Server | undefined;
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      const [, arm, what] = (req.url ?? '').split('/');
-      if (req.headers.authorization !== `Bearer ${this.token}`) {
-        res.writeHead(401).end('Unauthorized');
-        return;
-      }
-      if (what !== 'metrics') {
-        res.writeHead(404).end();
-        return;
-      }
-      this.scraped.push(arm);
-      const lines = [
-        '# TYPE inference_extension_info gauge',
-        'inference_extension_info{commit="abc",build_ref="v1.0.1"} 1',
-      ];
-      if (arm.startsWith('llmd')) {
-        if (!this.llmdWithoutMetrics) {
-          lines.push('kvcache_index_admissions_total 18432', 'kvcache_index_lookup_requests_total 1025');
-        }
-      } else {
-        lines.push('# TYPE inference_extension_prefix_indexer_size gauge');
-        lines.push(`inference_extension_prefix_indexer_size ${this.indexerSize[arm] ?? 4096}`);
-      }
-      res.writeHead(200, { 'content-type': 'text/plain' }).end(`${lines.join('\n')}\n`);
-    });
-    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
-  }
 }
 
 /** What the fake cluster does to one client's Job. */
@@ -369,6 +100,8 @@ export interface FakeClusterOptions {
     readonly replica: number;
     readonly afterSeconds: number;
     readonly seconds: number;
+    /** The engine crashed and its container restarted: the pod, and its uid, stay. */
+    readonly keepsUid?: boolean;
   };
   /** The first this-many Job polls after a Job was created answer HTTP 500, as an overloaded API server. */
   readonly pollErrorsAfterCreate?: number;
@@ -399,6 +132,28 @@ export interface FakeClusterOptions {
   readonly unschedulableAtRun?: string;
 }
 
+/**
+ * A client's load as it is served: spread evenly from `from` to `until` over the replicas it
+ * targets, so a client that keeps running shows up in every scrape until it ends or is deleted.
+ */
+interface Load {
+  readonly job: string;
+  readonly spec: BenchmarkSpec;
+  readonly replicas: readonly FakeReplica[];
+  readonly share: readonly number[];
+  readonly perRequest: number;
+  readonly rate: number;
+  readonly from: number;
+  readonly until: number;
+  /** Served so far, per replica: requests and hit tokens. */
+  readonly served: number[];
+  readonly hits: number[];
+  /** The result file is written when the load ends (unless the Job was deleted before). */
+  readonly completed: number | undefined;
+  written: boolean;
+  stoppedAt?: number;
+}
+
 interface FakeJob {
   readonly manifest: JobObject;
   readonly createdAt: number;
@@ -425,7 +180,10 @@ export class FakeCluster implements Cluster {
   private readonly jobs = new Map<string, FakeJob>();
   private readonly specs = new Map<string, BenchmarkSpec>();
   private readonly runOf = new Map<string, string>();
-  private readonly deployments = new Map<string, { generation: number; observedAt: number }>();
+  private readonly deployments = new Map<
+    string,
+    { generation: number; observedAt: number; restartedAt?: number }
+  >();
   private readonly podReadyAt = new Map<string, number>();
   /** Services by name: the front ends' in the lab namespace, and the gates the runner makes. */
   readonly services = new Map<
@@ -438,10 +196,15 @@ export class FakeCluster implements Cluster {
   private pollErrors = 0;
   /** Job polls answered with HTTP 500 so far. */
   pollErrorsAnswered = 0;
+  /** The clients' loads, served over time (`tick`). */
+  private readonly loads: Load[] = [];
 
   constructor(private readonly o: FakeClusterOptions) {
     this.leaveJobAtRun = o.leaveJobAtRun;
-    for (const r of o.replicas) r.clock = o.clock;
+    for (const r of o.replicas) {
+      r.clock = o.clock;
+      r.beforeAnswer = () => this.tick();
+    }
     for (let pair = 0; pair < o.config.study.parallelism; pair++) {
       for (const arm of studyArms(o.config)) {
         const fe = frontEnd(o.config, arm, pair);
@@ -481,17 +244,20 @@ export class FakeCluster implements Cluster {
     if (this.o.throwAtRun && this.runOf.get(id) === this.o.throwAtRun) {
       throw new Error(`fake cluster: interrupted at ${this.o.throwAtRun}`);
     }
-    if (this.jobs.has(job.metadata.name))
-      throw new Error(`fake cluster: job ${job.metadata.name} already exists`);
+    if (this.liveJob(job.metadata.name))
+      throw new KubeApiError(
+        'POST',
+        `/apis/batch/v1/namespaces/${job.metadata.namespace}/jobs`,
+        409,
+        `{"kind":"Status","reason":"AlreadyExists","message":"jobs.batch "${job.metadata.name}" already exists"}`,
+      );
     if (this.leaveJobAtRun && this.runOf.get(id) === this.leaveJobAtRun) {
       this.leaveJobAtRun = undefined;
       this.events.push(`create job/${job.metadata.name}`);
-      this.jobs.set(job.metadata.name, {
-        manifest: job,
-        createdAt: this.o.clock.ms,
-        doneAt: 0,
-        outcome: 'never',
-      });
+      // The client runs on without its runner: its load reaches the replicas until it is deleted.
+      const now = this.o.clock.ms;
+      const running = this.startClient(job, spec, now, now + (this.o.jobStartSeconds ?? 0) * 1000);
+      this.jobs.set(job.metadata.name, { ...running, outcome: 'never' });
       throw new Error(`fake cluster: runner killed after creating job/${job.metadata.name}`);
     }
     this.created.push(job);
@@ -520,28 +286,27 @@ export class FakeCluster implements Cluster {
     this.jobs.set(job.metadata.name, this.startClient(job, spec, now, now + startMs));
   }
 
-  /** A client sends its load from `from` on (its requests land at once) and ends `jobSeconds` later. */
+  /** A client sends its load from `from` on, spread over the `jobSeconds` until it ends. */
   private startClient(job: JobObject, spec: BenchmarkSpec, createdAt: number, from: number): FakeJob {
     const outage = this.o.outageAtRun;
     if (outage && this.runOf.get(spec.id) === outage.run && !this.outageDone) {
       this.outageDone = true;
       const at = from + outage.afterSeconds * 1000;
-      this.o.replicas[outage.replica].outage = { from: at, until: at + outage.seconds * 1000 };
+      this.o.replicas[outage.replica].outage = {
+        from: at,
+        until: at + outage.seconds * 1000,
+        keepsUid: outage.keepsUid,
+      };
     }
     const b = this.o.behaviour?.[spec.id] ?? {};
     if (b.failAfterSeconds !== undefined) {
       return { manifest: job, createdAt, doneAt: from + b.failAfterSeconds * 1000, outcome: 'failed' };
     }
     const completed = b.completed ?? spec.prompts;
-    this.serve(spec, completed + 1);
+    const doneAt = from + (this.o.jobSeconds ?? 120) * 1000;
+    this.serve(job.metadata.name, spec, completed + 1, from, doneAt, b.noResultFile ? undefined : completed);
     if (b.metricsVanish) for (const r of this.o.replicas) r.blankScrapes = 1;
-    if (!b.noResultFile) this.writeResult(spec, completed);
-    return {
-      manifest: job,
-      createdAt,
-      doneAt: from + (this.o.jobSeconds ?? 120) * 1000,
-      outcome: b.hangs ? 'never' : 'succeeded',
-    };
+    return { manifest: job, createdAt, doneAt, outcome: b.hangs ? 'never' : 'succeeded' };
   }
 
   async getServiceSpec(name: string): Promise<Record<string, unknown> | undefined> {
@@ -594,6 +359,7 @@ export class FakeCluster implements Cluster {
   }
 
   async getJob(name: string): Promise<JobCounts | undefined> {
+    this.tick();
     const path = `/apis/batch/v1/namespaces/${this.o.config.namespace}/jobs/${name}`;
     if (this.o.pollStatus !== undefined) {
       throw new KubeApiError(
@@ -616,10 +382,23 @@ export class FakeCluster implements Cluster {
   }
 
   async deleteJob(name: string): Promise<void> {
+    this.tick();
     const job = this.liveJob(name);
     if (!job || job.goneAt !== undefined) return;
     this.events.push(`delete job/${name}`);
     job.goneAt = this.o.clock.ms + (this.o.jobDeleteSeconds ?? 0) * 1000;
+    // Its pod is being terminated: its client sends nothing more.
+    for (const load of this.loads) if (load.job === name) load.stoppedAt ??= this.o.clock.ms;
+  }
+
+  /** The benchmark Jobs that exist (the runner's selector is the component label). */
+  async listJobNames(labelSelector: string): Promise<string[]> {
+    this.tick();
+    const wanted = labelSelector.split(',').map((kv) => kv.split('='));
+    return [...this.jobs.keys()].filter((name) => {
+      const job = this.liveJob(name);
+      return job && wanted.every(([k, v]) => job.manifest.metadata.labels[k] === v);
+    });
   }
 
   /** A Job that still exists; a deleted one whose time is up is removed here. */
@@ -634,6 +413,7 @@ export class FakeCluster implements Cluster {
   }
 
   async listPods(labelSelector: string): Promise<PodState[]> {
+    this.tick();
     const [key, value] = labelSelector.split('=');
     const served = this.o.config.model.servedName;
     if (key === 'app' && [served, `${served}-kv`, `${served}-b`].includes(value)) {
@@ -680,9 +460,16 @@ export class FakeCluster implements Cluster {
       : this.o.replicas;
   }
 
-  async deletePod(name: string): Promise<void> {
+  async deletePod(name: string, uid?: string): Promise<void> {
+    this.tick();
     const replica = this.replicaOf(name);
     if (!replica) throw new Error(`fake cluster: no pod ${name}`);
+    // The uid precondition (the Cluster port's contract): the pod of that name is now another
+    // one, its replacement, which stays.
+    if (uid !== undefined && uid !== replica.uid) {
+      this.events.push(`kept pod/${name}: not uid ${uid}`);
+      return;
+    }
     this.deletedPods.push(name);
     this.events.push(`delete pod/${name}`);
     replica.restart();
@@ -711,9 +498,15 @@ export class FakeCluster implements Cluster {
   async restartDeployment(name: string, at: Date): Promise<void> {
     if (!/^(vllm-router-|qwen3-)/.test(name)) throw new Error(`fake cluster: no deployment ${name}`);
     const d = this.deployments.get(name) ?? { generation: 1, observedAt: 0 };
+    // The same restartedAt again changes nothing in the pod template: no new generation, no rollout.
+    if (d.restartedAt === at.getTime()) return;
     this.restarted.push(name);
     // The new pod is ready 20 s after the restart.
-    this.deployments.set(name, { generation: d.generation + 1, observedAt: at.getTime() + 20_000 });
+    this.deployments.set(name, {
+      generation: d.generation + 1,
+      observedAt: at.getTime() + 20_000,
+      restartedAt: at.getTime(),
+    });
   }
 
   async getDeployment(name: string): Promise<DeploymentState | undefined> {
@@ -733,8 +526,18 @@ export class FakeCluster implements Cluster {
     return 'v1.33.4+k3s1';
   }
 
-  /** Requests of a client land on its replica, or round-robin over the replicas of a front end. */
-  private serve(spec: BenchmarkSpec, requests: number): void {
+  /**
+   * A client's requests, over time: on its replica, or round-robin over the replicas of a front
+   * end. They are served by `tick`, as the clock moves.
+   */
+  private serve(
+    job: string,
+    spec: BenchmarkSpec,
+    requests: number,
+    from: number,
+    until: number,
+    completed: number | undefined,
+  ): void {
     const replicas = this.pairReplicas(spec.target.pair ?? 0);
     const share =
       spec.target.kind === 'replica'
@@ -745,13 +548,50 @@ export class FakeCluster implements Cluster {
     const perRequest = spec.prefix
       ? lookedUpTokens({ ...spec.prefix, chatTemplateTokens: this.o.config.workload.chatTemplateTokens })
       : 300;
-    const rate = this.o.hitRate(spec);
-    share.forEach((n, i) => {
-      const queries = n * perRequest;
-      replicas[i].requests += n;
-      replicas[i].queries += queries;
-      replicas[i].hits += Math.round(queries * rate);
+    this.loads.push({
+      job,
+      spec,
+      replicas,
+      share,
+      perRequest,
+      rate: this.o.hitRate(spec),
+      from,
+      until,
+      served: share.map(() => 0),
+      hits: share.map(() => 0),
+      completed,
+      written: false,
     });
+    this.tick();
+  }
+
+  /**
+   * Serves every load up to now: each replica's counters grow by the share of the client's
+   * requests due by now (all of them at its end); a finished client writes its result file.
+   */
+  tick(): void {
+    const now = this.o.clock.ms;
+    for (const load of this.loads) {
+      const end = Math.min(now, load.stoppedAt ?? Number.POSITIVE_INFINITY);
+      const span = Math.max(1, load.until - load.from);
+      const frac = Math.min(1, Math.max(0, (end - load.from) / span));
+      load.share.forEach((n, i) => {
+        const due = frac >= 1 ? n : Math.floor(n * frac);
+        const add = due - load.served[i];
+        if (add <= 0) return;
+        const hitsDue = Math.round(due * load.perRequest * load.rate);
+        const replica = load.replicas[i];
+        replica.requests += add;
+        replica.queries += add * load.perRequest;
+        replica.hits += hitsDue - load.hits[i];
+        load.served[i] = due;
+        load.hits[i] = hitsDue;
+      });
+      if (frac >= 1 && !load.written && (load.stoppedAt === undefined || load.stoppedAt >= load.until)) {
+        load.written = true;
+        if (load.completed !== undefined) this.writeResult(load.spec, load.completed);
+      }
+    }
   }
 
   private writeResult(spec: BenchmarkSpec, completed: number): void {

@@ -84,6 +84,42 @@ describe('KubeCluster', () => {
     expect(JSON.parse(calls[0].body ?? '')).toMatchObject({ propagationPolicy: 'Foreground' });
   });
 
+  it('deletes a pod only with the uid it was given: a replacement with another uid stays, and that is done', async () => {
+    const conflict: KubeResponse = {
+      status: 409,
+      body: JSON.stringify({
+        kind: 'Status',
+        message: 'Precondition failed: UID in precondition: u0, UID in object meta: u9',
+      }),
+    };
+    const { transport, calls } = recording((call) =>
+      call.method === 'DELETE' ? conflict : ok({ metadata: { name: 'qwen3-0', uid: 'u9' } }),
+    );
+    await new KubeCluster(transport, 'vllm').deletePod('qwen3-0', 'u0');
+    expect(calls.map((c) => `${c.method} ${c.path}`)).toEqual([
+      'DELETE /api/v1/namespaces/vllm/pods/qwen3-0',
+      'GET /api/v1/namespaces/vllm/pods/qwen3-0',
+    ]);
+    expect(JSON.parse(calls[0].body ?? '')).toEqual({ preconditions: { uid: 'u0' } });
+    // The pod of that uid is still there: the refusal is real.
+    const same = recording((call) =>
+      call.method === 'DELETE' ? conflict : ok({ metadata: { name: 'qwen3-0', uid: 'u0' } }),
+    );
+    await expect(new KubeCluster(same.transport, 'vllm').deletePod('qwen3-0', 'u0')).rejects.toThrow(
+      /HTTP 409/,
+    );
+  });
+
+  it('lists the Jobs of a label selector by name', async () => {
+    const { transport, calls } = recording(() => ok({ items: [{ metadata: { name: 'bench-a' } }] }));
+    expect(
+      await new KubeCluster(transport, 'vllm').listJobNames('app.kubernetes.io/component=benchmark'),
+    ).toEqual(['bench-a']);
+    expect(calls[0].path).toBe(
+      '/apis/batch/v1/namespaces/vllm/jobs?labelSelector=app.kubernetes.io%2Fcomponent%3Dbenchmark',
+    );
+  });
+
   it('lists pods by label selector with their readiness', async () => {
     const { transport, calls } = recording(() =>
       ok({

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
+import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
 import { runStudy } from '../../lib/runner/run-study.ts';
 import { findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
 import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
@@ -175,7 +176,7 @@ describe('staging: the next run’s clients start behind a closed gate during th
 });
 
 describe('staging: what it leaves behind when it cannot be used', () => {
-  it('falls back when a staged client ends before its gate opens, and turns staging off', async () => {
+  it('falls back when a staged client ends before its gate opens, and turns staging off when the next one does too', async () => {
     const r = await rehearse({ stagedClientsEnd: true });
     const study = byId(await r.run());
     for (const run of study.values()) expect(run.invalidReasons, run.id).toEqual([]);
@@ -184,7 +185,9 @@ describe('staging: what it leaves behind when it cannot be used', () => {
       /^staged job\/bench-arm-kube-proxy-prefix ended \(failed\) before its gate opened/,
     );
     expect(first.staging?.gatesOpenedAt).toBeUndefined();
-    for (const id of RUNS.slice(2)) expect(study.get(id)?.staging, id).toBeUndefined();
+    // Once can be an evicted pod; twice in a row is the client image.
+    expect(study.get(RUNS[2])?.staging?.fellBack).toMatch(/ended \(failed\) before its gate opened/);
+    for (const id of RUNS.slice(3)) expect(study.get(id)?.staging, id).toBeUndefined();
     expect(r.lines.some((l) => l.includes('staging is off for the rest of the study'))).toBe(true);
     // The failed staged Job was gone before its run's own client was created.
     const events = r.cluster.events;
@@ -212,6 +215,46 @@ describe('staging: what it leaves behind when it cannot be used', () => {
     expect(r.cluster.events).not.toContain('open service/gate-arm-kube-proxy-sharegpt');
     expect(gatesLeft(r.cluster)).toEqual([]);
     expect(await r.cluster.getJob('bench-arm-kube-proxy-sharegpt')).toBeUndefined();
+  });
+
+  it('falls back for one run when one staged client ended (an evicted pod), and stages the later runs', async () => {
+    const r = await rehearse();
+    const getJob = r.cluster.getJob.bind(r.cluster);
+    let looks = 0;
+    // The staged client of arm-kube-proxy-prefix is seen ended when its gate would open.
+    r.cluster.getJob = async (name) =>
+      name === 'bench-arm-kube-proxy-prefix' && ++looks === 2 ? { failed: 1 } : getJob(name);
+    const study = byId(await r.run());
+    for (const run of study.values()) expect(run.invalidReasons, run.id).toEqual([]);
+    expect(study.get('arm-kube-proxy-prefix')?.staging?.fellBack).toMatch(/its pod was evicted, or/);
+    for (const id of RUNS.slice(2)) expect(study.get(id)?.staging?.gatesOpenedAt, id).toBeDefined();
+    expect(r.lines.some((l) => l.includes('staging is off'))).toBe(false);
+  });
+
+  it('starts a run unstaged when its gate cannot be opened, instead of stopping the study', async () => {
+    const r = await rehearse();
+    const open = r.cluster.setServiceSelector.bind(r.cluster);
+    let refused = false;
+    r.cluster.setServiceSelector = async (name, selector) => {
+      if (name === 'gate-arm-kube-proxy-prefix' && !refused) {
+        refused = true;
+        throw new KubeApiError(
+          'PATCH',
+          `/api/v1/namespaces/vllm/services/${name}`,
+          403,
+          '{"kind":"Status","message":"forbidden"}',
+        );
+      }
+      await open(name, selector);
+    };
+    const study = byId(await r.run());
+    for (const run of study.values()) expect(run.invalidReasons, run.id).toEqual([]);
+    expect(study.get('arm-kube-proxy-prefix')?.staging?.fellBack).toMatch(
+      /^the gates of arm-kube-proxy-prefix could not be opened \(PATCH .* HTTP 403: forbidden\)/,
+    );
+    expect(r.cluster.events).toContain('create job/bench-arm-kube-proxy-prefix');
+    for (const id of RUNS.slice(2)) expect(study.get(id)?.staging?.gatesOpenedAt, id).toBeDefined();
+    expect(gatesLeft(r.cluster)).toEqual([]);
   });
 
   it('deletes the gates a killed runner left before the study starts', async () => {
