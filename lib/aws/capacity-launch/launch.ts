@@ -46,6 +46,11 @@ export interface LaunchRequest {
    */
   readonly generationTag: StackTag;
   /**
+   * The launching resource (`llm-gateway-lab:resource` = its logical id): what a Delete of a
+   * cancelled create terminates by, whatever the generation.
+   */
+  readonly resourceTag?: StackTag;
+  /**
    * The CloudFormation request this launch serves. Client tokens are derived from it, so a
    * retried or duplicated call of the same request can never launch a second instance.
    */
@@ -254,12 +259,22 @@ export function instancesByClientToken(ec2: EC2Client, tokens: readonly string[]
   return describeInstancesWhere(ec2, [{ Name: 'client-token', Values: [...tokens] }]);
 }
 
-/** Pending or running instances of this stack and host generation: the host a repeated request adopts. */
-export function liveHosts(ec2: EC2Client, stackTag: StackTag, generationTag: StackTag): Promise<Instance[]> {
+/** Pending or running instances carrying every one of the tags (this stack, its resource, a generation). */
+export function liveHosts(ec2: EC2Client, ...tags: (StackTag | undefined)[]): Promise<Instance[]> {
   return describeInstancesWhere(ec2, [
-    { Name: `tag:${stackTag.key}`, Values: [stackTag.value] },
-    { Name: `tag:${generationTag.key}`, Values: [generationTag.value] },
+    ...tags.filter((t) => t !== undefined).map((t) => ({ Name: `tag:${t.key}`, Values: [t.value] })),
     { Name: 'instance-state-name', Values: ['pending', 'running'] },
+  ]);
+}
+
+/** States in which an instance still bills or may run again: what a teardown must end. */
+export const NOT_ENDED_STATES = ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] as const;
+
+/** Instances carrying every one of the tags that are not terminated yet (shutting-down included). */
+export function unendedInstances(ec2: EC2Client, ...tags: StackTag[]): Promise<Instance[]> {
+  return describeInstancesWhere(ec2, [
+    ...tags.map((t) => ({ Name: `tag:${t.key}`, Values: [t.value] })),
+    { Name: 'instance-state-name', Values: [...NOT_ENDED_STATES] },
   ]);
 }
 
@@ -285,6 +300,7 @@ export function runInstancesInput(
   const tags = [
     { Key: request.stackTag.key, Value: request.stackTag.value },
     { Key: request.generationTag.key, Value: request.generationTag.value },
+    ...(request.resourceTag ? [{ Key: request.resourceTag.key, Value: request.resourceTag.value }] : []),
   ];
   return {
     MinCount: 1,
