@@ -3,8 +3,8 @@ import { EC2Client, type Instance } from '@aws-sdk/client-ec2';
 import type { HandlerDeps, OnEventResponse, ResourceEvent } from './hosts.ts';
 import { continueReplacement, hostComplete, type IsCompleteResponse, launch, update } from './lifecycle.ts';
 import { withCappedReason } from './reason.ts';
-import { isReplacement } from './request.ts';
 import { removalComplete, startRemoval } from './removal.ts';
+import { isReplacement } from './request.ts';
 
 /**
  * The CapacityLaunch handler: `onEvent` and `isComplete` of the Provider framework. The launch
@@ -33,7 +33,6 @@ export async function handleEvent(event: ResourceEvent, deps: HandlerDeps): Prom
       return startRemoval(event, deps);
   }
 }
-
 
 /**
  * What a failed start means. `Client.InternalError` ("Client error on launch") on an encrypted

@@ -1,6 +1,4 @@
-import {
-  type CloudFormationClient,
-} from '@aws-sdk/client-cloudformation';
+import type { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import {
   DescribeInstancesCommand,
   type EC2Client,
@@ -182,9 +180,7 @@ export async function terminateAllBut(
   deps: HandlerDeps,
   why: string,
 ): Promise<string[]> {
-  const ids = instances
-    .map((i) => i.InstanceId ?? '')
-    .filter((id) => INSTANCE_ID.test(id) && id !== keep);
+  const ids = instances.map((i) => i.InstanceId ?? '').filter((id) => INSTANCE_ID.test(id) && id !== keep);
   for (const id of ids) {
     deps.log?.(`terminating ${id}: ${why}`);
     await terminateInstance(id, deps);

@@ -1,6 +1,5 @@
 import type { Instance } from '@aws-sdk/client-ec2';
 import { INSTANCE_ID } from '../instances.ts';
-import { instancesByClientToken, type LaunchRequest, liveHosts, requestClientTokens } from './launch.ts';
 import {
   describeInstance,
   type HandlerDeps,
@@ -14,6 +13,7 @@ import {
   terminateAllBut,
   terminateInstance,
 } from './hosts.ts';
+import { instancesByClientToken, type LaunchRequest, liveHosts, requestClientTokens } from './launch.ts';
 import { attemptLogAttribute, isReplacement, launchRequestOf } from './request.ts';
 import { launchVerdict, readStanding } from './standing.ts';
 

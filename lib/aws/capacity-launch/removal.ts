@@ -1,7 +1,5 @@
 import { INSTANCE_ID } from '../instances.ts';
 import { RESOURCE_TAG_KEY } from '../tags.ts';
-import { type StackTag, unendedInstances } from './launch.ts';
-import { LaunchProps } from './props.ts';
 import {
   describeInstance,
   type HandlerDeps,
@@ -10,6 +8,8 @@ import {
   stackRefOf,
   terminateInstance,
 } from './hosts.ts';
+import { type StackTag, unendedInstances } from './launch.ts';
+import { LaunchProps } from './props.ts';
 import { keepsResource, readStanding } from './standing.ts';
 
 /**

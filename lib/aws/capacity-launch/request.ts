@@ -121,7 +121,6 @@ export function attemptLogAttribute(lines: readonly string[], limit = ATTEMPT_LO
   return [`(${omitted} earlier lines omitted; the launch function's log has them all)`, ...kept].join('\n');
 }
 
-
 /** Whether the event is an Update that replaces the host (its launch inputs changed). */
 export function isReplacement(event: ResourceEvent): boolean {
   return (

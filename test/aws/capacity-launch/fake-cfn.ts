@@ -63,7 +63,12 @@ export class FakeCloudFormation {
     this.checkStack(input.StackName);
     return {
       Stacks: [
-        { StackId: STACK_ID, StackName: STACK_NAME, StackStatus: this.stackStatus, CreationTime: new Date(0) },
+        {
+          StackId: STACK_ID,
+          StackName: STACK_NAME,
+          StackStatus: this.stackStatus,
+          CreationTime: new Date(0),
+        },
       ],
       $metadata: {},
     };

@@ -1,4 +1,9 @@
 import {
+  CloudFormationClient,
+  DescribeStackResourceCommand,
+  DescribeStacksCommand,
+} from '@aws-sdk/client-cloudformation';
+import {
   DescribeInstancesCommand,
   type DescribeInstancesCommandInput,
   DescribeInstanceTypeOfferingsCommand,
@@ -8,11 +13,6 @@ import {
   RunInstancesCommand,
   TerminateInstancesCommand,
 } from '@aws-sdk/client-ec2';
-import {
-  CloudFormationClient,
-  DescribeStackResourceCommand,
-  DescribeStacksCommand,
-} from '@aws-sdk/client-cloudformation';
 import { mockClient } from 'aws-sdk-client-mock';
 import 'aws-sdk-client-mock-vitest/extend';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -291,7 +291,10 @@ describe('onEvent', () => {
       Filters: [
         { Name: 'tag:llm-gateway-lab:stack', Values: ['LlmGatewayLab'] },
         { Name: 'tag:llm-gateway-lab:resource', Values: [LOGICAL_ID] },
-        { Name: 'instance-state-name', Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] },
+        {
+          Name: 'instance-state-name',
+          Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'],
+        },
       ],
     });
   });
