@@ -10,7 +10,7 @@ import * as s3assets from 'aws-cdk-lib/aws-s3-assets';
 import { Construct } from 'constructs';
 import { synthesizeCluster } from '../../charts/synthesize.ts';
 import type { LabConfig } from '../config/schema.ts';
-import { renderLauncher, writeBootstrapFolder } from './bootstrap/index.ts';
+import { lifetimeMinutes, renderLauncher, writeBootstrapFolder } from './bootstrap/index.ts';
 
 /** CDK context key whose new value makes the next deploy launch a fresh host. */
 export const RELAUNCH_CONTEXT_KEY = 'relaunch';
@@ -28,6 +28,11 @@ export interface LabHostProps {
   readonly instance: HostInstanceSettings;
   /** The instance role's description: who the host is. */
   readonly description: string;
+  /**
+   * The host's lifetime in minutes (its maxLifetimeHours): the deadline the user data arms first,
+   * before the bootstrap's persistent timer replaces it.
+   */
+  readonly lifetimeMinutes: number;
   /** Writes the manifests folder the host applies (synthesized in-process, never a stale dist/). */
   readonly writeManifests: (dir: string) => void;
   /** Writes the bootstrap folder: the shell program and its settings.env. */
@@ -151,6 +156,7 @@ export class LabHost extends Construct {
     const userData = ec2.UserData.custom(
       renderLauncher({
         region: stack.region,
+        lifetimeMinutes: props.lifetimeMinutes,
         bootstrapS3Uri: bootstrap.s3ObjectUrl,
         manifestsS3Uri: manifests.s3ObjectUrl,
         waitHandleUrl: this.readyHandle.ref,
@@ -210,6 +216,7 @@ export class GpuHost extends LabHost {
     super(scope, id, {
       instance: config.instance,
       description: 'LLM-gateway lab GPU host: SSM Session Manager, its own assets, its results prefix',
+      lifetimeMinutes: lifetimeMinutes(config),
       writeManifests: (dir) => synthesizeCluster(config, dir),
       writeBootstrap: (dir) => writeBootstrapFolder(config, dir),
       resultsBucket,

@@ -20,6 +20,9 @@ arm_cost_guard() {
   install_program lab-deadline "$DEADLINE_SCRIPT"
   install_program lab-upload-log "$LOG_UPLOAD_SCRIPT"
   install_deadline_timer "$deadline"
+  # The launcher's plain `shutdown -h +N` (armed before anything could fail) gives way to the
+  # timer, which uploads the results first; both aim at the same deadline.
+  shutdown -c 'the lab cost guard timer takes over' || log "no pending shutdown to cancel"
   install_results_upload
   install_log_upload
   if ((TERMINATE_WHEN_DONE)); then install_terminate_when_done; fi
