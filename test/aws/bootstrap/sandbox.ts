@@ -263,6 +263,8 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     z.writestr("jobs/run.yaml", "kind: Job\\n")' "$out" ;;
   esac ;;
 https://get.k3s.io) cp "$SANDBOX/k3s-install.sh" "$out" ;;
+# The K3s server's port, as an agent probes it; FAKE_SERVER_GONE: nothing answers (connection refused).
+https://*:6443/ping) if [ -n "\${FAKE_SERVER_GONE:-}" ]; then echo "curl: (7) Failed to connect" >&2; exit 7; fi ;;
 */v1/models) echo '{"object":"list","data":[{"id":"'"$FAKE_SERVED"'"}]}' ;;
 *) if [ -n "$out" ]; then echo "# from $url" >"$out"; fi ;;
 esac`),

@@ -38,6 +38,8 @@ write_host_environment() {
     echo '# Written by the lab bootstrap: what its installed programs need beyond settings.env.'
     printf 'LAB_REGION=%q\nLAB_RESULTS_BUCKET=%q\nLAB_STACK_NAME=%q\nAWS_CLI=%q\n' \
       "$LAB_REGION" "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$aws_cli"
+    # An agent follows its server (lab-follow-server.sh).
+    if [ -n "${LAB_SERVER_URL:-}" ]; then printf 'LAB_SERVER_URL=%q\n' "$LAB_SERVER_URL"; fi
   } >"$HOST_ENV_FILE"
 }
 
