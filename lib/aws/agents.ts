@@ -13,7 +13,7 @@ import {
   SERVER_URL_VARIABLE,
   writeAgentBootstrapFolder,
 } from './bootstrap/agent.ts';
-import { AGENT_TOKEN_SECRET_VARIABLE } from './bootstrap/bootstrap.ts';
+import { AGENT_TOKEN_SECRET_VARIABLE, lifetimeMinutes } from './bootstrap/bootstrap.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import { hostConstructId } from './cell-outputs.ts';
 import { type HostInstanceSettings, LabHost } from './gpu-host.ts';
@@ -120,6 +120,7 @@ export class ClusterAgents extends Construct {
     const host = new LabHost(stack, `${id}Host`, {
       instance,
       description: `LLM-gateway lab K3s agent ${node.name} (${node.role}): SSM Session Manager, its own assets, its results prefix`,
+      lifetimeMinutes: lifetimeMinutes(config),
       // The same cluster folder as the server (one S3 object): a GPU agent pulls its images.
       writeManifests: (dir) => synthesizeCluster(config, dir),
       writeBootstrap: (dir) => writeAgentBootstrapFolder(config, node, dir),

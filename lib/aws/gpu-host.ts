@@ -10,7 +10,15 @@ import * as s3assets from 'aws-cdk-lib/aws-s3-assets';
 import { Construct } from 'constructs';
 import { synthesizeCluster } from '../../charts/synthesize.ts';
 import type { LabConfig } from '../config/schema.ts';
-import { renderLauncher, writeBootstrapFolder } from './bootstrap/index.ts';
+import { lifetimeMinutes, renderLauncher, writeBootstrapFolder } from './bootstrap/index.ts';
+
+/**
+ * The root volume's gp3 throughput: the model cache lives there, and loading weights at gp3's
+ * baseline of 125 MiB/s would take minutes per replica. gp3 allows up to 0.25 MiB/s per
+ * provisioned IOPS (3,000 by default, so 750 MiB/s); the extra throughput is billed by the
+ * MiB/s-month (aws-cdk-lib aws-ec2 EbsDeviceOptionsBase.throughput; EBS User Guide, gp3).
+ */
+export const ROOT_VOLUME_THROUGHPUT_MIBPS = 500;
 
 /** CDK context key whose new value makes the next deploy launch a fresh host. */
 export const RELAUNCH_CONTEXT_KEY = 'relaunch';
@@ -28,6 +36,11 @@ export interface LabHostProps {
   readonly instance: HostInstanceSettings;
   /** The instance role's description: who the host is. */
   readonly description: string;
+  /**
+   * The host's lifetime in minutes (its maxLifetimeHours): the deadline the user data arms first,
+   * before the bootstrap's persistent timer replaces it.
+   */
+  readonly lifetimeMinutes: number;
   /** Writes the manifests folder the host applies (synthesized in-process, never a stale dist/). */
   readonly writeManifests: (dir: string) => void;
   /** Writes the bootstrap folder: the shell program and its settings.env. */
@@ -81,6 +94,32 @@ export class LabHost extends Construct {
       description: props.description,
       managedPolicies: [...this.managedPolicies],
     });
+
+    // AmazonSSMManagedInstanceCore allows ssm:GetParameter* on every parameter of the account
+    // ("Resource": "*"); Session Manager needs none of them and the host reads none (its AMI
+    // parameter is resolved by CloudFormation), so an explicit deny keeps the account's
+    // parameters, SecureStrings included, out of the host's reach.
+    this.role.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'NoParameterReads',
+        effect: iam.Effect.DENY,
+        actions: [
+          'ssm:GetParameter',
+          'ssm:GetParameters',
+          'ssm:GetParametersByPath',
+          'ssm:GetParameterHistory',
+        ],
+        resources: [
+          stack.formatArn({
+            service: 'ssm',
+            resource: 'parameter',
+            resourceName: '*',
+            region: '*',
+            account: '*',
+          }),
+        ],
+      }),
+    );
 
     // The manifests are synthesized here, in-process, from the same config: never a stale dist/.
     const manifestsDir = mkdtempSync(join(tmpdir(), 'lab-manifests-'));
@@ -151,6 +190,7 @@ export class LabHost extends Construct {
     const userData = ec2.UserData.custom(
       renderLauncher({
         region: stack.region,
+        lifetimeMinutes: props.lifetimeMinutes,
         bootstrapS3Uri: bootstrap.s3ObjectUrl,
         manifestsS3Uri: manifests.s3ObjectUrl,
         waitHandleUrl: this.readyHandle.ref,
@@ -179,6 +219,7 @@ export class LabHost extends Construct {
           deviceName: '/dev/sda1',
           volume: ec2.BlockDeviceVolume.ebs(instance.rootVolumeGiB, {
             volumeType: ec2.EbsDeviceVolumeType.GP3,
+            throughput: ROOT_VOLUME_THROUGHPUT_MIBPS,
             encrypted: true,
             deleteOnTermination: true,
           }),
@@ -210,6 +251,7 @@ export class GpuHost extends LabHost {
     super(scope, id, {
       instance: config.instance,
       description: 'LLM-gateway lab GPU host: SSM Session Manager, its own assets, its results prefix',
+      lifetimeMinutes: lifetimeMinutes(config),
       writeManifests: (dir) => synthesizeCluster(config, dir),
       writeBootstrap: (dir) => writeBootstrapFolder(config, dir),
       resultsBucket,

@@ -19,7 +19,7 @@ import { acknowledgeControlTowerRules } from './acknowledgements.ts';
 import { type AgentHostParts, ClusterAgents } from './agents.ts';
 import { agentResultsSubdir } from './bootstrap/agent.ts';
 import { AGENT_TOKEN_SECRET_VARIABLE, LOG_OBJECT } from './bootstrap/bootstrap.ts';
-import { writeCellBootstrapFolder } from './bootstrap/cell.ts';
+import { cellLifetimeMinutes, writeCellBootstrapFolder } from './bootstrap/cell.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import type { OnDemandQuota } from './capacity-launch/launch.ts';
 import { cellConstructId, cellOutputDescription } from './cell-outputs.ts';
@@ -186,6 +186,7 @@ export class LabStack extends Stack {
     const host = new LabHost(this, `${id}Host`, {
       instance,
       description: `Network lab cell ${cell.name}: SSM Session Manager, its own assets, its results prefix`,
+      lifetimeMinutes: cellLifetimeMinutes(config),
       writeManifests: (dir) => synthesizeNetworkCell(config, cell, dir),
       writeBootstrap: (dir) => writeCellBootstrapFolder(config, cell, dir),
       resultsBucket: this.resultsBucket,

@@ -1,4 +1,4 @@
-import { RemovalPolicy } from 'aws-cdk-lib';
+import { Annotations, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
@@ -46,6 +46,13 @@ export class LabNetwork extends Construct {
       trafficType: ec2.FlowLogTrafficType.REJECT,
     });
     this.subnets = this.vpc.publicSubnets;
+    if (props.availabilityZones === undefined && Token.isUnresolved(Stack.of(this).region)) {
+      // Without a region CDK cannot look the zones up and makes two placeholder subnets.
+      Annotations.of(this).addWarningV2(
+        '@llm-gateway-lab/placeholder-azs',
+        'Synthesized without an account and region: the VPC assumed 2 Availability Zones. Deploy with CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION (or env) set so that the launch can try every AZ of the region.',
+      );
+    }
     this.securityGroup = new ec2.SecurityGroup(this, 'HostSecurityGroup', {
       vpc: this.vpc,
       description: 'LLM-gateway lab GPU host: no inbound rule (SSM only), all outbound',

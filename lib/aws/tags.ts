@@ -12,3 +12,10 @@ export const STACK_TAG_KEY = 'llm-gateway-lab:stack';
  * and this generation instead of launching a second one.
  */
 export const GENERATION_TAG_KEY = 'llm-gateway-lab:generation';
+
+/**
+ * On every instance a capacity launch starts; the value is the CloudFormation logical id of the
+ * launching resource. A Delete whose physical id is not an instance (a cancelled create) finds
+ * what that resource may have launched by this tag and the stack tag.
+ */
+export const RESOURCE_TAG_KEY = 'llm-gateway-lab:resource';

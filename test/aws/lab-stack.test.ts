@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CfnGuardValidator } from '@cdklabs/cdk-validator-cfnguard';
 import { App, Validations } from 'aws-cdk-lib';
-import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -75,6 +75,47 @@ describe('LabStack', () => {
         ImageId: { Ref: Match.stringLikeRegexp('SsmParameterValue.*deeplearning.*') },
       }),
     });
+  });
+
+  it('gives the root volume 500 MiB/s of gp3 throughput for loading the model', () => {
+    template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
+      LaunchTemplateData: Match.objectLike({
+        BlockDeviceMappings: [Match.objectLike({ Ebs: Match.objectLike({ Throughput: 500 }) })],
+      }),
+    });
+  });
+
+  it('denies the host role every SSM parameter read that AmazonSSMManagedInstanceCore allows', () => {
+    template.hasResourceProperties('AWS::IAM::Policy', {
+      Roles: [{ Ref: Match.stringLikeRegexp('HostInstanceRole') }],
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Sid: 'NoParameterReads',
+            Effect: 'Deny',
+            Action: [
+              'ssm:GetParameter',
+              'ssm:GetParameters',
+              'ssm:GetParametersByPath',
+              'ssm:GetParameterHistory',
+            ],
+          }),
+        ]),
+      },
+    });
+  });
+
+  it('says when an environment-agnostic synth assumed 2 Availability Zones', () => {
+    const { stack } = build();
+    const warnings = Annotations.fromStack(stack).findWarning(
+      '*',
+      Match.stringLikeRegexp('assumed 2 Availability Zones'),
+    );
+    expect(warnings).toHaveLength(1);
+    const concrete = build(defaultLabConfig(), { account: ACCOUNT, region: REGION });
+    expect(
+      Annotations.fromStack(concrete.stack).findWarning('*', Match.stringLikeRegexp('assumed 2')),
+    ).toEqual([]);
   });
 
   it('keeps network interfaces and security groups out of the launch template (lab-spec 2.1 point 7)', () => {

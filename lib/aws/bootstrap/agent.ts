@@ -52,6 +52,15 @@ export const KUBELET_KUBECONFIG = '/var/lib/rancher/k3s/agent/kubelet.kubeconfig
  */
 export const AGENT_SERVICE = 'k3s-agent';
 
+/** Installed on every agent: ends it once its server has ended (sh/host/lab-follow-server.sh). */
+export const FOLLOW_SERVER_SCRIPT = '/usr/local/sbin/lab-follow-server';
+
+/**
+ * Minutes in a row the server may not answer before an agent ends: longer than a K3s restart,
+ * short next to an agent's hourly price (a g6.12xlarge agent costs about 0.4 USD in 5 minutes).
+ */
+export const SERVER_GONE_MINUTES = 5;
+
 /** The agent's results prefix under the stack's: `agents/<host>/`. */
 export function agentResultsSubdir(host: string): string {
   return `${AGENTS_RESULTS_DIR}/${host}/`;
@@ -108,6 +117,8 @@ export function renderAgentSettings(config: LabConfig, node: ClusterNode): strin
     assign('AGENT_TOKEN_FILE', AGENT_TOKEN_FILE),
     assign('AGENT_SERVICE', AGENT_SERVICE),
     assign('KUBELET_KUBECONFIG', KUBELET_KUBECONFIG),
+    assign('FOLLOW_SERVER_SCRIPT', FOLLOW_SERVER_SCRIPT),
+    assign('SERVER_GONE_MINUTES', SERVER_GONE_MINUTES),
     assign('MODEL_CACHE', MODEL_CACHE_HOST_PATH),
     assign('MODEL_CACHE_MOUNT', MODEL_CACHE_MOUNT),
     assign('SHAREGPT_FILE', sharegptSetting(config)),

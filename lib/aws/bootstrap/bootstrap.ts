@@ -27,12 +27,15 @@ import {
 import {
   BOOTSTRAP_ENVIRONMENT,
   BOOTSTRAP_LOG,
+  DEADLINE_FILE,
   fullyQualifiedImage,
   SIGNAL_UNIQUE_ID,
   SIGNALLED_MARKER,
   shellQuote,
   WORK_DIR,
 } from './shell.ts';
+
+export { DEADLINE_FILE };
 
 /**
  * The bootstrap (docs/facts.md §2.2, 2.3) is a shell program in lib/aws/bootstrap/sh: main.sh, helpers.sh,
@@ -101,8 +104,6 @@ export const RESULTS_SYNC_SCRIPT = '/usr/local/sbin/lab-sync-results';
 export const LOG_UPLOAD_SCRIPT = '/usr/local/sbin/lab-upload-log';
 /** The cost guard's action at the deadline: upload, then shut down (and so terminate). */
 export const DEADLINE_SCRIPT = '/usr/local/sbin/lab-deadline';
-/** The absolute deadline (UTC, ISO 8601), written once at first boot. */
-export const DEADLINE_FILE = `${WORK_DIR}/deadline`;
 
 /**
  * With `runner.terminateWhenDone`: run every minute by a systemd timer; once status.json says the

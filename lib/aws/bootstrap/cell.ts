@@ -89,13 +89,18 @@ export function cellBootstrapSteps(config: LabConfig, cell: NetworkCell): Bootst
   }));
 }
 
+/** A network-lab cell's lifetime in whole minutes (at least one): network.instance.maxLifetimeHours. */
+export function cellLifetimeMinutes(config: LabConfig): number {
+  return Math.max(1, Math.round(config.network.instance.maxLifetimeHours * 60));
+}
+
 /** The cell's settings.env. */
 export function renderCellSettings(config: LabConfig, cell: NetworkCell): string {
   const { instance } = config.network;
   return [
     ...commonSettings(cellBootstrapSteps(config, cell), {
       terminateWhenDone: config.runner.terminateWhenDone,
-      lifetimeMinutes: Math.max(1, Math.round(instance.maxLifetimeHours * 60)),
+      lifetimeMinutes: cellLifetimeMinutes(config),
       resultsSubdir: `${cell.name}/`,
     }),
     '# --- the cell',

@@ -1,6 +1,7 @@
 import {
   BOOTSTRAP_DIR_ON_HOST,
   BOOTSTRAP_LOG,
+  DEADLINE_FILE,
   JSON_STRING_FUNCTION,
   MANIFESTS_DIR,
   SIGNAL_UNIQUE_ID,
@@ -14,14 +15,18 @@ import {
  * launcher only places them, never inspects them.
  */
 export interface LauncherInputs {
-  /** Region of the stack, for the AWS CLI. */
+  /** Region of the stack: the S3 endpoint and the signature's scope. */
   readonly region: string;
+  /**
+   * The host's lifetime in minutes: the deadline the launcher arms before anything else (a plain
+   * `shutdown -h +N`, which terminates the instance: its template's shutdown behaviour), so that
+   * a host whose launcher or bootstrap dies early still ends. The bootstrap's cost guard replaces
+   * it with the persistent timer (01-cost-guard.sh).
+   */
+  readonly lifetimeMinutes: number;
   /** `s3://bucket/key.zip` of the bootstrap folder (a directory asset: main.sh, settings.env, ...). */
   readonly bootstrapS3Uri: string;
-  /**
-   * `s3://bucket/key.zip` of the manifests folder (a directory asset is a zip), or an `s3://` prefix
-   * holding the folder's files.
-   */
+  /** `s3://bucket/key.zip` of the manifests folder (a directory asset is a zip). */
   readonly manifestsS3Uri: string;
   /** The WaitConditionHandle's presigned URL. */
   readonly waitHandleUrl: string;
@@ -39,16 +44,22 @@ export interface LauncherInputs {
 export const USER_DATA_LIMIT_BYTES = 16 * 1024;
 
 /**
- * The EC2 user data: a small bash launcher that downloads the bootstrap script and the manifests
- * from S3 and runs the bootstrap with its inputs as environment variables. The bulk lives in the
- * bootstrap (an S3 asset) because user data is limited to 16 KB.
+ * The EC2 user data: a small bash launcher that arms the host's deadline, downloads the bootstrap
+ * folder and the manifests from S3 and runs the bootstrap with its inputs as environment
+ * variables. The bulk lives in the bootstrap (an S3 asset) because user data is limited to 16 KB.
+ *
+ * It needs only bash, curl (with `--aws-sigv4`, curl 7.75 and later), python3 (to unzip) and
+ * shutdown: no AWS CLI, which Canonical's Ubuntu images do not promise. The S3 requests are signed
+ * by curl with the instance role's credentials, read from the metadata service with an IMDSv2
+ * session token; curl reads the keys from its standard input (`-K -`), never from its command line.
+ * A curl without `--aws-sigv4` is named in the FAILURE signal.
  *
  * Each input is placed in a single-quoted bash assignment. CloudFormation's values here (region,
  * S3 URIs, a presigned HTTPS URL, a bucket and a stack name) never contain a single quote; a
  * concrete value that does is refused. Tokens pass unchanged.
  */
 export function renderLauncher(inputs: LauncherInputs): string {
-  const { environment = {}, ...fixed } = inputs;
+  const { environment = {}, lifetimeMinutes, ...fixed } = inputs;
   for (const [name, value] of Object.entries({ ...fixed, ...environment })) {
     if (value.includes("'"))
       throw new Error(`renderLauncher: ${name} must not contain a single quote: ${value}`);
@@ -57,11 +68,21 @@ export function renderLauncher(inputs: LauncherInputs): string {
     if (!/^LAB_[A-Z0-9_]+$/.test(name))
       throw new Error(`renderLauncher: environment name ${name} must look like LAB_SOMETHING`);
   }
+  if (!Number.isInteger(lifetimeMinutes) || lifetimeMinutes < 1) {
+    throw new Error(
+      `renderLauncher: lifetimeMinutes must be a whole number of at least 1, got ${lifetimeMinutes}`,
+    );
+  }
   const extra = Object.entries(environment).map(([name, value]) => `export ${name}='${value}'\n`);
   return `#!/bin/bash
-# Lab launcher (user data): fetch the bootstrap folder and the manifests from S3 and run the
-# bootstrap, which signals the WaitCondition. A failure before any signal is signalled here, so the
-# stack rolls back at once. WAIT_HANDLE_URL is presigned (how a WaitCondition is signalled): never log it.
+# Lab launcher (user data). First the deadline: whatever fails later, the host shuts down (and so
+# terminates) after ${lifetimeMinutes} minutes; the bootstrap replaces this with its persistent timer.
+mkdir -p ${WORK_DIR}
+[ -s ${DEADLINE_FILE} ] || date -u -d '+${lifetimeMinutes} minutes' +%Y-%m-%dT%H:%M:%SZ >${DEADLINE_FILE}
+shutdown -h +${lifetimeMinutes} 'lab lifetime reached before the bootstrap armed its cost guard'
+# Then fetch the bootstrap folder and the manifests from S3 and run the bootstrap, which signals
+# the WaitCondition. A failure before any signal is signalled here, so the stack rolls back at once.
+# WAIT_HANDLE_URL is presigned (how a WaitCondition is signalled): never log it.
 set -euo pipefail
 exec >>${BOOTSTRAP_LOG} 2>&1
 export LAB_REGION='${inputs.region}'
@@ -84,27 +105,51 @@ on_exit() {
   exit "$rc"
 }
 trap on_exit EXIT
-# S3 right after boot can answer slowly or not at all: a few tries, further apart each time.
-fetch() {
-  local attempt
-  for attempt in 1 2 3 4 5; do
-    if aws s3 cp --only-show-errors "$@"; then return 0; fi
-    echo "launcher: aws s3 cp failed (attempt $attempt of 5)"
-    if [ "$attempt" -lt 5 ]; then sleep $((attempt * 5)); fi
-  done
-  return 1
-}
+${S3_GET_FUNCTIONS}
 mkdir -p ${MANIFESTS_DIR} ${BOOTSTRAP_DIR_ON_HOST}
 cd ${WORK_DIR}
+step="check curl"
+curl --help all | grep -- --aws-sigv4 >/dev/null || { echo "launcher: this curl ($(curl --version | head -n 1)) cannot sign S3 requests (--aws-sigv4 needs curl 7.75 or later)"; exit 1; }
 step="download the bootstrap"
 fetch "$bootstrap_uri" bootstrap.zip
 python3 -m zipfile -e bootstrap.zip ${BOOTSTRAP_DIR_ON_HOST}
 step="download the manifests"
-case "$manifests_uri" in
-*.zip) fetch "$manifests_uri" manifests.zip; python3 -m zipfile -e manifests.zip ${MANIFESTS_DIR} ;;
-*) fetch --recursive "$manifests_uri" ${MANIFESTS_DIR} ;;
-esac
+fetch "$manifests_uri" manifests.zip
+python3 -m zipfile -e manifests.zip ${MANIFESTS_DIR}
 step="run the bootstrap"
 bash ${BOOTSTRAP_DIR_ON_HOST}/main.sh
 `;
 }
+
+/**
+ * \`fetch s3://bucket/key file\`: an S3 GetObject signed by curl (Signature Version 4, service
+ * s3) with the instance role's temporary credentials from IMDSv2 (a PUT for a session token,
+ * then the role's name and its keys; the session token goes in x-amz-security-token). The object
+ * is addressed virtual-hosted style (bucket.s3.region.amazonaws.com). S3 right after boot can
+ * answer slowly or not at all: a few tries, further apart each time, each with fresh credentials.
+ */
+const S3_GET_FUNCTIONS = `imds() {
+  local token
+  token=$(curl -sS --fail --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token) || return 1
+  curl -sS --fail --max-time 5 -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
+}
+s3_get() {
+  local path=\${1#s3://} role keys
+  role=$(imds iam/security-credentials/) || { echo "launcher: no instance role credentials from the metadata service"; return 1; }
+  keys=$(imds "iam/security-credentials/\${role%%$'\\n'*}") || return 1
+  python3 -c 'import json, sys
+k = json.load(sys.stdin)
+print("user = " + json.dumps(k["AccessKeyId"] + ":" + k["SecretAccessKey"]))
+print("header = " + json.dumps("x-amz-security-token: " + k["Token"]))' <<<"$keys" |
+    curl -sS --fail --max-time 300 -K - --aws-sigv4 "aws:amz:$LAB_REGION:s3" \\
+      -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -o "$2" "https://\${path%%/*}.s3.$LAB_REGION.amazonaws.com/\${path#*/}"
+}
+fetch() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    if s3_get "$@"; then return 0; fi
+    echo "launcher: S3 GET of $1 failed (attempt $attempt of 5)"
+    if [ "$attempt" -lt 5 ]; then sleep $((attempt * 5)); fi
+  done
+  return 1
+}`;

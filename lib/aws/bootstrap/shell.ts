@@ -8,6 +8,9 @@ export const BOOTSTRAP_LOG = '/var/log/lab-bootstrap.log';
 /** Working folder of the bootstrap: the downloaded script, manifests, signal bodies, state. */
 export const WORK_DIR = '/opt/lab';
 /** Where the launcher unpacks the bootstrap folder asset (main.sh, settings.env, ...). */
+/** The absolute deadline (UTC, ISO 8601), written once at first boot (by the launcher). */
+export const DEADLINE_FILE = `${WORK_DIR}/deadline`;
+
 export const BOOTSTRAP_DIR_ON_HOST = `${WORK_DIR}/bootstrap`;
 /** Where the launcher unpacks the manifests asset; the bootstrap gets it as LAB_MANIFESTS_DIR. */
 export const MANIFESTS_DIR = `${WORK_DIR}/manifests`;

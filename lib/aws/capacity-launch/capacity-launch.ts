@@ -228,7 +228,11 @@ export class CapacityLaunch extends Construct {
           resources: [instanceArns],
           conditions: {
             ArnLike: { 'ec2:LaunchTemplate': templateArn },
-            StringEquals: { [`aws:RequestTag/${stackTag.key}`]: stackTag.value },
+            StringEquals: {
+              [`aws:RequestTag/${stackTag.key}`]: stackTag.value,
+              // Only the types this resource may launch (the primary and its fallbacks).
+              'ec2:InstanceType': [props.instanceType, ...(props.fallbackInstanceTypes ?? [])],
+            },
           },
         }),
       );
@@ -270,6 +274,14 @@ export class CapacityLaunch extends Construct {
           actions: ['ec2:TerminateInstances'],
           resources: [instanceArns],
           conditions: { StringEquals: { [`aws:ResourceTag/${stackTag.key}`]: stackTag.value } },
+        }),
+      );
+      // Whether a launch request still stands (standing.ts): this stack only.
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: 'ReadThisStacksStatus',
+          actions: ['cloudformation:DescribeStacks', 'cloudformation:DescribeStackResource'],
+          resources: [stack.stackId],
         }),
       );
       // DescribeInstances and DescribeInstanceTypeOfferings do not support resource-level permissions.

@@ -46,6 +46,11 @@ export interface LaunchRequest {
    */
   readonly generationTag: StackTag;
   /**
+   * The launching resource (`llm-gateway-lab:resource` = its logical id): what a Delete of a
+   * cancelled create terminates by, whatever the generation.
+   */
+  readonly resourceTag?: StackTag;
+  /**
    * The CloudFormation request this launch serves. Client tokens are derived from it, so a
    * retried or duplicated call of the same request can never launch a second instance.
    */
@@ -254,12 +259,22 @@ export function instancesByClientToken(ec2: EC2Client, tokens: readonly string[]
   return describeInstancesWhere(ec2, [{ Name: 'client-token', Values: [...tokens] }]);
 }
 
-/** Pending or running instances of this stack and host generation: the host a repeated request adopts. */
-export function liveHosts(ec2: EC2Client, stackTag: StackTag, generationTag: StackTag): Promise<Instance[]> {
+/** Pending or running instances carrying every one of the tags (this stack, its resource, a generation). */
+export function liveHosts(ec2: EC2Client, ...tags: (StackTag | undefined)[]): Promise<Instance[]> {
   return describeInstancesWhere(ec2, [
-    { Name: `tag:${stackTag.key}`, Values: [stackTag.value] },
-    { Name: `tag:${generationTag.key}`, Values: [generationTag.value] },
+    ...tags.filter((t) => t !== undefined).map((t) => ({ Name: `tag:${t.key}`, Values: [t.value] })),
     { Name: 'instance-state-name', Values: ['pending', 'running'] },
+  ]);
+}
+
+/** States in which an instance still bills or may run again: what a teardown must end. */
+export const NOT_ENDED_STATES = ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] as const;
+
+/** Instances carrying every one of the tags that are not terminated yet (shutting-down included). */
+export function unendedInstances(ec2: EC2Client, ...tags: StackTag[]): Promise<Instance[]> {
+  return describeInstancesWhere(ec2, [
+    ...tags.map((t) => ({ Name: `tag:${t.key}`, Values: [t.value] })),
+    { Name: 'instance-state-name', Values: [...NOT_ENDED_STATES] },
   ]);
 }
 
@@ -285,6 +300,7 @@ export function runInstancesInput(
   const tags = [
     { Key: request.stackTag.key, Value: request.stackTag.value },
     { Key: request.generationTag.key, Value: request.generationTag.value },
+    ...(request.resourceTag ? [{ Key: request.resourceTag.key, Value: request.resourceTag.value }] : []),
   ];
   return {
     MinCount: 1,
@@ -453,6 +469,23 @@ function whatComesNext(azs: readonly string[], index: number, types: readonly st
   return nextType === undefined ? 'no Availability Zone left' : `trying ${nextType}`;
 }
 
+/** The error for an attempt that stopped the launch: its quota or rejection message and every attempt. */
+function quotaOrStopError(
+  request: LaunchRequest,
+  attempt: Required<LaunchAttempt>,
+  typeIndex: number,
+  attempts: readonly LaunchAttempt[],
+  log: readonly string[],
+): CapacityLaunchError {
+  const vcpus = typeIndex === 0 ? request.vcpusNeeded : undefined;
+  const quota = typeIndex === 0 ? request.quota : undefined;
+  return new CapacityLaunchError(
+    `${stopMessage(attempt, vcpus, quota)}\nAttempts:\n${failureTable(attempts)}`,
+    attempts,
+    log,
+  );
+}
+
 /**
  * Launches one instance, trying each offered AZ that has a lab subnet and then each fallback type,
  * until one attempt succeeds or an error says no other AZ would do better.
@@ -471,8 +504,17 @@ export async function launchWithFallback(request: LaunchRequest, deps: LaunchDep
   const attempts: LaunchAttempt[] = [];
   const types = request.instanceTypes;
   const subnetAzs = [...new Set(request.subnets.map((s) => s.availabilityZone))].sort();
+  // A quota refusal ends every type of that quota bucket, but not a fallback type in another one.
+  const refusedBuckets = new Map<string, { attempt: Required<LaunchAttempt>; typeIndex: number }>();
+  const bucketOf = (type: string, index: number) =>
+    (index === 0 && request.quota ? request.quota : onDemandQuotaFor(type)).name;
 
   for (const [typeIndex, instanceType] of types.entries()) {
+    const bucket = bucketOf(instanceType, typeIndex);
+    if (refusedBuckets.has(bucket)) {
+      rt.say(`${instanceType}: skipped, the "${bucket}" quota already refused an earlier type`);
+      continue;
+    }
     const offered = await offeredAzs(rt, instanceType);
     const azs = orderCandidateAzs(offered, request.subnets, request.preferredAzs);
     const notOffered = subnetAzs.filter((az) => !offered.has(az));
@@ -493,16 +535,33 @@ export async function launchWithFallback(request: LaunchRequest, deps: LaunchDep
       const attempt = { az, instanceType, code, message };
       attempts.push(attempt);
       if (classifyLaunchError(outcome.error) === 'stop') {
+        const otherBucket = types.some((t, i) => i > typeIndex && bucketOf(t, i) !== bucket);
+        if (QUOTA_CODES.has(code) && (otherBucket || refusedBuckets.size > 0)) {
+          refusedBuckets.set(bucket, { attempt, typeIndex });
+          rt.say(
+            `${instanceType}: ${code} in ${az}: the "${bucket}" quota is full; trying the types of other quotas`,
+          );
+          break;
+        }
         rt.say(`${instanceType}: ${code} in ${az}, stopping: no other Availability Zone would do better`);
-        const vcpus = typeIndex === 0 ? request.vcpusNeeded : undefined;
-        throw new CapacityLaunchError(
-          `${stopMessage(attempt, vcpus, request.quota)}\nAttempts:\n${failureTable(attempts)}`,
-          attempts,
-          log,
-        );
+        throw quotaOrStopError(request, attempt, typeIndex, attempts, log);
       }
       rt.say(`${instanceType}: ${code} in ${az}, ${whatComesNext(azs, index, types, typeIndex)}`);
     }
+  }
+  const [firstRefusal, ...moreRefusals] = refusedBuckets.values();
+  if (firstRefusal) {
+    const error = quotaOrStopError(request, firstRefusal.attempt, firstRefusal.typeIndex, attempts, log);
+    if (moreRefusals.length === 0) throw error;
+    const others = [...refusedBuckets.keys()].slice(1).map((name) => `"${name}"`);
+    throw new CapacityLaunchError(
+      error.message.replace(
+        '\nAttempts:',
+        `\nThe fallback types' quotas refused too: ${others.join(', ')}.\nAttempts:`,
+      ),
+      attempts,
+      log,
+    );
   }
 
   const tried = types.join(', ');

@@ -80,8 +80,23 @@ export function capFailureReason(text: string, limit = REASON_LIMIT): string {
 }
 
 /**
- * Runs a handler step; a failure is logged in full and rethrown with its reason capped, so that
- * CloudFormation shows the cause and the log keeps every detail.
+ * The error as the Lambda runtime should report it: its stack cut to one line. The Node runtime
+ * sends `trace: error.stack.split("\n")` with the error (aws-lambda-nodejs-runtime-interface-client,
+ * src/Errors/index.ts `toRuntimeResponse`), and the Provider framework builds its FAILED reason
+ * from the message and then `trace.slice(1)` (aws-cdk-lib 2.276.0, custom-resources/lib/
+ * provider-framework/runtime/framework.js `invokeUserFunction`; cfn-response.js `safeHandler`
+ * reports `e.stack`): a multi-line message's stack repeats every line after the first, which
+ * doubles the reason. With one line of stack, the reason is the message and the log group's name.
+ */
+export function withOneLineStack<E extends Error>(error: E): E {
+  const first = error.message.split('\n', 1)[0] ?? '';
+  error.stack = `${error.name}: ${first}`;
+  return error;
+}
+
+/**
+ * Runs a handler step; a failure is logged in full and rethrown with its reason capped and its
+ * stack one line, so that CloudFormation shows the cause and the log keeps every detail.
  */
 export async function withCappedReason<T>(
   run: () => Promise<T>,
@@ -92,10 +107,12 @@ export async function withCappedReason<T>(
     return await run();
   } catch (error) {
     const text = error instanceof Error ? error.message : String(error);
-    if (text.length <= limit) throw error;
+    if (text.length <= limit) {
+      throw withOneLineStack(error instanceof Error ? error : new Error(text));
+    }
     log(`full failure reason (${text.length} characters):\n${text}`);
     const capped = new Error(capFailureReason(text, limit));
     capped.name = error instanceof Error ? error.name : 'Error';
-    throw capped;
+    throw withOneLineStack(capped);
   }
 }

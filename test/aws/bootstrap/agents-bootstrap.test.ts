@@ -270,6 +270,41 @@ describe('a K3s agent, rehearsed', () => {
     expect(box.signals()[0]?.body.Data).toMatch(/^agent client-1 \(cpu\) joined as node client-1-i-0agent/);
   });
 
+  test('a joined agent ends with its server: 5 minutes in a row without an answer upload its results and shut it down; a restart does not', () => {
+    const { box, result, calls } = agent(client1);
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain('systemctl enable --now lab-follow-server.timer');
+    expect(readFileSync(box.path('/opt/lab/host.env'), 'utf8')).toContain(
+      'LAB_SERVER_URL=https://10.0.1.23:6443',
+    );
+    const follow = box.path('/usr/local/sbin/lab-follow-server');
+    const before = box.calls().length;
+
+    // Four minutes without an answer, then one (a K3s restart): the count starts again.
+    for (let minute = 1; minute <= 4; minute++) box.runFile(follow, { FAKE_SERVER_GONE: '1' });
+    expect(box.runFile(follow).status).toBe(0);
+    // Then the server is gone for 5 minutes in a row.
+    for (let minute = 1; minute <= 4; minute++)
+      expect(box.runFile(follow, { FAKE_SERVER_GONE: '1' }).status).toBe(0);
+    expect(
+      box
+        .calls()
+        .slice(before)
+        .some((c) => c.startsWith('shutdown')),
+    ).toBe(false);
+    expect(box.runFile(follow, { FAKE_SERVER_GONE: '1' }).status).toBe(0);
+
+    const after = box
+      .calls()
+      .slice(before)
+      .filter((c) => !c.startsWith('curl'));
+    expect(after).toEqual([
+      `aws s3 sync ${box.path('/var/lib/lab/results')}/ s3://results-bucket/LlmGatewayLab/agents/client-1/ --region us-west-2 --only-show-errors`,
+      "shutdown -h now the lab's K3s server ended: this agent ends with it",
+    ]);
+    expect(box.log()).toContain('has not answered for 5 minutes: it ended');
+  });
+
   test('a failed join is reported with its cause from the k3s-agent journal', () => {
     const steps = agentBootstrapSteps(config, gpu1);
     const { box, result } = agent(

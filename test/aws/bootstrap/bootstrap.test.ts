@@ -236,6 +236,8 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     // The cost guard comes first, results sync on a timer and at shutdown.
     expect(calls[0]).toBe('systemctl daemon-reload');
     expect(calls[1]).toBe('systemctl enable --now lab-deadline.timer');
+    // The launcher's early `shutdown -h +N` gives way to the timer, only once the timer runs.
+    expect(calls[2]).toBe('shutdown -c the lab cost guard timer takes over');
     expect(calls).toContain('systemctl enable --now lab-results-sync.timer lab-results-final-upload.service');
     const syncScript = readFileSync(box.path('/usr/local/sbin/lab-sync-results'), 'utf8');
     expect(syncScript).toContain(`export LAB_SETTINGS=${join(box.bootstrapDir, 'settings.env')}`);
@@ -503,8 +505,10 @@ describe('6. the cost guard survives a reboot', () => {
     expect(timer).toContain(`OnCalendar=${date} ${time} UTC`);
     expect(timer).toContain('Persistent=true');
     expect(timer).toContain('WantedBy=timers.target');
-    // Nothing that lives in /run: no shutdown -h +N.
-    expect(first.calls.filter((c) => c.startsWith('shutdown'))).toEqual([]);
+    // Nothing that lives in /run: no shutdown -h +N; the launcher's is cancelled.
+    expect(first.calls.filter((c) => c.startsWith('shutdown'))).toEqual([
+      'shutdown -c the lab cost guard timer takes over',
+    ]);
     const minutes = (Date.parse(deadline) - Date.now()) / 60_000;
     expect(minutes).toBeGreaterThan(478);
     expect(minutes).toBeLessThanOrEqual(480);

@@ -1,6 +1,6 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the strings are CDK token placeholders, which look like template placeholders on purpose
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { renderLauncher, USER_DATA_LIMIT_BYTES } from '../../../lib/aws/bootstrap/launcher.ts';
@@ -14,6 +14,7 @@ const tokens = {
   waitHandleUrl: '${Token[TOKEN.233]}',
   resultsBucket: '${Token[TOKEN.234]}',
   stackName: '${Token[AWS.StackName.7]}',
+  lifetimeMinutes: 480,
 };
 
 /** Values of the shape CloudFormation resolves them to; the presigned URL is about 1 KB. */
@@ -25,6 +26,7 @@ const concrete = {
   waitHandleUrl: WAIT_URL,
   resultsBucket: 'llmgatewaylab-results1234-abcdef',
   stackName: 'LlmGatewayLab',
+  lifetimeMinutes: 480,
 };
 
 describe('renderLauncher', () => {
@@ -33,7 +35,7 @@ describe('renderLauncher', () => {
     expect(script.startsWith('#!/bin/bash\n')).toBe(true);
     expect(script).toContain('set -euo pipefail');
     expect(script).toContain('exec >>/var/log/lab-bootstrap.log 2>&1');
-    expect(Buffer.byteLength(script)).toBeLessThan(3072);
+    expect(Buffer.byteLength(script)).toBeLessThan(4096);
     expect(Buffer.byteLength(renderLauncher(concrete))).toBeLessThan(USER_DATA_LIMIT_BYTES);
   });
 
@@ -98,7 +100,7 @@ describe('the launcher, run in a sandbox', () => {
   }
 
   test('signals FAILURE to the wait handle when the S3 download fails, and logs no URL', () => {
-    const { box, result } = launch({ FAKE_AWS_FAIL: '1' });
+    const { box, result } = launch({ FAKE_S3_FAIL: '1' });
     expect(result.status).not.toBe(0);
     const signals = box.signals();
     expect(signals).toHaveLength(1);
@@ -112,7 +114,7 @@ describe('the launcher, run in a sandbox', () => {
     expect(signal.body.Reason).toContain('AccessDenied');
     expect(signal.body.Reason).toContain('launcher: download the bootstrap failed (exit 1)');
     // Five tries, further apart each time, before giving up.
-    expect(box.calls().filter((c) => c.startsWith('aws s3 cp'))).toHaveLength(5);
+    expect(box.calls().filter((c) => c.includes('--aws-sigv4'))).toHaveLength(5);
     expect(box.calls().filter((c) => c.startsWith('sleep '))).toEqual([
       'sleep 5',
       'sleep 10',
@@ -139,18 +141,18 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     expect(env).toContain(`LAB_MANIFESTS_DIR=${box.path('/opt/lab/manifests')}`);
     expect(env).toContain(`WAIT_HANDLE_URL=${WAIT_URL}`);
     expect(readFileSync(join(box.root, 'manifests.txt'), 'utf8')).toMatch(/00-namespace\.yaml[\s\S]*jobs/);
-    expect(box.calls().filter((c) => c.startsWith('aws '))).toEqual([
-      `aws s3 cp --only-show-errors ${concrete.bootstrapS3Uri} bootstrap.zip`,
-      `aws s3 cp --only-show-errors ${concrete.manifestsS3Uri} manifests.zip`,
+    expect(box.calls().filter((c) => c.includes('--aws-sigv4'))).toEqual([
+      `curl -sS --fail --max-time 300 -K - --aws-sigv4 aws:amz:us-west-2:s3 -H x-amz-content-sha256: UNSIGNED-PAYLOAD -o bootstrap.zip https://cdk-hnb659fds-assets-123456789012-us-west-2.s3.us-west-2.amazonaws.com/0a1b2c.zip`,
+      `curl -sS --fail --max-time 300 -K - --aws-sigv4 aws:amz:us-west-2:s3 -H x-amz-content-sha256: UNSIGNED-PAYLOAD -o manifests.zip https://cdk-hnb659fds-assets-123456789012-us-west-2.s3.us-west-2.amazonaws.com/3d4e5f.zip`,
     ]);
   });
 
   test('retries an S3 download that fails at first, then goes on', () => {
-    const { box, result } = launch({ FAKE_AWS_FAIL_TIMES: '2' });
+    const { box, result } = launch({ FAKE_S3_FAIL_TIMES: '2' });
     expect(result.status, box.log()).toBe(0);
     expect(box.signals()).toEqual([]);
-    expect(box.calls().filter((c) => c.startsWith('aws s3 cp'))).toHaveLength(4);
-    expect(box.log()).toContain('launcher: aws s3 cp failed (attempt 2 of 5)');
+    expect(box.calls().filter((c) => c.includes('--aws-sigv4'))).toHaveLength(4);
+    expect(box.log()).toContain(`launcher: S3 GET of ${concrete.bootstrapS3Uri} failed (attempt 2 of 5)`);
   });
 
   test('runs main.sh of the unpacked bootstrap folder', () => {
@@ -160,15 +162,6 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
       `main.sh ran from ${box.path('/opt/lab/bootstrap')}`,
     );
     expect(existsSync(box.path('/opt/lab/bootstrap/settings.env'))).toBe(true);
-  });
-
-  test('copies a manifests prefix recursively', () => {
-    const prefix = 's3://bucket/manifests/';
-    const { box, result } = launch({}, 'exit 0\n', { ...concrete, manifestsS3Uri: prefix });
-    expect(result.status).toBe(0);
-    expect(box.calls()).toContain(
-      `aws s3 cp --only-show-errors --recursive ${prefix} ${box.path('/opt/lab/manifests')}`,
-    );
   });
 
   test('signals FAILURE when the bootstrap dies without signalling', () => {
@@ -186,4 +179,62 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     expect(existsSync(box.path('/opt/lab/signalled'))).toBe(true);
     expect(box.signals()).toEqual([]);
   });
+
+  test('arms the deadline before anything else: shutdown in the lifetime, with the deadline written', () => {
+    const { box, result } = launch({ FAKE_S3_FAIL: '1' });
+    expect(result.status).not.toBe(0);
+    const calls = box.calls();
+    expect(calls[0]).toBe(`shutdown -h +480 lab lifetime reached before the bootstrap armed its cost guard`);
+    const deadline = Date.parse(readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim());
+    expect(Math.abs(deadline - (Date.now() + 480 * 60_000))).toBeLessThan(120_000);
+  });
+
+  test("keeps a deadline written before (the bootstrap of a reboot keeps the first boot's)", () => {
+    const box = makeSandbox();
+    instantSleep(box);
+    mkdirSync(box.path('/opt/lab'), { recursive: true });
+    writeFileSync(box.path('/opt/lab/deadline'), '2030-01-01T00:00:00Z\n');
+    box.run(renderLauncher(concrete), { FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, 'exit 0\n') });
+    expect(readFileSync(box.path('/opt/lab/deadline'), 'utf8')).toBe('2030-01-01T00:00:00Z\n');
+  });
+
+  test('needs no AWS CLI: runs with no aws on the PATH, signing S3 with the role keys from IMDSv2', () => {
+    const box = makeSandbox();
+    instantSleep(box);
+    rmSync(join(box.root, 'bin', 'aws'));
+    const path = pathWithout('aws', join(box.root, 'bin'));
+    const bootstrap = 'command -v aws >"$SANDBOX/aws-found.txt" || echo none >"$SANDBOX/aws-found.txt"\n';
+    const result = box.run(renderLauncher(concrete), {
+      PATH: path,
+      FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, bootstrap),
+    });
+    expect(result.status, box.log()).toBe(0);
+    expect(readFileSync(join(box.root, 'aws-found.txt'), 'utf8').trim()).toBe('none');
+    expect(box.signals()).toEqual([]);
+    const calls = box.calls();
+    // An IMDSv2 session token first, then the role and its keys, for each object.
+    expect(calls.filter((c) => c.includes('/latest/api/token'))).toHaveLength(4);
+    expect(calls.filter((c) => c.includes('--aws-sigv4 aws:amz:us-west-2:s3'))).toHaveLength(2);
+    // The keys went through curl's stdin: neither the log nor any command line has them.
+    for (const text of [box.log(), calls.join('\n')]) {
+      expect(text).not.toContain('fake/secret+key-never-logged');
+      expect(text).not.toContain('fake-session-token-never-logged');
+    }
+  });
+
+  test('names a curl that cannot sign S3 requests in its FAILURE signal', () => {
+    const { box, result } = launch({ FAKE_OLD_CURL: '7.68.0' });
+    expect(result.status).not.toBe(0);
+    const [signal] = box.signals();
+    expect(signal.body).toMatchObject({ Status: 'FAILURE', Data: 'launcher: check curl' });
+    expect(signal.body.Reason).toContain(
+      'this curl (curl 7.68.0 (x86_64-pc-linux-gnu)) cannot sign S3 requests',
+    );
+  });
 });
+
+/** The PATH of this machine without any folder holding `name`, after `first`. */
+function pathWithout(name: string, first: string): string {
+  const dirs = (process.env.PATH ?? '').split(':').filter((dir) => dir && !existsSync(join(dir, name)));
+  return [first, ...dirs].join(':');
+}

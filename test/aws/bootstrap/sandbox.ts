@@ -189,10 +189,18 @@ case "$*" in
 esac
 exit 0`),
   curl: FAKE(`
-out='' body='' url='' headers='' fail=''
+# curl 8.5 (Ubuntu 24.04) lists --aws-sigv4; FAKE_OLD_CURL: one from before 7.75 does not.
+case "$1" in
+--help) [ -n "\${FAKE_OLD_CURL:-}" ] || echo "     --aws-sigv4 <provider1[:prov2[:reg[:srv]]]> AWS V4 signature auth"; echo " -o, --output <file>"; exit 0 ;;
+--version) echo "curl \${FAKE_OLD_CURL:-8.5.0} (x86_64-pc-linux-gnu)"; exit 0 ;;
+esac
+out='' body='' url='' headers='' fail='' sigv4='' cfg=''
 while [ $# -gt 0 ]; do
   case "$1" in
   -o) out=$2; shift ;;
+  # curl reads further options from stdin: the launcher's S3 keys, never on the command line.
+  -K) cfg=$(cat); shift ;;
+  --aws-sigv4) sigv4=$2; shift ;;
   --data-binary) body=\${2#@}; shift ;;
   -H) headers+="$2;"; shift ;;
   -X | --retry | --max-time) shift ;;
@@ -231,9 +239,32 @@ http://169.254.169.254/latest/meta-data/*)
   */instance-id) printf '%s' "\${FAKE_INSTANCE_ID:-i-0server0000000000}" ;;
   */local-ipv4) printf '10.0.1.23' ;;
   */placement/availability-zone) printf 'us-west-2b' ;;
+  */iam/security-credentials/) printf 'LabHostRole' ;;
+  */iam/security-credentials/LabHostRole)
+    printf '{"Code":"Success","Type":"AWS-HMAC","AccessKeyId":"ASIAFAKEKEYID","SecretAccessKey":"fake/secret+key-never-logged","Token":"fake-session-token-never-logged","Expiration":"2030-01-01T00:00:00Z"}' ;;
   *) exit 22 ;;
   esac ;;
+# S3 GetObject, virtual-hosted style: answered only when signed (SigV4 for s3, the role's keys and
+# session token from stdin). FAKE_S3_FAIL: refused; FAKE_S3_FAIL_TIMES=N: the first N fail.
+https://*.s3.*.amazonaws.com/*)
+  if [ -z "$sigv4" ] || [[ "$cfg" != *'user = "ASIAFAKEKEYID:fake/secret+key-never-logged"'* ]] ||
+    [[ "$cfg" != *'x-amz-security-token: fake-session-token-never-logged'* ]]; then
+    echo "curl: (22) The requested URL returned error: 403 (unsigned)" >&2; exit 22
+  fi
+  if [ -n "\${FAKE_S3_FAIL:-}" ]; then echo "curl: (22) The requested URL returned error: 403 AccessDenied" >&2; exit 22; fi
+  tries=$(cat "$SANDBOX/s3-tries" 2>/dev/null || echo 0)
+  echo $((tries + 1)) >"$SANDBOX/s3-tries"
+  if [ "$tries" -lt "\${FAKE_S3_FAIL_TIMES:-0}" ]; then echo "curl: (28) Connection timed out" >&2; exit 28; fi
+  case "$out" in
+  *bootstrap.zip) cp "$FAKE_BOOTSTRAP_ZIP" "$out" ;;
+  *.zip) python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("00-namespace.yaml", "kind: Namespace\\n")
+    z.writestr("jobs/run.yaml", "kind: Job\\n")' "$out" ;;
+  esac ;;
 https://get.k3s.io) cp "$SANDBOX/k3s-install.sh" "$out" ;;
+# The K3s server's port, as an agent probes it; FAKE_SERVER_GONE: nothing answers (connection refused).
+https://*:6443/ping) if [ -n "\${FAKE_SERVER_GONE:-}" ]; then echo "curl: (7) Failed to connect" >&2; exit 7; fi ;;
 */v1/models) echo '{"object":"list","data":[{"id":"'"$FAKE_SERVED"'"}]}' ;;
 *) if [ -n "$out" ]; then echo "# from $url" >"$out"; fi ;;
 esac`),

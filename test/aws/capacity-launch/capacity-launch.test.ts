@@ -167,7 +167,10 @@ describe('CapacityLaunch wiring', () => {
                   ],
                 },
               },
-              StringEquals: { 'aws:RequestTag/llm-gateway-lab:stack': 'LabTest' },
+              StringEquals: {
+                'aws:RequestTag/llm-gateway-lab:stack': 'LabTest',
+                'ec2:InstanceType': ['g6.12xlarge', 'g5.12xlarge'],
+              },
             },
           },
           Match.objectLike({
@@ -215,6 +218,12 @@ describe('CapacityLaunch wiring', () => {
             Action: 'ec2:TerminateInstances',
             Resource: arnJoin('111122223333:instance/*'),
             Condition: { StringEquals: { 'aws:ResourceTag/llm-gateway-lab:stack': 'LabTest' } },
+          },
+          {
+            Sid: 'ReadThisStacksStatus',
+            Effect: 'Allow',
+            Action: ['cloudformation:DescribeStacks', 'cloudformation:DescribeStackResource'],
+            Resource: { Ref: 'AWS::StackId' },
           },
           {
             Sid: 'ReadInstancesAndOfferings',

@@ -39,7 +39,40 @@ export class FakeEc2 {
   lostReplies = 0;
   /** Instances DescribeInstances does not show yet (eventual consistency right after a launch). */
   readonly hidden = new Set<string>();
+  /** Whether each new instance starts out hidden from DescribeInstances (until time passes). */
+  hideNewInstances = false;
+  /** Availability Zones with no capacity for now (RunInstances there: InsufficientInstanceCapacity). */
+  readonly noCapacityIn = new Set<string>();
   private launched = 0;
+  private held?: { arrived: () => void; release: Promise<void> };
+
+  /**
+   * Holds the next RunInstances until `release()`: `reached` resolves once a launch is waiting,
+   * so that a test can change the world (cancel the stack) while the call is in flight.
+   */
+  holdNextRun(): { reached: Promise<void>; release: () => void } {
+    let arrived = () => {};
+    let release = () => {};
+    const reached = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    this.held = { arrived, release: released };
+    return { reached, release };
+  }
+
+  /** RunInstances as the SDK mock calls it: held when a test asked for it. */
+  async runAsync(input: RunInstancesCommandInput): Promise<RunInstancesCommandOutput> {
+    const held = this.held;
+    if (held) {
+      this.held = undefined;
+      held.arrived();
+      await held.release;
+    }
+    return this.run(input);
+  }
 
   add(instance: Instance): Instance {
     this.instances.push(instance);
@@ -74,17 +107,26 @@ export class FakeEc2 {
       );
     }
     const subnet = input.NetworkInterfaces?.[0]?.SubnetId ?? '';
+    const az = `us-west-2${subnet.slice(-1)}`;
+    if (this.noCapacityIn.has(az)) {
+      throw ec2Error(
+        'InsufficientInstanceCapacity',
+        `We currently do not have sufficient ${type} capacity in the Availability Zone you requested (${az}).`,
+        500,
+      );
+    }
     this.launched += 1;
     const instance = this.add({
-      InstanceId: `i-0new${String(this.launched).padStart(12, '0')}`,
+      InstanceId: `i-0a${String(this.launched).padStart(15, '0')}`,
       InstanceType: type as Instance['InstanceType'],
-      Placement: { AvailabilityZone: `us-west-2${subnet.slice(-1)}` },
+      Placement: { AvailabilityZone: az },
       PrivateIpAddress: `10.0.0.${this.launched}`,
       State: { Name: 'pending', Code: 0 },
       ClientToken: input.ClientToken,
       LaunchTime: new Date(1_700_000_000_000 + this.launched * 1000),
       Tags: input.TagSpecifications?.find((t) => t.ResourceType === 'instance')?.Tags ?? [],
     });
+    if (this.hideNewInstances) this.hidden.add(instance.InstanceId ?? '');
     return this.reply(instance);
   }
 

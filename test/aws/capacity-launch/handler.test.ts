@@ -1,5 +1,11 @@
 import {
+  CloudFormationClient,
+  DescribeStackResourceCommand,
+  DescribeStacksCommand,
+} from '@aws-sdk/client-cloudformation';
+import {
   DescribeInstancesCommand,
+  type DescribeInstancesCommandInput,
   DescribeInstanceTypeOfferingsCommand,
   EC2Client,
   EC2ServiceException,
@@ -23,9 +29,26 @@ import {
 } from '../../../lib/aws/capacity-launch/handler.ts';
 import { clientTokenFor } from '../../../lib/aws/capacity-launch/launch.ts';
 import { REASON_LIMIT, withCappedReason } from '../../../lib/aws/capacity-launch/reason.ts';
+import { FakeCloudFormation, STACK_ID } from './fake-cfn.ts';
 import { FakeEc2 } from './fake-ec2.ts';
 
 const ec2Mock = mockClient(EC2Client);
+const cfnMock = mockClient(CloudFormationClient);
+const LOGICAL_ID = 'HostLaunch';
+let stack: FakeCloudFormation;
+let passTime = () => {};
+
+/** The event as CloudFormation sends it, with the stack in the state that request implies. */
+function inStack(event: ResourceEvent): ResourceEvent {
+  const operation = event.RequestType.toUpperCase();
+  const status = `${operation}_IN_PROGRESS` as 'CREATE_IN_PROGRESS' | 'UPDATE_IN_PROGRESS';
+  if (stack.stackStatus !== status) stack.setStack(status);
+  if (stack.statusOf(LOGICAL_ID) !== status) stack.setResource(LOGICAL_ID, status);
+  return { StackId: STACK_ID, LogicalResourceId: LOGICAL_ID, ...event };
+}
+
+const handle = (event: ResourceEvent, d: HandlerDeps) => handleEvent(inStack(event), d);
+const check = (event: ResourceEvent, d: HandlerDeps) => checkComplete(inStack(event), d);
 
 function ec2Error(name: string, message: string, httpStatusCode = 400) {
   return new EC2ServiceException({
@@ -57,13 +80,16 @@ const PROPS = {
 const OLD_ID = 'i-0123456789abcdef0';
 const REQUEST_ID = 'c0ffee00-1111-4222-8333-444455556666';
 const STACK_TAG = { Key: 'llm-gateway-lab:stack', Value: 'LlmGatewayLab' };
+const RESOURCE_TAG = { Key: 'llm-gateway-lab:resource', Value: 'HostLaunch' };
 const generationTag = (value: string) => ({ Key: 'llm-gateway-lab:generation', Value: value });
 
 function deps(): HandlerDeps {
   return {
     launchEc2: new EC2Client({ region: 'us-west-2', maxAttempts: 1 }),
     ec2: new EC2Client({ region: 'us-west-2' }),
-    sleep: async () => {},
+    cfn: new CloudFormationClient({ region: 'us-west-2' }),
+    // Time passes while the handler sleeps: what DescribeInstances did not list yet, it lists now.
+    sleep: async () => passTime(),
     log: () => {},
   };
 }
@@ -72,12 +98,30 @@ function described(instance: Instance) {
   return { Reservations: [{ Instances: [instance] }] };
 }
 
+/** What the mocked RunInstances calls launched, as a client-token lookup lists them. */
+async function launchedByToken(input: DescribeInstancesCommandInput) {
+  const tokens = input.Filters?.find((f) => f.Name === 'client-token')?.Values ?? [];
+  const found: Instance[] = [];
+  for (const call of ec2Mock.commandCalls(RunInstancesCommand)) {
+    const token = (call.args[0].input as { ClientToken?: string }).ClientToken;
+    if (!token || !tokens.includes(token)) continue;
+    const output = await Promise.resolve(call.returnValue).catch(() => undefined);
+    const id = (output as { Instances?: Instance[] } | undefined)?.Instances?.[0]?.InstanceId;
+    if (id) found.push({ InstanceId: id, ClientToken: token, State: { Name: 'pending', Code: 0 } });
+  }
+  return { Reservations: found.map((i) => ({ Instances: [i] })) };
+}
+
 const notFound = () => ec2Error('InvalidInstanceID.NotFound', `The instance ID '${OLD_ID}' does not exist`);
 
 beforeEach(() => {
   ec2Mock.reset();
-  // No instance of the stack exists unless a test says so.
-  ec2Mock.on(DescribeInstancesCommand).resolves({ Reservations: [] });
+  cfnMock.reset();
+  stack = new FakeCloudFormation();
+  cfnMock.on(DescribeStacksCommand).callsFake((input) => stack.describeStacks(input));
+  cfnMock.on(DescribeStackResourceCommand).callsFake((input) => stack.describeStackResource(input));
+  // No instance of the stack exists unless a test says so; a launch is listed by its client token.
+  ec2Mock.on(DescribeInstancesCommand).callsFake(launchedByToken);
   ec2Mock.on(DescribeInstanceTypeOfferingsCommand).resolves({
     InstanceTypeOfferings: [
       { InstanceType: 'g6.12xlarge', LocationType: 'availability-zone', Location: 'us-west-2a' },
@@ -93,7 +137,7 @@ describe('onEvent', () => {
       .rejectsOnce(ec2Error('InsufficientInstanceCapacity', 'no capacity', 500))
       .resolvesOnce({ Instances: [{ InstanceId: 'i-0bbbbbbbbbbbbbbbb' }] });
 
-    const response = await handleEvent(
+    const response = await handle(
       { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
       deps(),
     );
@@ -110,19 +154,24 @@ describe('onEvent', () => {
         ].join('\n'),
         PrivateIpAddress: '',
       },
+      // For the framework's waiter: the resource's status time when this request began, and
+      // the instance it launched (ended if CloudFormation cancels the request).
+      LaunchMark: expect.any(String),
+      LaunchedInstance: 'i-0bbbbbbbbbbbbbbbb',
     });
     expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
       LaunchTemplate: { LaunchTemplateId: 'lt-0123456789abcdef0', Version: '1' },
       ClientToken: clientTokenFor(REQUEST_ID, 'g6.12xlarge', 'us-west-2b'),
       TagSpecifications: [
-        { ResourceType: 'instance', Tags: [STACK_TAG, generationTag('1')] },
-        { ResourceType: 'volume', Tags: [STACK_TAG, generationTag('1')] },
+        { ResourceType: 'instance', Tags: [STACK_TAG, generationTag('1'), RESOURCE_TAG] },
+        { ResourceType: 'volume', Tags: [STACK_TAG, generationTag('1'), RESOURCE_TAG] },
       ],
     });
-    // Before launching, it looked for a live host of this stack and generation to adopt.
+    // Before launching, it looked for a live host of this stack, resource and generation to adopt.
     expect(ec2Mock).toHaveReceivedNthCommandWith(DescribeInstancesCommand, 1, {
       Filters: [
         { Name: 'tag:llm-gateway-lab:stack', Values: ['LlmGatewayLab'] },
+        { Name: 'tag:llm-gateway-lab:resource', Values: ['HostLaunch'] },
         { Name: 'tag:llm-gateway-lab:generation', Values: ['1'] },
         { Name: 'instance-state-name', Values: ['pending', 'running'] },
       ],
@@ -134,7 +183,7 @@ describe('onEvent', () => {
     const agent = { ...PROPS, RequiredAz: 'us-west-2b' };
 
     await expect(
-      handleEvent({ RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: agent }, deps()),
+      handle({ RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: agent }, deps()),
     ).rejects.toThrow(/\| us-west-2b \| g6\.12xlarge \| InsufficientInstanceCapacity \|/);
     expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
     expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
@@ -145,7 +194,7 @@ describe('onEvent', () => {
   it('Create fails with the launch message when no AZ has capacity', async () => {
     ec2Mock.on(RunInstancesCommand).rejects(ec2Error('InsufficientInstanceCapacity', 'no capacity', 500));
 
-    await expect(handleEvent({ RequestType: 'Create', ResourceProperties: PROPS }, deps())).rejects.toThrow(
+    await expect(handle({ RequestType: 'Create', ResourceProperties: PROPS }, deps())).rejects.toThrow(
       /Reasons for provision failures:\n\| AZ \| instance type \| error code \| message \|/,
     );
   });
@@ -161,7 +210,7 @@ describe('onEvent', () => {
       }),
     );
 
-    const response = await handleEvent(
+    const response = await handle(
       {
         RequestType: 'Update',
         PhysicalResourceId: OLD_ID,
@@ -191,7 +240,7 @@ describe('onEvent', () => {
       .resolves(described({ InstanceId: OLD_ID, State: { Name: 'terminated', Code: 48 } }));
     ec2Mock.on(RunInstancesCommand).resolves({ Instances: [{ InstanceId: 'i-0ddddddddddddddd1' }] });
 
-    const response = await handleEvent(
+    const response = await handle(
       {
         RequestType: 'Update',
         PhysicalResourceId: OLD_ID,
@@ -207,7 +256,7 @@ describe('onEvent', () => {
   it('Delete terminates the instance', async () => {
     ec2Mock.on(TerminateInstancesCommand).resolves({});
 
-    const response = await handleEvent(
+    const response = await handle(
       { RequestType: 'Delete', PhysicalResourceId: OLD_ID, ResourceProperties: PROPS },
       deps(),
     );
@@ -222,29 +271,39 @@ describe('onEvent', () => {
       ec2Mock.on(TerminateInstancesCommand).rejects(ec2Error(code, 'gone'));
 
       await expect(
-        handleEvent({ RequestType: 'Delete', PhysicalResourceId: OLD_ID, ResourceProperties: PROPS }, deps()),
+        handle({ RequestType: 'Delete', PhysicalResourceId: OLD_ID, ResourceProperties: PROPS }, deps()),
       ).resolves.toEqual({ PhysicalResourceId: OLD_ID });
     },
   );
 
-  it('Delete of a resource that never launched touches nothing', async () => {
+  it('Delete of a resource that never launched terminates nothing when nothing carries its tags', async () => {
     const event: ResourceEvent = {
       RequestType: 'Delete',
       PhysicalResourceId: 'AWSCDK::CustomResourceProviderFramework::CREATE_FAILED',
       ResourceProperties: PROPS,
     };
 
-    await expect(handleEvent(event, deps())).resolves.toEqual({
+    await expect(handle(event, deps())).resolves.toEqual({
       PhysicalResourceId: event.PhysicalResourceId,
     });
-    expect(ec2Mock).not.toHaveReceivedAnyCommand();
+    expect(ec2Mock).not.toHaveReceivedCommand(TerminateInstancesCommand);
+    expect(ec2Mock).toHaveReceivedCommandWith(DescribeInstancesCommand, {
+      Filters: [
+        { Name: 'tag:llm-gateway-lab:stack', Values: ['LlmGatewayLab'] },
+        { Name: 'tag:llm-gateway-lab:resource', Values: [LOGICAL_ID] },
+        {
+          Name: 'instance-state-name',
+          Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'],
+        },
+      ],
+    });
   });
 
   it('Delete fails on any other error, so that CloudFormation says why', async () => {
     ec2Mock.on(TerminateInstancesCommand).rejects(ec2Error('UnauthorizedOperation', 'not authorized'));
 
     await expect(
-      handleEvent({ RequestType: 'Delete', PhysicalResourceId: OLD_ID, ResourceProperties: PROPS }, deps()),
+      handle({ RequestType: 'Delete', PhysicalResourceId: OLD_ID, ResourceProperties: PROPS }, deps()),
     ).rejects.toThrow('not authorized');
   });
 });
@@ -274,10 +333,10 @@ describe('isComplete', () => {
         }),
       );
 
-    expect(await checkComplete(create, deps())).toEqual({ IsComplete: false });
-    expect(await checkComplete(create, deps())).toEqual({ IsComplete: false });
+    expect(await check(create, deps())).toEqual({ IsComplete: false });
+    expect(await check(create, deps())).toEqual({ IsComplete: false });
     // The private IP is known only now; the framework merges it into onEvent's attributes.
-    expect(await checkComplete(create, deps())).toEqual({
+    expect(await check(create, deps())).toEqual({
       IsComplete: true,
       Data: { PrivateIpAddress: '10.0.16.7' },
     });
@@ -298,7 +357,7 @@ describe('isComplete', () => {
       }),
     );
 
-    await expect(checkComplete(create, deps())).rejects.toThrow(
+    await expect(check(create, deps())).rejects.toThrow(
       `${OLD_ID} (g6.12xlarge in us-west-2a) went to terminated instead of running: Server.InternalError: ` +
         'Server.InternalError: Internal error on launch',
     );
@@ -318,7 +377,7 @@ describe('isComplete', () => {
       }),
     );
 
-    await expect(checkComplete(create, deps())).rejects.toThrow(
+    await expect(check(create, deps())).rejects.toThrow(
       /Insufficient capacity\.\. The capacity was withdrawn after the launch; deploy again/,
     );
   });
@@ -329,31 +388,31 @@ describe('isComplete', () => {
       .resolves(described({ InstanceId: OLD_ID, State: { Name: 'shutting-down', Code: 32 } }));
 
     const update: ResourceEvent = { ...create, RequestType: 'Update', OldResourceProperties: PROPS };
-    await expect(checkComplete(update, deps())).rejects.toThrow(
+    await expect(check(update, deps())).rejects.toThrow(
       /went to shutting-down instead of running: no code: no reason given/,
     );
   });
 
   it('waits for terminated after Delete', async () => {
     ec2Mock
-      .on(DescribeInstancesCommand)
+      .on(DescribeInstancesCommand, { InstanceIds: [OLD_ID] })
       .resolvesOnce(described({ InstanceId: OLD_ID, State: { Name: 'shutting-down', Code: 32 } }))
       .resolvesOnce(described({ InstanceId: OLD_ID, State: { Name: 'terminated', Code: 48 } }));
 
-    expect(await checkComplete(remove, deps())).toEqual({ IsComplete: false });
-    expect(await checkComplete(remove, deps())).toEqual({ IsComplete: true });
+    expect(await check(remove, deps())).toEqual({ IsComplete: false });
+    expect(await check(remove, deps())).toEqual({ IsComplete: true });
   });
 
   it('counts an instance EC2 no longer knows as terminated', async () => {
-    ec2Mock.on(DescribeInstancesCommand).rejects(notFound());
+    ec2Mock.on(DescribeInstancesCommand, { InstanceIds: [OLD_ID] }).rejects(notFound());
 
-    expect(await checkComplete(remove, deps())).toEqual({ IsComplete: true });
+    expect(await check(remove, deps())).toEqual({ IsComplete: true });
   });
 
   it('lets other errors through', async () => {
     ec2Mock.on(DescribeInstancesCommand).rejects(ec2Error('UnauthorizedOperation', 'not authorized'));
 
-    await expect(checkComplete(create, deps())).rejects.toThrow('not authorized');
+    await expect(check(create, deps())).rejects.toThrow('not authorized');
   });
 });
 
@@ -429,6 +488,7 @@ describe('one host, within the quota', () => {
 
   beforeEach(() => {
     world = new FakeEc2();
+    passTime = () => world.hidden.clear();
     ec2Mock.on(DescribeInstancesCommand).callsFake((input) => world.describe(input));
     ec2Mock.on(RunInstancesCommand).callsFake((input) => world.run(input));
     ec2Mock.on(TerminateInstancesCommand).callsFake((input) => world.terminate(input));
@@ -447,28 +507,31 @@ describe('one host, within the quota', () => {
     const logging = { ...deps(), log: (line: string) => lines.push(line) };
 
     // onEvent only ends the old host, keeping its id until the replacement runs.
-    expect(await handleEvent(update, logging)).toEqual({ PhysicalResourceId: OLD_ID });
+    expect(await handle(update, logging)).toEqual({
+      PhysicalResourceId: OLD_ID,
+      LaunchMark: expect.any(String),
+    });
     expect(world.stateOf(OLD_ID)).toBe('shutting-down');
     expect(ec2Mock).not.toHaveReceivedCommand(RunInstancesCommand);
 
     // isComplete waits for terminated, and launches nothing before.
-    expect(await checkComplete(update, logging)).toEqual({ IsComplete: false });
+    expect(await check(update, logging)).toEqual({ IsComplete: false });
     expect(ec2Mock).not.toHaveReceivedCommand(RunInstancesCommand);
     world.advance();
 
     // Then it launches (the quota is free again) and waits for the new host to run.
-    expect(await checkComplete(update, logging)).toEqual({ IsComplete: false });
+    expect(await check(update, logging)).toEqual({ IsComplete: false });
     expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
     expect(ec2Mock).toHaveReceivedCommandWith(RunInstancesCommand, {
       TagSpecifications: [
-        { ResourceType: 'instance', Tags: [STACK_TAG, generationTag('2')] },
-        { ResourceType: 'volume', Tags: [STACK_TAG, generationTag('2')] },
+        { ResourceType: 'instance', Tags: [STACK_TAG, generationTag('2'), RESOURCE_TAG] },
+        { ResourceType: 'volume', Tags: [STACK_TAG, generationTag('2'), RESOURCE_TAG] },
       ],
     });
-    expect(await checkComplete(update, logging)).toEqual({ IsComplete: false });
+    expect(await check(update, logging)).toEqual({ IsComplete: false });
     world.advance();
 
-    const done = await checkComplete(update, logging);
+    const done = await check(update, logging);
     const [replacement] = world.alive();
     expect(done).toEqual({
       IsComplete: true,
@@ -491,7 +554,7 @@ describe('one host, within the quota', () => {
   it('the quota is real: launching beside the running host would be refused', async () => {
     old();
     await expect(
-      handleEvent(
+      handle(
         {
           RequestType: 'Create',
           RequestId: REQUEST_ID,
@@ -503,17 +566,17 @@ describe('one host, within the quota', () => {
   });
 
   it('a duplicated Create adopts the tagged instance instead of launching', async () => {
-    const first = await handleEvent(
+    const first = await handle(
       { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
       deps(),
     );
     world.advance();
     // The same Create again (a redelivered request), and one under a new request id.
-    const again = await handleEvent(
+    const again = await handle(
       { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
       deps(),
     );
-    const other = await handleEvent(
+    const other = await handle(
       { RequestType: 'Create', RequestId: 'another-request', ResourceProperties: PROPS },
       deps(),
     );
@@ -528,14 +591,14 @@ describe('one host, within the quota', () => {
   });
 
   it('a repeated Create that cannot see the first launch yet gets the same instance from its token', async () => {
-    const first = await handleEvent(
+    const first = await handle(
       { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
       deps(),
     );
     // DescribeInstances is eventually consistent: the new instance is not listed yet.
     world.hidden.add(first.PhysicalResourceId);
 
-    const again = await handleEvent(
+    const again = await handle(
       { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
       deps(),
     );
@@ -548,7 +611,7 @@ describe('one host, within the quota', () => {
     // Lost on the first try and on each of the three retries with the same token.
     world.lostReplies = 4;
 
-    const response = await handleEvent(
+    const response = await handle(
       { RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: PROPS },
       deps(),
     );
@@ -572,7 +635,7 @@ describe('one host, within the quota', () => {
       ResourceProperties: { ...PROPS, Generation: '2' },
       OldResourceProperties: PROPS,
     };
-    expect(await checkComplete(update, deps())).toEqual({ IsComplete: false });
+    expect(await check(update, deps())).toEqual({ IsComplete: false });
     const [launched] = world.instances;
     if (launched) {
       launched.State = { Name: 'terminated', Code: 48 };
@@ -582,7 +645,7 @@ describe('one host, within the quota', () => {
       };
     }
 
-    await expect(checkComplete(update, deps())).rejects.toThrow(
+    await expect(check(update, deps())).rejects.toThrow(
       /went to terminated instead of running: Client\.InternalError: .*customer-managed KMS key/,
     );
   });
@@ -619,7 +682,7 @@ describe('failure reasons', () => {
     const lines: string[] = [];
 
     const failure = await withCappedReason(
-      () => handleEvent({ RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: props }, deps()),
+      () => handle({ RequestType: 'Create', RequestId: REQUEST_ID, ResourceProperties: props }, deps()),
       (line) => lines.push(line),
     ).then(
       () => undefined,

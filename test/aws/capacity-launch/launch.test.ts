@@ -305,6 +305,57 @@ describe('launchWithFallback', () => {
     ]);
   });
 
+  it('a full quota on the primary type skips its bucket but still tries a fallback type of another quota', async () => {
+    const quotaFull = ec2Error(
+      'VcpuLimitExceeded',
+      'You have requested more vCPU capacity than your current vCPU limit of 0 allows for the instance bucket that the specified instance type belongs to.',
+    );
+    ec2Mock
+      .on(DescribeInstanceTypeOfferingsCommand)
+      .callsFake((input) => offer(String(input.Filters?.[0]?.Values?.[0]), ['us-west-2a', 'us-west-2b']));
+    ec2Mock
+      .on(RunInstancesCommand, { InstanceType: 'g6.12xlarge' })
+      .rejects(quotaFull)
+      .on(RunInstancesCommand, { InstanceType: 'g5.12xlarge' })
+      .rejects(quotaFull)
+      .on(RunInstancesCommand, { InstanceType: 'p4d.24xlarge' })
+      .resolves(launched('i-0ppppppppppppppp1'));
+
+    const result = await launchWithFallback(
+      request({ instanceTypes: ['g6.12xlarge', 'g5.12xlarge', 'p4d.24xlarge'] }),
+      deps(),
+    );
+
+    expect(result.instanceId).toBe('i-0ppppppppppppppp1');
+    // One refusal of the G and VT quota; g5.12xlarge (the same quota) is not tried at all.
+    expect(ec2Mock.commandCalls(RunInstancesCommand).map((c) => c.args[0].input.InstanceType)).toEqual([
+      'g6.12xlarge',
+      'p4d.24xlarge',
+    ]);
+    expect(logged).toContain(
+      'g5.12xlarge: skipped, the "Running On-Demand G and VT instances" quota already refused an earlier type',
+    );
+  });
+
+  it("when every quota bucket refuses, the message names the primary type's quota and its need", async () => {
+    ec2Mock
+      .on(DescribeInstanceTypeOfferingsCommand)
+      .callsFake((input) => offer(String(input.Filters?.[0]?.Values?.[0]), ['us-west-2a']));
+    ec2Mock.on(RunInstancesCommand).rejects(ec2Error('VcpuLimitExceeded', 'vCPU limit of 0'));
+
+    const err = await launchError(
+      launchWithFallback(request({ instanceTypes: ['g6.12xlarge', 'p4d.24xlarge'] }), deps()),
+    );
+
+    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 2);
+    expect(err.message).toMatch(
+      /^Launch stopped: the account's "Running On-Demand G and VT instances" quota/,
+    );
+    expect(err.message).toContain('48 vCPUs');
+    expect(err.message).toContain(`The fallback types' quotas refused too: "Running On-Demand P instances".`);
+    expect(err.attempts.map((a) => a.instanceType)).toEqual(['g6.12xlarge', 'p4d.24xlarge']);
+  });
+
   it.each([
     [
       'UnauthorizedOperation',

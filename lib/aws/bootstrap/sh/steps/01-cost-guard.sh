@@ -20,6 +20,9 @@ arm_cost_guard() {
   install_program lab-deadline "$DEADLINE_SCRIPT"
   install_program lab-upload-log "$LOG_UPLOAD_SCRIPT"
   install_deadline_timer "$deadline"
+  # The launcher's plain `shutdown -h +N` (armed before anything could fail) gives way to the
+  # timer, which uploads the results first; both aim at the same deadline.
+  shutdown -c 'the lab cost guard timer takes over' || log "no pending shutdown to cancel"
   install_results_upload
   install_log_upload
   if ((TERMINATE_WHEN_DONE)); then install_terminate_when_done; fi
@@ -35,6 +38,8 @@ write_host_environment() {
     echo '# Written by the lab bootstrap: what its installed programs need beyond settings.env.'
     printf 'LAB_REGION=%q\nLAB_RESULTS_BUCKET=%q\nLAB_STACK_NAME=%q\nAWS_CLI=%q\n' \
       "$LAB_REGION" "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$aws_cli"
+    # An agent follows its server (lab-follow-server.sh).
+    if [ -n "${LAB_SERVER_URL:-}" ]; then printf 'LAB_SERVER_URL=%q\n' "$LAB_SERVER_URL"; fi
   } >"$HOST_ENV_FILE"
 }
 

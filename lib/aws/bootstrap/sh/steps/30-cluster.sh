@@ -127,8 +127,37 @@ join_cluster() {
     die "node $NODE_NAME did not join the K3s server at $LAB_SERVER_URL within the step's budget; $AGENT_SERVICE journal: $(join_failure_cause)"
   fi
   log "node $NODE_NAME joined $LAB_SERVER_URL and is Ready"
+  install_follow_server
   record_host
   READY_SUMMARY="agent $HOST_NAME ($NODE_ROLE) joined as node $NODE_NAME"
+}
+
+# Every host of a lab ends together: once joined, the agent checks its server every minute and
+# ends SERVER_GONE_MINUTES after the server stopped answering (lab-follow-server.sh).
+install_follow_server() {
+  install_program lab-follow-server "$FOLLOW_SERVER_SCRIPT"
+  install_unit lab-follow-server.service <<UNIT
+[Unit]
+Description=End this K3s agent once the lab's server has ended
+
+[Service]
+Type=oneshot
+ExecStart=$FOLLOW_SERVER_SCRIPT
+UNIT
+  install_unit lab-follow-server.timer <<'UNIT'
+[Unit]
+Description=Check every minute that the lab's K3s server still runs
+
+[Timer]
+OnActiveSec=1min
+OnUnitActiveSec=1min
+
+[Install]
+WantedBy=timers.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now lab-follow-server.timer
+  log "this agent ends $SERVER_GONE_MINUTES minutes after its server stops answering ($LAB_SERVER_URL)"
 }
 
 # The kubelet's kubeconfig exists once the server accepted the token; with it the node can read
