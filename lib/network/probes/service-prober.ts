@@ -56,6 +56,18 @@ export type AttemptOutcome =
 
 /** One sample: the probing of one target until it connected or the prober gave up. */
 export interface ProbeSample {
+  /**
+   * E9's method (prober first): attempts that started at or after the sample's start (the
+   * Service's acceptance), the connecting one included. Absent for a sample timed from the
+   * prober's own start.
+   */
+  readonly attemptsAfterStart?: number;
+  /**
+   * E9: ms between the start of the attempt before the connecting one and the connecting one's
+   * start; the programming happened somewhere in that window, so it is the sample's resolution
+   * (the attempt timeout when the earlier attempt's SYN was dropped). Null with one attempt.
+   */
+  readonly resolutionMs?: number | null;
   /** `host:port`. */
   readonly target: string;
   readonly connected: boolean;
@@ -99,6 +111,162 @@ export function sampleOf(
     timedOut: count('timeout'),
     otherErrors,
   };
+}
+
+// ---- E9: the prober runs first ---------------------------------------------------------------
+
+/** Attempt starts the prober keeps per target (the newest; 1,024 attempts of 20 ms: 20 s). */
+export const ATTEMPT_HISTORY = 1024;
+
+/**
+ * What the prober saw of one address it watched from before its Service existed. Times are
+ * ms since the epoch on the node's realtime clock, the clock the runner stamps the Service's
+ * acceptance with (the runner and the prober run on the cell's one node: one clock).
+ */
+export interface WatchedTarget {
+  /** `host:port`. */
+  readonly target: string;
+  /** When the prober's first attempt at it started. */
+  readonly probingSinceEpochMs: number;
+  /** When the successful connect completed; null when it never did. */
+  readonly connectedAtEpochMs: number | null;
+  /** Attempts made, the successful one included (count). */
+  readonly attempts: number;
+  readonly refused: number;
+  readonly timedOut: number;
+  readonly otherErrors: Record<string, number>;
+  /** Start of each of the last `ATTEMPT_HISTORY` attempts, oldest first (the connecting one last). */
+  readonly attemptStartsEpochMs: number[];
+}
+
+/** The prober's output in watch mode (E9): every address, probed until it connects or the prober gives up. */
+export interface WatchProberOutput {
+  readonly probe: 'service-prober';
+  readonly mode: 'watch';
+  readonly attemptTimeoutMs: number;
+  readonly giveUpMs: number;
+  readonly watched: WatchedTarget[];
+}
+
+/**
+ * One E9 sample from a watched address and the moment the API accepted its Service (epoch ms,
+ * same clock): latency from the acceptance to the connect, attempts since the acceptance, the
+ * delay to the first of them, and the sample's resolution.
+ */
+export function sampleFromWatch(watched: WatchedTarget, acceptedAtEpochMs: number): ProbeSample {
+  const starts = watched.attemptStartsEpochMs;
+  const after = starts.filter((t) => t >= acceptedAtEpochMs);
+  const truncated = starts.length >= ATTEMPT_HISTORY && after.length === starts.length;
+  const firstAfter = after[0] ?? (watched.connectedAtEpochMs === null ? null : starts[starts.length - 1]);
+  const connected = watched.connectedAtEpochMs !== null;
+  return {
+    target: watched.target,
+    connected,
+    latencyMs: connected ? roundMs((watched.connectedAtEpochMs as number) - acceptedAtEpochMs) : null,
+    firstAttemptAfterMs: firstAfter === null ? 0 : roundMs(Math.max(0, firstAfter - acceptedAtEpochMs)),
+    attempts: watched.attempts,
+    // With the history full and every kept attempt after the acceptance, the rest are older. A
+    // connect whose attempt started a moment before the stamp (Date.now() has 1 ms steps) counts.
+    attemptsAfterStart: truncated ? watched.attempts : Math.max(after.length, connected ? 1 : 0),
+    resolutionMs:
+      connected && starts.length >= 2 ? roundMs(starts[starts.length - 1] - starts[starts.length - 2]) : null,
+    refused: watched.refused,
+    timedOut: watched.timedOut,
+    otherErrors: watched.otherErrors,
+  };
+}
+
+/** The verdict on E9's method (see `methodCheck`). */
+export interface MethodCheck {
+  /** `datapath`: the samples time the datapath; `method`: they time something else (invalid). */
+  readonly verdict: 'datapath' | 'method';
+  readonly attemptTimeoutMs: number;
+  /** Connected samples whose connect was the prober's very first attempt (count). */
+  readonly firstAttemptConnects: number;
+  /** Connected samples whose first attempt after the acceptance came later than one attempt (count). */
+  readonly lateFirstAttempts: number;
+  /** Samples that connected before their Service was accepted (count): the address answered for something else. */
+  readonly connectedBeforeStart: number;
+  /** Median of the samples' resolution (ms): the step between the last two attempts. */
+  readonly medianStepMs: number | null;
+  readonly reasons: string[];
+}
+
+/** Slack on "within one attempt": a loop turn and the timer's lateness (ms). */
+export const ATTEMPT_SLACK_MS = 5;
+
+/**
+ * The quantization check re-derived for the prober-first method (network-lab-spec 3, 5). A
+ * correct sample lands on the prober's attempt grid: attempts that find no rule time out every
+ * `attemptTimeoutMs`, so connects come in steps of the timeout after the first attempt that
+ * followed the acceptance. Those steps are expected (they are the method's resolution), not
+ * suspicious. What proves the method wrong:
+ * - a connect on the prober's first attempt: the prober started after the datapath was
+ *   programmed, so the sample timed the prober's start (a pod start), not the datapath;
+ * - a first attempt after the acceptance later than one attempt: the prober was not probing
+ *   when the Service was accepted;
+ * - a connect before the acceptance: the address answered for another Service;
+ * - steps between attempts much longer than the timeout (a 200 ms limit quantizes every sample
+ *   to 200 ms, the manual study's symptom).
+ */
+export function methodCheck(samples: readonly ProbeSample[], attemptTimeoutMs: number): MethodCheck {
+  if (!(attemptTimeoutMs > 0)) throw new Error(`attempt timeout must be > 0 ms, got ${attemptTimeoutMs}`);
+  const connected = samples.filter((s) => s.latencyMs !== null);
+  const bound = attemptTimeoutMs + ATTEMPT_SLACK_MS;
+  const firstAttemptConnects = connected.filter((s) => s.attempts <= 1).length;
+  const lateFirstAttempts = connected.filter((s) => s.firstAttemptAfterMs > bound).length;
+  const connectedBeforeStart = connected.filter((s) => (s.latencyMs as number) < 0).length;
+  const steps = connected
+    .filter((s) => (s.attemptsAfterStart ?? 0) >= 2 && s.resolutionMs != null && s.timedOut > 0)
+    .map((s) => s.resolutionMs as number)
+    .sort((a, b) => a - b);
+  const medianStepMs = steps.length === 0 ? null : steps[Math.floor((steps.length - 1) / 2)];
+  const reasons: string[] = [];
+  if (firstAttemptConnects > 0) {
+    reasons.push(
+      `${firstAttemptConnects} of ${connected.length} samples connected on the prober's first attempt: the prober started after the Service was programmed, so the samples time the prober's start, not the datapath`,
+    );
+  }
+  if (lateFirstAttempts > 0) {
+    const worst = Math.max(...connected.map((s) => s.firstAttemptAfterMs));
+    reasons.push(
+      `${lateFirstAttempts} of ${connected.length} samples' first attempt came more than ${bound} ms after the Service was accepted (up to ${worst} ms): the prober was not probing when the Service was created`,
+    );
+  }
+  if (connectedBeforeStart > 0) {
+    reasons.push(
+      `${connectedBeforeStart} of ${connected.length} addresses answered before their Service was accepted: another Service held the address`,
+    );
+  }
+  if (medianStepMs !== null && medianStepMs > 1.5 * attemptTimeoutMs + ATTEMPT_SLACK_MS) {
+    reasons.push(
+      `the prober's attempts were ${medianStepMs} ms apart (median), not its ${attemptTimeoutMs} ms timeout: every sample is quantized to ${medianStepMs} ms`,
+    );
+  }
+  return {
+    verdict: reasons.length > 0 ? 'method' : 'datapath',
+    attemptTimeoutMs,
+    firstAttemptConnects,
+    lateFirstAttempts,
+    connectedBeforeStart,
+    medianStepMs,
+    reasons,
+  };
+}
+
+/**
+ * E9's prober result from the watch output and each address's acceptance (epoch ms; absent: its
+ * Service was never created, so it is no sample).
+ */
+export function watchResult(
+  output: WatchProberOutput,
+  acceptedAtEpochMs: ReadonlyMap<string, number>,
+): ServiceProberResult {
+  const samples = output.watched.flatMap((w) => {
+    const accepted = acceptedAtEpochMs.get(w.target);
+    return accepted === undefined ? [] : [sampleFromWatch(w, accepted)];
+  });
+  return proberResult(output.attemptTimeoutMs, output.giveUpMs, samples);
 }
 
 /** The result of the quantization check (see `quantizationCheck`). */
@@ -231,8 +399,16 @@ export interface ServiceProberResult {
   readonly failed: number;
   /** Latencies of the connected samples (ms): p50Ms is the median, p90Ms the spec's p90. */
   readonly latency: MsDistribution | null;
-  /** Whether those latencies cluster on multiples of `attemptTimeoutMs` (an invalid E9 run). */
+  /**
+   * Whether those latencies cluster on multiples of `attemptTimeoutMs`: a prober that times
+   * from its own start. Shown, not judged for E9, whose samples start at the acceptance.
+   */
   readonly quantization: QuantizationCheck;
+  /**
+   * E9's method check (`methodCheck`): the verdict the study judges by. Absent in results of a
+   * runner that created the Services before starting the prober (before the prober-first method).
+   */
+  readonly method?: MethodCheck;
 }
 
 export function proberResult(
@@ -250,5 +426,6 @@ export function proberResult(
     failed: samples.length - latencies.length,
     latency: msDistribution(latencies),
     quantization: quantizationCheck(latencies, attemptTimeoutMs),
+    method: methodCheck(samples, attemptTimeoutMs),
   };
 }
