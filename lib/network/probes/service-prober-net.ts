@@ -3,8 +3,9 @@ import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { errorCode } from './net-errors.ts';
 import {
-  ATTEMPT_HISTORY,
   type AttemptOutcome,
+  type AttemptRun,
+  addAttempt,
   type ProberTarget,
   type ProbeSample,
   proberResult,
@@ -163,8 +164,8 @@ export interface WatchOptions extends ProberOptions {
 /**
  * E9's prober (prober first): every address probed at once, each in its own tight loop, from
  * before its Service exists until it connects or `giveUpMs` after probing began. Each attempt's
- * start is kept (the newest `ATTEMPT_HISTORY`) on the realtime clock, read once and advanced by
- * the monotonic one, so the runner can place its Service's acceptance among them.
+ * start is kept, as runs of one outcome, on the realtime clock read once and advanced by the
+ * monotonic one, so the runner can place its Service's acceptance among them.
  */
 export async function watchTargets(
   targets: readonly { readonly host: string; readonly port: number }[],
@@ -178,19 +179,18 @@ export async function watchTargets(
   const epochNow = () => epochAtStart + (clocks.monotonicMs() - monoAtStart);
   let started = 0;
   const watchOne = async (target: { host: string; port: number }): Promise<WatchedTarget> => {
-    const starts: number[] = [];
+    const runs: AttemptRun[] = [];
     const outcomes: AttemptOutcome[] = [];
     let connectedAt: number | null = null;
     let firstStart: number | undefined;
     for (;;) {
       const start = epochNow();
       firstStart ??= start;
-      starts.push(start);
-      if (starts.length > ATTEMPT_HISTORY) starts.shift();
       const attempt = attemptConnect(sockets, target.host, target.port, options.attemptTimeoutMs, epochNow);
       if (outcomes.length === 0 && ++started === targets.length) options.onProbing?.(epochAtStart);
       const outcome = await attempt;
       outcomes.push(outcome);
+      addAttempt(runs, outcome.kind, start);
       if (outcome.kind === 'connected') {
         connectedAt = outcome.atMs;
         break;
@@ -206,7 +206,7 @@ export async function watchTargets(
       refused: tally.refused,
       timedOut: tally.timedOut,
       otherErrors: tally.otherErrors,
-      attemptStartsEpochMs: starts,
+      attemptRuns: runs,
     };
   };
   const watched = await Promise.all(targets.map(watchOne));

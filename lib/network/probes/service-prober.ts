@@ -68,6 +68,8 @@ export interface ProbeSample {
    * (the attempt timeout when the earlier attempt's SYN was dropped). Null with one attempt.
    */
   readonly resolutionMs?: number | null;
+  /** E9: spacing of the attempts that timed out (ms): the attempt timeout plus a loop turn for a sound prober. */
+  readonly timeoutStepMs?: number | null;
   /** `host:port`. */
   readonly target: string;
   readonly connected: boolean;
@@ -115,8 +117,32 @@ export function sampleOf(
 
 // ---- E9: the prober runs first ---------------------------------------------------------------
 
-/** Attempt starts the prober keeps per target (the newest; 1,024 attempts of 20 ms: 20 s). */
-export const ATTEMPT_HISTORY = 1024;
+/** Runs of attempts the prober keeps per address (the newest); a run is a stretch of one outcome. */
+export const ATTEMPT_RUNS_KEPT = 256;
+
+/**
+ * A stretch of consecutive attempts with one outcome: SYNs dropped (each ending at the timeout),
+ * refusals (kube-proxy's REJECT while a Service has no endpoint yet: thousands a second), other
+ * errors, and the connect. Kept as runs because a second of refusals is ten thousand attempts.
+ */
+export interface AttemptRun {
+  readonly outcome: 'timeout' | 'refused' | 'error' | 'connected';
+  readonly count: number;
+  /** Start of the run's first and last attempt (ms since the epoch). */
+  readonly firstStartEpochMs: number;
+  readonly lastStartEpochMs: number;
+}
+
+/** Appends an attempt to its runs (a new run when the outcome changes), keeping the newest `ATTEMPT_RUNS_KEPT`. */
+export function addAttempt(runs: AttemptRun[], outcome: AttemptRun['outcome'], startEpochMs: number): void {
+  const last = runs[runs.length - 1];
+  if (last && last.outcome === outcome) {
+    runs[runs.length - 1] = { ...last, count: last.count + 1, lastStartEpochMs: startEpochMs };
+    return;
+  }
+  runs.push({ outcome, count: 1, firstStartEpochMs: startEpochMs, lastStartEpochMs: startEpochMs });
+  if (runs.length > ATTEMPT_RUNS_KEPT) runs.shift();
+}
 
 /**
  * What the prober saw of one address it watched from before its Service existed. Times are
@@ -135,8 +161,8 @@ export interface WatchedTarget {
   readonly refused: number;
   readonly timedOut: number;
   readonly otherErrors: Record<string, number>;
-  /** Start of each of the last `ATTEMPT_HISTORY` attempts, oldest first (the connecting one last). */
-  readonly attemptStartsEpochMs: number[];
+  /** The attempts as runs of one outcome, oldest first (the connect last). */
+  readonly attemptRuns: AttemptRun[];
 }
 
 /** The prober's output in watch mode (E9): every address, probed until it connects or the prober gives up. */
@@ -148,28 +174,53 @@ export interface WatchProberOutput {
   readonly watched: WatchedTarget[];
 }
 
+/** Mean spacing of a run's attempts (ms); null for a run of one. */
+function stepOf(run: AttemptRun): number | null {
+  return run.count < 2 ? null : (run.lastStartEpochMs - run.firstStartEpochMs) / (run.count - 1);
+}
+
+/** Attempts of a run that started at or after `t`, and the first such start (spacing taken as even). */
+function runAfter(run: AttemptRun, t: number): { count: number; first: number | null } {
+  if (run.lastStartEpochMs < t) return { count: 0, first: null };
+  if (run.firstStartEpochMs >= t) return { count: run.count, first: run.firstStartEpochMs };
+  const step = stepOf(run) as number;
+  const skipped = Math.ceil((t - run.firstStartEpochMs) / step);
+  return { count: run.count - skipped, first: run.firstStartEpochMs + skipped * step };
+}
+
 /**
  * One E9 sample from a watched address and the moment the API accepted its Service (epoch ms,
  * same clock): latency from the acceptance to the connect, attempts since the acceptance, the
- * delay to the first of them, and the sample's resolution.
+ * delay to the first of them, the sample's resolution, and the spacing of its timed-out attempts.
  */
 export function sampleFromWatch(watched: WatchedTarget, acceptedAtEpochMs: number): ProbeSample {
-  const starts = watched.attemptStartsEpochMs;
-  const after = starts.filter((t) => t >= acceptedAtEpochMs);
-  const truncated = starts.length >= ATTEMPT_HISTORY && after.length === starts.length;
-  const firstAfter = after[0] ?? (watched.connectedAtEpochMs === null ? null : starts[starts.length - 1]);
+  const runs = watched.attemptRuns;
+  let after = 0;
+  let firstAfter: number | null = null;
+  for (const run of runs) {
+    const part = runAfter(run, acceptedAtEpochMs);
+    after += part.count;
+    if (firstAfter === null && part.first !== null) firstAfter = part.first;
+  }
   const connected = watched.connectedAtEpochMs !== null;
+  const last = runs[runs.length - 1];
+  const before = runs[runs.length - 2];
+  const timeoutSteps = runs.filter((r) => r.outcome === 'timeout').flatMap((r) => stepOf(r) ?? []);
   return {
     target: watched.target,
     connected,
     latencyMs: connected ? roundMs((watched.connectedAtEpochMs as number) - acceptedAtEpochMs) : null,
-    firstAttemptAfterMs: firstAfter === null ? 0 : roundMs(Math.max(0, firstAfter - acceptedAtEpochMs)),
+    firstAttemptAfterMs: firstAfter === null ? 0 : roundMs(firstAfter - acceptedAtEpochMs),
     attempts: watched.attempts,
-    // With the history full and every kept attempt after the acceptance, the rest are older. A
-    // connect whose attempt started a moment before the stamp (Date.now() has 1 ms steps) counts.
-    attemptsAfterStart: truncated ? watched.attempts : Math.max(after.length, connected ? 1 : 0),
+    // A connect whose attempt started a moment before the stamp (Date.now() has 1 ms steps) counts.
+    attemptsAfterStart: Math.max(after, connected ? 1 : 0),
     resolutionMs:
-      connected && starts.length >= 2 ? roundMs(starts[starts.length - 1] - starts[starts.length - 2]) : null,
+      connected && last && before
+        ? roundMs(last.firstStartEpochMs - before.lastStartEpochMs)
+        : connected && last && last.count >= 2
+          ? roundMs(stepOf(last) as number)
+          : null,
+    timeoutStepMs: timeoutSteps.length === 0 ? null : roundMs(Math.max(...timeoutSteps)),
     refused: watched.refused,
     timedOut: watched.timedOut,
     otherErrors: watched.otherErrors,
@@ -187,7 +238,7 @@ export interface MethodCheck {
   readonly lateFirstAttempts: number;
   /** Samples that connected before their Service was accepted (count): the address answered for something else. */
   readonly connectedBeforeStart: number;
-  /** Median of the samples' resolution (ms): the step between the last two attempts. */
+  /** Median spacing of the samples' timed-out attempts (ms): the method's resolution where no rule answers. */
   readonly medianStepMs: number | null;
   readonly reasons: string[];
 }
@@ -217,8 +268,7 @@ export function methodCheck(samples: readonly ProbeSample[], attemptTimeoutMs: n
   const lateFirstAttempts = connected.filter((s) => s.firstAttemptAfterMs > bound).length;
   const connectedBeforeStart = connected.filter((s) => (s.latencyMs as number) < 0).length;
   const steps = connected
-    .filter((s) => (s.attemptsAfterStart ?? 0) >= 2 && s.resolutionMs != null && s.timedOut > 0)
-    .map((s) => s.resolutionMs as number)
+    .flatMap((s) => (s.timeoutStepMs == null ? [] : [s.timeoutStepMs]))
     .sort((a, b) => a - b);
   const medianStepMs = steps.length === 0 ? null : steps[Math.floor((steps.length - 1) / 2)];
   const reasons: string[] = [];

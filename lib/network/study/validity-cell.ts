@@ -1,6 +1,6 @@
 import type { Datapath } from '../../config/network.ts';
 import type { ConntrackDriverResult } from '../probes/conntrack-driver.ts';
-import { quantizationCheck } from '../probes/service-prober.ts';
+import { methodCheck } from '../probes/service-prober.ts';
 import type {
   CellHostFacts,
   ConntrackResult,
@@ -22,8 +22,9 @@ export interface ScaleStep {
 
 /**
  * E9 (network-lab-spec 5): N Services ready before measuring; entries grow with N (more than at
- * every earlier step with fewer Services); every prober sample connected and the samples do not
- * cluster on multiples of the attempt timeout (`quantizationCheck`, recomputed from the samples);
+ * every earlier step with fewer Services); every prober sample connected, and the samples time
+ * the datapath (`methodCheck`, recomputed from the samples: no connect on the prober's first
+ * attempt, the prober probing when each Service was accepted, attempts as fine as the timeout);
  * on Cilium the LB entries stay under `lbMapMax` and the agent's log shows no "map full".
  */
 export function serviceScaleCheck(
@@ -53,14 +54,13 @@ export function serviceScaleCheck(
         `${prober.failed} of ${prober.samples.length} prober samples never connected within ${prober.giveUpMs} ms`,
       );
     }
-    const latencies = prober.samples.flatMap((sample) =>
-      sample.latencyMs === null ? [] : [sample.latencyMs],
-    );
-    const quantization = quantizationCheck(latencies, prober.attemptTimeoutMs);
-    if (quantization.verdict === 'clustered') {
+    if (prober.samples.some((sample) => sample.attemptsAfterStart === undefined)) {
       reasons.push(
-        `the prober's latencies cluster on its ${prober.attemptTimeoutMs} ms attempt timeout (${quantization.reason}): they measure the prober, not the datapath`,
+        "the prober's samples were timed from before the prober ran (Services created first): they include the prober's start, not only the datapath",
       );
+    } else {
+      const method = methodCheck(prober.samples, prober.attemptTimeoutMs);
+      for (const reason of method.reasons) reasons.push(`E9 method: ${reason}`);
     }
   }
   if (datapath === 'cilium') {

@@ -16,12 +16,23 @@ export class JobDriver implements JobDriverPort {
    * deleted), its pods' log and output file are kept in the study folder, then it is deleted.
    */
   async runJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun> {
+    await this.startJob(run, job);
+    return this.finishJob(run, job, file);
+  }
+
+  /** Creates a Job after removing an earlier one of its name and its output folder. */
+  async startJob(run: { readonly id: string } | undefined, job: JobObject): Promise<void> {
     const { namespace, name } = job.metadata;
-    const runId = run?.id ?? 'study';
     await this.deleteJobAndWait(namespace, name);
     await this.ctx.deps.store.removeJobOutput(name);
-    await this.ctx.say(`${runId}: starting job/${name} in ${namespace}`);
+    await this.ctx.say(`${run?.id ?? 'study'}: starting job/${name} in ${namespace}`);
     await this.ctx.cluster.createJob(job);
+  }
+
+  /** Waits for a started Job to end, keeps its log and `file`, and deletes it (see runJob). */
+  async finishJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun> {
+    const { namespace, name } = job.metadata;
+    const runId = run?.id ?? 'study';
     const outcome = await this.waitForJob(namespace, name);
     const pods = await this.ctx.cluster.listPods(namespace, `job-name=${name}`);
     const logs: string[] = [];

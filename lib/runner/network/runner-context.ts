@@ -79,6 +79,8 @@ export interface JobRun {
 /** The Job side of the runner (job-driver.ts), as the steps use it. */
 export interface JobDriverPort {
   runJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
+  startJob(run: { readonly id: string } | undefined, job: JobObject): Promise<void>;
+  finishJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
   hostOutput(step: string, runId: string, script: string, cilium?: boolean): Promise<string>;
   waitFor(what: string, check: () => Promise<string | undefined>): Promise<string | undefined>;
 }

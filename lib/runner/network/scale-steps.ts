@@ -1,21 +1,14 @@
-import type {
-  NetworkJobOutcome,
-  NetworkRun,
-  PodMeshEvidence,
-  ServiceScaleRunSpec,
-} from '../../network/study/model.ts';
-import { PLAIN_NAMESPACE, SCALE_BACKEND_PORT, SCALE_SERVICE_LABEL } from '../../network/topology.ts';
+import type { NetworkRun, ServiceScaleRunSpec } from '../../network/study/model.ts';
+import { PLAIN_NAMESPACE, SCALE_SERVICE_LABEL } from '../../network/topology.ts';
 import type { ServiceObject } from '../ports.ts';
 import { formatElapsed } from '../status.ts';
 import { countOf, ENTRIES_COMMANDS, entriesScript, keyValues } from './host-output.ts';
-import { OUTPUT_FILES, proberJob } from './jobs.ts';
-import { networkJobName } from './layout.ts';
-import { forEachLimited, type KindOutcome, meshEvidence, type StepContext } from './runner-context.ts';
+import { PROBE_SERVICE_LABEL, type ProbeOutcome, probeNewServices } from './new-service-probe.ts';
+import { forEachLimited, type KindOutcome, type StepContext } from './runner-context.ts';
 
-/** Label of the Services E9's prober measures (not counted among the step's N Services). */
-export const PROBE_SERVICE_LABEL = 'network-lab/service-probe';
 /** The Cilium agent's pods (the Helm chart's DaemonSet label) and the phrase its log uses when a BPF map is full. */
 export const CILIUM_AGENT_SELECTOR = 'k8s-app=cilium';
+export { PROBE_SERVICE_LABEL } from './new-service-probe.ts';
 export const MAP_FULL_PATTERN = /map (is )?full/i;
 
 /** The name of E9's i-th Service (`scale-00000` of the template, renumbered). */
@@ -52,33 +45,13 @@ export class ServiceScaleSteps {
     const lbMapFull = this.ctx.cell.datapath === 'cilium' ? await this.ciliumMapFull(reasons) : undefined;
 
     await this.ctx.phase('probing new Services');
-    let prober = null;
-    let job: NetworkJobOutcome = 'failed';
-    let pods: PodMeshEvidence[] = [];
-    const targets = await this.createProbeServices(spec.samples);
+    let probed: ProbeOutcome = { prober: null, job: 'failed', pods: [] };
     try {
-      if (targets.length < spec.samples)
-        reasons.push(`${spec.samples - targets.length} of ${spec.samples} probe Services have no ClusterIP`);
-      const name = networkJobName(run.id, 'prober');
-      const done = await this.ctx.jobs.runJob(
-        run,
-        proberJob(this.ctx.deps.jobs, name, run.id, targets, spec.attemptTimeoutMs),
-        OUTPUT_FILES.prober,
-      );
-      job = done.outcome;
-      pods = done.pods.map(meshEvidence);
-      if (done.text === undefined)
-        reasons.push(`job/${name} ${done.outcome} and left no result file (${OUTPUT_FILES.prober})`);
-      else {
-        try {
-          prober = JSON.parse(done.text);
-        } catch (error) {
-          reasons.push(`prober result does not parse: ${(error as Error).message}`);
-        }
-      }
+      probed = await probeNewServices(this.ctx, run, spec, () => `probe-${++this.probeServices}`, reasons);
     } finally {
       await this.deleteServices(PROBE_SERVICE_LABEL);
     }
+    const { job, pods, prober } = probed;
     return {
       job,
       result: {
@@ -110,30 +83,6 @@ export class ServiceScaleSteps {
       reasons.push(`Cilium agent log not read ("map full" unknown): ${(error as Error).message}`);
       return undefined;
     }
-  }
-
-  /** `count` fresh Services for the prober, each with its ClusterIP and the moment it was created. */
-  async createProbeServices(count: number) {
-    const template = this.ctx.deps.serviceTemplate;
-    const made: { name: string; createdAtMs: number }[] = [];
-    for (let i = 0; i < count; i++) {
-      const name = `probe-${++this.probeServices}`;
-      await this.ctx.cluster.createService({
-        ...template,
-        metadata: { ...template.metadata, name, labels: { [PROBE_SERVICE_LABEL]: 'true' } },
-      });
-      made.push({ name, createdAtMs: this.ctx.deps.clock.now().getTime() });
-    }
-    const listed = new Map(
-      (await this.ctx.cluster.listServices(PLAIN_NAMESPACE, `${PROBE_SERVICE_LABEL}=true`)).map((s) => [
-        s.name,
-        s,
-      ]),
-    );
-    return made.flatMap(({ name, createdAtMs }) => {
-      const ip = listed.get(name)?.clusterIp;
-      return ip ? [{ clusterIp: ip, port: SCALE_BACKEND_PORT, createdAtMs }] : [];
-    });
   }
 
   /** Exactly `count` E9 Services (created or deleted through the API, bounded concurrency), each with a ready endpoint. */

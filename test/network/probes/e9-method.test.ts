@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
+  type AttemptRun,
+  addAttempt,
   methodCheck,
   type ProbeSample,
   quantizationCheck,
@@ -21,24 +23,39 @@ const T0 = 1_767_225_600_000;
  * (each SYN dropped until the rule exists), the Service accepted at `acceptedAt`, its rule
  * programmed `delay` ms later; the first attempt after that connects in 0.1 ms.
  */
-function correct(acceptedAt: number, delay: number, phase = 0): WatchedTarget {
+function correct(
+  acceptedAt: number,
+  delay: number,
+  options: { rejectAfter?: number; step?: number } = {},
+): WatchedTarget {
   const programmed = acceptedAt + delay;
-  const starts: number[] = [];
-  let t = T0 + phase;
+  const rejects =
+    options.rejectAfter === undefined ? Number.POSITIVE_INFINITY : acceptedAt + options.rejectAfter;
+  const runs: AttemptRun[] = [];
+  let t = T0;
+  let refused = 0;
+  let timedOut = 0;
   while (t < programmed) {
-    starts.push(t);
-    t += STEP + 0.2;
+    if (t >= rejects) {
+      addAttempt(runs, 'refused', t);
+      refused++;
+      t += 0.3;
+    } else {
+      addAttempt(runs, 'timeout', t);
+      timedOut++;
+      t += options.step ?? STEP + 0.2;
+    }
   }
-  starts.push(t);
+  addAttempt(runs, 'connected', t);
   return {
     target: '10.43.0.20:80',
-    probingSinceEpochMs: T0 + phase,
+    probingSinceEpochMs: T0,
     connectedAtEpochMs: t + 0.1,
-    attempts: starts.length,
-    refused: 0,
-    timedOut: starts.length - 1,
+    attempts: refused + timedOut + 1,
+    refused,
+    timedOut,
     otherErrors: {},
-    attemptStartsEpochMs: starts,
+    attemptRuns: runs,
   };
 }
 
@@ -62,6 +79,23 @@ describe('E9 samples from the prober-first method', () => {
     expect(sample.attemptsAfterStart).toBe(Math.round((sample.latencyMs as number) / 20.2) + 1);
     expect(sample.attempts).toBeGreaterThan(sample.attemptsAfterStart as number);
     expect(sample.resolutionMs).toBeCloseTo(20.2, 5);
+    expect(sample.timeoutStepMs).toBeCloseTo(20.2, 5);
+  });
+
+  it('counts ten thousand refusals (kube-proxy REJECT before the endpoint) without losing the first attempt after the acceptance', () => {
+    const acceptedAt = T0 + 30_000.7;
+    const watched = correct(acceptedAt, 1_040, { rejectAfter: 15 });
+    expect(watched.refused).toBeGreaterThan(3_000);
+    expect(watched.attemptRuns).toHaveLength(3);
+    const sample = sampleFromWatch(watched, acceptedAt);
+    expect(sample.firstAttemptAfterMs).toBeLessThanOrEqual(STEP + 0.2);
+    expect(sample.latencyMs).toBeGreaterThanOrEqual(1_040);
+    expect(sample.latencyMs).toBeLessThan(1_041);
+    // Refusals come 0.3 ms apart: the sample is that fine; the timed-out attempts still 20.2 ms.
+    expect(sample.resolutionMs).toBeCloseTo(0.3, 5);
+    // The timed-out attempt in flight at the acceptance ended after it; the next ones are counted.
+    expect(Math.abs((sample.attemptsAfterStart as number) - (watched.refused + 2))).toBeLessThanOrEqual(1);
+    expect(methodCheck([sample], STEP).verdict).toBe('datapath');
   });
 
   it('passes correct samples: the connects sit on 20 ms steps of the attempt grid, as expected', () => {
@@ -94,7 +128,9 @@ describe('E9 samples from the prober-first method', () => {
         refused: 0,
         timedOut: 0,
         otherErrors: {},
-        attemptStartsEpochMs: [proberStart],
+        attemptRuns: [
+          { outcome: 'connected', count: 1, firstStartEpochMs: proberStart, lastStartEpochMs: proberStart },
+        ],
       };
       return sampleFromWatch(watched, acceptedAt);
     });
@@ -112,13 +148,8 @@ describe('E9 samples from the prober-first method', () => {
   it('fails samples quantized by a 200 ms attempt limit, and an address that answered before its Service', () => {
     const coarse = Array.from({ length: 10 }, (_, i) => {
       const acceptedAt = T0 + 300 + i * 2_000;
-      const w = correct(acceptedAt, 300 + i * 37);
-      // Same shape, attempts 200 ms apart.
-      const starts = w.attemptStartsEpochMs.filter((_, k) => k % 10 === 0);
-      return sampleFromWatch(
-        { ...w, attemptStartsEpochMs: starts, attempts: starts.length, timedOut: starts.length - 1 },
-        acceptedAt,
-      );
+      // Attempts 200 ms apart whatever the 20 ms timeout.
+      return sampleFromWatch(correct(acceptedAt, 300 + i * 37, { step: 200 }), acceptedAt);
     });
     const check = methodCheck(coarse, STEP);
     expect(check.verdict).toBe('method');
