@@ -95,13 +95,18 @@ export function conntrackCheck(spec: ConntrackRunSpec, result: ConntrackResult):
   if (spec.limit !== 'default' && result.limit !== spec.limit) {
     reasons.push(`nf_conntrack_max was ${result.limit} during the step, not the planned ${spec.limit}`);
   }
+  // Restored to the host default read before the study's first E10 step (records of an older
+  // runner: the value found before the step).
+  const target = result.restoredTo ?? result.limitBefore;
+  const what =
+    result.restoredTo === undefined ? '' : " (the host default, read before the study's first E10 step)";
   if (result.limitAfterRestore === null) {
     reasons.push(
-      `nf_conntrack_max was not read back after the step: the restore to ${result.limitBefore} is unconfirmed`,
+      `nf_conntrack_max was not read back after the step: the restore to ${target}${what} is unconfirmed`,
     );
-  } else if (result.limitAfterRestore !== result.limitBefore) {
+  } else if (result.limitAfterRestore !== target) {
     reasons.push(
-      `nf_conntrack_max is ${result.limitAfterRestore} after the step, not restored to ${result.limitBefore}`,
+      `nf_conntrack_max is ${result.limitAfterRestore} after the step, not restored to ${target}${what}`,
     );
   }
   const driver: ConntrackDriverResult | null = result.driver;

@@ -11,10 +11,27 @@ import { type KindOutcome, meshEvidence, type StepContext } from './runner-conte
 
 /** E10 (conntrack table full): set the limit, drive the connections, restore the limit. */
 export class ConntrackSteps {
-  /** The host's own nf_conntrack_max, as first read (E10's default step or the first 'before'). */
+  /** The host's own nf_conntrack_max, read before the study's first E10 step (or from its record). */
   conntrackDefault: number | undefined;
 
-  constructor(private readonly ctx: StepContext) {}
+  /** `recordDefault` keeps the host default in the study record before any limit is lowered. */
+  constructor(
+    private readonly ctx: StepContext,
+    private readonly recordDefault: (limit: number) => Promise<void>,
+  ) {}
+
+  /** The host default: recorded earlier in the study, else read now (before anything is written). */
+  private async hostDefault(run: NetworkRun): Promise<number> {
+    if (this.conntrackDefault !== undefined) return this.conntrackDefault;
+    const values = keyValues(
+      await this.ctx.jobs.hostOutput(`ct-default-${run.id}`, run.id, CONNTRACK_READ_SCRIPT),
+    );
+    const limit = countOf(values, 'max', 'the conntrack read Job');
+    this.conntrackDefault = limit;
+    await this.recordDefault(limit);
+    await this.ctx.say(`${run.id}: the host's nf_conntrack_max is ${limit}; every E10 step restores it`);
+    return limit;
+  }
 
   /** E10: set the limit, drive the connections, and ALWAYS restore the limit. */
   async conntrackRun(run: NetworkRun, spec: ConntrackRunSpec): Promise<KindOutcome> {
@@ -23,16 +40,27 @@ export class ConntrackSteps {
     let limit: number;
     let baseline: number;
     await this.ctx.phase('setting the conntrack limit');
+    let hostDefault: number;
+    try {
+      hostDefault = await this.hostDefault(run);
+    } catch (error) {
+      return {
+        job: 'failed',
+        pods: [],
+        reasons: [
+          `the host's nf_conntrack_max not read, so no limit was lowered: ${(error as Error).message}`,
+        ],
+      };
+    }
     try {
       const script = spec.limit === 'default' ? CONNTRACK_READ_SCRIPT : conntrackSetScript(spec.limit);
       const values = keyValues(await this.ctx.jobs.hostOutput(`ct-set-${run.id}`, run.id, script));
       limitBefore = countOf(values, spec.limit === 'default' ? 'max' : 'before', 'the conntrack Job');
       limit = countOf(values, 'max', 'the conntrack Job');
       baseline = countOf(values, 'count', 'the conntrack Job');
-      this.conntrackDefault ??= limitBefore;
     } catch (error) {
       // The limit may have been written before the read failed: put back the host's own limit.
-      const restore = await this.restoreLimit(run, this.conntrackDefault);
+      const restore = await this.restoreLimit(run, hostDefault);
       return {
         job: 'failed',
         pods: [],
@@ -61,8 +89,9 @@ export class ConntrackSteps {
       reasons.push(`conntrack driver: ${(error as Error).message}`);
     } finally {
       await this.ctx.phase('restoring the conntrack limit');
-      const restore = await this.restoreLimit(run, spec.limit === 'default' ? undefined : limitBefore);
-      if (restore.limitAfterRestore !== null) this.conntrackDefault ??= restore.limitAfterRestore;
+      // The default step wrote nothing; it still writes the default back if it found another value.
+      const write = spec.limit === 'default' && limitBefore === hostDefault ? undefined : hostDefault;
+      const restore = await this.restoreLimit(run, write);
       restored = restore.limitAfterRestore;
       reasons.push(...restore.reasons);
     }
@@ -70,7 +99,14 @@ export class ConntrackSteps {
       job,
       result: {
         kind: 'conntrack',
-        conntrack: { limitBefore, limit, baseline, limitAfterRestore: restored, driver },
+        conntrack: {
+          limitBefore,
+          limit,
+          baseline,
+          limitAfterRestore: restored,
+          restoredTo: hostDefault,
+          driver,
+        },
       },
       pods,
       reasons,
@@ -78,7 +114,7 @@ export class ConntrackSteps {
   }
 
   /**
-   * Writes `limit` back (the value read before the step; undefined: only read it back) and reads
+   * Writes `limit` back (the host default; undefined: only read it back) and reads
    * it; tried twice, so one failed Job does not leave the host with a small table.
    */
   async restoreLimit(

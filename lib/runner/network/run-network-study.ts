@@ -127,7 +127,11 @@ class NetworkStudyRunner implements StepContext {
     this.jobs = new JobDriver(this);
     this.clients = new ClientSteps(this);
     this.scale = new ServiceScaleSteps(this);
-    this.conntrack = new ConntrackSteps(this);
+    this.conntrack = new ConntrackSteps(this, async (limit) => {
+      if (!this.study) return;
+      this.study = { ...this.study, conntrackHostDefault: limit };
+      await this.writeStudy();
+    });
   }
 
   async run(): Promise<NetworkStudyRecord> {
@@ -195,6 +199,9 @@ class NetworkStudyRunner implements StepContext {
       mesh: this.plan.mesh,
       host,
       ...(datapathEvidence ? { datapathEvidence } : {}),
+      ...(this.conntrack.conntrackDefault !== undefined
+        ? { conntrackHostDefault: this.conntrack.conntrackDefault }
+        : {}),
       startedAt: existing?.startedAt ?? this.startedAt.toISOString(),
       state: 'running',
     };

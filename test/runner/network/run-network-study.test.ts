@@ -260,6 +260,31 @@ describe('runNetworkStudy', () => {
     expect(t.lines.some((l) => /restoring the conntrack limit failed \(try 1\/2\)/.test(l))).toBe(true);
   });
 
+  it('conntrack: restores the host default read before the first E10 step, not the lowered limit a failed restore left', async () => {
+    const t = setup('dp-iptables');
+    const plan = planOf('dp-iptables', ['e10-limit-2048', 'e10-limit-1024']);
+    // The 2048 step's restore fails twice: the host is left at 2,048, as after a killed run.
+    const originalWrite = t.fake.conntrackWrites.push.bind(t.fake.conntrackWrites);
+    t.fake.conntrackWrites.push = (...values: number[]) => {
+      if (values[0] === 2_048) t.fake.failConntrackWrites = 2;
+      return originalWrite(...values);
+    };
+    const study = await runNetworkStudy(t.deps, config, plan, FAST);
+    expect(study.conntrackHostDefault).toBe(262_144);
+    const [first, second] = study.runs;
+    expect(first.valid).toBe(false);
+    if (second.result?.kind !== 'conntrack') throw new Error('not a conntrack result');
+    // The next step found 2,048 and still put back the host's own default.
+    expect(second.result.conntrack).toMatchObject({
+      limitBefore: 2_048,
+      limit: 1_024,
+      restoredTo: 262_144,
+      limitAfterRestore: 262_144,
+    });
+    expect(second.valid, second.invalidReasons.join('; ')).toBe(true);
+    expect(t.fake.conntrackMax).toBe(262_144);
+  });
+
   it('conntrack: a limit that cannot be restored makes the step invalid, naming it', async () => {
     const t = setup('dp-iptables');
     const plan = planOf('dp-iptables', ['e10-limit-2048']);
