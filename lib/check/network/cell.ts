@@ -26,6 +26,7 @@ const CellSchema = z.strictObject({
   serviceCidr: z.string(),
   smallestExpectedLatencyMs: z.number().positive(),
   lbEntriesNeeded: z.number().int().nonnegative(),
+  backendsPerService: z.number().int().positive(),
 });
 
 export interface FoundCell {

@@ -1,8 +1,17 @@
 import { LAB_VPC_CIDR } from '../../config/network.ts';
 import { cidrsOverlap } from '../../config/network-rules.ts';
 import { K3S_API_PORT, NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
-import { CILIUM_VALUES_KEY } from '../../network/topology.ts';
-import { fieldPath, isKubeObject, type Json, type KubeObject, list, record, text } from '../manifest.ts';
+import { CILIUM_VALUES_KEY, SCALE_BACKEND } from '../../network/topology.ts';
+import {
+  fieldPath,
+  isKubeObject,
+  type Json,
+  type KubeObject,
+  list,
+  nameOf,
+  record,
+  text,
+} from '../manifest.ts';
 import type { FoundCell } from '../network/cell.ts';
 import { containersOf } from '../testbed.ts';
 import { NETWORK_LESSONS, type Violation, violation } from '../violation.ts';
@@ -10,6 +19,7 @@ import {
   destinationRuleArms,
   fortioResolution,
   meshNamespaces,
+  ofKind,
   podTemplates,
   portLevelMtls,
   protocolPorts,
@@ -257,6 +267,33 @@ export function noExposure(objects: readonly KubeObject[]): Violation[] {
   return violations;
 }
 
+// ---- network 8: E9's backend has the endpoints the cell was planned with ------------------------
+
+/**
+ * E9's Services select the scale backend: its replicas are the endpoints behind every Service, so
+ * the entries per Service `lab plan` predicted and the runner's readiness wait count on them. The
+ * Deployment must have the cell's `backendsPerService` replicas.
+ */
+export function scaleBackends(objects: readonly KubeObject[], found: FoundCell | undefined): Violation[] {
+  const wanted = found?.cell?.backendsPerService;
+  if (wanted === undefined) return [];
+  return ofKind(objects, 'Deployment')
+    .filter((d) => nameOf(d) === SCALE_BACKEND)
+    .flatMap((d) => {
+      const replicas = record(d.spec).replicas ?? 1;
+      return replicas === wanted
+        ? []
+        : [
+            violation(
+              d,
+              'spec.replicas',
+              NETWORK_LESSONS.scaleBackends,
+              `is ${String(replicas)}, but cell ${found?.cell?.name} was planned with ${wanted} backends per Service (experiments.serviceScale.backendsPerService): E9's entries per Service and its readiness wait would not match`,
+            ),
+          ];
+    });
+}
+
 /** Every network-lab lesson, in order. */
 export function networkLessonViolations(
   objects: readonly KubeObject[],
@@ -271,5 +308,6 @@ export function networkLessonViolations(
     ...destinationRuleArms(objects),
     ...ciliumValuesFitCell(found),
     ...noExposure(objects),
+    ...scaleBackends(objects, found),
   ];
 }

@@ -1,5 +1,5 @@
 import type { NetworkRun, ServiceScaleRunSpec } from '../../network/study/model.ts';
-import { PLAIN_NAMESPACE, SCALE_SERVICE_LABEL } from '../../network/topology.ts';
+import { PLAIN_NAMESPACE, SCALE_BACKEND, SCALE_SERVICE_LABEL } from '../../network/topology.ts';
 import type { ServiceObject } from '../ports.ts';
 import { formatElapsed } from '../status.ts';
 import { countOf, ENTRIES_COMMANDS, entriesScript, keyValues } from './host-output.ts';
@@ -114,7 +114,14 @@ export class ServiceScaleSteps {
         `${run.id}: ${count} Services wanted: ${missing.length} created, ${extra.length} deleted in ${formatElapsed(this.ctx.deps.clock.now().getTime() - started)}`,
       );
     }
-    return this.ctx.jobs.waitFor(`${count} Services with a ready endpoint`, async () => {
+    const backends = this.ctx.config.network.experiments.serviceScale.backendsPerService;
+    return this.ctx.jobs.waitFor(`${count} Services with ${backends} ready backends each`, async () => {
+      // Every E9 Service selects the same backend: its ready pods are each Service's endpoints.
+      const backendPods = (await this.ctx.cluster.listPods(PLAIN_NAMESPACE, `app=${SCALE_BACKEND}`)).filter(
+        (p) => p.ready && p.phase === 'Running',
+      ).length;
+      if (backendPods !== backends)
+        return `${backendPods} ready ${SCALE_BACKEND} pods, ${backends} wanted (experiments.serviceScale.backendsPerService)`;
       const ready = await this.ctx.cluster.servicesWithReadyEndpoints(PLAIN_NAMESPACE, selector);
       const notReady = [...wanted].filter((n) => !ready.has(n)).length;
       const surplus = [...ready].filter((n) => !wanted.has(n)).length;

@@ -216,6 +216,8 @@ function matches(labels: Record<string, string>, selector: string | undefined): 
 export interface FakeCellOptions {
   /** Mesh pods were created before the namespace got its label: no sidecar until restarted. */
   readonly meshPodsBeforeLabel?: boolean;
+  /** Ready replicas of E9's backend. @default experiments.serviceScale.backendsPerService */
+  readonly readyBackends?: number;
 }
 
 export class FakeCell implements NetworkCluster, SidecarMetrics {
@@ -273,7 +275,10 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       'kube-system': {},
       ...(mesh ? { mesh: meshNamespaceLabels(this.cell.mesh) } : {}),
     };
-    for (const app of ['fortio', 'sse-server', 'scale-backend']) this.addServer('plain', app, false);
+    for (const app of ['fortio', 'sse-server']) this.addServer('plain', app, false);
+    // E9's backend Deployment: backendsPerService replicas (fewer when a test says some are not up).
+    const backends = options.readyBackends ?? config.network.experiments.serviceScale.backendsPerService;
+    for (let i = 0; i < backends; i++) this.addServer('plain', 'scale-backend', false);
     if (mesh) {
       for (const app of ['fortio', 'fortio-permissive', 'fortio-authz', 'sse-server'])
         this.addServer('mesh', app, this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);

@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadLabConfig } from '../../../lib/config/load.ts';
+import { parse } from 'yaml';
+import { loadLabConfig, parseLabConfig } from '../../../lib/config/load.ts';
 import type { NetworkStudyPlan } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
 import { SCALE_SERVICE_LABEL } from '../../../lib/network/topology.ts';
@@ -213,6 +214,30 @@ describe('runNetworkStudy', () => {
     expect(during).toBe(100);
     // The study's Services (scale and probe) are gone once it ends.
     expect(t.fake.allServices()).toBe(0);
+  });
+
+  it('E9 waits for backendsPerService ready backends behind every Service, and does not start without them', async () => {
+    const raw = parse(readFileSync('examples/network-lab.yaml', 'utf8'));
+    raw.network.experiments = { ...raw.network.experiments };
+    raw.network.experiments.serviceScale = { ...raw.network.experiments.serviceScale, backendsPerService: 2 };
+    const two = parseLabConfig(raw);
+    expect(two.network.experiments.serviceScale.backendsPerService).toBe(2);
+    const plan = { ...networkStudyPlan(two, 'dp-cilium') };
+    const runs = plan.runs.filter((r) => r.id === 'e9-services-100');
+    for (const [ready, valid] of [
+      [2, true],
+      [1, false],
+    ] as const) {
+      const root = tempDir('network-backends-');
+      const fake = new FakeCell(two, 'dp-cilium', root, { readyBackends: ready });
+      const deps = fakeDeps(fake, new FileNetworkResultStore(root));
+      const study = await runNetworkStudy(deps, two, { ...plan, runs }, { ...FAST, readyTimeoutMs: 5_000 });
+      expect(study.runs[0].valid, study.runs[0].invalidReasons.join('; ')).toBe(valid);
+      if (!valid)
+        expect(study.runs[0].invalidReasons[0]).toContain(
+          '1 ready scale-backend pods, 2 wanted (experiments.serviceScale.backendsPerService)',
+        );
+    }
   });
 
   it('conntrack: sets the limit, drives the connections and restores the limit', async () => {
