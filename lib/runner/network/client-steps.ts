@@ -24,6 +24,13 @@ export function serviceOfUrl(url: string, defaultNamespace: string): { service: 
   return { service, namespace: namespace ?? defaultNamespace };
 }
 
+/** The Job with the server's host in its URL argument replaced by `podIp` (the port and path kept). */
+export function withServerAddress(job: JobObject, url: string, podIp: string): JobObject {
+  const direct = url.replace(/^([a-z]+:\/\/)[^:/]+/i, `$1${podIp}`);
+  const swap = (value: unknown) => (value === url ? direct : value);
+  return JSON.parse(JSON.stringify(job), (_key, value) => swap(value));
+}
+
 /**
  * The client runs (fortio, download, SSE; E1-E7 and C), the mTLS matrix (E2, E8) and the mesh's
  * preconditions (the namespace's label, pods restarted into the mesh).
@@ -40,11 +47,25 @@ export class ClientSteps {
   /** fortio, download and SSE: one client Job, with the server sidecar's counters around it on mesh arms. */
   async clientRun(run: NetworkRun, clientNamespace: string, url: string): Promise<KindOutcome> {
     const name = networkJobName(run.id);
-    const job = this.planJob(run, name);
     const server = serviceOfUrl(url, clientNamespace);
     const meshed = clientNamespace === MESH_NAMESPACE && this.ctx.cell.mesh === 'sidecar';
     const reasons: string[] = [];
     const serverPods = await this.ctx.cluster.listPods(server.namespace, `app=${server.service}`);
+    let job = this.planJob(run, name);
+    if (run.experiment === 'C') {
+      // Calibration factors the host out, so it must not go through the datapath under test: the
+      // client reaches the server pod by its IP, not through the Service's ClusterIP.
+      const podIp = serverPods.find((p) => p.ready && p.podIp !== '')?.podIp;
+      if (!podIp)
+        return {
+          job: 'failed',
+          pods: [],
+          reasons: [
+            `not started: no ready ${server.service} pod with an IP in ${server.namespace} to calibrate against`,
+          ],
+        };
+      job = withServerAddress(job, url, podIp);
+    }
     let before: MtlsMetricEvidence | undefined;
     if (meshed) {
       await this.ctx.phase('scraping the server sidecar');

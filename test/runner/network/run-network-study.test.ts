@@ -19,6 +19,9 @@ import type { StudyStatus } from '../../../lib/runner/status.ts';
 import { tempDir } from '../../temp.ts';
 import { FAST, FakeCell, type FakeCellOptions, fakeDeps } from './fake-cell.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary manifest fields
+type Any = any;
+
 const config = loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
 
 /** The cell's plan, cut down to the runs named (in plan order). */
@@ -238,6 +241,22 @@ describe('runNetworkStudy', () => {
           '1 ready scale-backend pods, 2 wanted (experiments.serviceScale.backendsPerService)',
         );
     }
+  });
+
+  it('calibrates pod to pod: the C run reaches the server by its pod IP, not through the ClusterIP', async () => {
+    const t = setup('dp-iptables');
+    const study = await runNetworkStudy(
+      t.deps,
+      config,
+      planOf('dp-iptables', ['c-r1', 'e9-services-0']),
+      FAST,
+    );
+    expect(study.runs[0].valid, study.runs[0].invalidReasons.join('; ')).toBe(true);
+    const server = t.fake.serverPods('plain').find((p) => p.app === 'fortio');
+    const job = t.fake.created.find((j) => j.metadata.name === 'net-c-r1');
+    const args: string[] = (job?.spec as Any).template.spec.containers[0].args;
+    expect(args[args.length - 1]).toMatch(new RegExp(`^http://${server?.podIp.replace(/\./g, '\\.')}:8080/`));
+    expect(JSON.stringify(job)).not.toContain('fortio.plain');
   });
 
   it('conntrack: sets the limit, drives the connections and restores the limit', async () => {
