@@ -30,16 +30,18 @@ export interface CellDeploymentProps {
   /** The pod, without its node selector (the cell's is added). */
   readonly pod: Omit<k8s.PodSpec, 'nodeSelector'>;
   readonly strategy?: k8s.DeploymentStrategy;
+  /** @default 1 */
+  readonly replicas?: number;
 }
 
-/** A one-replica Deployment pinned to the cell's node, selected by `app: <name>`. */
+/** A Deployment (one replica unless told) pinned to the cell's node, selected by `app: <name>`. */
 export function cellDeployment(scope: Construct, id: string, props: CellDeploymentProps): k8s.KubeDeployment {
   const selector = { app: props.name };
   const labels = { ...selector, [COMPONENT_LABEL]: props.component };
   return new k8s.KubeDeployment(scope, id, {
     metadata: { name: props.name, namespace: props.namespace, labels },
     spec: {
-      replicas: 1,
+      replicas: props.replicas ?? 1,
       selector: { matchLabels: selector },
       ...(props.strategy ? { strategy: props.strategy } : {}),
       template: { metadata: { labels }, spec: { ...props.pod, nodeSelector: cellNodeSelector(props.cell) } },

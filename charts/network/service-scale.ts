@@ -17,9 +17,10 @@ export const SERVICE_TEMPLATE_CONFIG_MAP = 'service-scale-template';
 export const SERVICE_TEMPLATE_KEY = 'service.json';
 
 /**
- * E9's Service as the runner creates it N times: ClusterIP, one TCP port, selecting the one-replica
- * backend, so every Service has one endpoint and a predictable number of data-plane entries. The
- * runner replaces the name's number (scale-00000 -> scale-01234).
+ * E9's Service as the runner creates it N times: ClusterIP, one TCP port, selecting the backend of
+ * `experiments.serviceScale.backendsPerService` replicas, so every Service has that many endpoints
+ * and a predictable number of data-plane entries. The runner replaces the name's number
+ * (scale-00000 -> scale-01234).
  */
 export function scaleServiceTemplate(): k8s.KubeServiceProps & { metadata: { name: string } } {
   return {
@@ -48,7 +49,7 @@ export interface ServiceScaleChartProps extends ChartProps {
   readonly network: NetworkConfig;
 }
 
-/** The E9 backend (one replica: one endpoint behind every Service) and the Service template. */
+/** The E9 backend (`backendsPerService` replicas: that many endpoints behind every Service) and the Service template. */
 export class ServiceScaleChart extends Chart {
   constructor(scope: Construct, id: string, props: ServiceScaleChartProps) {
     super(scope, id, props);
@@ -57,6 +58,7 @@ export class ServiceScaleChart extends Chart {
       namespace: PLAIN_NAMESPACE,
       component: 'service-scale',
       cell: props.cell,
+      replicas: props.network.experiments.serviceScale.backendsPerService,
       pod: {
         containers: [
           {

@@ -2,7 +2,7 @@ import { defaultLabConfig } from '../config/load.ts';
 import { clusterNodeRoles, type LabPlacement, labPlacement, type NodeRole } from '../config/placement.ts';
 import { gibToBytes } from '../study/quantity.ts';
 import type { KubeObject } from './manifest.ts';
-import { findCell, isNetworkCell } from './network/cell.ts';
+import { cellGroups, findCell, isNetworkCell } from './network/cell.ts';
 import { istioSchemaViolations } from './network/schemas.ts';
 import {
   envoyAddressesByName,
@@ -133,6 +133,15 @@ function inLessonOrder(violations: readonly Violation[]): Violation[] {
  * lessons (docs/facts.md (the network lab)), instead of the LLM-gateway lab's.
  */
 function inspectNetworkCell(objects: readonly KubeObject[]): CheckReport {
+  // Several cell folders (a synthesized lab's dist/): each cell judged against its own description.
+  const groups = cellGroups(objects);
+  if (groups.length > 1) {
+    const reports = groups.map(inspectNetworkCell);
+    return {
+      violations: inLessonOrder(reports.flatMap((r) => r.violations)),
+      notes: reports.flatMap((r) => r.notes),
+    };
+  }
   const schema = objects.map((object) => {
     const istio = istioSchemaViolations(object);
     return istio ? { violations: istio, notes: [] } : validateSchema(object);

@@ -22,6 +22,7 @@ export const NETWORK_LESSONS = {
   destinationRules: 25,
   ciliumValues: 26,
   exposure: 27,
+  scaleBackends: 28,
 } as const;
 const NETWORK_LESSON_BASE = 20;
 

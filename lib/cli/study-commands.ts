@@ -23,7 +23,7 @@ interface CellOption {
   readonly cell?: string;
 }
 
-/** `--cell` of run, status and results: a network-lab cell's host and results prefix. */
+/** `--cell` of run, status, results and logs: a network-lab cell's host and results prefix. */
 const CELL_OPTION = [
   '--cell <name>',
   'network lab: the cell whose host and results to use (its stack outputs Cell<Name>..., results under <stack>/<cell>/)',
@@ -228,9 +228,11 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
       )
       .option('--container <name>', "a pod log: the container (default: the pod's default container)")
       .option('--previous', "a pod log: the previous container's, after a restart or crash")
-      .option('--namespace <ns>', "pod: the pod's namespace (default: the configuration's namespace)"),
-  ).action(async (source: string, name: string | undefined, opts: LogsCommandOptions) => {
+      .option('--namespace <ns>', "pod: the pod's namespace (default: the configuration's namespace)")
+      .option(...CELL_OPTION),
+  ).action(async (source: string, name: string | undefined, opts: LogsCommandOptions & CellOption) => {
     const config = await loadProgramConfig(program);
+    const cell = checkedCell('lab logs', config, opts.cell);
     const { logSource, LogSourceError, showLogs } = await import('../control/logs.ts');
     let resolved: Awaited<ReturnType<typeof logSource>>;
     try {
@@ -240,13 +242,18 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
       process.stderr.write(`lab logs: ${error.message}\n`);
       throw new CommanderError(1, 'commander.error', error.message);
     }
-    await withContext('lab logs', opts.stack ?? config.stackName, opts.region, (ctx) =>
-      showLogs(ctx, resolved, {
-        tailLines: opts.tail,
-        followPolls: opts.follow ? (opts.followFor * 60) / FOLLOW_POLL_SECONDS : 0,
-        pollMs: FOLLOW_POLL_SECONDS * 1000,
-        note: (line) => process.stderr.write(`${line}\n`),
-      }),
+    await withContext(
+      'lab logs',
+      opts.stack ?? config.stackName,
+      opts.region,
+      (ctx) =>
+        showLogs(ctx, resolved, {
+          tailLines: opts.tail,
+          followPolls: opts.follow ? (opts.followFor * 60) / FOLLOW_POLL_SECONDS : 0,
+          pollMs: FOLLOW_POLL_SECONDS * 1000,
+          note: (line) => process.stderr.write(`${line}\n`),
+        }),
+      cell,
     );
   });
 }

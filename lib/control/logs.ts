@@ -1,5 +1,6 @@
 import { BOOTSTRAP_LOG } from '../aws/bootstrap/shell.ts';
 import type { LabConfig } from '../config/schema.ts';
+import { MESH_NAMESPACE, PLAIN_NAMESPACE } from '../network/topology.ts';
 import { RUNNER_LOG_FILE } from '../runner/layout.ts';
 import { studyArms } from '../study/arms.ts';
 import { studyPlan } from '../study/plan.ts';
@@ -120,6 +121,12 @@ export async function logSource(
     ...(options.container ? { container: options.container } : {}),
     ...(options.previous ? { previous: true } : {}),
   });
+  // A network-lab cell runs no replica, front end or benchmark client: its pods are named as pods.
+  if (config.lab === 'network' && ['replica', 'front-end', 'job'].includes(source)) {
+    throw new LogSourceError(
+      `"${source}" is a log of the LLM-gateway lab; a network-lab cell has: bootstrap, runner, pod (with --namespace ${PLAIN_NAMESPACE} or ${MESH_NAMESPACE}).`,
+    );
+  }
   switch (source) {
     case 'bootstrap':
       return { kind: 'file', title: 'the bootstrap log', file: BOOTSTRAP_LOG };
@@ -144,7 +151,8 @@ export async function logSource(
     }
     case 'pod': {
       const podName = required(source, name, 'a pod name');
-      return pod(`pod ${podName}`, options.namespace ?? config.namespace, `pod/${podName}`);
+      const namespace = options.namespace ?? (config.lab === 'network' ? PLAIN_NAMESPACE : config.namespace);
+      return pod(`pod ${podName}`, namespace, `pod/${podName}`);
     }
     default:
       throw new LogSourceError(`unknown log "${source}"; the logs: ${LOG_SOURCES.join(', ')}.`);

@@ -112,6 +112,8 @@ export interface CellDescription {
   readonly smallestExpectedLatencyMs: number;
   /** LB map entries the largest E9 step needs (Services x entries per Service). */
   readonly lbEntriesNeeded: number;
+  /** Replicas of E9's backend: the endpoints behind every E9 Service. */
+  readonly backendsPerService: number;
 }
 
 export function cellDescription(
@@ -128,5 +130,6 @@ export function cellDescription(
     serviceCidr: network.serviceCidr,
     smallestExpectedLatencyMs: network.experiments.smallestExpectedLatencyMs,
     lbEntriesNeeded,
+    backendsPerService: network.experiments.serviceScale.backendsPerService,
   };
 }

@@ -789,6 +789,31 @@ describe('a network-lab cell with --cell', () => {
     expect(cfn).not.toHaveReceivedCommand(DescribeStacksCommand);
   });
 
+  it('lab logs takes --cell: without it a network configuration names its cells; GPU-lab logs are refused', async () => {
+    const none = await lab(...NETWORK_CONFIG, 'logs', 'runner');
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe(
+      'lab logs: the network lab has one host per cell: name one with --cell (cells: mesh, dp-iptables, dp-cilium)\n',
+    );
+    const replica = await lab(...NETWORK_CONFIG, 'logs', 'replica', '0', '--cell', 'mesh');
+    expect(replica.code).toBe(1);
+    expect(replica.stderr).toContain(
+      '"replica" is a log of the LLM-gateway lab; a network-lab cell has: bootstrap, runner, pod',
+    );
+    expect(cfn).not.toHaveReceivedCommand(DescribeStacksCommand);
+  });
+
+  it("lab logs --cell reads the cell's host", async () => {
+    networkDeployed();
+    cellAnswers(CELL_INSTANCES['dp-iptables'], 'runner line\n');
+    const run = await lab(...NETWORK_CONFIG, 'logs', 'runner', '--cell', 'dp-iptables');
+    // Aimed at the cell's instance (the fake host's answer is not a log, which is beside the point).
+    expect(run.stderr).toContain(`the study runner's log on instance ${CELL_INSTANCES['dp-iptables']}`);
+    expect(ssm).toHaveReceivedCommandWith(SendCommandCommand, {
+      InstanceIds: [CELL_INSTANCES['dp-iptables']],
+    });
+  });
+
   it('with --stack only, the stack outputs name the cells', async () => {
     networkDeployed(['mesh', 'dp-cilium']);
     const none = await lab('results', '--stack', NETWORK_STACK, '--region', 'us-west-2');

@@ -1,3 +1,4 @@
+import { dirname, sep } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DATAPATHS, MESH_MODES } from '../../config/network.ts';
@@ -8,7 +9,7 @@ import {
   type CellDescription,
   CILIUM_VALUES_KEY,
 } from '../../network/topology.ts';
-import { fieldPath, type KubeObject, labelsOf, nameOf, record, text } from '../manifest.ts';
+import { fieldPath, fileOf, type KubeObject, labelsOf, nameOf, record, text } from '../manifest.ts';
 import { issueViolations } from '../schemas.ts';
 import { SCHEMA, type Violation, violation } from '../violation.ts';
 import { CiliumValuesSchema, isIstioKind, type ParsedCiliumValues } from './schemas.ts';
@@ -26,6 +27,7 @@ const CellSchema = z.strictObject({
   serviceCidr: z.string(),
   smallestExpectedLatencyMs: z.number().positive(),
   lbEntriesNeeded: z.number().int().nonnegative(),
+  backendsPerService: z.number().int().positive(),
 });
 
 export interface FoundCell {
@@ -78,4 +80,30 @@ export function findCell(objects: readonly KubeObject[]): FoundCell | undefined 
   const cell = parsed(CELL_KEY, CellSchema, JSON.parse);
   const cilium = parsed(CILIUM_VALUES_KEY, CiliumValuesSchema, parseYaml);
   return { object, ...(cell ? { cell } : {}), ...(cilium ? { cilium } : {}), violations };
+}
+
+/**
+ * A synthesized network lab is one folder per cell (`dist/<cell>/`); `lab check dist` loads them
+ * all. Each cell's objects must be judged against its own `network-cell` ConfigMap, so the objects
+ * are grouped by the folder of the cell ConfigMap they sit under. One group (or none) when the
+ * objects hold at most one cell, or their files are unknown.
+ */
+export function cellGroups(objects: readonly KubeObject[]): KubeObject[][] {
+  const cellDirs = objects
+    .filter(isCellConfigMap)
+    .map((o) => fileOf(o))
+    .filter((file): file is string => file !== undefined)
+    .map((file) => dirname(file));
+  if (new Set(cellDirs).size < 2) return [[...objects]];
+  // The deepest cell folder that holds the object's file; objects under no cell folder go alone.
+  const dirs = [...new Set(cellDirs)].sort((a, b) => b.length - a.length);
+  const groups = new Map<string, KubeObject[]>();
+  const rest: KubeObject[] = [];
+  for (const object of objects) {
+    const file = fileOf(object);
+    const dir = file === undefined ? undefined : dirs.find((d) => file.startsWith(`${d}${sep}`));
+    if (dir === undefined) rest.push(object);
+    else groups.set(dir, [...(groups.get(dir) ?? []), object]);
+  }
+  return [...groups.values(), ...(rest.length > 0 ? [rest] : [])];
 }

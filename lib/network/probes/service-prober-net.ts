@@ -4,11 +4,15 @@ import { performance } from 'node:perf_hooks';
 import { errorCode } from './net-errors.ts';
 import {
   type AttemptOutcome,
+  type AttemptRun,
+  addAttempt,
   type ProberTarget,
   type ProbeSample,
   proberResult,
   type ServiceProberResult,
   sampleOf,
+  type WatchedTarget,
+  type WatchProberOutput,
 } from './service-prober.ts';
 
 /** What an attempt needs of a socket: node:net's Socket, or a fake that never connects. */
@@ -150,4 +154,67 @@ export async function runServiceProber(
   const samples: ProbeSample[] = [];
   for (const target of targets) samples.push(await measureSample(target, options));
   return proberResult(options.attemptTimeoutMs, options.giveUpMs, samples);
+}
+
+export interface WatchOptions extends ProberOptions {
+  /** Called once every address has had its first attempt: the prober is probing (E9's go signal). */
+  readonly onProbing?: (probingSinceEpochMs: number) => void;
+}
+
+/**
+ * E9's prober (prober first): every address probed at once, each in its own tight loop, from
+ * before its Service exists until it connects or `giveUpMs` after probing began. Each attempt's
+ * start is kept, as runs of one outcome, on the realtime clock read once and advanced by the
+ * monotonic one, so the runner can place its Service's acceptance among them.
+ */
+export async function watchTargets(
+  targets: readonly { readonly host: string; readonly port: number }[],
+  options: WatchOptions,
+): Promise<WatchProberOutput> {
+  if (targets.length === 0) throw new Error('--target is required (host:port, may repeat)');
+  const sockets = options.sockets ?? tcpSockets;
+  const clocks = options.clocks ?? systemClocks;
+  const epochAtStart = clocks.epochMs();
+  const monoAtStart = clocks.monotonicMs();
+  const epochNow = () => epochAtStart + (clocks.monotonicMs() - monoAtStart);
+  let started = 0;
+  const watchOne = async (target: { host: string; port: number }): Promise<WatchedTarget> => {
+    const runs: AttemptRun[] = [];
+    const outcomes: AttemptOutcome[] = [];
+    let connectedAt: number | null = null;
+    let firstStart: number | undefined;
+    for (;;) {
+      const start = epochNow();
+      firstStart ??= start;
+      const attempt = attemptConnect(sockets, target.host, target.port, options.attemptTimeoutMs, epochNow);
+      if (outcomes.length === 0 && ++started === targets.length) options.onProbing?.(epochAtStart);
+      const outcome = await attempt;
+      outcomes.push(outcome);
+      addAttempt(runs, outcome.kind, start);
+      if (outcome.kind === 'connected') {
+        connectedAt = outcome.atMs;
+        break;
+      }
+      if (epochNow() - epochAtStart >= options.giveUpMs) break;
+    }
+    const tally = sampleOf(target, 0, outcomes, connectedAt);
+    return {
+      target: tally.target,
+      probingSinceEpochMs: firstStart ?? epochAtStart,
+      connectedAtEpochMs: connectedAt,
+      attempts: tally.attempts,
+      refused: tally.refused,
+      timedOut: tally.timedOut,
+      otherErrors: tally.otherErrors,
+      attemptRuns: runs,
+    };
+  };
+  const watched = await Promise.all(targets.map(watchOne));
+  return {
+    probe: 'service-prober',
+    mode: 'watch',
+    attemptTimeoutMs: options.attemptTimeoutMs,
+    giveUpMs: options.giveUpMs,
+    watched,
+  };
 }

@@ -56,6 +56,20 @@ export type AttemptOutcome =
 
 /** One sample: the probing of one target until it connected or the prober gave up. */
 export interface ProbeSample {
+  /**
+   * E9's method (prober first): attempts that started at or after the sample's start (the
+   * Service's acceptance), the connecting one included. Absent for a sample timed from the
+   * prober's own start.
+   */
+  readonly attemptsAfterStart?: number;
+  /**
+   * E9: ms between the start of the attempt before the connecting one and the connecting one's
+   * start; the programming happened somewhere in that window, so it is the sample's resolution
+   * (the attempt timeout when the earlier attempt's SYN was dropped). Null with one attempt.
+   */
+  readonly resolutionMs?: number | null;
+  /** E9: spacing of the attempts that timed out (ms): the attempt timeout plus a loop turn for a sound prober. */
+  readonly timeoutStepMs?: number | null;
   /** `host:port`. */
   readonly target: string;
   readonly connected: boolean;
@@ -99,6 +113,210 @@ export function sampleOf(
     timedOut: count('timeout'),
     otherErrors,
   };
+}
+
+// ---- E9: the prober runs first ---------------------------------------------------------------
+
+/** Runs of attempts the prober keeps per address (the newest); a run is a stretch of one outcome. */
+export const ATTEMPT_RUNS_KEPT = 256;
+
+/**
+ * A stretch of consecutive attempts with one outcome: SYNs dropped (each ending at the timeout),
+ * refusals (kube-proxy's REJECT while a Service has no endpoint yet: thousands a second), other
+ * errors, and the connect. Kept as runs because a second of refusals is ten thousand attempts.
+ */
+export interface AttemptRun {
+  readonly outcome: 'timeout' | 'refused' | 'error' | 'connected';
+  readonly count: number;
+  /** Start of the run's first and last attempt (ms since the epoch). */
+  readonly firstStartEpochMs: number;
+  readonly lastStartEpochMs: number;
+}
+
+/** Appends an attempt to its runs (a new run when the outcome changes), keeping the newest `ATTEMPT_RUNS_KEPT`. */
+export function addAttempt(runs: AttemptRun[], outcome: AttemptRun['outcome'], startEpochMs: number): void {
+  const last = runs[runs.length - 1];
+  if (last && last.outcome === outcome) {
+    runs[runs.length - 1] = { ...last, count: last.count + 1, lastStartEpochMs: startEpochMs };
+    return;
+  }
+  runs.push({ outcome, count: 1, firstStartEpochMs: startEpochMs, lastStartEpochMs: startEpochMs });
+  if (runs.length > ATTEMPT_RUNS_KEPT) runs.shift();
+}
+
+/**
+ * What the prober saw of one address it watched from before its Service existed. Times are
+ * ms since the epoch on the node's realtime clock, the clock the runner stamps the Service's
+ * acceptance with (the runner and the prober run on the cell's one node: one clock).
+ */
+export interface WatchedTarget {
+  /** `host:port`. */
+  readonly target: string;
+  /** When the prober's first attempt at it started. */
+  readonly probingSinceEpochMs: number;
+  /** When the successful connect completed; null when it never did. */
+  readonly connectedAtEpochMs: number | null;
+  /** Attempts made, the successful one included (count). */
+  readonly attempts: number;
+  readonly refused: number;
+  readonly timedOut: number;
+  readonly otherErrors: Record<string, number>;
+  /** The attempts as runs of one outcome, oldest first (the connect last). */
+  readonly attemptRuns: AttemptRun[];
+}
+
+/** The prober's output in watch mode (E9): every address, probed until it connects or the prober gives up. */
+export interface WatchProberOutput {
+  readonly probe: 'service-prober';
+  readonly mode: 'watch';
+  readonly attemptTimeoutMs: number;
+  readonly giveUpMs: number;
+  readonly watched: WatchedTarget[];
+}
+
+/** Mean spacing of a run's attempts (ms); null for a run of one. */
+function stepOf(run: AttemptRun): number | null {
+  return run.count < 2 ? null : (run.lastStartEpochMs - run.firstStartEpochMs) / (run.count - 1);
+}
+
+/** Attempts of a run that started at or after `t`, and the first such start (spacing taken as even). */
+function runAfter(run: AttemptRun, t: number): { count: number; first: number | null } {
+  if (run.lastStartEpochMs < t) return { count: 0, first: null };
+  if (run.firstStartEpochMs >= t) return { count: run.count, first: run.firstStartEpochMs };
+  const step = stepOf(run) as number;
+  const skipped = Math.ceil((t - run.firstStartEpochMs) / step);
+  return { count: run.count - skipped, first: run.firstStartEpochMs + skipped * step };
+}
+
+/**
+ * One E9 sample from a watched address and the moment the API accepted its Service (epoch ms,
+ * same clock): latency from the acceptance to the connect, attempts since the acceptance, the
+ * delay to the first of them, the sample's resolution, and the spacing of its timed-out attempts.
+ */
+export function sampleFromWatch(watched: WatchedTarget, acceptedAtEpochMs: number): ProbeSample {
+  const runs = watched.attemptRuns;
+  let after = 0;
+  let firstAfter: number | null = null;
+  for (const run of runs) {
+    const part = runAfter(run, acceptedAtEpochMs);
+    after += part.count;
+    if (firstAfter === null && part.first !== null) firstAfter = part.first;
+  }
+  const connected = watched.connectedAtEpochMs !== null;
+  const last = runs[runs.length - 1];
+  const before = runs[runs.length - 2];
+  const timeoutSteps = runs.filter((r) => r.outcome === 'timeout').flatMap((r) => stepOf(r) ?? []);
+  return {
+    target: watched.target,
+    connected,
+    latencyMs: connected ? roundMs((watched.connectedAtEpochMs as number) - acceptedAtEpochMs) : null,
+    firstAttemptAfterMs: firstAfter === null ? 0 : roundMs(firstAfter - acceptedAtEpochMs),
+    attempts: watched.attempts,
+    // A connect whose attempt started a moment before the stamp (Date.now() has 1 ms steps) counts.
+    attemptsAfterStart: Math.max(after, connected ? 1 : 0),
+    resolutionMs:
+      connected && last && before
+        ? roundMs(last.firstStartEpochMs - before.lastStartEpochMs)
+        : connected && last && last.count >= 2
+          ? roundMs(stepOf(last) as number)
+          : null,
+    timeoutStepMs: timeoutSteps.length === 0 ? null : roundMs(Math.max(...timeoutSteps)),
+    refused: watched.refused,
+    timedOut: watched.timedOut,
+    otherErrors: watched.otherErrors,
+  };
+}
+
+/** The verdict on E9's method (see `methodCheck`). */
+export interface MethodCheck {
+  /** `datapath`: the samples time the datapath; `method`: they time something else (invalid). */
+  readonly verdict: 'datapath' | 'method';
+  readonly attemptTimeoutMs: number;
+  /** Connected samples whose connect was the prober's very first attempt (count). */
+  readonly firstAttemptConnects: number;
+  /** Connected samples whose first attempt after the acceptance came later than one attempt (count). */
+  readonly lateFirstAttempts: number;
+  /** Samples that connected before their Service was accepted (count): the address answered for something else. */
+  readonly connectedBeforeStart: number;
+  /** Median spacing of the samples' timed-out attempts (ms): the method's resolution where no rule answers. */
+  readonly medianStepMs: number | null;
+  readonly reasons: string[];
+}
+
+/** Slack on "within one attempt": a loop turn and the timer's lateness (ms). */
+export const ATTEMPT_SLACK_MS = 5;
+
+/**
+ * The quantization check re-derived for the prober-first method (docs/facts.md §N3, N5). A
+ * correct sample lands on the prober's attempt grid: attempts that find no rule time out every
+ * `attemptTimeoutMs`, so connects come in steps of the timeout after the first attempt that
+ * followed the acceptance. Those steps are expected (they are the method's resolution), not
+ * suspicious. What proves the method wrong:
+ * - a connect on the prober's first attempt: the prober started after the datapath was
+ *   programmed, so the sample timed the prober's start (a pod start), not the datapath;
+ * - a first attempt after the acceptance later than one attempt: the prober was not probing
+ *   when the Service was accepted;
+ * - a connect before the acceptance: the address answered for another Service;
+ * - steps between attempts much longer than the timeout (a 200 ms limit quantizes every sample
+ *   to 200 ms, the manual study's symptom).
+ */
+export function methodCheck(samples: readonly ProbeSample[], attemptTimeoutMs: number): MethodCheck {
+  if (!(attemptTimeoutMs > 0)) throw new Error(`attempt timeout must be > 0 ms, got ${attemptTimeoutMs}`);
+  const connected = samples.filter((s) => s.latencyMs !== null);
+  const bound = attemptTimeoutMs + ATTEMPT_SLACK_MS;
+  const firstAttemptConnects = connected.filter((s) => s.attempts <= 1).length;
+  const lateFirstAttempts = connected.filter((s) => s.firstAttemptAfterMs > bound).length;
+  const connectedBeforeStart = connected.filter((s) => (s.latencyMs as number) < 0).length;
+  const steps = connected
+    .flatMap((s) => (s.timeoutStepMs == null ? [] : [s.timeoutStepMs]))
+    .sort((a, b) => a - b);
+  const medianStepMs = steps.length === 0 ? null : steps[Math.floor((steps.length - 1) / 2)];
+  const reasons: string[] = [];
+  if (firstAttemptConnects > 0) {
+    reasons.push(
+      `${firstAttemptConnects} of ${connected.length} samples connected on the prober's first attempt: the prober started after the Service was programmed, so the samples time the prober's start, not the datapath`,
+    );
+  }
+  if (lateFirstAttempts > 0) {
+    const worst = Math.max(...connected.map((s) => s.firstAttemptAfterMs));
+    reasons.push(
+      `${lateFirstAttempts} of ${connected.length} samples' first attempt came more than ${bound} ms after the Service was accepted (up to ${worst} ms): the prober was not probing when the Service was created`,
+    );
+  }
+  if (connectedBeforeStart > 0) {
+    reasons.push(
+      `${connectedBeforeStart} of ${connected.length} addresses answered before their Service was accepted: another Service held the address`,
+    );
+  }
+  if (medianStepMs !== null && medianStepMs > 1.5 * attemptTimeoutMs + ATTEMPT_SLACK_MS) {
+    reasons.push(
+      `the prober's attempts were ${medianStepMs} ms apart (median), not its ${attemptTimeoutMs} ms timeout: every sample is quantized to ${medianStepMs} ms`,
+    );
+  }
+  return {
+    verdict: reasons.length > 0 ? 'method' : 'datapath',
+    attemptTimeoutMs,
+    firstAttemptConnects,
+    lateFirstAttempts,
+    connectedBeforeStart,
+    medianStepMs,
+    reasons,
+  };
+}
+
+/**
+ * E9's prober result from the watch output and each address's acceptance (epoch ms; absent: its
+ * Service was never created, so it is no sample).
+ */
+export function watchResult(
+  output: WatchProberOutput,
+  acceptedAtEpochMs: ReadonlyMap<string, number>,
+): ServiceProberResult {
+  const samples = output.watched.flatMap((w) => {
+    const accepted = acceptedAtEpochMs.get(w.target);
+    return accepted === undefined ? [] : [sampleFromWatch(w, accepted)];
+  });
+  return proberResult(output.attemptTimeoutMs, output.giveUpMs, samples);
 }
 
 /** The result of the quantization check (see `quantizationCheck`). */
@@ -231,8 +449,16 @@ export interface ServiceProberResult {
   readonly failed: number;
   /** Latencies of the connected samples (ms): p50Ms is the median, p90Ms the spec's p90. */
   readonly latency: MsDistribution | null;
-  /** Whether those latencies cluster on multiples of `attemptTimeoutMs` (an invalid E9 run). */
+  /**
+   * Whether those latencies cluster on multiples of `attemptTimeoutMs`: a prober that times
+   * from its own start. Shown, not judged for E9, whose samples start at the acceptance.
+   */
   readonly quantization: QuantizationCheck;
+  /**
+   * E9's method check (`methodCheck`): the verdict the study judges by. Absent in results of a
+   * runner that created the Services before starting the prober (before the prober-first method).
+   */
+  readonly method?: MethodCheck;
 }
 
 export function proberResult(
@@ -250,5 +476,6 @@ export function proberResult(
     failed: samples.length - latencies.length,
     latency: msDistribution(latencies),
     quantization: quantizationCheck(latencies, attemptTimeoutMs),
+    method: methodCheck(samples, attemptTimeoutMs),
   };
 }

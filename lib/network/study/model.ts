@@ -236,6 +236,8 @@ export interface ConntrackResult {
   readonly baseline: number;
   /** `nf_conntrack_max` read back after the step was restored. */
   readonly limitAfterRestore: number | null;
+  /** The host default the step restored (the study's `conntrackHostDefault`). */
+  readonly restoredTo?: number;
   readonly driver: ConntrackDriverResult | null;
 }
 
@@ -282,6 +284,11 @@ export interface NetworkStudyRecord {
   readonly mesh: MeshMode;
   readonly host: CellHostFacts;
   readonly datapathEvidence?: DatapathEvidence;
+  /**
+   * The host's own `nf_conntrack_max`, read before the study's first E10 step: every E10 step
+   * restores this value, never the one it found (a killed run leaves a lowered limit behind).
+   */
+  readonly conntrackHostDefault?: number;
   readonly startedAt: string;
   readonly finishedAt?: string;
   readonly state: 'running' | 'finished' | 'failed';

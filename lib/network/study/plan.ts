@@ -297,7 +297,7 @@ export function networkStudyPlan(config: LabConfig, cellName: string): NetworkSt
         ...repeatMarks('c', i + 1),
         ...base,
         experiment: 'C' as const,
-        title: `Calibration: E1's plain fixed-rate run, repeat ${i + 1}`,
+        title: `Calibration: E1's plain fixed-rate run to the server's pod IP (no Service), repeat ${i + 1}`,
         spec: fixedRate('plain'),
         preconditions: [],
       })),

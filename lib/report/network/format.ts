@@ -132,6 +132,8 @@ function scaleCells(row: ScaleRow): string[] {
     coarseMs(row.programmingMedianMs),
     coarseMs(row.programmingP90Ms),
     `${row.samplesConnected} / ${row.samplesConnected + row.samplesFailed}`,
+    row.attemptsPerSample === undefined ? '—' : count(row.attemptsPerSample),
+    coarseMs(row.firstAttemptDelayMaxMs),
     fineMs(row.newConnection?.meanMs),
     fineMs(row.newConnection?.p99Ms),
   ];
@@ -400,6 +402,8 @@ export function networkReportSections(tables: NetworkReportTables): ReportSectio
           'Programming median',
           'Programming p90',
           'Samples connected',
+          'Attempts per sample',
+          'First attempt after (max)',
           'New-connection mean',
           'New-connection p99',
         ],

@@ -97,9 +97,11 @@ const ProberSchema = z.object({
     z.object({
       target: z.string(),
       connected: z.boolean(),
-      latencyMs: nonNegative.nullable(),
+      latencyMs: z.number().nullable(),
       firstAttemptAfterMs: nonNegative,
       attempts: counted,
+      attemptsAfterStart: counted.optional(),
+      resolutionMs: nonNegative.nullable().optional(),
       refused: counted,
       timedOut: counted,
       otherErrors: z.record(z.string(), counted),
@@ -118,6 +120,17 @@ const ProberSchema = z.object({
     phaseP: nonNegative.nullable(),
     reason: z.string(),
   }),
+  method: z
+    .object({
+      verdict: z.enum(['datapath', 'method']),
+      attemptTimeoutMs: nonNegative,
+      firstAttemptConnects: counted,
+      lateFirstAttempts: counted,
+      connectedBeforeStart: counted,
+      medianStepMs: nonNegative.nullable(),
+      reasons: z.array(z.string()),
+    })
+    .optional(),
 });
 
 const ConntrackDriverSchema = z.object({

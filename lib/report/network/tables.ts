@@ -144,6 +144,10 @@ export interface ScaleRow {
   readonly samplesConnected: number;
   readonly samplesFailed: number;
   readonly attemptTimeoutMs: number;
+  /** E9's method: median attempts per sample since its Service's acceptance (absent: an older record). */
+  readonly attemptsPerSample?: number;
+  /** E9's method: the longest delay from an acceptance to the prober's next attempt (ms); one attempt at most when sound. */
+  readonly firstAttemptDelayMaxMs?: number;
   /**
    * The step's new-connection fortio run (`-keepalive=false`): the plan's separate valid run, else
    * the one the step's result carries.
@@ -565,6 +569,21 @@ function stepNewConnection(raw: string | undefined): FortioFigures | undefined {
   }
 }
 
+/** Attempts per sample (median) and the longest first-attempt delay, from the samples. */
+function methodColumns(
+  scale: ServiceScaleResult,
+): Pick<ScaleRow, 'attemptsPerSample' | 'firstAttemptDelayMaxMs'> {
+  const samples = (scale.prober?.samples ?? []).filter(
+    (s) => s.connected && s.attemptsAfterStart !== undefined,
+  );
+  if (samples.length === 0) return {};
+  const attempts = samples.map((s) => s.attemptsAfterStart as number).sort((a, b) => a - b);
+  return {
+    attemptsPerSample: attempts[Math.floor((attempts.length - 1) / 2)],
+    firstAttemptDelayMaxMs: Math.max(...samples.map((s) => s.firstAttemptAfterMs)),
+  };
+}
+
 function scaleRows(study: NetworkStudyRecord, usable: readonly UsableRun[]): ScaleRow[] {
   const byId = new Map(usable.map((u) => [u.record.id, u]));
   return usable.flatMap(({ record }) => {
@@ -583,6 +602,7 @@ function scaleRows(study: NetworkStudyRecord, usable: readonly UsableRun[]): Sca
         entriesCommand: scale.entriesCommand,
         ...(scale.lbMapFull === undefined ? {} : { lbMapFull: scale.lbMapFull }),
         ...(latency ? { programmingMedianMs: latency.p50Ms, programmingP90Ms: latency.p90Ms } : {}),
+        ...methodColumns(scale),
         samplesConnected: scale.prober?.connected ?? 0,
         samplesFailed: scale.prober?.failed ?? 0,
         attemptTimeoutMs: record.spec.attemptTimeoutMs,

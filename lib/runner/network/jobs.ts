@@ -55,6 +55,7 @@ export const OUTPUT_FILES = {
   curl: 'curl.json',
   sse: 'sse.json',
   prober: 'prober.json',
+  proberReady: 'probing.json',
   conntrackDriver: 'conntrack-driver.json',
   host: 'host.txt',
 } as const;
@@ -295,27 +296,27 @@ export function sseJob(ctx: NetworkJobContext, name: string, runId: string, spec
   });
 }
 
-/** A new Service to probe: its ClusterIP, port and when the runner created it (ms since the epoch). */
-export interface ProberTargetSpec {
-  readonly clusterIp: string;
-  readonly port: number;
-  readonly createdAtMs: number;
-}
-
-/** E9: the service prober, one sample per new Service, timed from each Service's creation. */
+/**
+ * E9: the service prober in watch mode, started before the Services it measures exist: it probes
+ * every address (`ip:port`) until it connects or `giveUpMs` after it began, and writes
+ * `OUTPUT_FILES.proberReady` once every address had its first attempt (the runner's go signal).
+ */
 export function proberJob(
   ctx: NetworkJobContext,
   name: string,
   runId: string,
-  targets: readonly ProberTargetSpec[],
+  targets: readonly string[],
   attemptTimeoutMs: number,
+  giveUpMs: number,
 ): JobObject {
   const flags = [
-    ...targets.flatMap((t) => ['--target', `${t.clusterIp}:${t.port}@${t.createdAtMs}`]),
-    '--samples',
-    '1',
+    ...targets.flatMap((t) => ['--target', t]),
     '--attempt-timeout-ms',
     String(attemptTimeoutMs),
+    '--give-up-ms',
+    String(giveUpMs),
+    '--ready-file',
+    `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.proberReady}`,
   ];
   return networkJob(ctx, name, PLAIN_NAMESPACE, runId, 'service-prober', {
     containers: [

@@ -131,13 +131,7 @@ describe('the network study runner chart', () => {
       hostCommandJob(ctx, 'net-datapath', 'study', DATAPATH_SCRIPT),
       hostCommandJob(ctx, 'net-ct-read', 'e10-limit-2048', CONNTRACK_READ_SCRIPT),
       ciliumCommandJob(ctx, 'net-cilium-status', 'study', 'cilium-dbg status'),
-      proberJob(
-        ctx,
-        'net-e9-services-100-prober',
-        'e9-services-100',
-        [{ clusterIp: '10.43.0.12', port: 8080, createdAtMs: 1 }],
-        20,
-      ),
+      proberJob(ctx, 'net-e9-services-100-prober', 'e9-services-100', ['10.43.0.12:8080'], 20, 100_000),
       conntrackDriverJob(ctx, 'net-e10-limit-2048-driver', 'e10-limit-2048', 4000, 5),
     ];
     for (const job of built) {
@@ -151,7 +145,10 @@ describe('the network study runner chart', () => {
     });
     expect(pod(built[0]).containers[0].securityContext.privileged).toBe(true);
     expect(pod(built[2]).containers[0].image).toBe('quay.io/cilium/cilium:v1.20.2');
-    expect(pod(built[3]).containers[0].command).toContain('10.43.0.12:8080@1');
+    // E9: the prober watches the address (no start time: it runs before the Service exists) and
+    // says when it is probing.
+    expect(pod(built[3]).containers[0].command).toContain('10.43.0.12:8080');
+    expect(pod(built[3]).containers[0].command).toContain('/out/probing.json');
   });
 
   it('renders fortio with the run settings and its JSON into the output folder', () => {

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,11 @@ import {
   probeCommand,
 } from '../../../lib/network/probes/bundle.ts';
 import type { ConntrackDriverResult } from '../../../lib/network/probes/conntrack-driver.ts';
-import type { ServiceProberResult } from '../../../lib/network/probes/service-prober.ts';
+import {
+  type ServiceProberResult,
+  type WatchProberOutput,
+  watchResult,
+} from '../../../lib/network/probes/service-prober.ts';
 import type { SseClientResult, SseServerResult } from '../../../lib/network/probes/sse.ts';
 import { closedPort } from './loopback.ts';
 
@@ -120,7 +124,7 @@ describe('probe bundles', () => {
     expect(await run('service-prober', ['--samples', '3'])).toMatchObject({
       code: 1,
       stdout: '',
-      stderr: 'service-prober: --target is required (host:port[@startEpochMs], may repeat)\n',
+      stderr: 'service-prober: --target is required (host:port, may repeat)\n',
     });
     expect(await run('conntrack-driver', ['--connections', 'many'])).toMatchObject({
       code: 1,
@@ -136,6 +140,8 @@ describe('probe bundles', () => {
       const port = await closedPort();
       const startEpochMs = Date.now();
       const prober = start('service-prober', [
+        '--mode',
+        'sequential',
         '--target',
         `127.0.0.1:${port}@${startEpochMs}`,
         '--give-up-ms',
@@ -167,6 +173,62 @@ describe('probe bundles', () => {
       expect(sample.firstAttemptAfterMs).toBeLessThan(openedAfterMs);
       expect(sample.latencyMs).toBeGreaterThanOrEqual(openedAfterMs - 2);
       expect(sample.latencyMs).toBeLessThan(openedAfterMs + 150);
+    });
+  });
+
+  describe('service-prober watch mode (E9: the prober runs first)', () => {
+    const servers: Server[] = [];
+    afterAll(() => {
+      for (const s of servers) s.close();
+    });
+
+    /** Starts the prober on one closed port and resolves once its ready file says it probes. */
+    async function watching(port: number) {
+      const readyFile = join(dir, `probing-${port}.json`);
+      const prober = start('service-prober', [
+        '--target',
+        `127.0.0.1:${port}`,
+        '--give-up-ms',
+        '20000',
+        '--ready-file',
+        readyFile,
+      ]);
+      for (let i = 0; i < 400 && !existsSync(readyFile); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(existsSync(readyFile)).toBe(true);
+      return prober;
+    }
+
+    it('times the datapath: probing before the address answers, from its acceptance to the connect', async () => {
+      const port = await closedPort();
+      const prober = await watching(port);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The "Service" is accepted when the port starts listening: stamped on the same clock.
+      const server = createServer((socket) => socket.destroy());
+      servers.push(server);
+      const acceptedAt = Date.now();
+      server.listen(port, '127.0.0.1');
+      const output = resultOf<WatchProberOutput>(await prober.exit);
+      const result = watchResult(output, new Map([[`127.0.0.1:${port}`, acceptedAt]]));
+      const [sample] = result.samples;
+      expect(sample.attempts).toBeGreaterThan(1);
+      expect(sample.attemptsAfterStart).toBeGreaterThanOrEqual(1);
+      expect(sample.latencyMs).toBeGreaterThanOrEqual(-1);
+      expect(sample.latencyMs).toBeLessThan(150);
+      expect(result.method).toMatchObject({ verdict: 'datapath', firstAttemptConnects: 0 });
+    });
+
+    it('catches the old order: an address that answers before the prober starts connects on its first attempt', async () => {
+      const port = await closedPort();
+      const server = createServer((socket) => socket.destroy());
+      servers.push(server);
+      await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+      const acceptedAt = Date.now();
+      const prober = await watching(port);
+      const output = resultOf<WatchProberOutput>(await prober.exit);
+      const result = watchResult(output, new Map([[`127.0.0.1:${port}`, acceptedAt]]));
+      expect(result.samples[0].attempts).toBe(1);
+      expect(result.method?.verdict).toBe('method');
+      expect(result.method?.reasons[0]).toContain("connected on the prober's first attempt");
     });
   });
 

@@ -470,16 +470,19 @@ describe('datapathCheck', () => {
   });
 });
 
-/** Prober samples connected after the given latencies (ms). */
+/** Prober-first samples connected after the given latencies (ms): probing since before the Service. */
 function samples(latencies: readonly number[]): ProbeSample[] {
   return latencies.map((latencyMs) => ({
-    target: '10.43.9.1:80',
+    target: '10.43.0.12:80',
     connected: true,
     latencyMs,
-    firstAttemptAfterMs: 0,
-    attempts: 3,
+    firstAttemptAfterMs: 7.5,
+    attempts: 203,
+    attemptsAfterStart: 3,
+    resolutionMs: 0.4,
+    timeoutStepMs: 20.2,
     refused: 2,
-    timedOut: 0,
+    timedOut: 200,
     otherErrors: {},
   }));
 }
@@ -515,24 +518,41 @@ describe('serviceScaleCheck', () => {
     expect(serviceScaleCheck(spec, scale, earlier, 'cilium', 65_536)).toEqual([]);
   });
 
-  it('fails a prober clustered on its attempt timeout', () => {
-    const quantized = {
-      ...scale,
-      prober: proberResult(
-        200,
-        10_000,
-        samples(
-          Array(20)
-            .fill(0)
-            .map((_, i) => 200 * (1 + (i % 3)) + 1),
-        ),
-      ),
-    };
-    const reasons = serviceScaleCheck(spec, quantized, earlier, 'cilium', 65_536);
-    expect(reasons).toHaveLength(1);
-    expect(reasons[0]).toMatch(
-      /^the prober's latencies cluster on its 200 ms attempt timeout \(20 of 20 samples within 20 ms of a multiple of 200 ms/,
+  it('fails a pod-start measurement (first-attempt connects) and samples of the old order without a start', () => {
+    const podStart = samples(spread).map((sample) => ({
+      ...sample,
+      latencyMs: 4_000 + (sample.latencyMs ?? 0),
+      firstAttemptAfterMs: 4_000,
+      attempts: 1,
+      attemptsAfterStart: 1,
+      timedOut: 0,
+      refused: 0,
+      timeoutStepMs: null,
+    }));
+    const reasons = serviceScaleCheck(
+      spec,
+      { ...scale, prober: proberResult(20, 10_000, podStart) },
+      earlier,
+      'cilium',
+      65_536,
     );
+    expect(reasons[0]).toBe(
+      "E9 method: 20 of 20 samples connected on the prober's first attempt: the prober started after the Service was programmed, so the samples time the prober's start, not the datapath",
+    );
+    const oldOrder = samples(spread).map(
+      ({ attemptsAfterStart: _a, resolutionMs: _r, timeoutStepMs: _t, ...old }) => old,
+    );
+    expect(
+      serviceScaleCheck(
+        spec,
+        { ...scale, prober: proberResult(20, 10_000, oldOrder) },
+        earlier,
+        'cilium',
+        65_536,
+      ),
+    ).toEqual([
+      "the prober's samples were timed from before the prober ran (Services created first): they include the prober's start, not only the datapath",
+    ]);
   });
 
   it('fails Services not ready, entries that did not grow, and an LB map near full', () => {

@@ -53,7 +53,7 @@ describe('network report Markdown', () => {
       '| mesh | E8 | STRICT with portLevelMtls PERMISSIVE on 8080, out-of-mesh plaintext client | out of mesh, plain/default | answered (HTTP 200, curl exit 0) | connection dropped (HTTP 000, curl exit 56) | FINDING: differs from expected |',
     );
     expect(markdown).toContain(
-      '| dp-iptables (iptables) | 10,000 | 10,000 | 70,062 | 6,911.2 ms | 7,480.5 ms | 20 / 20 | 0.910 ms | 2.230 ms |',
+      '| dp-iptables (iptables) | 10,000 | 10,000 | 70,062 | 6,911.2 ms | 7,480.5 ms | 20 / 20 | — | — | 0.910 ms | 2.230 ms |',
     );
     expect(markdown).toContain(
       '| dp-cilium (cilium) | 2,048 | 198 | 4,000 | 1,850 | 1,853 | 2,147 | 0.500 ms | 1,003.2 ms | yes (262,144) |',

@@ -5,7 +5,12 @@ import { networkJobContext, serviceTemplateManifest } from '../../../charts/netw
 import type { NetworkCell } from '../../../lib/config/network.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import type { ConntrackDriverResult } from '../../../lib/network/probes/conntrack-driver.ts';
-import { type ProbeSample, proberResult } from '../../../lib/network/probes/service-prober.ts';
+import {
+  type AttemptRun,
+  addAttempt,
+  type WatchedTarget,
+  type WatchProberOutput,
+} from '../../../lib/network/probes/service-prober.ts';
 import type { SseClientResult } from '../../../lib/network/probes/sse.ts';
 import { msDistribution } from '../../../lib/network/probes/stats.ts';
 import { cellByName, meshNamespaceLabels, SCALE_SERVICE_LABEL } from '../../../lib/network/topology.ts';
@@ -40,10 +45,22 @@ import { FakeClock } from '../fakes.ts';
 
 const NODE = 'ip-10-0-1-23';
 
+/** A prober Job in watch mode: when its pod starts probing, what it watches, its settings. */
+interface FakeProber {
+  readonly startMs: number;
+  readonly targets: readonly string[];
+  readonly attemptTimeoutMs: number;
+  readonly giveUpMs: number;
+  /** Attempts every this many ms whatever the timeout (a broken prober); undefined: timeout + a loop turn. */
+  readonly stepMs?: number;
+  readyWritten: boolean;
+}
+
 interface FakeJob {
   readonly job: JobObject;
   readonly createdAtMs: number;
-  readonly durationMs: number;
+  durationMs: number;
+  readonly prober?: FakeProber;
   readonly pod: NetworkPodState;
   done: boolean;
   counts: JobCounts;
@@ -55,6 +72,10 @@ interface FakeService {
   readonly labels: Record<string, string>;
   readonly clusterIp: string;
   readonly createdAtMs: number;
+  /** When the datapath answers the ClusterIP with REJECT (kube-proxy's rules for a Service without endpoints yet). */
+  readonly rejectsFromMs: number;
+  /** When the datapath forwards the ClusterIP to the backend. */
+  readonly programmedAtMs: number;
 }
 
 interface ServerPod extends NetworkPodState {
@@ -70,6 +91,31 @@ function unit(seed: string): number {
 }
 
 const PERCENTILES = [50, 90, 99];
+
+/** Addresses of the cell's own Services the runner cannot list: `kubernetes` and K3s' cluster DNS. */
+export const SYSTEM_CLUSTER_IPS = ['10.43.0.1', '10.43.0.10'];
+
+/**
+ * When a new Service's ClusterIP starts to answer, after its creation (ms), on a cell that already
+ * has `services` Services. kube-proxy (iptables, nftables, ipvs) syncs on the Service at once,
+ * before the EndpointSlice exists, and writes a REJECT rule; the sync that adds the endpoint waits
+ * for minSyncPeriod (1 s) after that one; each sync rewrites rules for every Service, so it takes
+ * longer as Services grow (most for iptables-restore). Cilium's agent writes the Service's LB map
+ * entries as the EndpointSlice arrives: a few ms, nearly independent of the count.
+ */
+export function programmingDelays(
+  datapath: string,
+  services: number,
+  jitter: number,
+): { rejectMs: number; programMs: number } {
+  if (datapath === 'cilium') {
+    const ms = 6 + 8 * jitter + 0.000_2 * services;
+    return { rejectMs: ms, programMs: ms };
+  }
+  const perService = datapath === 'iptables' ? 0.12 : datapath === 'ipvs' ? 0.03 : 0.02;
+  const sync = 12 + perService * services + 10 * jitter;
+  return { rejectMs: sync, programMs: 1_000 + sync };
+}
 
 /** A slow fortio Job's latency against its arm's: beyond the +-3% repeat spread, not invalid. */
 export const SLOW_FORTIO_FACTOR = 1.08;
@@ -170,6 +216,8 @@ function matches(labels: Record<string, string>, selector: string | undefined): 
 export interface FakeCellOptions {
   /** Mesh pods were created before the namespace got its label: no sidecar until restarted. */
   readonly meshPodsBeforeLabel?: boolean;
+  /** Ready replicas of E9's backend. @default experiments.serviceScale.backendsPerService */
+  readonly readyBackends?: number;
 }
 
 export class FakeCell implements NetworkCluster, SidecarMetrics {
@@ -193,8 +241,10 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   coarseFortio: RegExp | undefined;
   /** fortio Jobs (by name pattern) whose calls take `SLOW_FORTIO_FACTOR` times their arm's latency. */
   slowFortio: RegExp | undefined;
-  /** Prober Jobs (by name pattern) whose samples sit on multiples of the attempt timeout. */
-  clusteringProber: RegExp | undefined;
+  /** Prober Jobs (by name pattern) whose attempts come every 200 ms whatever their timeout (samples quantized to 200 ms). */
+  coarseProber: RegExp | undefined;
+  /** How long a prober pod takes from its Job's creation to its first attempt (ms). */
+  proberPodStartMs = 3_800;
   /** The next this-many conntrack writes fail (the Job fails before writing). */
   failConntrackWrites = 0;
   readonly conntrackDefault = 262_144;
@@ -209,6 +259,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   private readonly namespaces: Record<string, Record<string, string>>;
   private uid = 0;
   private ip = 0;
+  private dynamicIps = 0;
 
   constructor(
     readonly config: LabConfig,
@@ -224,7 +275,10 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       'kube-system': {},
       ...(mesh ? { mesh: meshNamespaceLabels(this.cell.mesh) } : {}),
     };
-    for (const app of ['fortio', 'sse-server', 'scale-backend']) this.addServer('plain', app, false);
+    for (const app of ['fortio', 'sse-server']) this.addServer('plain', app, false);
+    // E9's backend Deployment: backendsPerService replicas (fewer when a test says some are not up).
+    const backends = options.readyBackends ?? config.network.experiments.serviceScale.backendsPerService;
+    for (let i = 0; i < backends; i++) this.addServer('plain', 'scale-backend', false);
     if (mesh) {
       for (const app of ['fortio', 'fortio-permissive', 'fortio-authz', 'sse-server'])
         this.addServer('mesh', app, this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
@@ -307,10 +361,23 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       labels: { 'job-name': job.metadata.name, ...job.metadata.labels },
     };
     const seconds = Number((flag(containerOf(job).args, '-t') ?? '3s').replace('s', ''));
+    const command = containerOf(job).command;
+    const prober =
+      job.metadata.labels['app.kubernetes.io/component'] === 'service-prober'
+        ? {
+            startMs: this.clock.ms + this.proberPodStartMs,
+            targets: command.flatMap((arg, i) => (command[i - 1] === '--target' ? [arg] : [])),
+            attemptTimeoutMs: Number(flag(command, '--attempt-timeout-ms')),
+            giveUpMs: Number(flag(command, '--give-up-ms')),
+            ...(this.coarseProber?.test(job.metadata.name) ? { stepMs: 200 } : {}),
+            readyWritten: false,
+          }
+        : undefined;
     this.jobs.set(key, {
       job,
       createdAtMs: this.clock.ms,
       durationMs: this.hangJobs?.test(job.metadata.name) ? Number.POSITIVE_INFINITY : (seconds + 2) * 1000,
+      ...(prober ? { prober } : {}),
       pod,
       done: false,
       counts: { active: 1, succeeded: 0, failed: 0 },
@@ -321,6 +388,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     this.fail('getJob');
     const entry = this.jobs.get(`${namespace}/${name}`);
     if (!entry) return undefined;
+    if (entry.prober && !entry.done) this.advanceProber(entry, entry.prober);
     if (!entry.done && this.clock.ms >= entry.createdAtMs + entry.durationMs) {
       entry.done = true;
       const ok = this.finish(entry.job);
@@ -368,14 +436,31 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     this.fail('createService');
     const key = `${service.metadata.namespace}/${service.metadata.name}`;
     if (this.services.has(key)) throw new KubeApiError('POST', key, 409, 'AlreadyExists');
-    const n = this.services.size + 10;
+    const wanted = service.spec.clusterIP as string | undefined;
+    if (wanted !== undefined && (SYSTEM_CLUSTER_IPS.includes(wanted) || this.serviceAt(wanted)))
+      throw new KubeApiError(
+        'POST',
+        key,
+        422,
+        `spec.clusterIPs: Invalid value: ["${wanted}"]: failed to allocate IP ${wanted}: provided IP is already allocated`,
+      );
+    // Dynamic addresses come from the upper band (above the first 256 of a /16), as the API server's.
+    const n = ++this.dynamicIps + 256;
+    const clusterIp = wanted ?? `10.43.${Math.floor(n / 256)}.${n % 256}`;
+    const delays = programmingDelays(this.cell.datapath, this.services.size, unit(`${key}-${this.clock.ms}`));
     this.services.set(key, {
       namespace: service.metadata.namespace,
       name: service.metadata.name,
       labels: { ...service.metadata.labels },
-      clusterIp: `10.43.${Math.floor(n / 250)}.${(n % 250) + 1}`,
+      clusterIp,
       createdAtMs: this.clock.ms,
+      rejectsFromMs: this.clock.ms + delays.rejectMs,
+      programmedAtMs: this.clock.ms + delays.programMs,
     });
+  }
+
+  private serviceAt(ip: string): FakeService | undefined {
+    return [...this.services.values()].find((s) => s.clusterIp === ip);
   }
 
   async listServices(namespace: string, labelSelector: string): Promise<ServiceState[]> {
@@ -469,7 +554,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
         break;
       case 'service-prober':
         file = 'prober.json';
-        text = JSON.stringify(this.prober(job, command));
+        text = JSON.stringify(this.prober(job));
         break;
       case 'conntrack-driver':
         file = 'conntrack-driver.json';
@@ -620,27 +705,75 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     };
   }
 
-  private prober(job: JobObject, command: string[]) {
-    const timeout = Number(flag(command, '--attempt-timeout-ms'));
-    const targets = command.flatMap((arg, i) => (command[i - 1] === '--target' ? [arg] : []));
-    const clusters = this.clusteringProber?.test(job.metadata.name) ?? false;
-    const typical = this.cell.datapath === 'cilium' ? 40 : 1_000;
-    const samples: ProbeSample[] = targets.map((target, i) => {
-      const latency = clusters
-        ? (typical / timeout + (i % 3)) * timeout
-        : typical + 300 * unit(`${job.metadata.name}-${i}`);
-      return {
-        target: target.split('@')[0],
-        connected: true,
-        latencyMs: Math.round(latency * 1000) / 1000,
-        firstAttemptAfterMs: 3.1,
-        attempts: Math.ceil(latency / timeout),
-        refused: 0,
-        timedOut: Math.ceil(latency / timeout) - 1,
-        otherErrors: {},
-      };
-    });
-    return proberResult(timeout, 30_000, samples);
+  /** The prober pod, once started, writes its ready file (the runner's go signal). */
+  private advanceProber(entry: FakeJob, prober: FakeProber): void {
+    if (!prober.readyWritten && this.clock.ms >= prober.startMs) {
+      prober.readyWritten = true;
+      const dir = join(this.root, jobOutputDir(entry.job.metadata.name));
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'probing.json'), JSON.stringify({ probingSinceEpochMs: prober.startMs }));
+    }
+    // It ends once every address connected, or when it gives up.
+    const watched = prober.targets.map((t) => this.watch(prober, t, this.clock.ms));
+    const end = Math.max(...watched.map((w) => w.connectedAtEpochMs ?? Number.POSITIVE_INFINITY));
+    entry.durationMs = Math.min(end, prober.startMs + prober.giveUpMs) + 50 - entry.createdAtMs;
+  }
+
+  /**
+   * What the prober sees of one address up to `untilMs`: attempts from its start, each timing out
+   * (no rule: the SYN is dropped), refused at once (kube-proxy's REJECT while the Service has no
+   * endpoints yet), or connecting once the datapath forwards the address.
+   */
+  private watch(prober: FakeProber, target: string, untilMs: number): WatchedTarget {
+    const service = this.serviceAt(target.split(':')[0]);
+    const runs: AttemptRun[] = [];
+    let attempts = 0;
+    let refused = 0;
+    let timedOut = 0;
+    let connectedAt: number | null = null;
+    const stagger = prober.targets.indexOf(target) * 0.05;
+    let t = prober.startMs + stagger;
+    const limit = Math.min(untilMs, prober.startMs + prober.giveUpMs);
+    while (t <= limit) {
+      attempts++;
+      if (service && t >= service.programmedAtMs) {
+        addAttempt(runs, 'connected', t);
+        connectedAt = t + 0.08;
+        break;
+      }
+      if (service && t >= service.rejectsFromMs && prober.stepMs === undefined) {
+        addAttempt(runs, 'refused', t);
+        refused++;
+        t += 0.4;
+      } else {
+        addAttempt(runs, 'timeout', t);
+        timedOut++;
+        t += prober.stepMs ?? prober.attemptTimeoutMs + 0.2;
+      }
+    }
+    return {
+      target,
+      probingSinceEpochMs: prober.startMs + stagger,
+      connectedAtEpochMs: connectedAt,
+      attempts,
+      refused,
+      timedOut,
+      otherErrors: {},
+      attemptRuns: runs,
+    };
+  }
+
+  private prober(job: JobObject): WatchProberOutput {
+    const entry = this.jobs.get(`${job.metadata.namespace}/${job.metadata.name}`);
+    const prober = entry?.prober;
+    if (!prober) throw new Error(`fake cell: job/${job.metadata.name} is not a prober`);
+    return {
+      probe: 'service-prober',
+      mode: 'watch',
+      attemptTimeoutMs: prober.attemptTimeoutMs,
+      giveUpMs: prober.giveUpMs,
+      watched: prober.targets.map((t) => this.watch(prober, t, this.clock.ms)),
+    };
   }
 
   private conntrackDriver(command: string[]): ConntrackDriverResult {

@@ -2,19 +2,26 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadLabConfig } from '../../../lib/config/load.ts';
-import type { NetworkStudyRecord } from '../../../lib/network/study/model.ts';
+import { type WatchProberOutput, watchResult } from '../../../lib/network/probes/service-prober.ts';
+import { freeStaticClusterIps } from '../../../lib/network/service-range.ts';
+import type { NetworkStudyRecord, ServiceScaleRunSpec } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { serviceScaleCheck } from '../../../lib/network/study/validity.ts';
 import { RUNNER_LOG_FILE, STATUS_FILE, STUDY_FILE } from '../../../lib/runner/layout.ts';
+import { OUTPUT_FILES, proberJob } from '../../../lib/runner/network/jobs.ts';
+import { jobOutputDir } from '../../../lib/runner/network/layout.ts';
+import { tempDir } from '../../temp.ts';
+import { FakeCell } from './fake-cell.ts';
 import { REHEARSAL_BROKEN, type RehearsedCell, rehearseNetworkStudy } from './rehearsal.ts';
 
 const config = loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
 
-describe('rehearsal: the whole default network study against fake cells', () => {
-  let cells: RehearsedCell[];
-  beforeAll(async () => {
-    cells = await rehearseNetworkStudy(config);
-  }, 300_000);
+let cells: RehearsedCell[];
+beforeAll(async () => {
+  cells = await rehearseNetworkStudy(config);
+}, 300_000);
 
+describe('rehearsal: the whole default network study against fake cells', () => {
   it('finishes the study of every default cell with every run of its plan recorded', () => {
     expect(cells.map((c) => c.cell)).toEqual(['mesh', 'dp-iptables', 'dp-cilium']);
     for (const { cell, study, resultsDir, studyDir } of cells) {
@@ -30,20 +37,20 @@ describe('rehearsal: the whole default network study against fake cells', () => 
     }
   });
 
-  it('marks exactly the 1 ms-resolution run and the clustering E9 step invalid, with their reasons', () => {
+  it('marks exactly the 1 ms-resolution run and the coarse-prober E9 step invalid, with their reasons', () => {
     const invalid = cells.flatMap(({ cell, study }) =>
       study.runs.filter((r) => !r.valid).map((r) => ({ cell, id: r.id, reasons: r.invalidReasons })),
     );
     expect(invalid.map(({ cell, id }) => `${cell}/${id}`).sort()).toEqual(
       [
         `${REHEARSAL_BROKEN.coarseResolution.cell}/${REHEARSAL_BROKEN.coarseResolution.runId}`,
-        `${REHEARSAL_BROKEN.clusteringProber.cell}/${REHEARSAL_BROKEN.clusteringProber.runId}`,
+        `${REHEARSAL_BROKEN.coarseProber.cell}/${REHEARSAL_BROKEN.coarseProber.runId}`,
       ].sort(),
     );
     const coarse = invalid.find((r) => r.id === REHEARSAL_BROKEN.coarseResolution.runId);
     expect(coarse?.reasons.join('\n')).toMatch(/bucket position/);
-    const prober = invalid.find((r) => r.id === REHEARSAL_BROKEN.clusteringProber.runId);
-    expect(prober?.reasons.join('\n')).toMatch(/cluster/);
+    const prober = invalid.find((r) => r.id === REHEARSAL_BROKEN.coarseProber.runId);
+    expect(prober?.reasons.join('\n')).toMatch(/quantized to 200\.\d+ ms|quantized to 200 ms/);
   });
 
   it('flags repeat spreads only among repeats of an arm, never across E9 Service counts', () => {
@@ -76,5 +83,79 @@ describe('rehearsal: the whole default network study against fake cells', () => 
       expect(fake.allServices()).toBe(0);
       expect(fake.conntrackMax).toBe(fake.conntrackDefault);
     }
+  });
+});
+
+describe('rehearsal: E9 measures the datapath, not a pod start', () => {
+  /** Median new-Service latency (ms) of each valid E9 step of a cell, by Service count. */
+  function medians(cell: string): Map<number, number> {
+    const study = cells.find((c) => c.cell === cell)?.study;
+    const out = new Map<number, number>();
+    for (const run of study?.runs ?? []) {
+      if (run.spec.kind !== 'service-scale' || run.result?.kind !== 'service-scale' || !run.valid) continue;
+      const p50 = run.result.scale.prober?.latency?.p50Ms;
+      if (p50 !== undefined) out.set(run.spec.services, p50);
+    }
+    return out;
+  }
+
+  it("shows iptables' new-Service latency growing with the Service count and Cilium's flat", () => {
+    const iptables = medians('dp-iptables');
+    const cilium = medians('dp-cilium');
+    expect([...iptables.keys()]).toEqual([0, 100, 5000, 10000]);
+    expect([...cilium.keys()]).toEqual([0, 100, 1000, 5000, 10000]);
+    // kube-proxy: the endpoint's sync waits minSyncPeriod (1 s) and each sync grows with the rules.
+    expect(iptables.get(0)).toBeGreaterThan(1_000);
+    expect((iptables.get(10000) as number) - (iptables.get(0) as number)).toBeGreaterThan(800);
+    // Cilium: a few ms whatever the count; the prober resolves it because it was already probing.
+    for (const p50 of cilium.values()) expect(p50).toBeLessThan(40);
+    expect(Math.max(...cilium.values()) - Math.min(...cilium.values())).toBeLessThan(20);
+    for (const { study } of cells.filter((c) => c.cell !== 'mesh'))
+      for (const run of study.runs)
+        if (run.result?.kind === 'service-scale' && run.valid)
+          for (const sample of run.result.scale.prober?.samples ?? []) {
+            expect(sample.attempts).toBeGreaterThan(1);
+            expect(sample.firstAttemptAfterMs).toBeLessThanOrEqual(25);
+          }
+  });
+
+  it('catches the old order (Services created first, then the prober started) as invalid', async () => {
+    const fake = new FakeCell(config, 'dp-iptables', tempDir('network-old-order-'));
+    const spec = networkStudyPlan(config, 'dp-iptables').runs.find((r) => r.spec.kind === 'service-scale')
+      ?.spec as ServiceScaleRunSpec;
+    const ips = freeStaticClusterIps(config.network.serviceCidr, [], spec.samples);
+    const accepted = new Map<string, number>();
+    for (const [i, ip] of ips.entries()) {
+      await fake.createService({
+        ...fake.serviceTemplate,
+        metadata: { ...fake.serviceTemplate.metadata, name: `probe-${i}`, labels: { probe: 'true' } },
+        spec: { ...fake.serviceTemplate.spec, clusterIP: ip },
+      });
+      accepted.set(`${ip}:8080`, fake.clock.ms);
+    }
+    const job = proberJob(
+      fake.context,
+      'net-old-order-prober',
+      'old-order',
+      [...accepted.keys()],
+      20,
+      60_000,
+    );
+    await fake.createJob(job);
+    while (!(await fake.getJob('plain', job.metadata.name))?.succeeded) await fake.clock.sleep(1_000);
+    const output = JSON.parse(
+      readFileSync(join(fake.root, jobOutputDir(job.metadata.name), OUTPUT_FILES.prober), 'utf8'),
+    ) as WatchProberOutput;
+    const prober = watchResult(output, accepted);
+    // Each sample includes the prober pod's start, about 4 s, in one attempt.
+    expect(prober.latency?.p50Ms).toBeGreaterThan(3_000);
+    const reasons = serviceScaleCheck(
+      spec,
+      { servicesReady: spec.services, entries: 1, entriesCommand: 'x', prober },
+      [],
+      'iptables',
+      0,
+    );
+    expect(reasons.join('\n')).toContain("connected on the prober's first attempt");
   });
 });

@@ -13,8 +13,8 @@ import { FAST, FakeCell, fakeDeps } from './fake-cell.ts';
 export const REHEARSAL_BROKEN = {
   /** A fortio run whose histogram has fortio's default 1 ms resolution (bucket-position percentiles). */
   coarseResolution: { cell: 'mesh', runId: 'e1-plain-r3', job: /^net-e1-plain-r3$/ },
-  /** An E9 step whose prober samples cluster on multiples of its attempt timeout. */
-  clusteringProber: { cell: 'dp-iptables', runId: 'e9-services-1000', job: /^net-e9-services-1000-prober$/ },
+  /** An E9 step whose prober attempts come every 200 ms, not every 20 ms: its samples are quantized to 200 ms. */
+  coarseProber: { cell: 'dp-iptables', runId: 'e9-services-1000', job: /^net-e9-services-1000-prober$/ },
 } as const;
 
 export interface RehearsedCell {
@@ -42,7 +42,7 @@ export async function rehearseNetworkStudy(
     const fake = new FakeCell(config, cell.name, root);
     const broken = Object.values(REHEARSAL_BROKEN);
     fake.coarseFortio = broken.find((b) => b.cell === cell.name && b.runId.startsWith('e1'))?.job;
-    fake.clusteringProber = broken.find((b) => b.cell === cell.name && b.runId.startsWith('e9'))?.job;
+    fake.coarseProber = broken.find((b) => b.cell === cell.name && b.runId.startsWith('e9'))?.job;
     const lines: string[] = [];
     const study = await runNetworkStudy(
       fakeDeps(fake, new FileNetworkResultStore(root), lines),

@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadLabConfig } from '../../../lib/config/load.ts';
+import { parse } from 'yaml';
+import { loadLabConfig, parseLabConfig } from '../../../lib/config/load.ts';
 import type { NetworkStudyPlan } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
 import { SCALE_SERVICE_LABEL } from '../../../lib/network/topology.ts';
@@ -17,6 +18,9 @@ import {
 import type { StudyStatus } from '../../../lib/runner/status.ts';
 import { tempDir } from '../../temp.ts';
 import { FAST, FakeCell, type FakeCellOptions, fakeDeps } from './fake-cell.ts';
+
+// biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary manifest fields
+type Any = any;
 
 const config = loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
 
@@ -215,6 +219,47 @@ describe('runNetworkStudy', () => {
     expect(t.fake.allServices()).toBe(0);
   });
 
+  it('E9 waits for backendsPerService ready backends behind every Service, and does not start without them', async () => {
+    const raw = parse(readFileSync('examples/network-lab.yaml', 'utf8'));
+    raw.network.experiments = { ...raw.network.experiments };
+    raw.network.experiments.serviceScale = { ...raw.network.experiments.serviceScale, backendsPerService: 2 };
+    const two = parseLabConfig(raw);
+    expect(two.network.experiments.serviceScale.backendsPerService).toBe(2);
+    const plan = { ...networkStudyPlan(two, 'dp-cilium') };
+    const runs = plan.runs.filter((r) => r.id === 'e9-services-100');
+    for (const [ready, valid] of [
+      [2, true],
+      [1, false],
+    ] as const) {
+      const root = tempDir('network-backends-');
+      const fake = new FakeCell(two, 'dp-cilium', root, { readyBackends: ready });
+      const deps = fakeDeps(fake, new FileNetworkResultStore(root));
+      const study = await runNetworkStudy(deps, two, { ...plan, runs }, { ...FAST, readyTimeoutMs: 5_000 });
+      expect(study.runs[0].valid, study.runs[0].invalidReasons.join('; ')).toBe(valid);
+      if (!valid)
+        expect(study.runs[0].invalidReasons[0]).toContain(
+          '1 ready scale-backend pods, 2 wanted (experiments.serviceScale.backendsPerService)',
+        );
+    }
+  });
+
+  it('calibrates pod to pod: the C run reaches the server by its pod IP, not through the ClusterIP', async () => {
+    const t = setup('dp-iptables');
+    const study = await runNetworkStudy(
+      t.deps,
+      config,
+      planOf('dp-iptables', ['c-r1', 'e9-services-0']),
+      FAST,
+    );
+    expect(study.runs[0].valid, study.runs[0].invalidReasons.join('; ')).toBe(true);
+    const server = t.fake.serverPods('plain').find((p) => p.app === 'fortio');
+    const job = t.fake.created.find((j) => j.metadata.name === 'net-c-r1');
+    expect(job).toBeDefined();
+    const args: string[] = (job as Any).spec.template.spec.containers[0].args;
+    expect(args[args.length - 1]).toMatch(new RegExp(`^http://${server?.podIp.replace(/\./g, '\\.')}:8080/`));
+    expect(JSON.stringify(job)).not.toContain('fortio.plain');
+  });
+
   it('conntrack: sets the limit, drives the connections and restores the limit', async () => {
     const t = setup('dp-iptables');
     const study = await runNetworkStudy(
@@ -258,6 +303,31 @@ describe('runNetworkStudy', () => {
     expect(record.result.conntrack.limitAfterRestore).toBe(262_144);
     expect(t.fake.conntrackMax).toBe(262_144);
     expect(t.lines.some((l) => /restoring the conntrack limit failed \(try 1\/2\)/.test(l))).toBe(true);
+  });
+
+  it('conntrack: restores the host default read before the first E10 step, not the lowered limit a failed restore left', async () => {
+    const t = setup('dp-iptables');
+    const plan = planOf('dp-iptables', ['e10-limit-2048', 'e10-limit-1024']);
+    // The 2048 step's restore fails twice: the host is left at 2,048, as after a killed run.
+    const originalWrite = t.fake.conntrackWrites.push.bind(t.fake.conntrackWrites);
+    t.fake.conntrackWrites.push = (...values: number[]) => {
+      if (values[0] === 2_048) t.fake.failConntrackWrites = 2;
+      return originalWrite(...values);
+    };
+    const study = await runNetworkStudy(t.deps, config, plan, FAST);
+    expect(study.conntrackHostDefault).toBe(262_144);
+    const [first, second] = study.runs;
+    expect(first.valid).toBe(false);
+    if (second.result?.kind !== 'conntrack') throw new Error('not a conntrack result');
+    // The next step found 2,048 and still put back the host's own default.
+    expect(second.result.conntrack).toMatchObject({
+      limitBefore: 2_048,
+      limit: 1_024,
+      restoredTo: 262_144,
+      limitAfterRestore: 262_144,
+    });
+    expect(second.valid, second.invalidReasons.join('; ')).toBe(true);
+    expect(t.fake.conntrackMax).toBe(262_144);
   });
 
   it('conntrack: a limit that cannot be restored makes the step invalid, naming it', async () => {

@@ -1,0 +1,227 @@
+import type {
+  MtlsCaseResult,
+  MtlsMetricEvidence,
+  MtlsRunSpec,
+  NetworkJobOutcome,
+  NetworkRun,
+  NetworkRunResult,
+  PodMeshEvidence,
+} from '../../network/study/model.ts';
+import { MESH_NAMESPACE, meshNamespaceLabels } from '../../network/topology.ts';
+import type { JobObject, NetworkPodState } from '../ports.ts';
+import { curlOutcome, mtlsCounters, mtlsDelta, parseCurlResult } from './host-output.ts';
+import { mtlsCaseJobName, OUTPUT_FILES, runJobs } from './jobs.ts';
+import { networkJobName } from './layout.ts';
+import { type KindOutcome, meshEvidence, type StepContext } from './runner-context.ts';
+
+/** Istio ambient's enrolment mark on a pod (istio-cni sets it once the pod's traffic is redirected). */
+export const AMBIENT_REDIRECTION_ANNOTATION = 'ambient.istio.io/redirection';
+
+/** The Service behind a URL (`http://fortio.mesh.svc.cluster.local:8080/echo` -> fortio in mesh). */
+export function serviceOfUrl(url: string, defaultNamespace: string): { service: string; namespace: string } {
+  const host = url.replace(/^[a-z]+:\/\//i, '').split(/[:/]/)[0];
+  const [service, namespace] = host.split('.');
+  return { service, namespace: namespace ?? defaultNamespace };
+}
+
+/** The Job with the server's host in its URL argument replaced by `podIp` (the port and path kept). */
+export function withServerAddress(job: JobObject, url: string, podIp: string): JobObject {
+  const direct = url.replace(/^([a-z]+:\/\/)[^:/]+/i, `$1${podIp}`);
+  const swap = (value: unknown) => (value === url ? direct : value);
+  return JSON.parse(JSON.stringify(job), (_key, value) => swap(value));
+}
+
+/**
+ * The client runs (fortio, download, SSE; E1-E7 and C), the mTLS matrix (E2, E8) and the mesh's
+ * preconditions (the namespace's label, pods restarted into the mesh).
+ */
+export class ClientSteps {
+  constructor(private readonly ctx: StepContext) {}
+
+  planJob(run: NetworkRun, name: string): JobObject {
+    const job = this.ctx.deps.planJobs?.[name] ?? runJobs(this.ctx.deps.jobs, run)[name];
+    if (!job) throw new Error(`no Job ${name} for run ${run.id} (jobs.json is from another plan?)`);
+    return job;
+  }
+
+  /** fortio, download and SSE: one client Job, with the server sidecar's counters around it on mesh arms. */
+  async clientRun(run: NetworkRun, clientNamespace: string, url: string): Promise<KindOutcome> {
+    const name = networkJobName(run.id);
+    const server = serviceOfUrl(url, clientNamespace);
+    const meshed = clientNamespace === MESH_NAMESPACE && this.ctx.cell.mesh === 'sidecar';
+    const reasons: string[] = [];
+    const serverPods = await this.ctx.cluster.listPods(server.namespace, `app=${server.service}`);
+    let job = this.planJob(run, name);
+    if (run.experiment === 'C') {
+      // Calibration factors the host out, so it must not go through the datapath under test: the
+      // client reaches the server pod by its IP, not through the Service's ClusterIP.
+      const podIp = serverPods.find((p) => p.ready && p.podIp !== '')?.podIp;
+      if (!podIp)
+        return {
+          job: 'failed',
+          pods: [],
+          reasons: [
+            `not started: no ready ${server.service} pod with an IP in ${server.namespace} to calibrate against`,
+          ],
+        };
+      job = withServerAddress(job, url, podIp);
+    }
+    let before: MtlsMetricEvidence | undefined;
+    if (meshed) {
+      await this.ctx.phase('scraping the server sidecar');
+      before = await this.scrapeSidecars(serverPods, reasons);
+    }
+    const file =
+      run.spec.kind === 'fortio'
+        ? OUTPUT_FILES.fortio
+        : run.spec.kind === 'sse'
+          ? OUTPUT_FILES.sse
+          : OUTPUT_FILES.curl;
+    const done = await this.ctx.jobs.runJob(run, job, file);
+    const result = done.text === undefined ? undefined : this.readClientResult(run, done.text, reasons);
+    if (done.text === undefined)
+      reasons.push(`job/${name} ${done.outcome} and left no result file (${file})`);
+    else if (done.outcome !== 'succeeded') reasons.push(`job/${name} ${done.outcome}`);
+    let mtlsMetrics: MtlsMetricEvidence | undefined;
+    if (meshed && before) {
+      await this.ctx.phase('scraping the server sidecar');
+      const after = await this.scrapeSidecars(
+        await this.ctx.cluster.listPods(server.namespace, `app=${server.service}`),
+        reasons,
+      );
+      if (after) {
+        try {
+          mtlsMetrics = mtlsDelta(before, after);
+        } catch (error) {
+          reasons.push(`server sidecar counters: ${(error as Error).message}`);
+        }
+      }
+    }
+    return {
+      job: done.outcome,
+      ...(result ? { result } : {}),
+      pods: [...done.pods, ...serverPods].map(meshEvidence),
+      ...(mtlsMetrics ? { mtlsMetrics } : {}),
+      reasons,
+    };
+  }
+
+  readClientResult(run: NetworkRun, text: string, reasons: string[]): NetworkRunResult | undefined {
+    try {
+      switch (run.spec.kind) {
+        case 'fortio':
+          return { kind: 'fortio', raw: text };
+        case 'download':
+          return { kind: 'download', download: parseCurlResult(text) };
+        case 'sse':
+          return { kind: 'sse', sse: JSON.parse(text) };
+        default:
+          throw new Error(`internal: ${run.spec.kind} is not a client run`);
+      }
+    } catch (error) {
+      reasons.push(`result file of ${run.id} does not parse: ${(error as Error).message}`);
+      return undefined;
+    }
+  }
+
+  /** The server pods' sidecar counters, summed; undefined (with a reason) when a scrape fails. */
+  async scrapeSidecars(
+    pods: readonly NetworkPodState[],
+    reasons: string[],
+  ): Promise<MtlsMetricEvidence | undefined> {
+    if (pods.length === 0) {
+      reasons.push('mTLS evidence missing: no server pod found');
+      return undefined;
+    }
+    const sum: { requestsBySecurityPolicy: Record<string, number>; tcpConnectionsOpened: number } = {
+      requestsBySecurityPolicy: {},
+      tcpConnectionsOpened: 0,
+    };
+    for (const pod of pods) {
+      try {
+        const counters = mtlsCounters(await this.ctx.sidecars.scrape(pod.podIp));
+        for (const [p, n] of Object.entries(counters.requestsBySecurityPolicy))
+          sum.requestsBySecurityPolicy[p] = (sum.requestsBySecurityPolicy[p] ?? 0) + n;
+        sum.tcpConnectionsOpened += counters.tcpConnectionsOpened;
+      } catch (error) {
+        reasons.push(
+          `mTLS evidence missing: sidecar metrics of ${pod.namespace}/${pod.name} not read: ${(error as Error).message}`,
+        );
+        return undefined;
+      }
+    }
+    return sum;
+  }
+
+  /** E2/E8: one curl Job per case; the observed outcome beside the expected one. */
+  async mtlsRun(run: NetworkRun, spec: MtlsRunSpec): Promise<KindOutcome> {
+    const cases: MtlsCaseResult[] = [];
+    const pods: PodMeshEvidence[] = [];
+    const reasons: string[] = [];
+    let job: NetworkJobOutcome = 'succeeded';
+    for (const c of spec.cases) {
+      await this.ctx.phase(`mTLS case ${c.id}`);
+      const name = mtlsCaseJobName(run.id, c.id);
+      const done = await this.ctx.jobs.runJob(run, this.planJob(run, name), OUTPUT_FILES.curl);
+      pods.push(...done.pods.map(meshEvidence));
+      if (done.outcome !== 'succeeded') job = done.outcome;
+      let observed = null;
+      if (done.text === undefined)
+        reasons.push(`case ${c.id}: job/${name} ${done.outcome} and left no result file`);
+      else {
+        try {
+          observed = curlOutcome(parseCurlResult(done.text));
+        } catch (error) {
+          reasons.push(`case ${c.id}: ${(error as Error).message}`);
+        }
+      }
+      cases.push({ id: c.id, expected: c.expected, observed });
+      await this.ctx.say(
+        `${run.id} ${c.id}: expected HTTP ${c.expected.httpCode}/exit ${c.expected.curlExit}, observed ${observed ? `HTTP ${observed.httpCode}/exit ${observed.curlExit}` : 'nothing'}`,
+      );
+    }
+    return { job, result: { kind: 'mtls', cases }, pods, reasons };
+  }
+
+  async namespaceLabelled(namespace: string): Promise<string | undefined> {
+    const labels = await this.ctx.cluster.namespaceLabels(namespace);
+    if (!labels) return `namespace ${namespace} does not exist`;
+    const missing = Object.entries(meshNamespaceLabels(this.ctx.cell.mesh)).filter(
+      ([k, v]) => labels[k] !== v,
+    );
+    if (missing.length === 0) return undefined;
+    return `namespace ${namespace} lacks the label ${missing.map(([k, v]) => `${k}=${v}`).join(', ')} that mesh ${this.ctx.cell.mesh} needs (the cell's namespaces chart sets it)`;
+  }
+
+  /** Whether a pod joined the cell's mesh: a native sidecar, or ambient's redirection. */
+  meshed(pod: NetworkPodState): boolean {
+    if (this.ctx.cell.mesh === 'sidecar') return pod.hasSidecar;
+    if (this.ctx.cell.mesh === 'ambient')
+      return pod.annotations[AMBIENT_REDIRECTION_ANNOTATION] === 'enabled';
+    return true;
+  }
+
+  /** Pods created before the label carry no sidecar: they are deleted and their replacements waited for. */
+  async podsRestarted(namespace: string): Promise<string | undefined> {
+    const selector = '!job-name';
+    const stale = (await this.ctx.cluster.listPods(namespace, selector)).filter((pod) => !this.meshed(pod));
+    for (const pod of stale) {
+      await this.ctx.say(
+        `pod ${namespace}/${pod.name} is not in the mesh (created before the label?): deleting it`,
+      );
+      await this.ctx.cluster.deletePod(namespace, pod.name);
+    }
+    const staleUids = new Set(stale.map((p) => p.uid));
+    return this.ctx.jobs.waitFor(`pods of ${namespace} in the mesh and ready`, async () => {
+      const pods = await this.ctx.cluster.listPods(namespace, selector);
+      const bad = pods.filter((p) => staleUids.has(p.uid) || !p.ready || !this.meshed(p));
+      return bad.length === 0
+        ? undefined
+        : bad
+            .map(
+              (p) => `${p.name}${this.meshed(p) ? '' : ' (not in the mesh)'}${p.ready ? '' : ' (not ready)'}`,
+            )
+            .join(', ');
+    });
+  }
+}

@@ -1,0 +1,155 @@
+import type {
+  ConntrackRunSpec,
+  NetworkJobOutcome,
+  NetworkRun,
+  PodMeshEvidence,
+} from '../../network/study/model.ts';
+import { CONNTRACK_READ_SCRIPT, conntrackSetScript, countOf, keyValues } from './host-output.ts';
+import { conntrackDriverJob, OUTPUT_FILES } from './jobs.ts';
+import { networkJobName } from './layout.ts';
+import { type KindOutcome, meshEvidence, type StepContext } from './runner-context.ts';
+
+/** E10 (conntrack table full): set the limit, drive the connections, restore the limit. */
+export class ConntrackSteps {
+  /** The host's own nf_conntrack_max, read before the study's first E10 step (or from its record). */
+  conntrackDefault: number | undefined;
+
+  /** `recordDefault` keeps the host default in the study record before any limit is lowered. */
+  constructor(
+    private readonly ctx: StepContext,
+    private readonly recordDefault: (limit: number) => Promise<void>,
+  ) {}
+
+  /** The host default: recorded earlier in the study, else read now (before anything is written). */
+  private async hostDefault(run: NetworkRun): Promise<number> {
+    if (this.conntrackDefault !== undefined) return this.conntrackDefault;
+    const values = keyValues(
+      await this.ctx.jobs.hostOutput(`ct-default-${run.id}`, run.id, CONNTRACK_READ_SCRIPT),
+    );
+    const limit = countOf(values, 'max', 'the conntrack read Job');
+    this.conntrackDefault = limit;
+    await this.recordDefault(limit);
+    await this.ctx.say(`${run.id}: the host's nf_conntrack_max is ${limit}; every E10 step restores it`);
+    return limit;
+  }
+
+  /** E10: set the limit, drive the connections, and ALWAYS restore the limit. */
+  async conntrackRun(run: NetworkRun, spec: ConntrackRunSpec): Promise<KindOutcome> {
+    const reasons: string[] = [];
+    let limitBefore: number;
+    let limit: number;
+    let baseline: number;
+    await this.ctx.phase('setting the conntrack limit');
+    let hostDefault: number;
+    try {
+      hostDefault = await this.hostDefault(run);
+    } catch (error) {
+      return {
+        job: 'failed',
+        pods: [],
+        reasons: [
+          `the host's nf_conntrack_max not read, so no limit was lowered: ${(error as Error).message}`,
+        ],
+      };
+    }
+    try {
+      const script = spec.limit === 'default' ? CONNTRACK_READ_SCRIPT : conntrackSetScript(spec.limit);
+      const values = keyValues(await this.ctx.jobs.hostOutput(`ct-set-${run.id}`, run.id, script));
+      limitBefore = countOf(values, spec.limit === 'default' ? 'max' : 'before', 'the conntrack Job');
+      limit = countOf(values, 'max', 'the conntrack Job');
+      baseline = countOf(values, 'count', 'the conntrack Job');
+    } catch (error) {
+      // The limit may have been written before the read failed: put back the host's own limit.
+      const restore = await this.restoreLimit(run, hostDefault);
+      return {
+        job: 'failed',
+        pods: [],
+        reasons: [`conntrack limit not set: ${(error as Error).message}`, ...restore.reasons],
+      };
+    }
+    if (spec.limit !== 'default' && limit !== spec.limit)
+      reasons.push(`nf_conntrack_max reads ${limit} after writing ${spec.limit}`);
+    let driver = null;
+    let job: NetworkJobOutcome = 'failed';
+    let pods: PodMeshEvidence[] = [];
+    let restored: number | null = null;
+    try {
+      await this.ctx.phase('driving connections');
+      const name = networkJobName(run.id, 'driver');
+      const done = await this.ctx.jobs.runJob(
+        run,
+        conntrackDriverJob(this.ctx.deps.jobs, name, run.id, spec.connections, spec.connectTimeoutSeconds),
+        OUTPUT_FILES.conntrackDriver,
+      );
+      job = done.outcome;
+      pods = done.pods.map(meshEvidence);
+      if (done.text === undefined) reasons.push(`job/${name} ${done.outcome} and left no result file`);
+      else driver = JSON.parse(done.text);
+    } catch (error) {
+      reasons.push(`conntrack driver: ${(error as Error).message}`);
+    } finally {
+      await this.ctx.phase('restoring the conntrack limit');
+      // The default step wrote nothing; it still writes the default back if it found another value.
+      const write = spec.limit === 'default' && limitBefore === hostDefault ? undefined : hostDefault;
+      const restore = await this.restoreLimit(run, write);
+      restored = restore.limitAfterRestore;
+      reasons.push(...restore.reasons);
+    }
+    return {
+      job,
+      result: {
+        kind: 'conntrack',
+        conntrack: {
+          limitBefore,
+          limit,
+          baseline,
+          limitAfterRestore: restored,
+          restoredTo: hostDefault,
+          driver,
+        },
+      },
+      pods,
+      reasons,
+    };
+  }
+
+  /**
+   * Writes `limit` back (the host default; undefined: only read it back) and reads
+   * it; tried twice, so one failed Job does not leave the host with a small table.
+   */
+  async restoreLimit(
+    run: NetworkRun,
+    limit: number | undefined,
+  ): Promise<{ limitAfterRestore: number | null; reasons: string[] }> {
+    let last = '';
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      try {
+        const script = limit === undefined ? CONNTRACK_READ_SCRIPT : conntrackSetScript(limit);
+        const values = keyValues(await this.ctx.jobs.hostOutput(`ct-restore-${run.id}`, run.id, script));
+        const after = countOf(values, 'max', 'the conntrack restore Job');
+        if (limit !== undefined && after !== limit) {
+          last = `nf_conntrack_max reads ${after} after restoring ${limit}`;
+          continue;
+        }
+        await this.ctx.say(`${run.id}: nf_conntrack_max is ${after} after the step`);
+        return { limitAfterRestore: after, reasons: [] };
+      } catch (error) {
+        last = (error as Error).message;
+        await this.ctx.say(`${run.id}: restoring the conntrack limit failed (try ${attempt}/2): ${last}`);
+      }
+    }
+    return { limitAfterRestore: null, reasons: [`conntrack limit not restored: ${last}`] };
+  }
+
+  /** Waits (each poll a short host Job) until the conntrack table holds fewer than `max` entries. */
+  async conntrackBaseline(run: NetworkRun, max: number): Promise<string | undefined> {
+    let poll = 0;
+    return this.ctx.jobs.waitFor(`fewer than ${max} conntrack entries`, async () => {
+      const values = keyValues(
+        await this.ctx.jobs.hostOutput(`ct-read-${run.id}-${++poll}`, run.id, CONNTRACK_READ_SCRIPT),
+      );
+      const count = countOf(values, 'count', 'the conntrack read Job');
+      return count < max ? undefined : `${count} entries`;
+    });
+  }
+}

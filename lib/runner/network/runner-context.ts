@@ -1,0 +1,124 @@
+import type { NetworkCell } from '../../config/network.ts';
+import type { LabConfig } from '../../config/schema.ts';
+import type {
+  MtlsMetricEvidence,
+  NetworkJobOutcome,
+  NetworkRunResult,
+  PodMeshEvidence,
+} from '../../network/study/model.ts';
+import type {
+  Clock,
+  JobObject,
+  NetworkCluster,
+  NetworkPodState,
+  NetworkResultStore,
+  NetworkStudyFiles,
+  ServiceObject,
+  SidecarMetrics,
+} from '../ports.ts';
+import type { RetryPolicy } from '../retry.ts';
+import type { NetworkJobContext } from './jobs.ts';
+
+/**
+ * What the network runner's parts share: its I/O (the ports), its settings, and the few things
+ * every step needs of the runner (logging, the phase shown in status.json, the study folder, the
+ * Job driver). The runner (run-network-study.ts) implements it; each experiment's steps take it.
+ */
+
+/** The network runner's I/O, behind the ports (ports.ts). */
+export interface NetworkRunnerDeps {
+  readonly cluster: NetworkCluster;
+  readonly sidecars: SidecarMetrics;
+  readonly store: NetworkResultStore;
+  readonly clock: Clock;
+  /** What the Job builders need (jobs.ts). */
+  readonly jobs: NetworkJobContext;
+  /**
+   * The plan's static Jobs by name, as the runner's ConfigMap carries them (`jobs.json`).
+   * @default built from `jobs` with `runJobs`
+   */
+  readonly planJobs?: Readonly<Record<string, JobObject>>;
+  /** The E9 Service template (charts/network/service-scale.ts `scaleServiceTemplate`). */
+  readonly serviceTemplate: ServiceObject;
+  readonly log: (line: string) => void;
+}
+
+export interface NetworkRunnerOptions {
+  /** How long one Job may run before it is deleted and recorded as timed out. @default 15 minutes */
+  readonly jobTimeoutMs?: number;
+  /** How often Jobs, pods and endpoints are polled. @default 2 seconds */
+  readonly pollIntervalMs?: number;
+  /** How often a progress line is logged while waiting. @default 1 minute */
+  readonly progressEveryMs?: number;
+  /** How long a precondition (pods restarted, Services ready, conntrack baseline) may take. @default 10 minutes */
+  readonly readyTimeoutMs?: number;
+  /** Retries of the Kubernetes API and the sidecar scrapes. @default 5 tries, 1 s doubling up to 30 s */
+  readonly retry?: RetryPolicy;
+}
+
+export type Resolved<T> = { readonly [K in keyof T]-?: T[K] };
+
+/** A run's kind-specific outcome before judgment. */
+export interface KindOutcome {
+  readonly job: NetworkJobOutcome;
+  readonly result?: NetworkRunResult;
+  readonly pods: readonly PodMeshEvidence[];
+  readonly mtlsMetrics?: MtlsMetricEvidence;
+  /** What the runner found wrong (not started, no result file, restore failed, ...). */
+  readonly reasons: readonly string[];
+}
+
+/** What a finished Job left. */
+export interface JobRun {
+  readonly outcome: NetworkJobOutcome;
+  /** The output file's text; undefined when the Job wrote none. */
+  readonly text: string | undefined;
+  readonly pods: readonly NetworkPodState[];
+}
+
+/** The Job side of the runner (job-driver.ts), as the steps use it. */
+export interface JobDriverPort {
+  runJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
+  startJob(run: { readonly id: string } | undefined, job: JobObject): Promise<void>;
+  finishJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
+  hostOutput(step: string, runId: string, script: string, cilium?: boolean): Promise<string>;
+  waitFor(what: string, check: () => Promise<string | undefined>): Promise<string | undefined>;
+}
+
+/** What a step of the study needs of the runner. */
+export interface StepContext {
+  readonly deps: NetworkRunnerDeps;
+  readonly config: LabConfig;
+  readonly cell: NetworkCell;
+  /** The cell's API, retried (cluster-retry.ts). */
+  readonly cluster: NetworkCluster;
+  readonly sidecars: SidecarMetrics;
+  readonly options: Resolved<NetworkRunnerOptions>;
+  readonly jobs: JobDriverPort;
+  say(line: string): Promise<void>;
+  /** Names what the active run is doing (status.json, the log). */
+  phase(phase: string): Promise<void>;
+  /** A progress line when one is due, and status.json. */
+  progress(): Promise<void>;
+  studyFiles(): NetworkStudyFiles;
+}
+
+export function meshEvidence(pod: NetworkPodState): PodMeshEvidence {
+  return { pod: pod.name, namespace: pod.namespace, node: pod.node, hasSidecar: pod.hasSidecar };
+}
+
+/** Runs `fn` over `items`, at most `limit` at once. */
+export async function forEachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++];
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+}

@@ -1,0 +1,36 @@
+import type { LabConfig } from '../../config/schema.ts';
+import type { NetworkStudyRecord } from '../../network/study/model.ts';
+import { chooseLatestUnfinished } from '../study-files.ts';
+import { configHash, newStudyId, type StudyChoice } from '../study-id.ts';
+
+/** Which study a starting network runner works on (the first lab's shape, study-id.ts). */
+export type NetworkStudyChoice = StudyChoice;
+
+/**
+ * The study to work on (as `chooseStudy` of study-id.ts for the first lab): with `fresh` a new
+ * one; else the latest unfinished study of this cell whose id carries this configuration's hash;
+ * else a new one.
+ */
+export function chooseNetworkStudy(
+  stored: readonly NetworkStudyRecord[],
+  config: LabConfig,
+  cell: string,
+  now: Date,
+  fresh: boolean,
+): NetworkStudyChoice {
+  const hash = configHash(config);
+  return chooseLatestUnfinished({
+    fresh,
+    newId: newStudyId(config, now),
+    resumable: () =>
+      stored
+        .filter((s) => s.cell === cell && s.state !== 'finished' && s.studyId.endsWith(`-${hash}`))
+        .map((s) => ({ id: s.studyId, startedAt: s.startedAt })),
+    resumeWhy: (latest) =>
+      `study ${latest.id} (started ${latest.startedAt}) is an unfinished study of this cell and configuration`,
+    noneWhy:
+      stored.length === 0
+        ? 'no earlier network study in the results folder'
+        : `none of the ${stored.length} earlier studies is an unfinished study of cell ${cell} with this configuration`,
+  });
+}
