@@ -62,7 +62,8 @@ export function registerPlanCommand(program: Command): void {
     .option('--cell <name>', 'network lab: plan only this cell')
     .action(async (options: PlanOverrides & { json?: boolean; cell?: string }) => {
       const { loadLabConfig } = await import('../config/load.ts');
-      const { config } = loadLabConfig({ file: program.opts().config });
+      const { config, warnings } = loadLabConfig({ file: program.opts().config });
+      for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
       const { cell, json, ...whatIf } = options;
       if (config.lab === 'network') {
         const given = Object.keys(whatIf).filter((k) => whatIf[k as keyof PlanOverrides] !== undefined);

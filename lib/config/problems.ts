@@ -65,7 +65,9 @@ function explain(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
     case 'invalid_type':
       if (issue.expected === 'int') return 'must be a whole number';
-      return issue.input === undefined ? `is required (a ${issue.expected})` : `must be a ${issue.expected}`;
+      return issue.input === undefined
+        ? `is required (${withArticle(issue.expected)})`
+        : `must be ${withArticle(issue.expected)}`;
     case 'too_small':
       if (issue.origin === 'array') return `needs at least ${issue.minimum} item(s)`;
       if (issue.origin === 'string') return 'must not be empty';
@@ -82,6 +84,11 @@ function explain(issue: z.core.$ZodIssue): string {
     default:
       return issue.message;
   }
+}
+
+/** "a number", "an array": zod names the expected type with a bare word. */
+export function withArticle(noun: string): string {
+  return `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
 }
 
 function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
