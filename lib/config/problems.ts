@@ -101,7 +101,7 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 }
 
 /** "did you mean" for a mistyped key: the allowed key with the smallest edit distance, if close. */
-function suggestion(key: string, allowed: readonly string[]): string {
+export function suggestion(key: string, allowed: readonly string[]): string {
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const candidate of allowed) {
