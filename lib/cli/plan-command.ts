@@ -96,7 +96,7 @@ export function registerPlanCommand(program: Command): void {
       const price = hosts.length > 0 ? clusterPricePerHourUsd(hosts) : config.instance.pricePerHourUsd;
       const estimate = estimateStudy(studied, studyPlan(studied), DEFAULT_RUN_OVERHEADS, price);
       // A serial study on a cluster with the GPUs for a second replica pair: what opting in would give.
-      const { replicaGpuCount } = await import('../config/placement.ts');
+      const { replicaGpuCount } = await import('../config/placement-fit.ts');
       const sets = studied.study.optionalArms.includes('llmd-precise') ? 3 : 2;
       const paired =
         studied.study.parallelism === 1 &&

@@ -2,8 +2,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
+import { LabConfigSchema } from './checked.ts';
 import { describeIssues, LabConfigError } from './problems.ts';
-import { type LabConfig, LabConfigSchema } from './schema.ts';
+import type { LabConfig } from './schema.ts';
 import { configWarnings } from './warnings.ts';
 
 /** The environment variable naming an override file; honoured by both synthesizers and the CLI. */

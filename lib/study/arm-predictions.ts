@@ -1,6 +1,6 @@
+import { CACHE_AWARE_DEFAULTS } from '../config/router-defaults.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { type Arm, studyArms } from './arms.ts';
-import { CACHE_AWARE_DEFAULTS } from './router-defaults.ts';
 import {
   type Routing,
   type SimulationInput,
