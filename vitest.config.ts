@@ -14,10 +14,10 @@ export default defineConfig({
     maxWorkers: Math.max(2, availableParallelism()),
     // Test files of a worker share its modules. Loading aws-cdk-lib, zod and the lab, and the
     // first CDK synthesis of a process, cost more CPU than most files' tests; isolated, every file
-    // paid them again. Shared modules also let the fixtures in test/shared.ts (a synthesized
-    // stack, a synthesized cluster) be built once per worker. The price: a test must not leave
-    // global state behind (a mocked SDK client is reset in beforeEach, environment is passed in,
-    // not set on process.env). docs/testing.md says how to find the slowest files.
+    // paid them again. Shared modules also let aws-cdk-lib's asset cache bundle each Lambda handler
+    // once per worker (test/aws/app.ts). The price: a test must not leave global state behind (a
+    // mocked SDK client is mocked afresh in beforeEach, environment is passed in, not set on
+    // process.env). docs/testing.md has the rules and how to find the slowest files.
     isolate: false,
     // CDK synthesis of a full stack takes seconds on a 2-core machine, and a worker's first one
     // (loading most of aws-cdk-lib) about ten seconds of CPU: minutes on a machine shared with others.
