@@ -20,7 +20,7 @@ export default defineConfig({
     // process.env). docs/testing.md has the rules and how to find the slowest files.
     isolate: false,
     // CDK synthesis of a full stack takes seconds on a 2-core machine, and a worker's first one
-    // (loading most of aws-cdk-lib) about ten seconds of CPU: minutes on a machine shared with others.
+    // about ten seconds of CPU (later ones about one): minutes on a machine shared with others.
     testTimeout: 120_000,
     hookTimeout: 120_000,
   },
