@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
@@ -5,8 +6,22 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // A temporary folder per run, removed at its end (npm test leaves nothing behind).
     globalSetup: ['test/global-temp.ts'],
-    // CDK synthesis of a full stack takes seconds on a 2-core machine.
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Child processes, not worker threads: tests spawn shells and the CLI, and a crashed native
+    // child (Chromium) cannot take the runner down with it.
+    pool: 'forks',
+    // One worker per core, all of them: vitest's default keeps one core free, which on a 2-core
+    // machine means one worker and the whole suite in one line.
+    maxWorkers: Math.max(2, availableParallelism()),
+    // Test files of a worker share its modules. Loading aws-cdk-lib, zod and the lab, and the
+    // first CDK synthesis of a process, cost more CPU than most files' tests; isolated, every file
+    // paid them again. Shared modules also let aws-cdk-lib's asset cache bundle each Lambda handler
+    // once per worker (test/aws/app.ts). The price: a test must not leave global state behind (a
+    // mocked SDK client is mocked afresh in beforeEach, environment is passed in, not set on
+    // process.env). docs/testing.md has the rules and how to find the slowest files.
+    isolate: false,
+    // CDK synthesis of a full stack takes seconds on a 2-core machine, and a worker's first one
+    // about ten seconds of CPU (later ones about one): minutes on a machine shared with others.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
   },
 });

@@ -4,6 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { AI_GATEWAY_RESOURCE_SCHEMAS, envoyGatewayConfigSchema } from '../../charts/ai-gateway/schemas.ts';
 import { fieldPath, isRecord, type KubeObject, record, text } from './manifest.ts';
+import { unknownFieldViolations } from './unknown-fields.ts';
 import { type Note, note, SCHEMA, type Violation, violation } from './violation.ts';
 
 /**
@@ -317,7 +318,7 @@ export function validateSchema(object: KubeObject): SchemaResult {
   const violations = metadataViolations(object);
   const model = builtInModel(object.apiVersion, object.kind);
   if (model) {
-    violations.push(...builtInViolations(object, model));
+    violations.push(...builtInViolations(object, model), ...unknownFieldViolations(object));
     if (object.kind === 'ConfigMap' && object.apiVersion === 'v1')
       violations.push(...configMapViolations(object));
     return { violations, notes: [] };

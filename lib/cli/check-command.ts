@@ -71,6 +71,7 @@ export function registerCheckCommand(program: Command): void {
         file: program.opts().config,
       }).config;
       const placement = await import('../config/placement.ts');
+      const { budgetNodes } = await import('../config/placement-fit.ts');
       const pods = placement.labPlacement(config);
       // A node size on the command line is the one node; else each host of the configuration.
       const oneNode = options.nodeCpu !== undefined || options.nodeMemoryGib !== undefined;
@@ -80,7 +81,7 @@ export function registerCheckCommand(program: Command): void {
         nodeMemoryGiB: options.nodeMemoryGib ?? config.instance.memoryGiB,
         budgetCluster: oneNode
           ? undefined
-          : { nodes: placement.budgetNodes(config), runnerNodeSelector: pods.runner.nodeSelector },
+          : { nodes: budgetNodes(config), runnerNodeSelector: pods.runner.nodeSelector },
         placement: pods,
         clusterRoles: placement.clusterNodeRoles(config),
       });

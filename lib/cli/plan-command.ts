@@ -66,7 +66,10 @@ export function registerPlanCommand(program: Command): void {
     )
     .action(async (options: PlanOverrides & { json?: boolean; cell?: string; calibrateFrom?: string }) => {
       const { loadLabConfig } = await import('../config/load.ts');
-      const { config } = loadLabConfig({ file: program.opts().config });
+      const { config, warnings } = loadLabConfig({ file: program.opts().config });
+      for (const warning of warnings)
+        process.stderr.write(`warning: ${warning}
+`);
       const { cell, json, calibrateFrom, ...whatIf } = options;
       if (config.lab === 'network') {
         const given = Object.keys(whatIf).filter((k) => whatIf[k as keyof PlanOverrides] !== undefined);
@@ -130,7 +133,7 @@ export function registerPlanCommand(program: Command): void {
       const price = hosts.length > 0 ? clusterPricePerHourUsd(hosts) : config.instance.pricePerHourUsd;
       const estimate = estimateStudy(studied, studyPlan(studied), DEFAULT_RUN_OVERHEADS, price);
       // A serial study on a cluster with the GPUs for a second replica pair: what opting in would give.
-      const { replicaGpuCount } = await import('../config/placement.ts');
+      const { replicaGpuCount } = await import('../config/placement-fit.ts');
       const sets = studied.study.optionalArms.includes('llmd-precise') ? 3 : 2;
       const paired =
         studied.study.parallelism === 1 &&

@@ -2,8 +2,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
+import { LabConfigSchema } from './checked.ts';
 import { describeIssues, LabConfigError } from './problems.ts';
-import { type LabConfig, LabConfigSchema } from './schema.ts';
+import type { LabConfig } from './schema.ts';
 import { configWarnings } from './warnings.ts';
 
 /** The environment variable naming an override file; honoured by both synthesizers and the CLI. */
@@ -30,7 +31,14 @@ export function loadLabConfig(options: LoadOptions = {}): LoadedLabConfig {
   const file = options.file || env[LAB_CONFIG_ENV] || undefined;
   if (!file) return withWarnings(parseLabConfig({}, 'defaults'), 'defaults');
   const path = resolve(options.cwd ?? process.cwd(), file);
-  return withWarnings(parseLabConfig(readOverrides(path), path), path);
+  const overrides = readOverrides(path);
+  const loaded = withWarnings(parseLabConfig(overrides ?? {}, path), path);
+  if (overrides !== undefined) return loaded;
+  // An empty file is valid YAML for "no settings", but rarely what its author meant.
+  return {
+    ...loaded,
+    warnings: [`${path} is empty: every setting has its default (the published lab)`, ...loaded.warnings],
+  };
 }
 
 /** Validates an override object (already parsed) against the schema; throws `LabConfigError`. */
@@ -49,7 +57,8 @@ function withWarnings(config: LabConfig, source: string): LoadedLabConfig {
   return { config, source, warnings: configWarnings(config) };
 }
 
-function readOverrides(path: string): unknown {
+/** The file's settings, or undefined when it holds none (empty, or only comments). */
+function readOverrides(path: string): object | undefined {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -64,7 +73,7 @@ function readOverrides(path: string): unknown {
     const message = error instanceof YAMLParseError ? error.message : String(error);
     throw new LabConfigError([{ setting: '(file)', message: `not valid YAML: ${message}` }], path);
   }
-  if (data === null || data === undefined) return {};
+  if (data === null || data === undefined) return undefined;
   if (typeof data !== 'object' || Array.isArray(data)) {
     throw new LabConfigError(
       [{ setting: '(file)', message: 'must be a YAML mapping of settings, e.g. "vllm: {replicas: 2}"' }],

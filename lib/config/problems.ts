@@ -65,7 +65,9 @@ function explain(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
     case 'invalid_type':
       if (issue.expected === 'int') return 'must be a whole number';
-      return issue.input === undefined ? `is required (a ${issue.expected})` : `must be a ${issue.expected}`;
+      return issue.input === undefined
+        ? `is required (${withArticle(issue.expected)})`
+        : `must be ${withArticle(issue.expected)}`;
     case 'too_small':
       if (issue.origin === 'array') return `needs at least ${issue.minimum} item(s)`;
       if (issue.origin === 'string') return 'must not be empty';
@@ -84,6 +86,11 @@ function explain(issue: z.core.$ZodIssue): string {
   }
 }
 
+/** "a number", "an array": zod names the expected type with a bare word. */
+export function withArticle(noun: string): string {
+  return `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
+}
+
 function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
   let node: unknown = root;
   for (const key of path) {
@@ -94,7 +101,7 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 }
 
 /** "did you mean" for a mistyped key: the allowed key with the smallest edit distance, if close. */
-function suggestion(key: string, allowed: readonly string[]): string {
+export function suggestion(key: string, allowed: readonly string[]): string {
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const candidate of allowed) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { LabConfigSchema } from './schema.ts';
+import { LabConfigFieldsSchema } from './schema.ts';
 
 /**
  * The configuration reference in docs/configuration.md, generated from the schema so that the two
@@ -28,7 +28,7 @@ interface Node {
 
 /** Markdown table of every setting: name, default, what is allowed, what it does. */
 export function configReference(): string {
-  const root = z.toJSONSchema(LabConfigSchema, { io: 'input', unrepresentable: 'any' }) as Node;
+  const root = z.toJSONSchema(LabConfigFieldsSchema, { io: 'input', unrepresentable: 'any' }) as Node;
   const rows: string[][] = [];
   walk(root, '', rows);
   const lines = [

@@ -14,14 +14,8 @@ import {
   resourceBudget,
 } from '../study/resources.ts';
 import { networkProblems } from './network-rules.ts';
-import {
-  budgetFitProblems,
-  clusterCapacity,
-  gpuWhereabouts,
-  knownClusterNodes,
-  placementProblems,
-  replicaGpuCount,
-} from './placement.ts';
+import { clusterCapacity, knownClusterNodes, placementProblems } from './placement.ts';
+import { budgetFitProblems, gpuWhereabouts, replicaGpuCount } from './placement-fit.ts';
 import type { LabConfig } from './schema.ts';
 
 /**

@@ -1,11 +1,10 @@
 import { z } from 'zod';
-import { CACHE_AWARE_DEFAULTS } from '../study/router-defaults.ts';
-import { ClusterSchema, clusterProblems } from './cluster.ts';
+import { ClusterSchema } from './cluster.ts';
 import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
 import { NetworkSchema } from './network.ts';
 import { PlacementSchema } from './placement.ts';
-import { crossCheck } from './rules.ts';
+import { CACHE_AWARE_DEFAULTS } from './router-defaults.ts';
 
 /**
  * The lab configuration: one typed object that feeds the CDK stack, the cdk8s charts, the study
@@ -367,47 +366,41 @@ const StudySchema = z
 export const LABS = ['llm-gateway', 'network'] as const;
 export type LabKind = (typeof LABS)[number];
 
-export const LabConfigSchema = z
-  .strictObject({
-    lab: z
-      .enum(LABS)
-      .default('llm-gateway')
-      .describe(
-        'Which lab this configuration deploys: the LLM-gateway lab, or the network lab (section network)',
-      ),
-    stackName: z
-      .string()
-      .regex(/^[A-Za-z][A-Za-z0-9-]{0,127}$/, 'must be a CloudFormation stack name')
-      .default('LlmGatewayLab')
-      .describe('CloudFormation stack name'),
-    namespace: dnsLabel('Kubernetes namespace of the lab').default('vllm'),
-    instance: InstanceSchema,
-    k3s: K3sSchema,
-    devicePlugin: DevicePluginSchema,
-    model: ModelSchema,
-    vllm: VllmSchema,
-    router: RouterSchema,
-    gaie: GaieSchema,
-    envoy: EnvoySchema,
-    aiGateway: AiGatewaySchema,
-    llmd: LlmdSchema,
-    benchmark: BenchmarkSchema,
-    workload: WorkloadSchema,
-    study: StudySchema,
-    runner: RunnerSchema,
-    placement: PlacementSchema,
-    network: NetworkSchema,
-    cluster: ClusterSchema,
-  })
-  // Cross-field rules run even when a field failed its own schema, so every problem shows at once.
-  .superRefine(
-    (config, ctx) => {
-      crossCheck(config, ctx);
-      for (const { path, message, input } of clusterProblems(config))
-        ctx.addIssue({ code: 'custom', path, message, input });
-    },
-    { when: () => true },
-  );
+/**
+ * Every setting with its own rules and default. The rules that relate settings to each other, some
+ * of which need the study model, are added above both (checked.ts: LabConfigSchema).
+ */
+export const LabConfigFieldsSchema = z.strictObject({
+  lab: z
+    .enum(LABS)
+    .default('llm-gateway')
+    .describe(
+      'Which lab this configuration deploys: the LLM-gateway lab, or the network lab (section network)',
+    ),
+  stackName: z
+    .string()
+    .regex(/^[A-Za-z][A-Za-z0-9-]{0,127}$/, 'must be a CloudFormation stack name')
+    .default('LlmGatewayLab')
+    .describe('CloudFormation stack name'),
+  namespace: dnsLabel('Kubernetes namespace of the lab').default('vllm'),
+  instance: InstanceSchema,
+  k3s: K3sSchema,
+  devicePlugin: DevicePluginSchema,
+  model: ModelSchema,
+  vllm: VllmSchema,
+  router: RouterSchema,
+  gaie: GaieSchema,
+  envoy: EnvoySchema,
+  aiGateway: AiGatewaySchema,
+  llmd: LlmdSchema,
+  benchmark: BenchmarkSchema,
+  workload: WorkloadSchema,
+  study: StudySchema,
+  runner: RunnerSchema,
+  placement: PlacementSchema,
+  network: NetworkSchema,
+  cluster: ClusterSchema,
+});
 
-export type LabConfig = z.output<typeof LabConfigSchema>;
-export type LabConfigInput = z.input<typeof LabConfigSchema>;
+export type LabConfig = z.output<typeof LabConfigFieldsSchema>;
+export type LabConfigInput = z.input<typeof LabConfigFieldsSchema>;

@@ -1,7 +1,7 @@
 import { cachePressure } from '../study/workload.ts';
 import { clusterWarnings } from './cluster.ts';
 import { networkWarnings } from './network-rules.ts';
-import { placementWarnings } from './placement.ts';
+import { placementWarnings } from './placement-fit.ts';
 import type { LabConfig } from './schema.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
+import { LabConfigSchema } from '../config/checked.ts';
 import { settingName } from '../config/problems.ts';
-import { LabConfigSchema } from '../config/schema.ts';
 import {
   CLIENT_RESULT_KEYS,
   type ClientResultKey,

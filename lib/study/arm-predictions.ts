@@ -1,10 +1,10 @@
-import type { LabConfig } from '../config/schema.ts';
-import { type Arm, studyArms } from './arms.ts';
 import {
   CACHE_AWARE_DEFAULTS,
   ROUTER_HEALTH_CHECK_INTERVAL_SECS,
   ROUTER_LOAD_RESET_EVERY_CHECKS,
-} from './router-defaults.ts';
+} from '../config/router-defaults.ts';
+import type { LabConfig } from '../config/schema.ts';
+import { type Arm, studyArms } from './arms.ts';
 import {
   type Routing,
   type SimulationInput,

@@ -1,9 +1,10 @@
-import { App, Validations } from 'aws-cdk-lib';
+import { Validations } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LabStack } from '../../lib/aws/lab-stack.ts';
 import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
+import { testApp } from './app.ts';
 import { ControlTowerChecks } from './control-tower.ts';
 
 /** Issue 17's cluster: the GPU host as server, two GPU agents and one CPU agent. */
@@ -18,7 +19,7 @@ const config = parseLabConfig({
 });
 
 function build() {
-  const app = new App();
+  const app = testApp();
   const stack = new LabStack(app, config.stackName, { config });
   return { app, stack };
 }
@@ -135,7 +136,7 @@ describe('LabStack with K3s agents (issue 17)', () => {
 
   it('relaunches the agents with a new server: their generation follows the server', () => {
     const generations = (c: typeof config) => {
-      const t = Template.fromStack(new LabStack(new App(), c.stackName, { config: c })).toJSON()
+      const t = Template.fromStack(new LabStack(testApp(), c.stackName, { config: c })).toJSON()
         .Resources as Resources;
       return Object.fromEntries(
         Object.entries(t)
@@ -181,7 +182,7 @@ describe('LabStack with K3s agents (issue 17)', () => {
   it('synthesizes the tracked example, examples/multi-node.yaml, offline', () => {
     const file = new URL('../../examples/multi-node.yaml', import.meta.url).pathname;
     const { config: example } = loadLabConfig({ file });
-    const t = Template.fromStack(new LabStack(new App(), example.stackName, { config: example }));
+    const t = Template.fromStack(new LabStack(testApp(), example.stackName, { config: example }));
     const launches = Object.keys(t.findResources('Custom::CapacityLaunch')).map((id) =>
       id.replace(/Launch.*$/, ''),
     );

@@ -12,6 +12,7 @@ import { LabStack, RESULTS_NONCURRENT_DAYS } from '../../lib/aws/lab-stack.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import { tempDir } from '../temp.ts';
+import { testApp } from './app.ts';
 import { ControlTowerChecks } from './control-tower.ts';
 
 const ACCOUNT = '123456789012';
@@ -19,7 +20,7 @@ const REGION = 'us-west-2';
 const AZS = ['us-west-2a', 'us-west-2b', 'us-west-2c', 'us-west-2d'];
 
 function build(config: LabConfig = defaultLabConfig(), env?: { account: string; region: string }) {
-  const app = new App({
+  const app = testApp({
     context: env ? { [`availability-zones:account=${env.account}:region=${env.region}`]: AZS } : {},
   });
   const stack = new LabStack(app, config.stackName, { config, ...(env ? { env } : {}) });
@@ -196,7 +197,7 @@ describe('LabStack', () => {
 
   it('launches a fresh host when asked with -c relaunch=<new value>', () => {
     const generationOf = (context: Record<string, string>) => {
-      const app = new App({ context });
+      const app = testApp({ context });
       const stack = new LabStack(app, 'LlmGatewayLab', { config: defaultLabConfig() });
       const launch = Object.values(Template.fromStack(stack).findResources('Custom::CapacityLaunch'))[0];
       return launch.Properties.Generation as string;

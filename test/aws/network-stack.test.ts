@@ -10,6 +10,7 @@ import { cellConstructId, LabStack, NETWORK_CELL_QUOTA } from '../../lib/aws/lab
 import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import { stackCells } from '../../lib/control/testbed.ts';
+import { testApp } from './app.ts';
 import { ControlTowerChecks } from './control-tower.ts';
 
 const example = () => loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
@@ -26,8 +27,9 @@ const withNftables = () =>
     },
   });
 
-function build(config: LabConfig) {
-  const app = new App();
+/** `ownFolder`: synthesize into a folder of its own, for a test that lists what the assembly holds. */
+function build(config: LabConfig, ownFolder = false) {
+  const app = ownFolder ? new App() : testApp();
   const stack = new LabStack(app, config.stackName, { config });
   return { app, stack };
 }
@@ -214,7 +216,7 @@ describe('a cell with its own instance type, and what each host boots with', () 
   });
 
   it('ships each cell its own settings.env (its K3s flags) and its own manifests folder', () => {
-    const assembly = build(withNftables()).app.synth();
+    const assembly = build(withNftables(), true).app.synth();
     const dirs = readdirSync(assembly.directory)
       .map((name) => join(assembly.directory, name))
       .filter((dir) => existsSync(join(dir, 'settings.env')));

@@ -5,7 +5,8 @@ import { benchmarkJob } from '../../charts/benchmark-job.ts';
 import { checkManifests, type KubeObject } from '../../lib/check/index.ts';
 import type { BudgetCluster } from '../../lib/check/rules/budget.ts';
 import { BUDGET } from '../../lib/check/violation.ts';
-import { type BudgetNode, budgetNodes, clusterNodeRoles, labPlacement } from '../../lib/config/placement.ts';
+import { clusterNodeRoles, labPlacement } from '../../lib/config/placement.ts';
+import { type BudgetNode, budgetNodes } from '../../lib/config/placement-fit.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
 import { synthLab } from '../charts/synth.ts';
 

@@ -101,7 +101,7 @@ describe('lab check', () => {
   it('sets the process exit code when run as a command', async () => {
     const dir = await manifestFolder(brokenTestbed());
     const run = promisify(execFile);
-    const error = await run('npx', ['tsx', 'bin/lab.ts', 'check', dir]).catch((e: unknown) => e);
+    const error = await run('bin/lab.ts', ['check', dir]).catch((e: unknown) => e);
     expect((error as { code: number }).code).toBe(1);
     expect((error as { stdout: string }).stdout).toContain('lesson 3  StatefulSet vllm/qwen3');
   });

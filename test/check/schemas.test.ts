@@ -26,6 +26,28 @@ describe('schema validation', () => {
     ]);
   });
 
+  it('rejects an unknown field as kubectl would: a misspelled container key, a Service field', () => {
+    const violations = schemaViolations((objects) => {
+      const router = find(objects, 'Deployment', 'router').spec as Json;
+      const pod = (router.template as Json).spec as { containers: Json[] };
+      pod.containers[0].imagePullPolicyy = 'Always';
+      (find(objects, 'Service', 'picker').spec as Json).selectr = { app: 'x' };
+    });
+    expect(violations.map((v) => `${v.object} ${v.field}: ${v.message}`)).toEqual([
+      'Deployment vllm/router spec.template.spec.containers[0].imagePullPolicyy: unknown field (did you mean "imagePullPolicy"?): kubectl rejects it (Kubernetes 1.34 apps/v1 Deployment schema)',
+      'Service vllm/picker spec.selectr: unknown field (did you mean "selector"?): kubectl rejects it (Kubernetes 1.34 v1 Service schema)',
+    ]);
+  });
+
+  it('knows every field the lab itself writes, maps and initialisms included', () => {
+    // labels, annotations, resources.limits are maps; clusterIP is spelled clusterIp by cdk8s.
+    const objects = goodTestbed();
+    const service = find(objects, 'Service', 'picker');
+    (service.spec as Json).clusterIP = 'None';
+    (service.metadata as Json).annotations = { 'example.com/any-key': 'x' };
+    expect(checkManifests(objects).filter((v) => v.lesson === SCHEMA)).toEqual([]);
+  });
+
   it('validates core kinds too (a Service port as a string)', () => {
     const violations = schemaViolations((objects) => {
       (find(objects, 'Service', 'picker').spec as { ports: Json[] }).ports[0].port = '9002';

@@ -10,13 +10,26 @@ import { mockClient } from 'aws-sdk-client-mock';
 
 /**
  * A deployed lab as the study commands see it through the AWS SDK: the mocked clients, and the
- * stack and instance they answer with. Each test file gets its own copy (vitest isolates files).
+ * stack and instance they answer with.
  */
 
-export const cfn = mockClient(CloudFormationClient);
-export const ec2 = mockClient(EC2Client);
-export const ssm = mockClient(SSMClient);
-export const s3 = mockClient(S3Client);
+export let cfn = mockClient(CloudFormationClient);
+export let ec2 = mockClient(EC2Client);
+export let ssm = mockClient(SSMClient);
+export let s3 = mockClient(S3Client);
+
+/**
+ * Mocks the four clients afresh, answering nothing yet: each test's beforeEach. The files of a
+ * worker share this module (vitest.config.ts: isolate false), and a file run between two of its
+ * users may have mocked the same client classes, which removes the stubs made here
+ * (aws-sdk-client-mock 4.1.0, mockClient: an existing stub is restored first).
+ */
+export function mockDeployedLab(): void {
+  cfn = mockClient(CloudFormationClient);
+  ec2 = mockClient(EC2Client);
+  ssm = mockClient(SSMClient);
+  s3 = mockClient(S3Client);
+}
 
 export const STACK = 'LlmGatewayLab';
 export const INSTANCE = 'i-0123456789abcdef0';

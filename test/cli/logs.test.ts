@@ -13,7 +13,7 @@ import { parseLabConfig } from '../../lib/config/load.ts';
 import { logSource } from '../../lib/control/logs.ts';
 import { tempDir } from '../temp.ts';
 import { captureOutput } from './capture.ts';
-import { BUCKET, cfn, deployed, ec2, INSTANCE, STACK, s3, ssm } from './deployed-lab.ts';
+import { BUCKET, cfn, deployed, INSTANCE, mockDeployedLab, STACK, s3, ssm } from './deployed-lab.ts';
 
 expect.extend(allCustomMatcher);
 
@@ -74,10 +74,7 @@ async function lab(...args: string[]): Promise<Run> {
 }
 
 beforeEach(() => {
-  cfn.reset();
-  ec2.reset();
-  ssm.reset();
-  s3.reset();
+  mockDeployedLab();
   vi.stubEnv('LAB_CONFIG', '');
   vi.stubEnv('AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED', 'true');
 });

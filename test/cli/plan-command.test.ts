@@ -123,6 +123,14 @@ describe('lab plan', () => {
     expect(JSON.parse(unstaged.stdout).estimate.staging.stagedRuns).toBe(0);
   });
 
+  it('says that an empty configuration file leaves every setting at its default', () => {
+    const path = join(tempDir('lab-plan-'), 'empty.yaml');
+    writeFileSync(path, '# nothing set yet\n');
+    const run = runLabCli(['--config', path, 'plan', '--json']);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe(`warning: ${path} is empty: every setting has its default (the published lab)\n`);
+  });
+
   it('names the option, the bad value and what is allowed', () => {
     const run = runLabCli(['plan', '--prefixes', 'many']);
     expect(run.code).toBe(1);

@@ -9,9 +9,13 @@ export interface LabRun {
   readonly stderr: string;
 }
 
-/** Runs the real `lab` entry point in a child process, as a user would. */
+/**
+ * Runs the real `lab` entry point in a child process, as a user would: bin/lab.ts execs
+ * bin/launch.mjs, which starts the lab from its cached bundle (about 9x faster than through tsx;
+ * the tsx fallback has its own test in config-command.test.ts).
+ */
 export function runLabCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): LabRun {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', 'bin/lab.ts', ...args], {
+  const result = spawnSync(process.execPath, ['bin/launch.mjs', ...args], {
     cwd: root,
     env: { ...process.env, LAB_CONFIG: '', ...env },
     encoding: 'utf8',

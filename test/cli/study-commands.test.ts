@@ -33,7 +33,18 @@ import {
   runnerJob,
 } from '../../lib/control/host-scripts.ts';
 import { tempDir } from '../temp.ts';
-import { BUCKET, cfn, deployed, ec2, INSTANCE, STACK, s3, ssm, stackWith } from './deployed-lab.ts';
+import {
+  BUCKET,
+  cfn,
+  deployed,
+  ec2,
+  INSTANCE,
+  mockDeployedLab,
+  STACK,
+  s3,
+  ssm,
+  stackWith,
+} from './deployed-lab.ts';
 
 expect.extend(allCustomMatcher);
 
@@ -107,10 +118,7 @@ async function lab(...args: string[]): Promise<Run> {
 }
 
 beforeEach(() => {
-  cfn.reset();
-  ec2.reset();
-  ssm.reset();
-  s3.reset();
+  mockDeployedLab();
   vi.stubEnv('LAB_CONFIG', '');
 });
 afterEach(() => vi.unstubAllEnvs());

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { parseLabConfig } from '../../lib/config/load.ts';
-import { clusterCapacity, labBudgetFit } from '../../lib/config/placement.ts';
+import { clusterCapacity } from '../../lib/config/placement.ts';
+import { labBudgetFit } from '../../lib/config/placement-fit.ts';
 import { resourceBudget } from '../../lib/study/resources.ts';
 import { problems } from './problems.ts';
 

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LAB_CONFIG_ENV, loadLabConfig } from '../../lib/config/load.ts';
+import { defaultLabConfig, LAB_CONFIG_ENV, loadLabConfig } from '../../lib/config/load.ts';
 import { LabConfigError } from '../../lib/config/problems.ts';
 import { tempDir } from '../temp.ts';
 
@@ -48,8 +48,20 @@ describe('loadLabConfig', () => {
     expect(loadLabConfig({ file: path, env: {} }).config.study.boundSweepPrefixes).toEqual([128, 8]);
   });
 
-  it('treats an empty file as no overrides', () => {
-    expect(loadLabConfig({ file: file('empty.yaml', ''), env: {} }).config.namespace).toBe('vllm');
+  it('treats an empty file as no overrides, and says that the defaults are used', () => {
+    for (const [name, text] of [
+      ['empty.yaml', ''],
+      ['comments.yaml', '# vllm:\n#   replicas: 2\n'],
+    ]) {
+      const path = file(name, text);
+      const loaded = loadLabConfig({ file: path, env: {} });
+      expect(loaded.config).toEqual(defaultLabConfig());
+      expect(loaded.warnings).toContain(
+        `${path} is empty: every setting has its default (the published lab)`,
+      );
+    }
+    const path = file('set.yaml', 'namespace: lab2\n');
+    expect(loadLabConfig({ file: path, env: {} }).warnings.join('\n')).not.toContain('is empty');
   });
 
   it('names the file when it is missing, not YAML, or not a mapping', () => {

@@ -259,6 +259,10 @@ describe('LabConfig validation', () => {
     expect(problems({ study: { sharegptControl: 'yes' } })).toEqual([
       'study.sharegptControl = "yes": must be a boolean',
     ]);
+    expect(problems({ study: { boundSweepPrefixes: 8 } })).toEqual([
+      'study.boundSweepPrefixes = 8: must be an array',
+    ]);
+    expect(problems({ vllm: 2 })).toEqual(['vllm = 2: must be an object']);
   });
 
   it('rejects a prompt count that does not repeat every prefix equally', () => {

@@ -14,7 +14,8 @@ import {
   scriptText,
 } from '../../lib/control/host-scripts.ts';
 import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
-import { makeSandbox, shellcheck, shellcheckAvailable } from '../aws/bootstrap/sandbox.ts';
+import { makeSandbox, shellcheck } from '../aws/bootstrap/sandbox.ts';
+import { needs, SHELLCHECK } from '../tools.ts';
 
 const job = runnerJob(parseLabConfig({}));
 const STATUS = { state: 'running', totalRuns: 25, recordedRuns: 7, validRuns: 7, invalidRuns: 0 };
@@ -28,10 +29,12 @@ describe('the host scripts', () => {
     sync: renderSyncResults(),
   };
 
-  test.each(Object.entries(scripts))('%s passes shellcheck as bash', (_, lines) => {
-    if (!shellcheckAvailable && !process.env.CI) return;
-    expect(shellcheck(scriptText(lines))).toBe('');
-  });
+  test.runIf(needs(SHELLCHECK, import.meta.url, 'the shellcheck tests')).each(Object.entries(scripts))(
+    '%s passes shellcheck as bash',
+    (_, lines) => {
+      expect(shellcheck(scriptText(lines))).toBe('');
+    },
+  );
 
   test('take their names from the config, the runner chart, the bootstrap and the results layout', () => {
     expect(job).toEqual({ namespace: 'vllm', name: STUDY_RUNNER_NAME });

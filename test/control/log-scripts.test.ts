@@ -10,7 +10,8 @@ import {
   renderPodLog,
 } from '../../lib/control/log-scripts.ts';
 import { PodLogCursor, timestampKey } from '../../lib/control/logs.ts';
-import { makeSandbox, shellcheck, shellcheckAvailable } from '../aws/bootstrap/sandbox.ts';
+import { makeSandbox, shellcheck } from '../aws/bootstrap/sandbox.ts';
+import { needs, SHELLCHECK } from '../tools.ts';
 
 const BOOTSTRAP_LOG = '/var/log/lab-bootstrap.log';
 const RUNNER_LOG = '/var/lib/lab/results/runner.log';
@@ -30,10 +31,12 @@ describe('the lab logs scripts', () => {
     }),
   };
 
-  test.each(Object.entries(scripts))('%s passes shellcheck as bash', (_, lines) => {
-    if (!shellcheckAvailable && !process.env.CI) return;
-    expect(shellcheck(scriptText(lines))).toBe('');
-  });
+  test.runIf(needs(SHELLCHECK, import.meta.url, 'the shellcheck tests')).each(Object.entries(scripts))(
+    '%s passes shellcheck as bash',
+    (_, lines) => {
+      expect(shellcheck(scriptText(lines))).toBe('');
+    },
+  );
 });
 
 describe('a log file on the host', () => {

@@ -1,13 +1,8 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium } from 'playwright-core';
-
-/** Debian's chromium, installed by `.ci/run` (and by hand: `apt-get install -y chromium`). */
-export const CHROMIUM_PATH = '/usr/bin/chromium';
-
-export const chromiumInstalled = (): boolean => existsSync(CHROMIUM_PATH);
+import { CHROMIUM_PATH } from '../tools.ts';
 
 const ARGS = [
   '--headless',

@@ -4,7 +4,8 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { writeReport } from '../../lib/report/write.ts';
 import { tempDir } from '../temp.ts';
-import { CHROMIUM_PATH, chromiumInstalled, withChromium } from './browser.ts';
+import { CHROMIUM, needs } from '../tools.ts';
+import { withChromium } from './browser.ts';
 import { fixtureStudy } from './fixture.ts';
 
 const VALID_ARMS = 8;
@@ -13,15 +14,10 @@ const VALID_ARMS = 8;
 interface SvgGraphics {
   getBBox(): { width: number; height: number };
 }
-const canRun = chromiumInstalled() || Boolean(process.env.CI);
-if (!canRun) {
-  console.warn(
-    `report-browser.test.ts: skipping the Chromium rendering test: ${CHROMIUM_PATH} is not installed (apt-get install -y chromium); in CI it must run.`,
-  );
-}
+const canRun = needs(CHROMIUM, import.meta.url, 'the Chromium rendering test');
 
 describe('report.html in headless Chromium', () => {
-  it.skipIf(!canRun)(
+  it.runIf(canRun)(
     'renders the three charts with one bar per valid arm, reference rules and axis titles',
     async () => {
       const dir = tempDir('lab-report-browser-');

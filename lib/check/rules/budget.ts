@@ -1,4 +1,4 @@
-import { type BudgetNode, nodesSelected } from '../../config/placement.ts';
+import { type BudgetNode, nodesSelected } from '../../config/placement-fit.ts';
 import {
   type FitPods,
   fitOnNodes,

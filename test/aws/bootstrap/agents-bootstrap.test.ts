@@ -7,7 +7,8 @@ import { agentNodes, type ClusterNode } from '../../../lib/config/cluster.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';
-import { makeSandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+import { needs, SHELLCHECK } from '../../tools.ts';
+import { makeSandbox, shellcheck } from './sandbox.ts';
 
 /** Issue 17's cluster: the GPU host as server, two GPU agents (one GPU each) and a CPU agent. */
 const config = parseLabConfig({
@@ -142,10 +143,13 @@ describe('settings of a cluster with agents', () => {
     );
   });
 
-  test.skipIf(!shellcheckAvailable)('the server and agent settings pass shellcheck', () => {
-    expect(shellcheck(renderSettings(config))).toBe('');
-    expect(shellcheck(renderAgentSettings(config, gpu1))).toBe('');
-  });
+  test.runIf(needs(SHELLCHECK, import.meta.url, 'the shellcheck test'))(
+    'the server and agent settings pass shellcheck',
+    () => {
+      expect(shellcheck(renderSettings(config))).toBe('');
+      expect(shellcheck(renderAgentSettings(config, gpu1))).toBe('');
+    },
+  );
 });
 
 describe('the server of a cluster with agents, rehearsed', () => {

@@ -15,7 +15,8 @@ import { STEP_NAMES } from '../../../lib/aws/bootstrap/budgets.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';
-import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable, shellcheckFiles } from './sandbox.ts';
+import { needs, SHELLCHECK } from '../../tools.ts';
+import { makeSandbox, type Sandbox, shellcheck, shellcheckFiles } from './sandbox.ts';
 
 const defaults = parseLabConfig({});
 /** Another K3s line, three replicas and llm-d's second set: six GPUs, so a g6.48xlarge. */
@@ -46,10 +47,10 @@ function shellFiles(dir = BOOTSTRAP_SOURCES): string[] {
   );
 }
 
-const checkShell = shellcheckAvailable || Boolean(process.env.CI);
+const checkShell = needs(SHELLCHECK, import.meta.url, 'the shellcheck tests');
 
 describe('the bootstrap as a shell program', () => {
-  test.skipIf(!checkShell)('every .sh file passes shellcheck, following what it sources', () => {
+  test.runIf(checkShell)('every .sh file passes shellcheck, following what it sources', () => {
     const files = shellFiles();
     expect(files.map((f) => f.slice(BOOTSTRAP_SOURCES.length)).sort()).toEqual([
       'helpers.sh',
@@ -73,7 +74,7 @@ describe('the bootstrap as a shell program', () => {
     expect(shellcheckFiles(files)).toBe('');
   });
 
-  test.skipIf(!checkShell).each(configs)('the settings of the %s config pass shellcheck', (_, config) => {
+  test.runIf(checkShell).each(configs)('the settings of the %s config pass shellcheck', (_, config) => {
     expect(shellcheck(renderSettings(config))).toBe('');
   });
 

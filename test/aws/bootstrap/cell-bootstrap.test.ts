@@ -13,7 +13,8 @@ import {
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import { cellByName } from '../../../lib/network/topology.ts';
 import { tempDir } from '../../temp.ts';
-import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+import { needs, SHELLCHECK } from '../../tools.ts';
+import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
 
 /** Every datapath, and a mesh on kube-proxy iptables (the default mesh cell). */
 const config = parseLabConfig({
@@ -221,12 +222,11 @@ describe('preflights and proofs fail fast with the cause', () => {
 });
 
 describe('cell settings and budgets', () => {
-  test.skipIf(!shellcheckAvailable && !process.env.CI).each(config.network.cells.map((c) => c.name))(
-    'the settings of cell %s pass shellcheck',
-    (name) => {
-      expect(shellcheck(renderCellSettings(config, cellByName(config.network, name)))).toBe('');
-    },
-  );
+  test
+    .runIf(needs(SHELLCHECK, import.meta.url, 'the shellcheck tests'))
+    .each(config.network.cells.map((c) => c.name))('the settings of cell %s pass shellcheck', (name) => {
+    expect(shellcheck(renderCellSettings(config, cellByName(config.network, name)))).toBe('');
+  });
 
   test('every network step has a bash function', () => {
     const defined = readdirSync(join(BOOTSTRAP_SOURCES, 'steps'))

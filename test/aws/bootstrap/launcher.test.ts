@@ -4,7 +4,8 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { renderLauncher, USER_DATA_LIMIT_BYTES } from '../../../lib/aws/bootstrap/launcher.ts';
-import { makeSandbox, type Sandbox, shellcheck, shellcheckAvailable } from './sandbox.ts';
+import { needs, SHELLCHECK } from '../../tools.ts';
+import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
 
 /** What CDK tokens look like in a string at synth time. */
 const tokens = {
@@ -64,9 +65,12 @@ describe('renderLauncher', () => {
     ]);
   });
 
-  test.skipIf(!shellcheckAvailable && !process.env.CI)('passes shellcheck with resolved values', () => {
-    expect(shellcheck(renderLauncher(concrete))).toBe('');
-  });
+  test.runIf(needs(SHELLCHECK, import.meta.url, 'the shellcheck test'))(
+    'passes shellcheck with resolved values',
+    () => {
+      expect(shellcheck(renderLauncher(concrete))).toBe('');
+    },
+  );
 });
 
 /** A bootstrap folder archive whose main.sh is `main`, as the asset is a zip of the folder. */

@@ -13,8 +13,6 @@ import { tempDir } from '../../temp.ts';
  * sandbox.
  */
 
-export const shellcheckAvailable = spawnSync('shellcheck', ['--version']).status === 0;
-
 /** shellcheck's findings for a bash script (empty when clean). */
 export function shellcheck(script: string): string {
   const result = spawnSync('shellcheck', ['-s', 'bash', '-'], { input: script, encoding: 'utf8' });

@@ -1,4 +1,4 @@
-import { App, CfnOutput, Duration, Stack } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -7,6 +7,7 @@ import {
   CapacityLaunch,
   type CapacityLaunchProps,
 } from '../../../lib/aws/capacity-launch/capacity-launch.ts';
+import { testApp } from '../app.ts';
 
 interface TestBed {
   readonly stack: Stack;
@@ -18,7 +19,7 @@ interface TestBed {
 
 // Skipping bundling keeps the validation tests fast; the wiring tests bundle for real.
 function testBed(options: { bundle?: boolean; templateSecurityGroup?: boolean; envAgnostic?: boolean } = {}) {
-  const app = new App({ context: options.bundle ? {} : { 'aws:cdk:bundling-stacks': [] } });
+  const app = testApp({ context: options.bundle ? {} : { 'aws:cdk:bundling-stacks': [] } });
   const env = options.envAgnostic ? undefined : { account: '111122223333', region: 'us-west-2' };
   const stack = new Stack(app, 'LabTest', { env });
   const vpc = new ec2.Vpc(stack, 'Vpc', {

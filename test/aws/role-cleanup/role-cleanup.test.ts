@@ -4,6 +4,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RoleCleanup } from '../../../lib/aws/role-cleanup/role-cleanup.ts';
+import { testApp } from '../app.ts';
 
 interface Resource {
   readonly Type: string;
@@ -13,7 +14,7 @@ interface Resource {
 
 /** A small stand-in for the lab stack: an instance role, a helper role, the cleanup and a capacity launch. */
 function testStack() {
-  const app = new App();
+  const app = testApp();
   const stack = new Stack(app, 'RoleCleanupTest');
   const instanceRole = new iam.Role(stack, 'InstanceRole', {
     assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com'),

@@ -6,15 +6,11 @@ import { networkReportTables } from '../../../lib/report/network/tables.ts';
 import { writeNetworkReport } from '../../../lib/report/network/write.ts';
 import { REHEARSAL_BROKEN, rehearseNetworkStudy } from '../../runner/network/rehearsal.ts';
 import { tempDir } from '../../temp.ts';
-import { CHROMIUM_PATH, chromiumInstalled, withChromium } from '../browser.ts';
+import { CHROMIUM, needs } from '../../tools.ts';
+import { withChromium } from '../browser.ts';
 import { NETWORK_SECTIONS } from './fixture.ts';
 
-const canRun = chromiumInstalled() || Boolean(process.env.CI);
-if (!canRun) {
-  console.warn(
-    `rehearsal-report.test.ts: skipping the Chromium part: ${CHROMIUM_PATH} is not installed (apt-get install -y chromium); in CI it must run.`,
-  );
-}
+const canRun = needs(CHROMIUM, import.meta.url, 'the Chromium part of the rehearsal test');
 
 /**
  * The issue's Done-when: the whole default network study rehearsed against fake cells

@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { networkStudyFiles } from '../../../lib/report/network/load.ts';
 import { writeNetworkReport } from '../../../lib/report/network/write.ts';
 import { tempDir } from '../../temp.ts';
-import { CHROMIUM_PATH, chromiumInstalled, withChromium } from '../browser.ts';
+import { CHROMIUM, needs } from '../../tools.ts';
+import { withChromium } from '../browser.ts';
 import { fixtureNetworkStudies, NETWORK_SECTIONS } from './fixture.ts';
 
 /** The DOM's SVGGraphicsElement, as far as this test uses it (the project compiles without DOM types). */
@@ -13,15 +14,10 @@ interface SvgGraphics {
   getBBox(): { width: number; height: number };
 }
 
-const canRun = chromiumInstalled() || Boolean(process.env.CI);
-if (!canRun) {
-  console.warn(
-    `network report-browser.test.ts: skipping the Chromium rendering test: ${CHROMIUM_PATH} is not installed (apt-get install -y chromium); in CI it must run.`,
-  );
-}
+const canRun = needs(CHROMIUM, import.meta.url, 'the Chromium rendering test');
 
 describe('the network report.html in headless Chromium', () => {
-  it.skipIf(!canRun)(
+  it.runIf(canRun)(
     'renders every table and the four charts, with no console error and nothing fetched',
     async () => {
       const dir = tempDir('lab-net-browser-');
