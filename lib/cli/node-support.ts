@@ -23,11 +23,10 @@ export function nodeVersionNote(version: string): string | undefined {
   return `note: Node ${version} is past its end of life; the AWS SDK for JavaScript requires Node >=${RECOMMENDED_NODE_MAJOR} from January 2027. Use Node ${RECOMMENDED_NODE_MAJOR} LTS (README: Node versions).`;
 }
 
-let noted = false;
-
 /**
  * Call before constructing an AWS SDK client: turns the SDK's notice off and writes the lab's
- * one line to stderr, once per process. A user who turned the notice off gets no line either.
+ * one line to stderr, once per process: the variable it sets is what a second call finds. A user who
+ * turned the notice off gets no line either.
  */
 export function quietSdkNodeWarning(
   env: NodeJS.ProcessEnv = process.env,
@@ -37,8 +36,5 @@ export function quietSdkNodeWarning(
   if (env[SDK_NODE_WARNING_ENV] === 'true') return;
   env[SDK_NODE_WARNING_ENV] = 'true';
   const note = nodeVersionNote(version);
-  if (note && !noted) {
-    noted = true;
-    writeErr(`${note}\n`);
-  }
+  if (note) writeErr(`${note}\n`);
 }
