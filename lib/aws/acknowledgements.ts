@@ -78,7 +78,7 @@ export const CFN_GUARD_NAMESPACE = 'cdk-validator-cfnguard';
 export const CONTROL_TOWER_ACKNOWLEDGEMENTS: Readonly<Record<string, string>> = {
   // CT.LAMBDA.PR.3
   lambda_inside_vpc_check:
-    'The lab VPC has public subnets only and no NAT gateway (lab-spec 2); a function inside it could not reach the EC2, IAM and CloudFormation endpoints it exists to call',
+    'The lab VPC has public subnets only and no NAT gateway (docs/facts.md §2); a function inside it could not reach the EC2, IAM and CloudFormation endpoints it exists to call',
   // CT.EC2.PR.15
   ec2_launch_template_nitro_instance_type_check:
     "g6 instances are Nitro-based; the rule's NITRO_INSTANCE_TYPES list (rules/control-tower/cfn-guard/ec2/ct-ec2-pr-15.guard of @cdklabs/cdk-validator-cfnguard 0.0.62) stops at g5/g5g and lacks g6",

@@ -34,7 +34,7 @@ export function registerCheckCommand(program: Command): void {
   program
     .command('check')
     .description(
-      'check a folder of Kubernetes manifests (synthesized or hand-edited) against the Kubernetes schemas and the lessons of lab-spec section 5',
+      'check a folder of Kubernetes manifests (synthesized or hand-edited) against the Kubernetes schemas and the lessons of docs/facts.md §5',
     )
     .argument('<dir>', 'folder searched recursively for *.yaml, *.yml and *.json')
     .option('--json', 'print the findings as JSON')

@@ -92,7 +92,7 @@ export function calibrationSection(report: CalibrationReport): ReportSection {
   const intro =
     "The timing model refitted on this study's own single-replica runs (the upper-bound sweep: one " +
     'replica, no front end), then every arm predicted again. Per arm and figure: the a-priori prediction ' +
-    '(calibrated on lab-spec 4.1), the calibrated prediction, the measurement, and whether the measurement ' +
+    '(calibrated on docs/facts.md §4.1), the calibrated prediction, the measurement, and whether the measurement ' +
     "lies outside the calibrated band (twice the simulated spread plus the model's tolerance: hit rate 2 " +
     'points, tok/s 5%, mean TTFT 15%, p99 TTFT 25%, ITL 10%, busiest replica share 5 points). With the ' +
     "engine's timing fitted to this host, a deviation left is the front end's own doing.";

@@ -390,7 +390,7 @@ export function reportSections(tables: ReportTables): ReportSection[] {
       id: 'invalid',
       title: 'Invalid runs',
       intro:
-        'Runs that failed a validity check (lab-spec 4.4). They appear only here, with every reason, and ' +
+        'Runs that failed a validity check (docs/facts.md §4.4). They appear only here, with every reason, and ' +
         'never in a comparison, the best arm or a chart.',
       ...(tables.invalid.length > 0
         ? {

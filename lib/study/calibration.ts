@@ -65,7 +65,7 @@ export const LAB_SPEC_CALIBRATION: ReadonlyArray<{ prefixes: number } & Measured
 /** docs/facts.md §4.1's table as calibration points on the given workload (its prefix count replaced). */
 export function labSpecCalibrationPoints(workload: SimulationInput): CalibrationPoint[] {
   return LAB_SPEC_CALIBRATION.map(({ prefixes, ...measured }) => ({
-    label: `lab-spec 4.1, ${prefixes} prefixes`,
+    label: `docs/facts.md §4.1, ${prefixes} prefixes`,
     input: { ...workload, replicas: 1, prefixes },
     measured,
   }));

@@ -26,7 +26,7 @@ export const PROMPT_VISIBILITY: readonly PromptVisibilityFact[] = [
     chat: false,
     completions: true,
     source:
-      'lab-spec 3.3: for /v1/chat/completions the routing text is session_params.session_id or ""; for /v1/completions it is the prompt',
+      'docs/facts.md §3.3: for /v1/chat/completions the routing text is session_params.session_id or ""; for /v1/completions it is the prompt',
   },
   {
     component: 'GAIE EPP',
@@ -34,14 +34,14 @@ export const PROMPT_VISIBILITY: readonly PromptVisibilityFact[] = [
     chat: false,
     completions: true,
     source:
-      'lab-spec 3.4, GAIE v1.0.1 pkg/epp/util/request/body.go: chat messages count only when content is a string; parts arrays are read from v1.1.0',
+      'docs/facts.md §3.4, GAIE v1.0.1 pkg/epp/util/request/body.go: chat messages count only when content is a string; parts arrays are read from v1.1.0',
   },
   {
     component: 'llm-d inference scheduler',
     version: 'v0.3.2',
     chat: false,
     completions: true,
-    source: 'lab-spec 3.4, 3.7: a GAIE v1.0.1 EPP, with its request parsing',
+    source: 'docs/facts.md §3.4, §3.7: a GAIE v1.0.1 EPP, with its request parsing',
   },
 ];
 

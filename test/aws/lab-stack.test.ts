@@ -119,7 +119,7 @@ describe('LabStack', () => {
     ).toEqual([]);
   });
 
-  it('keeps network interfaces and security groups out of the launch template (lab-spec 2.1 point 7)', () => {
+  it('keeps network interfaces and security groups out of the launch template (docs/facts.md §2.1 point 7)', () => {
     const [lt] = Object.values(template.findResources('AWS::EC2::LaunchTemplate'));
     expect(lt.Properties.LaunchTemplateData.NetworkInterfaces).toBeUndefined();
     expect(lt.Properties.LaunchTemplateData.SecurityGroupIds).toBeUndefined();

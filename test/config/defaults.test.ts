@@ -6,7 +6,7 @@ import { partitionSeeds } from '../../lib/study/workload.ts';
 describe('LabConfig defaults', () => {
   const config = defaultLabConfig();
 
-  it('describes the AWS testbed of lab-spec 2', () => {
+  it('describes the AWS testbed of docs/facts.md §2', () => {
     expect(config.stackName).toBe('LlmGatewayLab');
     expect(config.instance).toEqual({
       type: 'g6.12xlarge',
@@ -26,7 +26,7 @@ describe('LabConfig defaults', () => {
     expect(config.devicePlugin.image).toMatch(/^nvcr\.io\/nvidia\/k8s-device-plugin:v0\.17\.\d+$/);
   });
 
-  it('serves Qwen3-0.6B-FP8 as qwen3 on vLLM v0.11.0 with the published flags (lab-spec 3.1)', () => {
+  it('serves Qwen3-0.6B-FP8 as qwen3 on vLLM v0.11.0 with the published flags (docs/facts.md §3.1)', () => {
     expect(config.namespace).toBe('vllm');
     expect(config.model).toEqual({ name: 'Qwen/Qwen3-0.6B-FP8', servedName: 'qwen3' });
     expect(config.vllm).toEqual({
@@ -41,7 +41,7 @@ describe('LabConfig defaults', () => {
     });
   });
 
-  it('runs vllm-router 0.1.15 in three variants with the published thresholds (lab-spec 3.3)', () => {
+  it('runs vllm-router 0.1.15 in three variants with the published thresholds (docs/facts.md §3.3)', () => {
     expect(config.router.version).toBe('0.1.15');
     expect(config.router.image).toBe(
       'python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36',
@@ -69,7 +69,7 @@ describe('LabConfig defaults', () => {
     ]);
   });
 
-  it('pins GAIE v1.0.1, its EPP and equal scorer weights, with the x3 prefix variant (lab-spec 3.4)', () => {
+  it('pins GAIE v1.0.1, its EPP and equal scorer weights, with the x3 prefix variant (docs/facts.md §3.4)', () => {
     expect(config.gaie).toEqual({
       version: 'v1.0.1',
       eppImage: 'registry.k8s.io/gateway-api-inference-extension/epp:v1.0.1',
@@ -78,17 +78,17 @@ describe('LabConfig defaults', () => {
     });
   });
 
-  it('pins a v1.35 Envoy with explicit concurrency and warn logging (lab-spec 3.5)', () => {
+  it('pins a v1.35 Envoy with explicit concurrency and warn logging (docs/facts.md §3.5)', () => {
     expect(config.envoy.image).toMatch(/^envoyproxy\/envoy:v1\.35\.\d+$/);
     expect(config.envoy.concurrency).toBe(8);
     expect(config.envoy.logLevel).toBe('warn');
   });
 
-  it('pairs AI Gateway v1.1.0 with the Envoy Gateway it was released against (lab-spec 3.6)', () => {
+  it('pairs AI Gateway v1.1.0 with the Envoy Gateway it was released against (docs/facts.md §3.6)', () => {
     expect(config.aiGateway).toEqual({ envoyGatewayVersion: 'v1.8.1', aiGatewayVersion: 'v1.1.0' });
   });
 
-  it('version-matches llm-d to GAIE v1.0.1 with block size 64 and weights 3/2/2 (lab-spec 3.7)', () => {
+  it('version-matches llm-d to GAIE v1.0.1 with block size 64 and weights 3/2/2 (docs/facts.md §3.7)', () => {
     expect(config.llmd).toEqual({
       eppImage: 'ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.2',
       blockSize: 64,
@@ -97,7 +97,7 @@ describe('LabConfig defaults', () => {
     });
   });
 
-  it('runs the published prefix workload with vllm bench serve (lab-spec 3.8, 4.1)', () => {
+  it('runs the published prefix workload with vllm bench serve (docs/facts.md §3.8, 4.1)', () => {
     expect(config.benchmark.image).toBe('vllm/vllm-openai:v0.11.0');
     expect(config.benchmark.memoryLimitGi).toBe(12);
     expect(config.benchmark.sharegptPath).toMatch(/ShareGPT_V3_unfiltered_cleaned_split\.json$/);
@@ -126,7 +126,7 @@ describe('LabConfig defaults', () => {
     });
   });
 
-  it('plans the default study of lab-spec 4.2 with every optional arm off', () => {
+  it('plans the default study of docs/facts.md §4.2 with every optional arm off', () => {
     expect(config.study).toEqual({
       boundSweepPrefixes: [128, 64, 16, 8],
       sharegptControl: true,

@@ -10,7 +10,7 @@ import { problems } from './problems.ts';
 const network = (settings: object, extra: object = {}) => ({ lab: 'network', network: settings, ...extra });
 const cilium = (overrides: object = {}) => ({ name: 'dp-cilium', datapath: 'cilium', ...overrides });
 
-describe('network lab configuration (network-lab-spec 1-3)', () => {
+describe('network lab configuration (docs/facts.md §N1-3)', () => {
   it('defaults to the LLM-gateway lab; lab: network selects the cells of the spec on c7i.2xlarge', () => {
     expect(parseLabConfig({}).lab).toBe('llm-gateway');
     const config = parseLabConfig({ lab: 'network' });

@@ -4,7 +4,7 @@ import { configWarnings } from '../../lib/config/warnings.ts';
 
 const warningsFor = (overrides: object) => configWarnings(parseLabConfig(overrides));
 
-describe('configWarnings (lab-spec 4.1)', () => {
+describe('configWarnings (docs/facts.md §4.1)', () => {
   it('has nothing to say about the published design: 128 x 2,048 overflows one replica, a 2-way split fits', () => {
     expect(warningsFor({})).toEqual([]);
   });

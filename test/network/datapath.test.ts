@@ -12,7 +12,7 @@ const cell = (datapath: NetworkCell['datapath'], mesh: NetworkCell['mesh'] = 'no
   mesh,
 });
 
-describe('K3s server flags per cell (network-lab-spec 2)', () => {
+describe('K3s server flags per cell (docs/facts.md §N2)', () => {
   test('a Cilium cell turns off flannel, the network policy controller and kube-proxy', () => {
     expect(k3sServerFlags(network(), cell('cilium'))).toEqual([
       '--cluster-cidr=10.42.0.0/16',

@@ -164,7 +164,7 @@ describe('upper-bound sweep', () => {
   });
 });
 
-describe('prompt-blind arms (lab-spec 3.3, 3.4)', () => {
+describe('prompt-blind arms (docs/facts.md §3.3, 3.4)', () => {
   it('carry the component and version that cannot read the chat prompt in every table', () => {
     const epp = 'Envoy + GAIE Endpoint Picker [prompt-blind (chat content not read by GAIE EPP v1.0.1)]';
     expect(rowOf('arms', epp)?.[3]).toBe('42.9%');

@@ -6,7 +6,7 @@ import { armById, frontEnd, targetBaseUrl } from '../../lib/study/topology.ts';
 
 const ALL_OPTIONAL = { study: { optionalArms: ['epp-prefix3', 'ai-gateway', 'llmd-precise'] } };
 
-describe('arms and prompt visibility (lab-spec 3.3, 3.4, 3.7)', () => {
+describe('arms and prompt visibility (docs/facts.md §3.3, 3.4, 3.7)', () => {
   const config = parseLabConfig(ALL_OPTIONAL);
   const arms = new Map(allArms(config).map((arm) => [arm.id, arm]));
 

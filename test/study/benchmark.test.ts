@@ -49,7 +49,7 @@ describe('topology', () => {
   });
 });
 
-describe('benchServeArgs (lab-spec 3.8)', () => {
+describe('benchServeArgs (docs/facts.md §3.8)', () => {
   const config = defaultLabConfig();
   const plan = studyPlan(config);
 

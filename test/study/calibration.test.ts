@@ -23,7 +23,7 @@ const WORKLOAD: SimulationInput = {
 };
 
 describe('timing calibration', () => {
-  it('the default coefficients reproduce lab-spec 4.1 in sample: tok/s within 7%, ITL within 9%, mean TTFT within 20%', () => {
+  it('the default coefficients reproduce docs/facts.md §4.1 in sample: tok/s within 7%, ITL within 9%, mean TTFT within 20%', () => {
     const rows = calibrationErrors(labSpecCalibrationPoints(WORKLOAD), DEFAULT_SIMULATION_MODEL);
     expect(rows).toHaveLength(12);
     for (const row of rows) {

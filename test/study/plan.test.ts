@@ -21,7 +21,7 @@ const PLAN_ARM_ORDER = [
   'epp',
 ];
 
-describe('studyPlan (lab-spec 4.2)', () => {
+describe('studyPlan (docs/facts.md §4.2)', () => {
   const config = defaultLabConfig();
   const plan = studyPlan(config);
 

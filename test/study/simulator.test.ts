@@ -51,7 +51,7 @@ describe('workload', () => {
     });
   });
 
-  it('reproduces the bound of lab-spec 4.1 for 128 prefixes (7/8 x 2048/2186 = 82.0%)', () => {
+  it('reproduces the bound of docs/facts.md §4.1 for 128 prefixes (7/8 x 2048/2186 = 82.0%)', () => {
     expect(points(hitRateBound(DEFAULT))).toBeCloseTo(82.0, 1);
   });
 });
@@ -215,7 +215,7 @@ describe('simulate', () => {
   });
 });
 
-describe('calibration against lab-spec 4.1 (one L4 replica, default workload)', () => {
+describe('calibration against docs/facts.md §4.1 (one L4 replica, default workload)', () => {
   // Measured hit rates of single runs. Tolerance 5 points: the model leaves out effects it cannot know
   // (re-tokenization at the prefix/suffix seam, the warm-up request, vLLM scheduling noise), and its own
   // seed-to-seed spread is about +-1.5 points at 128 prefixes, so one measured run is itself a noisy

@@ -10,7 +10,7 @@ import {
 
 const published = { prefixLen: 2048, suffixLen: 128, chatTemplateTokens: 10, prefixes: 128, prompts: 1024 };
 
-describe('workload arithmetic (lab-spec 4.1)', () => {
+describe('workload arithmetic (docs/facts.md §4.1)', () => {
   it('computes the working set and the looked-up tokens of the published design', () => {
     expect(workingSetTokens(published)).toBe(262_144);
     expect(lookedUpTokens(published)).toBe(2186);

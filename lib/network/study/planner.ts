@@ -84,7 +84,7 @@ export const ENTRY_MODELS: Readonly<Record<Datapath, EntryModel>> = {
     perService: lbEntriesPerService,
     formula: '1 frontend slot + B backend slots = B + 1 LB map entries',
     basis: 'derived',
-    source: 'cilium pkg/maps/lbmap ServiceKey backend slots; network-lab-spec 2',
+    source: 'cilium pkg/maps/lbmap ServiceKey backend slots; docs/facts.md §N2',
   },
 };
 
@@ -441,7 +441,7 @@ const count = (n: number) => n.toLocaleString('en-US');
 /** The plan as `lab plan` prints it for a network-lab configuration. */
 export function formatNetworkPlan(plan: NetworkPlan): string {
   const lines: string[] = [];
-  lines.push('Network lab plan (network-lab-spec 7)', '');
+  lines.push('Network lab plan (docs/facts.md §N7)', '');
   lines.push(
     alignRows(
       ['cell', 'datapath', 'mesh', 'experiments', 'runs', 'load', 'overhead', 'duration', 'cost'],

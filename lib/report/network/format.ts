@@ -478,7 +478,7 @@ export function networkReportSections(tables: NetworkReportTables): ReportSectio
       id: 'invalid',
       title: 'Invalid runs',
       intro:
-        'Runs that failed a validity check (network-lab-spec 5). They appear only here, with every reason, and ' +
+        'Runs that failed a validity check (docs/facts.md §N5). They appear only here, with every reason, and ' +
         'never in a comparison or a chart. A resumed run may show an invalid attempt here and its valid attempt above.',
       ...(tables.invalid.length > 0
         ? {

@@ -20,7 +20,7 @@ function specOf<K extends NetworkRunSpec['kind']>(run: NetworkRun | undefined, k
   return run?.spec as Extract<NetworkRunSpec, { kind: K }>;
 }
 
-describe('which cell runs what (network-lab-spec 3)', () => {
+describe('which cell runs what (docs/facts.md §N3)', () => {
   test('a cell without a mesh runs the calibration, E9 and E10 only', () => {
     const plan = networkStudyPlan(config(), 'dp-iptables');
     expect(plan).toMatchObject({ cell: 'dp-iptables', datapath: 'iptables', mesh: 'none' });

@@ -36,7 +36,7 @@ const cellOf = (config: LabConfig, name: string) => {
   return cell;
 };
 
-describe('E9 entries per datapath (network-lab-spec 7)', () => {
+describe('E9 entries per datapath (docs/facts.md §N7)', () => {
   test('per Service with one endpoint: iptables 7 lines, nftables 11, ipvs 2, Cilium 2 LB map slots', () => {
     expect(ENTRY_MODELS.iptables.perService(1)).toBe(7);
     expect(ENTRY_MODELS.nftables.perService(1)).toBe(11);

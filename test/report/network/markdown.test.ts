@@ -20,7 +20,7 @@ const markdown = networkMarkdownReport(tables, {
 });
 
 describe('network report Markdown', () => {
-  it('has every section of network-lab-spec 6, in reading order', () => {
+  it('has every section of docs/facts.md §N6, in reading order', () => {
     const headings = markdown.split('\n').filter((line) => line.startsWith('## '));
     expect(headings).toEqual([
       '## Cells',
