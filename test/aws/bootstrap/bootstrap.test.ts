@@ -55,6 +55,7 @@ describe('the bootstrap as a shell program', () => {
     expect(files.map((f) => f.slice(BOOTSTRAP_SOURCES.length)).sort()).toEqual([
       'helpers.sh',
       'host/lab-deadline.sh',
+      'host/lab-follow-server.sh',
       'host/lab-sync-results.sh',
       'host/lab-terminate-when-done.sh',
       'host/lab-upload-log.sh',
