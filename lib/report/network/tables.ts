@@ -1,11 +1,8 @@
-import type { Datapath, MeshMode } from '../../config/network.ts';
 import type { SseClientResult } from '../../network/probes/sse.ts';
 import { meanMs, parseFortioResult, percentileMs } from '../../network/study/fortio-result.ts';
 import type {
-  CellHostFacts,
   ConntrackResult,
   CurlOutcome,
-  DatapathEvidence,
   DownloadResult,
   ExperimentId,
   LatencyArm,
@@ -22,211 +19,45 @@ import type {
 /** Repeat spread beyond which an arm is flagged (docs/facts.md §N5: within +-3% of the mean). */
 export const REPEAT_SPREAD_LIMIT_PERCENT = 3;
 
-/** What the report reads from one valid fortio run (ms, calls per second). */
-export interface FortioFigures {
-  readonly meanMs: number;
-  readonly p50Ms?: number;
-  readonly p90Ms?: number;
-  readonly p99Ms?: number;
-  readonly actualQps: number;
-}
+export type {
+  Attribution,
+  AttributionComponent,
+  AttributionPart,
+  CalibrationRow,
+  CellRow,
+  ConntrackRow,
+  DownloadRow,
+  FlaggedRun,
+  FortioFigures,
+  GrpcRow,
+  InvalidRun,
+  LatencyGroup,
+  LatencyRow,
+  MtlsRow,
+  NetworkReportTables,
+  RepeatSummary,
+  ScaleRow,
+  SseRow,
+} from './table-rows.ts';
 
-/** The valid repeats of one arm, summarized: means over the repeats (ms), their spread. */
-export interface RepeatSummary {
-  readonly repeats: number;
-  /** Each repeat's mean latency, in record order (ms). */
-  readonly repeatMeansMs: readonly number[];
-  readonly meanMs: number;
-  readonly p50Ms?: number;
-  readonly p90Ms?: number;
-  readonly p99Ms?: number;
-  readonly actualQps: number;
-  /** Largest distance of a repeat's mean latency from the arms' mean, in percent of it. */
-  readonly spreadPercent: number;
-}
-
-/** The experiments the latency table groups: E1 with its saturation runs E1s, E3 and E4. */
-export type LatencyGroup = 'E1' | 'E3' | 'E4';
-
-export interface LatencyRow {
-  readonly cell: string;
-  readonly group: LatencyGroup;
-  readonly arm: LatencyArm;
-  /** At the fixed rate (E1, E3 fixed, E4). */
-  readonly fixed?: RepeatSummary;
-  /** At saturation (`-qps 0`: E1s, E3 saturation): its QPS is the arm's capacity. */
-  readonly saturation?: RepeatSummary;
-  /** Mean latency over the plain arm's of the same group and cell. */
-  readonly meanVsPlain?: number;
-  /** Saturation QPS over the plain arm's. */
-  readonly saturationVsPlain?: number;
-}
-
-export type AttributionComponent = 'proxy-hops' | 'http-parsing' | 'encryption';
-
-export interface AttributionPart {
-  readonly component: AttributionComponent;
-  readonly label: string;
-  /** How the part is computed, in the arms' names. */
-  readonly formula: string;
-  readonly ms: number;
-  /** Share of the total added latency (fraction; may be negative when a difference is noise). */
-  readonly share: number;
-}
-
-export type Attribution =
-  | {
-      readonly cell: string;
-      readonly available: true;
-      readonly parts: readonly AttributionPart[];
-      /** mesh-mtls - plain of E3's fixed-rate runs (ms). */
-      readonly totalMs: number;
-      /** The arms' fixed-rate mean latencies the parts come from (ms). */
-      readonly inputs: Readonly<
-        Record<'plain' | 'mesh-mtls-off' | 'mesh-mtls' | 'mesh-l4' | 'mesh-l7', number>
-      >;
-    }
-  | { readonly cell: string; readonly available: false; readonly reason: string };
-
-export interface GrpcRow {
-  readonly cell: string;
-  readonly arm: LatencyArm;
-  readonly summary: RepeatSummary;
-  readonly meanVsPlain?: number;
-}
-
-export interface DownloadRow {
-  readonly cell: string;
-  readonly arm: LatencyArm;
-  readonly repeats: number;
-  readonly meanSeconds: number;
-  readonly meanBytesPerSecond: number;
-  readonly bytes: number;
-  readonly timeVsPlain?: number;
-}
-
-export interface SseRow {
-  readonly cell: string;
-  readonly arm: LatencyArm;
-  readonly repeats: number;
-  /** Means over the repeats of each stream's gap median and p99 (ms); the largest gap of all. */
-  readonly gapMedianMs: number;
-  readonly gapP99Ms: number;
-  readonly gapMaxMs: number;
-  readonly intervalMs: number;
-  readonly eventsReceived: number;
-  readonly eventsExpected: number;
-}
-
-export interface MtlsRow {
-  readonly cell: string;
-  readonly experiment: 'E2' | 'E8';
-  readonly caseId: string;
-  readonly title: string;
-  readonly client: string;
-  readonly expected: CurlOutcome;
-  readonly observed: CurlOutcome | null;
-  /** Observed differs from expected: a finding, shown, never hidden. */
-  readonly deviation: boolean;
-}
-
-export interface ScaleRow {
-  readonly cell: string;
-  readonly datapath: Datapath;
-  readonly services: number;
-  readonly servicesReady: number;
-  readonly entries: number;
-  readonly entriesCommand: string;
-  readonly lbMapFull?: boolean;
-  /** Prober: time until a new Service's ClusterIP connects (ms), over its connected samples. */
-  readonly programmingMedianMs?: number;
-  readonly programmingP90Ms?: number;
-  readonly samplesConnected: number;
-  readonly samplesFailed: number;
-  readonly attemptTimeoutMs: number;
-  /** E9's method: median attempts per sample since its Service's acceptance (absent: an older record). */
-  readonly attemptsPerSample?: number;
-  /** E9's method: the longest delay from an acceptance to the prober's next attempt (ms); one attempt at most when sound. */
-  readonly firstAttemptDelayMaxMs?: number;
-  /**
-   * The step's new-connection fortio run (`-keepalive=false`): the plan's separate valid run, else
-   * the one the step's result carries.
-   */
-  readonly newConnection?: FortioFigures;
-}
-
-export interface ConntrackRow {
-  readonly cell: string;
-  readonly datapath: Datapath;
-  readonly requestedLimit: number | 'default';
-  readonly limit: number;
-  readonly baseline: number;
-  readonly connections: number;
-  readonly succeeded?: number;
-  readonly failed?: number;
-  /** About one entry per loopback connection: min(connections, limit - baseline). */
-  readonly expectedSuccesses: number;
-  readonly connectP99Ms?: number;
-  readonly connectMaxMs?: number;
-  readonly limitBefore: number;
-  readonly limitAfterRestore: number | null;
-}
-
-export interface CalibrationRow {
-  readonly cell: string;
-  readonly datapath: Datapath;
-  readonly mesh: MeshMode;
-  readonly host: CellHostFacts;
-  readonly summary?: RepeatSummary;
-  /** Mean latency over the first cell's (with a calibration) calibration mean. */
-  readonly vsFirst?: number;
-}
-
-export interface InvalidRun {
-  readonly cell: string;
-  readonly runId: string;
-  readonly experiment: ExperimentId;
-  readonly title: string;
-  /** The record's attempt number, when it has one (a resumed run). */
-  readonly attempt?: number;
-  readonly reasons: readonly string[];
-}
-
-export interface FlaggedRun {
-  readonly cell: string;
-  readonly runId: string;
-  readonly flags: readonly string[];
-}
-
-export interface CellRow {
-  readonly cell: string;
-  readonly studyId: string;
-  readonly datapath: Datapath;
-  readonly mesh: MeshMode;
-  readonly state: NetworkStudyRecord['state'];
-  readonly error?: string;
-  readonly startedAt: string;
-  readonly finishedAt?: string;
-  readonly host: CellHostFacts;
-  readonly datapathEvidence?: DatapathEvidence;
-  readonly runs: number;
-  readonly validRuns: number;
-}
-
-export interface NetworkReportTables {
-  readonly cells: readonly CellRow[];
-  readonly latency: readonly LatencyRow[];
-  readonly attribution: readonly Attribution[];
-  readonly grpc: readonly GrpcRow[];
-  readonly downloads: readonly DownloadRow[];
-  readonly sse: readonly SseRow[];
-  readonly mtls: readonly MtlsRow[];
-  readonly scale: readonly ScaleRow[];
-  readonly conntrack: readonly ConntrackRow[];
-  readonly calibration: readonly CalibrationRow[];
-  readonly invalid: readonly InvalidRun[];
-  readonly flagged: readonly FlaggedRun[];
-}
+import type {
+  Attribution,
+  AttributionComponent,
+  AttributionPart,
+  ConntrackRow,
+  DownloadRow,
+  FlaggedRun,
+  FortioFigures,
+  GrpcRow,
+  InvalidRun,
+  LatencyGroup,
+  LatencyRow,
+  MtlsRow,
+  NetworkReportTables,
+  RepeatSummary,
+  ScaleRow,
+  SseRow,
+} from './table-rows.ts';
 
 // ---- run selection ---------------------------------------------------------------------------
 
