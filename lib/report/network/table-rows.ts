@@ -8,7 +8,6 @@ import type {
   NetworkStudyRecord,
 } from '../../network/study/model.ts';
 
-
 /** The rows of the network report's tables (lib/report/network/tables.ts computes them). */
 
 /** What the report reads from one valid fortio run (ms, calls per second). */
