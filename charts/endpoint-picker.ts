@@ -8,8 +8,10 @@ import type { LabConfig } from '../lib/config/schema.ts';
 import type { Arm } from '../lib/study/arms.ts';
 import { studyFrontEnds } from '../lib/study/arms.ts';
 import { onEveryPair, pairSuffix, studyPairs } from '../lib/study/pairs.ts';
+import { SCORES_LINE_VERBOSITY } from '../lib/study/precise-evidence.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
 import {
+  EPP_CONTAINER,
   EPP_GRPC_PORT,
   EPP_METRICS_PORT,
   eppName,
@@ -144,6 +146,12 @@ export interface EndpointPickerProps {
    */
   readonly secureServing?: boolean;
   /**
+   * The EPP's `--v`: 1 keeps its log to errors and start-up; llm-d's precise scorer logs its pod
+   * scores, the run's evidence that it matched, only at 4 (docs/facts.md §3.7).
+   * @default 1
+   */
+  readonly verbosity?: number;
+  /**
    * Also expose the ZMQ port llm-d's KV-events replicas publish to.
    * @default - no KV-events port
    */
@@ -163,7 +171,7 @@ export interface EndpointPickerProps {
 
 /** The EPP's command line (docs/facts.md §3.4); the image's entrypoint is `/epp`. */
 export function endpointPickerArgs(
-  props: Pick<EndpointPickerProps, 'poolName' | 'namespace' | 'secureServing'>,
+  props: Pick<EndpointPickerProps, 'poolName' | 'namespace' | 'secureServing' | 'verbosity'>,
 ): string[] {
   return [
     '--pool-name',
@@ -178,7 +186,7 @@ export function endpointPickerArgs(
     '--zap-encoder',
     'json',
     '--v',
-    '1',
+    String(props.verbosity ?? 1),
     '--kv-cache-usage-percentage-metric',
     VLLM_KV_CACHE_METRIC,
     `--secure-serving=${props.secureServing ?? false}`,
@@ -296,7 +304,7 @@ export class EndpointPicker extends Construct {
             terminationGracePeriodSeconds: 30,
             containers: [
               {
-                name: 'epp',
+                name: EPP_CONTAINER,
                 image: props.image,
                 args: endpointPickerArgs(props),
                 ports: containerPorts,
@@ -420,6 +428,8 @@ export function endpointPickerProps(config: LabConfig, arm: Arm, pair = 0): Endp
           weights: config.llmd.weights,
         }),
         kvEventsPort: KV_EVENTS_PORT,
+        // Its "Got pod scores" lines are the runner's evidence that the scorer matched.
+        verbosity: SCORES_LINE_VERBOSITY,
         // Its tokenizer comes from the model cache, which only the GPU nodes have filled.
         nodePool: placement.modelCacheReaders,
         // The vLLM image: the host already has it for the replicas. No HF_TOKEN on the EPP: in

@@ -95,7 +95,7 @@ export interface PrecisePrefixCacheOptions {
   };
 }
 
-/** llm-d v0.3's precise prefix-cache scheduler (docs/facts.md §3.7), for a GAIE v1.0.1 EPP. */
+/** llm-d v0.3.2's precise prefix-cache scheduler (docs/facts.md §3.7), built on GAIE v1.0.0. */
 export function precisePrefixCacheConfig(options: PrecisePrefixCacheOptions): EndpointPickerConfig {
   const { weights } = options;
   return {

@@ -2,9 +2,14 @@ import type { Arm } from '../study/arms.ts';
 import { eppSnapshot, type VllmSnapshot, vllmSnapshot } from '../study/metrics.ts';
 import { pairSuffix } from '../study/pairs.ts';
 import type { StudyRun } from '../study/plan.ts';
+import {
+  collectPreciseScorerEvidence,
+  type PreciseScorerEvidence,
+  SCORES_LINE_VERBOSITY,
+} from '../study/precise-evidence.ts';
 import { promptReader } from '../study/prompt-visibility.ts';
 import type { PreflightRecord, PromptEvidence } from '../study/results.ts';
-import { armById, replicaSetName } from '../study/topology.ts';
+import { armById, EPP_CONTAINER, eppName, replicaSetName } from '../study/topology.ts';
 import { type EppScrape, type PromptEvidenceSource, promptEvidence } from '../study/validity.ts';
 import { backoffDelayMs, rethrowOutage, retryableStatus } from './call-policy.ts';
 import { apiPath } from './http-front-ends.ts';
@@ -184,6 +189,40 @@ export class Evidence {
     const reader = promptReader(this.ctx.config, arm.frontEnd);
     const component = reader ? `${reader.component} ${reader.version}` : arm.frontEnd;
     return promptEvidence(source, component, scrape);
+  }
+
+  /**
+   * llm-d's proof that its precise scorer matched: the "Got pod scores" lines its EPP logged since
+   * the run's load started (docs/facts.md §3.7), from every pod of the EPP Deployment. A log that
+   * cannot be read leaves the evidence not observable, never matched.
+   */
+  async scorerEvidenceOf(arm: Arm, pair: number, since: Date): Promise<PreciseScorerEvidence> {
+    const { cluster } = this.ctx;
+    const name = eppName(this.ctx.config, arm.frontEndId, pair);
+    try {
+      return await collectPreciseScorerEvidence(
+        {
+          readEppLog: async (sinceIso) => {
+            const pods = await cluster.listPods(`app=${name}`);
+            if (pods.length === 0) throw new Error(`no pod labelled app=${name}`);
+            const logs = await Promise.all(
+              pods.map((pod) => cluster.podLog(pod.name, EPP_CONTAINER, new Date(sinceIso))),
+            );
+            return logs.join('\n');
+          },
+        },
+        since.toISOString(),
+      );
+    } catch (error) {
+      rethrowOutage(error);
+      return {
+        lookups: 0,
+        lookupsWithBlocks: 0,
+        podsWithBlocks: {},
+        verdict: 'not-observable',
+        message: `the log of ${name} (container ${EPP_CONTAINER}) could not be read: ${(error as Error).message}; its "Got pod scores" lines (--v ${SCORES_LINE_VERBOSITY}) are the evidence`,
+      };
+    }
   }
 
   /** Each replica's /metrics (through the policy's retries), or why it could not be read. */

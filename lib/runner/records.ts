@@ -32,7 +32,10 @@ export interface RunExtras {
   readonly resets?: RunRecord['resets'];
   readonly preflight?: PreflightRecord;
   readonly promptEvidence?: PromptEvidence;
+  readonly scorerEvidence?: RunRecord['scorerEvidence'];
   readonly staging?: RunRecord['staging'];
+  /** What could not be checked (recorded, not judged). */
+  readonly warnings?: readonly string[];
 }
 
 /** A run's record from what its attempt measured; valid when no reason was found. */
@@ -59,6 +62,7 @@ export function buildRecord(
     ...(extra.resets ? { resets: extra.resets } : {}),
     ...(extra.preflight ? { preflight: extra.preflight } : {}),
     ...(extra.promptEvidence ? { promptEvidence: extra.promptEvidence } : {}),
+    ...(extra.scorerEvidence ? { scorerEvidence: extra.scorerEvidence } : {}),
     ...(extra.staging ? { staging: extra.staging } : {}),
     clients,
     replicas,
@@ -66,6 +70,7 @@ export function buildRecord(
     ...(run.upperBound !== undefined ? { upperBound: run.upperBound } : {}),
     valid: reasons.length === 0,
     invalidReasons: reasons,
+    ...(extra.warnings && extra.warnings.length > 0 ? { warnings: extra.warnings } : {}),
   };
 }
 

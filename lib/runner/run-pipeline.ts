@@ -1,5 +1,6 @@
 import { counterDeltas } from '../study/metrics.ts';
 import type { StudyRun } from '../study/plan.ts';
+import { preciseScorerWarnings } from '../study/precise-evidence.ts';
 import type { ClientRecord, PreflightRecord, ReplicaRecord, RunRecord } from '../study/results.ts';
 import { armById, frontEnd, replicaSetName } from '../study/topology.ts';
 import {
@@ -194,6 +195,8 @@ export class RunPipeline {
       };
     }
 
+    // The EPP's log is read from here on: what it logged for this run's load, not for earlier ones.
+    const loadFrom = clock.now();
     if (staged) {
       await phase(run, 'opening the gates of the staged clients');
       gates.opening = await this.p.stager.open(staged);
@@ -261,6 +264,11 @@ export class RunPipeline {
 
     const source = arm ? promptEvidenceSource(arm.frontEnd, arm.api, run.dataset) : undefined;
     const seen = arm && source ? await evidence.promptEvidenceOf(arm, pair, source) : undefined;
+    // llm-d: index counters above zero do not show that a look-up ever found blocks; its log does.
+    const scorer =
+      arm && source === 'llmd-kv-index' ? await evidence.scorerEvidenceOf(arm, pair, loadFrom) : undefined;
+    const warnings = preciseScorerWarnings(scorer);
+    for (const warning of warnings) await ctx.say(`${run.id}: warning: ${warning}`);
     const reasons = runReasons({
       run,
       readings,
@@ -269,11 +277,14 @@ export class RunPipeline {
       scrapes,
       replicas,
       ...(seen ? { promptEvidence: seen } : {}),
+      ...(scorer ? { scorerEvidence: scorer } : {}),
     });
     reasons.push(...restarts);
     const done = record(reset, clients, replicas, reasons, {
       ...extra,
       ...(seen ? { promptEvidence: seen } : {}),
+      ...(scorer ? { scorerEvidence: scorer } : {}),
+      ...(warnings.length > 0 ? { warnings } : {}),
     });
     return { record: done, ...retryCause(done, after, seen?.detail) };
   }

@@ -41,7 +41,8 @@ export const PROMPT_VISIBILITY: readonly PromptVisibilityFact[] = [
     version: 'v0.3.2',
     chat: false,
     completions: true,
-    source: 'docs/facts.md §3.4, §3.7: a GAIE v1.0.1 EPP, with its request parsing',
+    source:
+      'docs/facts.md §3.4, §3.7: built on GAIE v1.0.0, whose pkg/epp/util/request/body.go skips parts-array content as v1.0.1 does',
   },
 ];
 

@@ -1,6 +1,7 @@
 import type { LabConfig } from '../config/schema.ts';
 import type { StudyPredictions } from './arm-predictions.ts';
 import type { Dataset, RunGroup } from './plan.ts';
+import type { PreciseScorerEvidence } from './precise-evidence.ts';
 
 /**
  * The result model of a study (docs/facts.md §4.3, 4.5): what the runner records per run and per study,
@@ -138,6 +139,11 @@ export interface RunRecord {
   readonly preflight?: PreflightRecord;
   /** EPP-family prefix runs over /v1/completions: the front end's evidence that it saw prompts. */
   readonly promptEvidence?: PromptEvidence;
+  /**
+   * llm-d prefix runs over /v1/completions: whether the precise scorer's look-ups ever found blocks
+   * on a pod, from the EPP's "Got pod scores" log lines (lib/study/precise-evidence.ts).
+   */
+  readonly scorerEvidence?: PreciseScorerEvidence;
   readonly clients: readonly ClientRecord[];
   readonly replicas: readonly ReplicaRecord[];
   /** Present when every client has a result. */
@@ -146,6 +152,8 @@ export interface RunRecord {
   /** A run that fails any validity check is invalid and never enters a comparison. */
   readonly valid: boolean;
   readonly invalidReasons: readonly string[];
+  /** What could not be checked, said so rather than assumed (absent when nothing was). */
+  readonly warnings?: readonly string[];
   /**
    * Runs that executed at the same time as this one, on other replicas (the bound sweep runs one
    * run per replica at once). They shared the host's CPUs and PCIe, not a GPU or a cache.

@@ -33,6 +33,8 @@ export const ENVOY_LISTENER_PORT = 8081;
 export const EPP_GRPC_PORT = 9002;
 /** The EPP's Prometheus metrics (bearer token, SubjectAccessReview for GET /metrics). */
 export const EPP_METRICS_PORT = 9090;
+/** The EPP's container; its pods carry `app=<eppName>`. */
+export const EPP_CONTAINER = 'epp';
 
 /**
  * StatefulSet (and pod-name prefix) of a server set: `qwen3`, or `qwen3-kv` for llm-d's replicas;

@@ -8,6 +8,7 @@ import {
   type VllmSnapshot,
 } from './metrics.ts';
 import type { Dataset, StudyRun } from './plan.ts';
+import { type PreciseScorerEvidence, preciseScorerReasons } from './precise-evidence.ts';
 import {
   CLIENT_RESULT_KEYS,
   type ClientRecord,
@@ -470,6 +471,8 @@ export interface RunEvidence {
   readonly replicas: readonly ReplicaRecord[];
   /** EPP-family prefix runs over /v1/completions: the front end's evidence that it saw prompts. */
   readonly promptEvidence?: PromptEvidence;
+  /** llm-d prefix runs over /v1/completions: whether the precise scorer ever found blocks. */
+  readonly scorerEvidence?: PreciseScorerEvidence;
 }
 
 /** Every per-run check of docs/facts.md §4.4, in the order the spec lists them. */
@@ -486,6 +489,7 @@ export function runReasons(evidence: RunEvidence): string[] {
     ...(metrics.length === 0 ? requestReasons(evidence.run, evidence.replicas) : []),
     ...outputLengthReasons(evidence.scrapes),
     ...promptEvidenceReasons(evidence.promptEvidence),
+    ...preciseScorerReasons(evidence.scorerEvidence),
   ];
 }
 

@@ -174,6 +174,14 @@ describe('optional EPP arms', () => {
     ]);
   });
 
+  test('llmd-precise logs at --v 4, where its scorer logs "Got pod scores" (docs/facts.md §3.7); the GAIE EPPs stay at 1', () => {
+    const args: string[] = container(find(objects, 'Deployment', 'qwen3-llmd-precise')).args;
+    expect(args.slice(args.indexOf('--v'), args.indexOf('--v') + 2)).toEqual(['--v', '4']);
+    expect(args).toContain('json');
+    const gaie: string[] = container(find(objects, 'Deployment', 'qwen3-epp-prefix3')).args;
+    expect(gaie.slice(gaie.indexOf('--v'), gaie.indexOf('--v') + 2)).toEqual(['--v', '1']);
+  });
+
   test('llmd-precise has a writable tokenizer folder, seeded from the model cache under the served name', () => {
     const deployment = find(objects, 'Deployment', 'qwen3-llmd-precise');
     const pod = deployment.spec.template.spec;

@@ -22,6 +22,7 @@ import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
 import { frontEnd } from '../../lib/study/topology.ts';
 import type { JobCounts } from '../../lib/study/validity.ts';
 import { lookedUpTokens } from '../../lib/study/workload.ts';
+import { type FakeEppScorer, FakeEpps } from './fake-epp.ts';
 import type { FakeClock, FakeReplica } from './fake-servers.ts';
 
 export {
@@ -130,6 +131,8 @@ export interface FakeClusterOptions {
   readonly leftoverGates?: readonly string[];
   /** This run's client pods find no node with room: they stay Pending, Unschedulable. */
   readonly unschedulableAtRun?: string;
+  /** llm-d's scorer: whether its hashes match and its `--v` (default: the chart's). */
+  readonly eppScorer?: FakeEppScorer;
 }
 
 /**
@@ -198,9 +201,12 @@ export class FakeCluster implements Cluster {
   pollErrorsAnswered = 0;
   /** The clients' loads, served over time (`tick`). */
   private readonly loads: Load[] = [];
+  /** The llm-d EPPs' pods and logs. */
+  private readonly epps: FakeEpps;
 
   constructor(private readonly o: FakeClusterOptions) {
     this.leaveJobAtRun = o.leaveJobAtRun;
+    this.epps = new FakeEpps(o.config, o.eppScorer);
     for (const r of o.replicas) {
       r.clock = o.clock;
       r.beforeAnswer = () => this.tick();
@@ -426,6 +432,8 @@ export class FakeCluster implements Cluster {
         };
       });
     }
+    const epp = key === 'app' ? this.epps.podsOf(value) : undefined;
+    if (epp) return epp;
     const job = key === 'job-name' ? this.liveJob(value) : undefined;
     if (job) {
       const id = job.manifest.metadata.labels[BENCHMARK_LABEL];
@@ -487,6 +495,12 @@ export class FakeCluster implements Cluster {
       // sinceTime has whole seconds.
       return replica.logSince(since ? Math.floor(since.getTime() / 1000) * 1000 : undefined);
     }
+    const epp = this.epps.logOf(
+      name,
+      container,
+      since ? Math.floor(since.getTime() / 1000) * 1000 : undefined,
+    );
+    if (epp !== undefined) return epp;
     return `============ Serving Benchmark Result ============\n(log of ${name})\n`;
   }
 
@@ -501,6 +515,7 @@ export class FakeCluster implements Cluster {
     // The same restartedAt again changes nothing in the pod template: no new generation, no rollout.
     if (d.restartedAt === at.getTime()) return;
     this.restarted.push(name);
+    this.epps.restart(name, at.getTime());
     // The new pod is ready 20 s after the restart.
     this.deployments.set(name, {
       generation: d.generation + 1,
@@ -581,6 +596,7 @@ export class FakeCluster implements Cluster {
         if (add <= 0) return;
         const hitsDue = Math.round(due * load.perRequest * load.rate);
         const replica = load.replicas[i];
+        this.epps.scored(load.spec, i, load.served[i], add, load.rate, now);
         replica.requests += add;
         replica.queries += add * load.perRequest;
         replica.hits += hitsDue - load.hits[i];

@@ -1,14 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { collectPreciseScorerEvidence, preciseScorerEvidence } from '../../lib/study/precise-evidence.ts';
+import {
+  collectPreciseScorerEvidence,
+  preciseScorerEvidence,
+  preciseScorerReasons,
+  preciseScorerWarnings,
+} from '../../lib/study/precise-evidence.ts';
 
-const json = (scores: Record<string, number>) =>
+/** The line as llm-d-inference-scheduler v0.3.2 logs it with `--zap-encoder json` (docs/facts.md §3.7). */
+const json = (scores: Record<string, number> | null) =>
   JSON.stringify({
-    level: 'Level(-4)',
-    logger: 'precise-prefix-cache-scorer',
+    level: 'LEVEL(-4)',
+    ts: '2025-10-14T09:03:00.123Z',
+    caller: 'scorer/precise_prefix_cache.go:129',
+    logger: 'precise-prefix-cache-scorer/precise-prefix-cache-scorer',
     msg: 'Got pod scores',
-    scores_count: Object.keys(scores).length,
+    'x-request-id': 'f3a1',
     scores,
-    target_model: 'qwen3',
   });
 
 describe('llm-d precise scorer evidence', () => {
@@ -26,26 +33,37 @@ describe('llm-d precise scorer evidence', () => {
       lookupsWithBlocks: 2,
       podsWithBlocks: { '10.42.0.7': 2, '10.42.0.8': 1 },
     });
+    expect(preciseScorerReasons(evidence)).toEqual([]);
+    expect(preciseScorerWarnings(evidence)).toEqual([]);
   });
 
-  it('look-ups that never found a block: the hashes never matched', () => {
-    const evidence = preciseScorerEvidence([json({}), json({})].join('\n'));
+  it('look-ups that never found a block (or a prompt shorter than a block: null) make the run invalid', () => {
+    const evidence = preciseScorerEvidence([json({}), json(null)].join('\n'));
     expect(evidence.verdict).toBe('never-matched');
     expect(evidence.message).toMatch(/^2 look-up\(s\), none found a block/);
+    expect(preciseScorerReasons(evidence)).toEqual([
+      `llm-d's precise scorer never matched a prefix: ${evidence.message}`,
+    ]);
   });
 
-  it('no scores line at all (EPP below -v=4): not observable, never matched by default', () => {
-    expect(preciseScorerEvidence('{"msg":"Starting"}\n').verdict).toBe('not-observable');
+  it('no scores line at all (EPP below --v 4): not observable, a warning, never a match', () => {
+    const evidence = preciseScorerEvidence(
+      '{"msg":"Starting"}\n{"msg":"Failed to get pod scores","error":"tokenizer"}\n',
+    );
+    expect(evidence.verdict).toBe('not-observable');
+    expect(preciseScorerReasons(evidence)).toEqual([]);
+    expect(preciseScorerWarnings(evidence)[0]).toMatch(/--v 4/);
   });
 
   it('reads the console encoding too, and is collected through a narrow log reader', async () => {
     const line =
-      '2025-10-01T10:00:00Z DEBUG precise-prefix-cache-scorer Got pod scores {"scores_count": 1, "scores": {"10.42.0.8:8000": 96}}';
+      '2025-10-01T10:00:00Z\tLEVEL(-4)\tprecise-prefix-cache-scorer\tscorer/precise_prefix_cache.go:129\tGot pod scores\t{"x-request-id": "f3a1", "scores": {"10.42.0.8": 96}}';
     const evidence = await collectPreciseScorerEvidence(
-      { readEppLog: async () => line },
+      { readEppLog: async () => `${line}\n${line.replace('96', '0')}` },
       '2025-10-01T09:59:00Z',
     );
     expect(evidence.verdict).toBe('matched');
-    expect(evidence.podsWithBlocks).toEqual({ '10.42.0.8:8000': 1 });
+    expect(evidence.lookups).toBe(2);
+    expect(evidence.podsWithBlocks).toEqual({ '10.42.0.8': 1 });
   });
 });
