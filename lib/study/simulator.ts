@@ -14,7 +14,8 @@
  *   tokens for the default workload either way. Suffix blocks are unique per request.
  * - Scheduling: per engine step, running decodes first, then continuing chunked prefills, then waiting
  *   requests first-come-first-served up to a token budget (max_num_batched_tokens). A waiting request
- *   that cannot get blocks blocks the queue behind it, as in vLLM's FCFS scheduler.
+ *   that cannot get blocks blocks the queue behind it, as in vLLM's FCFS scheduler (docs/facts.md
+ *   §3.1, `Scheduler.schedule`): an uncached prompt fills the step and the requests behind it wait.
  * - Memory: a request reserves blocks for its prompt and all its output tokens when it is admitted
  *   (vLLM allocates decode blocks as it goes; reserving up front removes preemption from the model
  *   and moves an eviction earlier by at most one request lifetime).
