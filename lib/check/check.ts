@@ -29,7 +29,7 @@ import {
   unknownPluginRegistries,
 } from './rules/epp.ts';
 import { oneGpuPerReplica, runtimeClassOnGpuPods } from './rules/gpu.ts';
-import { llmdReplicasMatchIndexer, llmdTokenizerDirWritable } from './rules/llmd.ts';
+import { llmdReplicasMatchIndexer, llmdScorerEvidenceNotes, llmdTokenizerDirWritable } from './rules/llmd.ts';
 import { networkLessonViolations } from './rules/network.ts';
 import { type PlacementExpectation, placementViolations } from './rules/placement.ts';
 import {
@@ -190,6 +190,7 @@ export function inspectManifests(objects: readonly KubeObject[], options: CheckO
   const notes = [
     ...schema.flatMap((result) => result.notes),
     ...replicasStayInternal(testbed).notes,
+    ...llmdScorerEvidenceNotes(testbed),
     ...unknownPluginRegistries(testbed).map(({ ref, image }) =>
       note(
         ref.pod.object,

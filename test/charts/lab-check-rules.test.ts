@@ -224,6 +224,29 @@ describe('the llm-d invariants', () => {
   });
 });
 
+describe('the llm-d scorer’s evidence is observable', () => {
+  const scorerNotes = (objects: Any[]) =>
+    inspectManifests(objects as KubeObject[], ROOMY)
+      .notes.map((n) => n.message)
+      .filter((m) => m.includes('Got pod scores'));
+
+  test('the chart’s --v 4 gives no note; below it, or with a zap level that overrides it, a note says the runner cannot see it', () => {
+    expect(scorerNotes(testbed())).toEqual([]);
+
+    const quiet = testbed();
+    const args = eppArgs(quiet, 'qwen3-llmd-precise');
+    args[args.indexOf('--v') + 1] = '1';
+    expect(scorerNotes(quiet)).toEqual([
+      expect.stringMatching(/^qwen3-llmd-precise runs at --v 1: .*records it as not observable$/),
+    ]);
+    expect(check(quiet)).toEqual([]);
+
+    const zap = testbed();
+    eppArgs(zap, 'qwen3-llmd-precise').push('--zap-log-level', 'info');
+    expect(scorerNotes(zap)).toEqual([expect.stringMatching(/runs at --zap-log-level info/)]);
+  });
+});
+
 describe('item 8: the AI Gateway arm', () => {
   const EG = 'envoy-gateway-config';
   const KEY = 'envoy-gateway.yaml';

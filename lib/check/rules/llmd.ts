@@ -1,3 +1,4 @@
+import { SCORES_LINE_VERBOSITY } from '../../study/precise-evidence.ts';
 import { flagValue } from '../command-line.ts';
 import { eppFlags, eppSchedulerConfig, pluginsOf, type SchedulerConfig } from '../epp-config.ts';
 import {
@@ -13,7 +14,7 @@ import {
   text,
 } from '../manifest.ts';
 import { type ContainerRef, mainInvocation, ofKind, type Testbed } from '../testbed.ts';
-import { type Violation, violation } from '../violation.ts';
+import { type Note, note, type Violation, violation } from '../violation.ts';
 import { servedNames } from './servers.ts';
 
 /**
@@ -229,5 +230,30 @@ export function llmdTokenizerDirWritable(testbed: Testbed): Violation[] {
       );
     }
     return found;
+  });
+}
+
+/** GAIE v1.0.0 `logging.DEFAULT`: the EPP's `-v` when none is given (cmd/epp/runner/runner.go). */
+const EPP_DEFAULT_VERBOSITY = 2;
+
+/**
+ * The runner's evidence that the precise scorer matched is its "Got pod scores" line, logged only at
+ * `--v 4` or more (docs/facts.md §3.7); `--zap-log-level`, when given, replaces `-v`. Below that the
+ * run is not invalid, so this is a note: its matching will be recorded as not observable.
+ */
+export function llmdScorerEvidenceNotes(testbed: Testbed): Note[] {
+  const epps = new Set(preciseIndexers(testbed).map((indexer) => indexer.epp));
+  return [...epps].flatMap((epp) => {
+    const flags = eppFlags(epp);
+    const zapLevel = flags.values.get('zap-log-level');
+    const verbosity = Number(zapLevel ?? flags.values.get('v') ?? EPP_DEFAULT_VERBOSITY);
+    if (Number.isInteger(verbosity) && verbosity >= SCORES_LINE_VERBOSITY) return [];
+    const setting = zapLevel !== undefined ? `--zap-log-level ${zapLevel}` : `--v ${verbosity}`;
+    return [
+      note(
+        epp.pod.object,
+        `${nameOf(epp.pod.object)} runs at ${setting}: its ${PRECISE_SCORER} logs "Got pod scores" only at --v ${SCORES_LINE_VERBOSITY} or more, so the runner cannot tell whether a look-up ever found blocks and records it as not observable`,
+      ),
+    ];
   });
 }
