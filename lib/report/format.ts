@@ -212,6 +212,13 @@ function boundCells(row: BoundRow): string[] {
   ];
 }
 
+/** What a run's checks could not establish, said under the invalid runs. */
+function warningNotes(tables: ReportTables): string[] {
+  return tables.warnings.flatMap((run) =>
+    run.warnings.map((w) => `Not established for ${run.runId} (${run.valid ? 'valid' : 'invalid'}): ${w}`),
+  );
+}
+
 function invalidCells(run: InvalidRun): string[] {
   return [run.runId, 'invalid', run.title, run.reasons.join('; ')];
 }
@@ -399,13 +406,14 @@ export function reportSections(tables: ReportTables): ReportSection[] {
               align: ['left', 'left', 'left', 'left'] as Align[],
               rows: tables.invalid.map(invalidCells),
             },
-            notes: [],
+            notes: warningNotes(tables),
           }
         : {
             notes: [
               anyValidRun(tables)
                 ? 'Every recorded run passed every validity check.'
                 : 'No run was recorded, so no validity check has run.',
+              ...warningNotes(tables),
             ],
           }),
     },

@@ -109,6 +109,7 @@ const RunRecordSchema = z.object({
   upperBound: fraction.optional(),
   valid: z.boolean(),
   invalidReasons: z.array(z.string()),
+  warnings: z.array(z.string()).optional(),
 });
 
 const StudyMetadataSchema = z.object({

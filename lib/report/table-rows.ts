@@ -119,6 +119,13 @@ export interface InvalidRun {
   readonly reasons: readonly string[];
 }
 
+/** What a run's checks could not establish (recorded, not judged): llm-d's scorer evidence, ... */
+export interface RunWarnings {
+  readonly runId: string;
+  readonly valid: boolean;
+  readonly warnings: readonly string[];
+}
+
 /** A run that executed beside others (the bound sweep, `study.parallelism: 2`), as recorded. */
 export interface OverlapRow {
   readonly runId: string;
@@ -153,6 +160,8 @@ export interface ReportTables {
   /** Prefix arms with no valid run at all: charts name them so their absence is visible. */
   readonly invalidPrefixArms: readonly { readonly arm: string; readonly armTitle: string }[];
   readonly invalid: readonly InvalidRun[];
+  /** Runs whose record carries warnings, in study order. */
+  readonly warnings: readonly RunWarnings[];
   /** Runs that shared the host with others while they ran (they shared CPUs and PCIe, no GPU or cache). */
   readonly overlaps: readonly OverlapRow[];
   /**

@@ -172,6 +172,9 @@ export function reportTables(study: StudyRecord): ReportTables {
     predictionChecks: prefixArms.flatMap(predictionChecks),
     invalidPrefixArms,
     invalid,
+    warnings: study.runs
+      .filter((record) => (record.warnings?.length ?? 0) > 0)
+      .map((record) => ({ runId: record.id, valid: record.valid, warnings: record.warnings ?? [] })),
     overlaps: study.runs
       .filter((record) => (record.overlappedWith?.length ?? 0) > 0)
       .map((record) => ({

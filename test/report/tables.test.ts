@@ -406,3 +406,16 @@ describe('runs that overlapped', () => {
     expect(reportSections(reportTables(withRuns(none))).some((s) => s.id === 'overlaps')).toBe(false);
   });
 });
+
+describe('warnings of a run (what its checks could not establish)', () => {
+  it('are said under the invalid runs, with the run and its status; a run without any adds nothing', () => {
+    const warning =
+      'llm-d\'s precise scorer: no "Got pod scores" line in the EPP log: the EPP logs it at --v 4 or more (docs/facts.md §3.7), so whether the precise scorer\'s look-ups ever found blocks is unknown';
+    const warned = study.runs.map((r) =>
+      r.id === 'arm-epp-completions-prefix' ? { ...r, warnings: [warning] } : r,
+    );
+    const notes = reportSections(reportTables(withRuns(warned))).find((s) => s.id === 'invalid')?.notes;
+    expect(notes).toEqual([`Not established for arm-epp-completions-prefix (valid): ${warning}`]);
+    expect(section('invalid').notes).toEqual([]);
+  });
+});
