@@ -64,7 +64,27 @@ interface FakeJob {
   readonly pod: NetworkPodState;
   done: boolean;
   counts: JobCounts;
+  /** When a foreground delete began: the Job and its pod stay listed until the pod has terminated. */
+  deletedAtMs?: number;
 }
+
+/** How long a deleted Job's pod takes to terminate (the Jobs' terminationGracePeriodSeconds 1, plus the kubelet). */
+export const POD_TERMINATION_MS = 2_500;
+
+/** Components whose pods load the node's CPU while they run (the host commands are a blink). */
+const LOADING_COMPONENTS = [
+  'fortio-client',
+  'download-client',
+  'sse-client',
+  'service-prober',
+  'conntrack-driver',
+];
+
+/**
+ * How much slower a fortio call gets per other loading pod on the node: the client, the server
+ * and the datapath share the node's vCPUs (an estimate of the fake, not a measured figure).
+ */
+export const CONTENTION_PER_POD = 0.15;
 
 interface FakeService {
   readonly namespace: string;
@@ -329,6 +349,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   async createJob(job: JobObject): Promise<void> {
     this.fail('createJob');
+    this.reap();
     const key = `${job.metadata.namespace}/${job.metadata.name}`;
     if (this.jobs.has(key)) throw new KubeApiError('POST', key, 409, 'AlreadyExists');
     if (!(job.metadata.namespace in this.namespaces))
@@ -386,8 +407,11 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   async getJob(namespace: string, name: string): Promise<JobCounts | undefined> {
     this.fail('getJob');
+    this.reap();
     const entry = this.jobs.get(`${namespace}/${name}`);
     if (!entry) return undefined;
+    // A Job being deleted is killed, not finished: its counts stay as they were.
+    if (entry.deletedAtMs !== undefined) return entry.counts;
     if (entry.prober && !entry.done) this.advanceProber(entry, entry.prober);
     if (!entry.done && this.clock.ms >= entry.createdAtMs + entry.durationMs) {
       entry.done = true;
@@ -400,11 +424,21 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   async deleteJob(namespace: string, name: string): Promise<void> {
     this.fail('deleteJob');
-    this.jobs.delete(`${namespace}/${name}`);
+    const entry = this.jobs.get(`${namespace}/${name}`);
+    if (entry) entry.deletedAtMs ??= this.clock.ms;
+  }
+
+  async listJobNames(namespace: string, labelSelector: string): Promise<string[]> {
+    this.fail('listJobNames');
+    this.reap();
+    return [...this.jobs.values()]
+      .filter((j) => j.job.metadata.namespace === namespace && matches(j.job.metadata.labels, labelSelector))
+      .map((j) => j.job.metadata.name);
   }
 
   async listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]> {
     this.fail('listPods');
+    this.reap();
     const pods = [
       ...this.servers.filter((p) => p.namespace === namespace),
       ...[...this.jobs.values()].map((j) => j.pod).filter((p) => p.namespace === namespace),
@@ -524,7 +558,26 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   }
 
   activeJobs(): number {
+    this.reap();
     return this.jobs.size;
+  }
+
+  /** Jobs whose deletion is over: gone with their pods. */
+  private reap(): void {
+    for (const [key, entry] of this.jobs)
+      if (entry.deletedAtMs !== undefined && this.clock.ms >= entry.deletedAtMs + POD_TERMINATION_MS)
+        this.jobs.delete(key);
+  }
+
+  /** Other pods loading the node now: running Jobs of the loading components, not being deleted. */
+  private loadingPodsBesides(job: JobObject): number {
+    return [...this.jobs.values()].filter(
+      (j) =>
+        j.job !== job &&
+        !j.done &&
+        j.deletedAtMs === undefined &&
+        LOADING_COMPONENTS.includes(j.job.metadata.labels['app.kubernetes.io/component']),
+    ).length;
   }
 
   // ---- What each Job leaves ----
@@ -611,6 +664,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       baseMs = server?.app === 'fortio-permissive' ? 0.55 : url.includes(':8082') ? 0.38 : grpc ? 0.71 : 0.62;
     if (!keepalive) baseMs += 0.09 + (this.cell.datapath === 'cilium' ? 0 : this.scaleServices() * 0.000_004);
     if (this.slowFortio?.test(job.metadata.name)) baseMs *= SLOW_FORTIO_FACTOR;
+    baseMs *= 1 + CONTENTION_PER_POD * this.loadingPodsBesides(job);
     const coarse = this.coarseFortio?.test(job.metadata.name) ?? false;
     const resolution = coarse ? 0.001 : Number(flag(args, '-r'));
     const shape = latencyHistogram(baseMs / 1000, unit(job.metadata.name), 100_000);
