@@ -557,6 +557,12 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     return this.servers.filter((p) => p.namespace === namespace);
   }
 
+  /** Names of the Jobs that exist (running, ended or still terminating) whose name matches. */
+  activeJobsNamed(pattern: RegExp): string[] {
+    this.reap();
+    return [...this.jobs.values()].map((j) => j.job.metadata.name).filter((n) => pattern.test(n));
+  }
+
   activeJobs(): number {
     this.reap();
     return this.jobs.size;
@@ -569,15 +575,17 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
         this.jobs.delete(key);
   }
 
-  /** Other pods loading the node now: running Jobs of the loading components, not being deleted. */
+  /**
+   * Other pods loading the node now: Jobs of the loading components still within their run time
+   * (whether or not anyone polls them: a killed runner's Job runs on), and not being deleted.
+   */
   private loadingPodsBesides(job: JobObject): number {
-    return [...this.jobs.values()].filter(
-      (j) =>
-        j.job !== job &&
-        !j.done &&
-        j.deletedAtMs === undefined &&
-        LOADING_COMPONENTS.includes(j.job.metadata.labels['app.kubernetes.io/component']),
-    ).length;
+    return [...this.jobs.values()].filter((j) => {
+      if (j.job === job || j.deletedAtMs !== undefined) return false;
+      if (!LOADING_COMPONENTS.includes(j.job.metadata.labels['app.kubernetes.io/component'])) return false;
+      if (j.prober && !j.done) this.advanceProber(j, j.prober);
+      return this.clock.ms < j.createdAtMs + j.durationMs;
+    }).length;
   }
 
   // ---- What each Job leaves ----
