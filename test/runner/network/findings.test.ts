@@ -5,8 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { loadLabConfig } from '../../../lib/config/load.ts';
 import type { NetworkStudyPlan, NetworkStudyRecord } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { KubeApiError } from '../../../lib/runner/kube-cluster.ts';
 import { STATUS_FILE } from '../../../lib/runner/layout.ts';
+import { retryingNetworkCluster } from '../../../lib/runner/network/cluster-retry.ts';
 import { FileNetworkResultStore } from '../../../lib/runner/network/file-store.ts';
+import { hostCommandJob } from '../../../lib/runner/network/jobs.ts';
 import { runNetworkStudy } from '../../../lib/runner/network/run-network-study.ts';
 import type { NetworkCluster, NetworkResultStore } from '../../../lib/runner/ports.ts';
 import type { StudyStatus } from '../../../lib/runner/status.ts';
@@ -263,5 +266,33 @@ describe('network runner: a killed runner’s files and Jobs', () => {
     };
     expect(study.runs.map((r) => r.valid)).toEqual([true, true]);
     expect(avg(study)).toBe(avg(reference));
+  });
+});
+
+describe('network runner: a retried call acts once, and nothing is assumed', () => {
+  it('does not count a 409 on the first create as its Job created, but does on a retried try', async () => {
+    const fake = new FakeCell(config, 'dp-iptables', tempDir('network-409-'));
+    const job = hostCommandJob(fake.context, 'net-host-facts', 'study', 'uname -r');
+    // Somebody else's Job of that name exists: the first try's 409 is an answer.
+    await fake.createJob(job);
+    const ctx = {
+      policy: { attempts: 3, initialDelayMs: 10, maxDelayMs: 10 },
+      clock: fake.clock,
+      log: () => {},
+    };
+    await expect(retryingNetworkCluster(fake, ctx).createJob(job)).rejects.toThrow(/409/);
+    // A lost answer: the server created the Job, the client saw a 503, the retry meets it (409).
+    await fake.deleteJob('plain', 'net-host-facts');
+    fake.clock.ms += 10_000;
+    let tries = 0;
+    const lossy: NetworkCluster = Object.assign(Object.create(fake), {
+      createJob: async (j: typeof job) => {
+        tries++;
+        await fake.createJob(j);
+        if (tries === 1) throw new KubeApiError('POST', '/apis/batch/v1/namespaces/plain/jobs', 503, 'lost');
+      },
+    });
+    await expect(retryingNetworkCluster(lossy, ctx).createJob(job)).resolves.toBeUndefined();
+    expect(tries).toBe(2);
   });
 });
