@@ -95,7 +95,8 @@ export class NetworkStudyRunnerChart extends Chart {
     new k8s.KubeConfigMap(this, 'files', { metadata: { name, namespace, labels }, data });
     new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name, namespace, labels } });
 
-    const jobs = { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'delete'] };
+    // `list`: a starting runner clears the Jobs a killed one left (lib/runner/network/job-driver.ts).
+    const jobs = { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'delete'] };
     const podLogs = { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] };
     const role = (id: string, roleNamespace: string, rules: k8s.PolicyRule[]) => {
       new k8s.KubeRole(this, `${id}-role`, { metadata: { name, namespace: roleNamespace, labels }, rules });

@@ -34,7 +34,7 @@ export interface RetryPolicy {
   readonly outageMs?: number;
 }
 
-/** Short retries, no outage riding: the replicas' calls, and the network runner's until it adopts `outageMs`. */
+/** Short retries, no outage riding: the replicas' calls and the sidecar scrapes; the API's add `outageMs`. */
 export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDelayMs: 30_000 };
 
 /** How long the first lab's runner rides out a Kubernetes API outage by default (`runner.retry.outageMinutes`). */
@@ -42,7 +42,8 @@ export const DEFAULT_API_OUTAGE_MS = 15 * 60_000;
 
 /**
  * The policy of `runner.retry` (seconds in the configuration, ms here); both labs' runners use
- * it. The outage limit is `apiOutageMsOf`, kept apart so that a runner opts in to it.
+ * it, with the outage limit `apiOutageMsOf` added for their Kubernetes API calls
+ * (`runnerOptionsOf`).
  */
 export function retryPolicyOf(config: {
   readonly runner: { readonly retry: LabConfig['runner']['retry'] };

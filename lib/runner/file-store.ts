@@ -84,31 +84,12 @@ class FileStudyFiles implements StudyFiles {
     return { runs: items, unreadable };
   }
 
-  async claimAttempt(runId: string, atLeast: number): Promise<number> {
-    const runDir = join(this.dir, ATTEMPTS_DIR, runId);
-    await mkdir(runDir, { recursive: true });
-    const taken = (await readdir(runDir)).map(Number).filter((n) => Number.isInteger(n));
-    for (let n = Math.max(atLeast, ...taken.map((t) => t + 1)); ; n++) {
-      try {
-        // mkdir without `recursive` fails on a folder that exists: one claim per number.
-        await mkdir(join(this.dir, attemptDir(runId, n)));
-        return n;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      }
-    }
+  claimAttempt(runId: string, atLeast: number): Promise<number> {
+    return claimAttemptIn(this.dir, runId, atLeast);
   }
 
   async saveAttemptFile(runId: string, attempt: number, path: string, text: string): Promise<boolean> {
-    const kept = join(this.dir, attemptDir(runId, attempt), path);
-    await mkdir(dirname(kept), { recursive: true });
-    try {
-      // `wx`: the attempt's file is written once and never replaced.
-      await writeFile(kept, text, { flag: 'wx' });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-      throw error;
-    }
+    if (!(await keepAttemptFile(this.dir, runId, attempt, path, text))) return false;
     await writeAtomic(join(this.dir, path), text);
     return true;
   }
@@ -116,6 +97,49 @@ class FileStudyFiles implements StudyFiles {
   async appendLog(line: string): Promise<void> {
     await mkdir(this.dir, { recursive: true });
     await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
+  }
+}
+
+/**
+ * Claims the next attempt number of a run in a study folder, at least `atLeast`: its folder
+ * `attempts/<run-id>/<n>/` is created, and no later claim, by this runner or another, gets the
+ * same number (a killed runner's attempt keeps its files). Both labs' study folders use it.
+ */
+export async function claimAttemptIn(studyFolder: string, runId: string, atLeast: number): Promise<number> {
+  const runDir = join(studyFolder, ATTEMPTS_DIR, runId);
+  await mkdir(runDir, { recursive: true });
+  const taken = (await readdir(runDir)).map(Number).filter((n) => Number.isInteger(n));
+  for (let n = Math.max(atLeast, ...taken.map((t) => t + 1)); ; n++) {
+    try {
+      // mkdir without `recursive` fails on a folder that exists: one claim per number.
+      await mkdir(join(studyFolder, attemptDir(runId, n)));
+      return n;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+}
+
+/**
+ * Keeps one file of a run's attempt in `attempts/<run-id>/<n>/<path>` of a study folder,
+ * write-once: false when the attempt already kept a file of that path (it is not replaced).
+ */
+export async function keepAttemptFile(
+  studyFolder: string,
+  runId: string,
+  attempt: number,
+  path: string,
+  text: string,
+): Promise<boolean> {
+  const kept = join(studyFolder, attemptDir(runId, attempt), path);
+  await mkdir(dirname(kept), { recursive: true });
+  try {
+    // `wx`: the attempt's file is written once and never replaced.
+    await writeFile(kept, text, { flag: 'wx' });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
   }
 }
 

@@ -3,7 +3,7 @@ import { COMPONENT_LABEL, labLabels } from '../../charts/labels.ts';
 import type { JobOutcome } from '../study/results.ts';
 import { jobOutcome } from '../study/validity.ts';
 import { rethrowOutage } from './call-policy.ts';
-import { type PollCheck, pollUntil } from './poll.ts';
+import { type PollCheck, type PollOptions, pollUntil } from './poll.ts';
 import { type RunnerContext, waitOptions } from './runner-context.ts';
 import { formatElapsed } from './status.ts';
 
@@ -27,6 +27,55 @@ export interface ClientJob {
   readonly name: string;
 }
 
+/** A Job an earlier runner left, and how to delete it and see it gone (either lab's API). */
+export interface LeftoverJob {
+  /** `job/<name>`'s name, as the log names it (the network lab adds its namespace). */
+  readonly name: string;
+  /** Why it is deleted, for the log: `a client an earlier runner left`. */
+  readonly why: string;
+  delete(): Promise<void>;
+  /** Whether the Job or any of its pods still exists. */
+  remains(): Promise<boolean>;
+}
+
+/**
+ * Both labs' runners, when they start, before any measurement: every Job an earlier runner left
+ * (killed mid-step, or an older study's after `lab run --new`) is deleted, then `afterDelete`
+ * runs (the first lab's gates), and the runner waits until each Job and its pods are gone, so no
+ * leftover load or probe reaches the first measurement.
+ */
+export async function clearLeftoverJobs(
+  jobs: readonly LeftoverJob[],
+  how: {
+    readonly say: (line: string) => Promise<void>;
+    readonly afterDelete?: () => Promise<void>;
+    readonly poll: Omit<PollOptions, 'onWait' | 'announce'>;
+  },
+): Promise<void> {
+  for (const job of jobs) {
+    await how.say(`deleting job/${job.name}, ${job.why}`);
+    await job.delete();
+  }
+  await how.afterDelete?.();
+  for (const job of jobs) await waitUntilJobGone(job.name, () => job.remains(), how.poll);
+}
+
+/** Waits until a deleted Job and its pods are gone; throws naming it when they outlive the timeout. */
+export async function waitUntilJobGone(
+  name: string,
+  remains: () => Promise<boolean>,
+  poll: PollOptions,
+): Promise<void> {
+  const outcome = await pollUntil<true>(
+    async () => ((await remains()) ? { waiting: `job/${name} and its pods` } : { done: true }),
+    poll,
+  );
+  if ('timedOut' in outcome)
+    throw new Error(
+      `job/${name} and its pods were not gone within ${formatElapsed(poll.timeoutMs)} of its deletion`,
+    );
+}
+
 export class JobLifecycle {
   constructor(private readonly ctx: RunnerContext) {}
 
@@ -36,17 +85,30 @@ export class JobLifecycle {
    * the Jobs' pods are gone, so no leftover client loads a replica or answers for a front end.
    */
   async clearLab(): Promise<void> {
-    const { cluster } = this.ctx;
+    const { cluster, options } = this.ctx;
     const jobs = await cluster.listJobNames(BENCHMARK_JOBS_SELECTOR);
-    for (const name of jobs) {
-      await this.ctx.say(`deleting job/${name}, a client an earlier runner left`);
-      await cluster.deleteJob(name);
-    }
-    for (const name of await cluster.listServiceNames(gateSelector())) {
-      await this.ctx.say(`deleting service/${name}, a gate an earlier runner left`);
-      await cluster.deleteService(name);
-    }
-    for (const name of jobs) await this.waitUntilGone(name);
+    await clearLeftoverJobs(
+      jobs.map((name) => ({
+        name,
+        why: 'a client an earlier runner left',
+        delete: () => cluster.deleteJob(name),
+        remains: () => this.remains(name),
+      })),
+      {
+        say: (line) => this.ctx.say(line),
+        afterDelete: async () => {
+          for (const name of await cluster.listServiceNames(gateSelector())) {
+            await this.ctx.say(`deleting service/${name}, a gate an earlier runner left`);
+            await cluster.deleteService(name);
+          }
+        },
+        poll: {
+          clock: this.ctx.deps.clock,
+          timeoutMs: options.rolloutTimeoutMs,
+          intervalMs: options.pollIntervalMs,
+        },
+      },
+    );
   }
 
   /** Deletes a previous Job of the same name and waits until it and its pods are gone. */
@@ -62,22 +124,18 @@ export class JobLifecycle {
    */
   async deleteJobAndWait(name: string): Promise<void> {
     await this.ctx.cluster.deleteJob(name);
-    await this.waitUntilGone(name);
+    const { options } = this.ctx;
+    await waitUntilJobGone(name, () => this.remains(name), {
+      clock: this.ctx.deps.clock,
+      timeoutMs: options.rolloutTimeoutMs,
+      intervalMs: options.pollIntervalMs,
+    });
   }
 
-  private async waitUntilGone(name: string): Promise<void> {
-    const { cluster, options } = this.ctx;
-    const outcome = await pollUntil<true>(
-      async () =>
-        (await cluster.getJob(name)) || (await cluster.listPods(`job-name=${name}`)).length > 0
-          ? { waiting: `job/${name} and its pods` }
-          : { done: true },
-      { clock: this.ctx.deps.clock, timeoutMs: options.rolloutTimeoutMs, intervalMs: options.pollIntervalMs },
-    );
-    if ('timedOut' in outcome)
-      throw new Error(
-        `job/${name} and its pods were not gone within ${formatElapsed(options.rolloutTimeoutMs)} of its deletion`,
-      );
+  /** Whether the Job or any of its pods still exists. */
+  private async remains(name: string): Promise<boolean> {
+    const { cluster } = this.ctx;
+    return Boolean(await cluster.getJob(name)) || (await cluster.listPods(`job-name=${name}`)).length > 0;
   }
 
   /**

@@ -416,6 +416,13 @@ export class KubeNetworkCluster implements NetworkCluster {
     await kubeDeleteOptional(this.transport, `${jobsPath(namespace)}/${q(name)}`, FOREGROUND_DELETE);
   }
 
+  async listJobNames(namespace: string, labelSelector: string): Promise<string[]> {
+    const list = JSON.parse(
+      await kubeCall(this.transport, 'GET', `${jobsPath(namespace)}?labelSelector=${q(labelSelector)}`),
+    ) as { items: { metadata: { name: string } }[] };
+    return list.items.map((j) => j.metadata.name);
+  }
+
   async listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]> {
     const query = labelSelector ? `?labelSelector=${q(labelSelector)}` : '';
     const list = JSON.parse(await kubeCall(this.transport, 'GET', `${podsPath(namespace)}${query}`)) as {

@@ -246,6 +246,8 @@ export interface NetworkCluster {
   getJob(namespace: string, name: string): Promise<JobCounts | undefined>;
   /** Foreground propagation; returns before the Job and its pods are gone. */
   deleteJob(namespace: string, name: string): Promise<void>;
+  /** Names of the Jobs of a namespace matching a label selector (an earlier runner's, at start). */
+  listJobNames(namespace: string, labelSelector: string): Promise<string[]>;
   listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]>;
   deletePod(namespace: string, name: string): Promise<void>;
   podLog(namespace: string, name: string, container?: string): Promise<string>;
@@ -292,7 +294,16 @@ export interface NetworkStudyFiles {
   readRuns(): Promise<{ runs: NetworkRunRecord[]; unreadable: string[] }>;
   writeStudy(study: NetworkStudyRecord): Promise<void>;
   writeRun(record: NetworkRunRecord): Promise<void>;
-  /** Keeps a Job's output (its result file or its log) in `outputs/<run-id>/<attempt>/<file>`. */
-  saveOutput(runId: string, attempt: number, file: string, text: string): Promise<void>;
+  /**
+   * Claims the next attempt number of a run (or of the study's own Jobs, `study`), at least
+   * `atLeast`, as `StudyFiles.claimAttempt`: its folder `attempts/<run-id>/<n>/` is created and no
+   * later claim, by this runner or another, gets the same number.
+   */
+  claimAttempt(runId: string, atLeast: number): Promise<number>;
+  /**
+   * Keeps a Job's output (its result file or its log) write-once in
+   * `attempts/<run-id>/<n>/<file>`; a file the attempt already kept is not replaced: returns false.
+   */
+  saveAttemptFile(runId: string, attempt: number, file: string, text: string): Promise<boolean>;
   appendLog(line: string): Promise<void>;
 }

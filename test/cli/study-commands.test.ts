@@ -55,7 +55,7 @@ const STATUS = {
   state: 'running',
   startedAt: '2025-10-14T09:00:00.000Z',
   updatedAt: '2025-10-14T09:14:20.000Z',
-  totalRuns: 25,
+  totalRuns: 27,
   recordedRuns: 7,
   validRuns: 6,
   invalidRuns: 1,
@@ -67,7 +67,7 @@ const STATUS = {
     elapsedSeconds: 20,
   },
   etaSeconds: 2160,
-  message: 'run 8/25 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
+  message: 'run 8/27 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
 };
 
 function hostAnswers(stdout: string, options: { status?: string; code?: number; stderr?: string } = {}) {
@@ -203,7 +203,7 @@ describe('lab run', () => {
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain('resume: the runner is active; nothing was started.');
     expect(run.stdout).toContain('progress:\n  state:     running');
-    expect(run.stdout).toContain('  runs:      7 of 25 recorded: 6 valid, 1 invalid');
+    expect(run.stdout).toContain('  runs:      7 of 27 recorded: 6 valid, 1 invalid');
   });
 
   it('the testbed still bootstrapping', async () => {
@@ -415,11 +415,11 @@ describe('lab status', () => {
       [
         `study on ${INSTANCE} (stack ${STACK}), runner job: active`,
         'state:     running (status.json updated 2025-10-14T09:14:20.000Z, 20s ago)',
-        'runs:      7 of 25 recorded: 6 valid, 1 invalid',
-        'current:   run 8/25 arm-router-round-robin-prefix: waiting for job (run elapsed 20s)',
+        'runs:      7 of 27 recorded: 6 valid, 1 invalid',
+        'current:   run 8/27 arm-router-round-robin-prefix: waiting for job (run elapsed 20s)',
         'elapsed:   14m40s since the runner started at 2025-10-14T09:00:00.000Z',
         'ETA:       36m',
-        'message:   run 8/25 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
+        'message:   run 8/27 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
         '',
       ].join('\n'),
     );
@@ -483,11 +483,11 @@ describe('lab status', () => {
     const finished = {
       ...rest,
       state: 'finished',
-      recordedRuns: 25,
-      validRuns: 24,
+      recordedRuns: 27,
+      validRuns: 26,
       startedAt: '2025-10-14T08:00:00.000Z',
       updatedAt: '2025-10-14T09:00:00.000Z',
-      message: 'study finished: 24 of 25 runs valid',
+      message: 'study finished: 26 of 27 runs valid',
     };
     s3.on(GetObjectCommand, { Bucket: BUCKET, Key: `${STACK}/status.json` }).resolves({
       Body: body(JSON.stringify(finished)),
@@ -501,9 +501,9 @@ describe('lab status', () => {
         `instance ${INSTANCE} is terminated: the lifetime guard (instance.maxLifetimeHours), runner.terminateWhenDone or a teardown ended it.`,
         `This is the last synced copy: s3://${BUCKET}/${STACK}/status.json, uploaded 2025-10-14T09:02:00.000Z.`,
         'state:     finished (status.json updated 2025-10-14T09:00:00.000Z, 14m40s ago)',
-        'runs:      25 of 25 recorded: 24 valid, 1 invalid',
+        'runs:      27 of 27 recorded: 26 valid, 1 invalid',
         'elapsed:   1h00m00s since the runner started at 2025-10-14T08:00:00.000Z',
-        'message:   study finished: 24 of 25 runs valid',
+        'message:   study finished: 26 of 27 runs valid',
         '',
       ].join('\n'),
     );

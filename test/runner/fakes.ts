@@ -1,30 +1,28 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { BENCHMARK_LABEL, benchmarkJob } from '../../charts/benchmark-job.ts';
-import type { LabConfig } from '../../lib/config/schema.ts';
-import { FileResultStore } from '../../lib/runner/file-store.ts';
-import { HttpEndpointPickers, HttpFrontEnds } from '../../lib/runner/http-front-ends.ts';
-import { HttpReplicas } from '../../lib/runner/http-replicas.ts';
+import { BENCHMARK_LABEL } from '../../charts/benchmark-job.ts';
 import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
 import type {
-  Clock,
   Cluster,
   DeploymentState,
   JobObject,
   PodState,
   ResourceRef,
-  RunnerDeps,
   ServiceObject,
 } from '../../lib/runner/ports.ts';
 import { studyArms } from '../../lib/study/arms.ts';
-import type { BenchmarkSpec, StudyPlan } from '../../lib/study/plan.ts';
-import { CLIENT_RESULT_KEYS } from '../../lib/study/results.ts';
+import type { BenchmarkSpec } from '../../lib/study/plan.ts';
 import { frontEnd } from '../../lib/study/topology.ts';
 import type { JobCounts } from '../../lib/study/validity.ts';
-import { lookedUpTokens } from '../../lib/study/workload.ts';
-import { type FakeEppScorer, FakeEpps } from './fake-epp.ts';
-import type { FakeClock, FakeReplica } from './fake-servers.ts';
+import { type FakeClusterOptions, UNSCHEDULABLE_MESSAGE } from './fake-cluster-setup.ts';
+import { FakeEpps } from './fake-epp.ts';
+import { ClientLoads } from './fake-load.ts';
+import type { FakeReplica } from './fake-servers.ts';
 
+export {
+  type ClientBehaviour,
+  type FakeClusterOptions,
+  rehearsalDeps,
+  UNSCHEDULABLE_MESSAGE,
+} from './fake-cluster-setup.ts';
 export {
   FakeClock,
   FakeEndpointPickers,
@@ -33,128 +31,12 @@ export {
   type ResetBehaviour,
 } from './fake-servers.ts';
 
-/** What the scheduler says of a pod no node can take (the fake cluster's one GPU node). */
-export const UNSCHEDULABLE_MESSAGE =
-  '0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.';
-
 /** The gate a staged client's `--base-url` names (`http://gate-<id>.<ns>.svc...`), if any. */
 function gateOf(job: JobObject): string | undefined {
   const containers = (job.spec.template as { spec: { containers: { args?: string[] }[] } }).spec.containers;
   const base = containers[0].args?.find((a) => a.startsWith('--base-url='))?.slice('--base-url='.length);
   const host = base ? new URL(base).hostname.split('.')[0] : undefined;
   return host?.startsWith('gate-') ? host : undefined;
-}
-
-/**
- * The rehearsals' runner: the real HTTP clients against the loopback replicas, front ends and
- * EPPs, the real results folder, and the given fake cluster and clock.
- */
-export function rehearsalDeps(
-  config: LabConfig,
-  parts: { cluster: Cluster; clock: Clock; dir: string; tokenFile: string; lines: string[] },
-): RunnerDeps {
-  return {
-    cluster: parts.cluster,
-    replicas: new HttpReplicas(5_000),
-    frontEnds: new HttpFrontEnds(5_000),
-    endpointPickers: new HttpEndpointPickers(parts.tokenFile, 5_000),
-    store: new FileResultStore(parts.dir),
-    clock: parts.clock,
-    jobManifest: (spec, gate) => benchmarkJob(config, spec, gate),
-    log: (line) => parts.lines.push(line),
-  };
-}
-
-/** What the fake cluster does to one client's Job. */
-export interface ClientBehaviour {
-  /** Requests completed (default: every prompt). The replicas serve these plus the warm-up. */
-  readonly completed?: number;
-  /** The Job fails after this many seconds, having served nothing. */
-  readonly failAfterSeconds?: number;
-  /** The Job never finishes. */
-  readonly hangs?: boolean;
-  /** The client writes no result file. */
-  readonly noResultFile?: boolean;
-  /** The replicas show no vllm: series in the scrape after the run. */
-  readonly metricsVanish?: boolean;
-}
-
-export interface FakeClusterOptions {
-  readonly config: LabConfig;
-  readonly plan: StudyPlan;
-  readonly replicas: readonly FakeReplica[];
-  readonly resultsDir: string;
-  readonly clock: FakeClock;
-  /** Hit rate the replicas serve for a client's requests. */
-  readonly hitRate: (spec: BenchmarkSpec) => number;
-  /** How long a Job runs. @default 120 */
-  readonly jobSeconds?: number;
-  readonly behaviour?: Readonly<Record<string, ClientBehaviour>>;
-  /** Throws from createJob for this run id: an interrupted runner. */
-  readonly throwAtRun?: string;
-  /**
-   * A replica outage that begins `afterSeconds` after this run's client started its load and lasts
-   * `seconds` (the replica restarts: its cache and counters start again).
-   */
-  readonly outageAtRun?: {
-    readonly run: string;
-    readonly replica: number;
-    readonly afterSeconds: number;
-    readonly seconds: number;
-    /** The engine crashed and its container restarted: the pod, and its uid, stay. */
-    readonly keepsUid?: boolean;
-  };
-  /** The first this-many Job polls after a Job was created answer HTTP 500, as an overloaded API server. */
-  readonly pollErrorsAfterCreate?: number;
-  /** Every Job poll answers this HTTP status (a wrong request: not retried). */
-  readonly pollStatus?: number;
-  /**
-   * Seconds a deleted Job and its pods take to disappear (foreground propagation: the Job object
-   * stays until its pods are gone). @default 0
-   */
-  readonly jobDeleteSeconds?: number;
-  /** `status` of custom resources by `<plural>/<name>`; others do not exist. */
-  readonly statuses?: Readonly<Record<string, Record<string, unknown>>>;
-  /** createJob creates this run's Job (which then never finishes) and throws: a runner killed mid-run. */
-  readonly leaveJobAtRun?: string;
-  /**
-   * Seconds from a Job's creation to its client's first request: pod start, imports, tokenizer
-   * and dataset. A staged client spends them at its closed gate. @default 0
-   */
-  readonly jobStartSeconds?: number;
-  /**
-   * A staged client ends (status.failed) when its start is done instead of waiting at its closed
-   * gate: a client image whose `vllm bench serve` has no ready check.
-   */
-  readonly stagedClientsEnd?: boolean;
-  /** Gates (Services) a killed runner left behind. */
-  readonly leftoverGates?: readonly string[];
-  /** This run's client pods find no node with room: they stay Pending, Unschedulable. */
-  readonly unschedulableAtRun?: string;
-  /** llm-d's scorer: whether its hashes match and its `--v` (default: the chart's). */
-  readonly eppScorer?: FakeEppScorer;
-}
-
-/**
- * A client's load as it is served: spread evenly from `from` to `until` over the replicas it
- * targets, so a client that keeps running shows up in every scrape until it ends or is deleted.
- */
-interface Load {
-  readonly job: string;
-  readonly spec: BenchmarkSpec;
-  readonly replicas: readonly FakeReplica[];
-  readonly share: readonly number[];
-  readonly perRequest: number;
-  readonly rate: number;
-  readonly from: number;
-  readonly until: number;
-  /** Served so far, per replica: requests and hit tokens. */
-  readonly served: number[];
-  readonly hits: number[];
-  /** The result file is written when the load ends (unless the Job was deleted before). */
-  readonly completed: number | undefined;
-  written: boolean;
-  stoppedAt?: number;
 }
 
 interface FakeJob {
@@ -199,14 +81,23 @@ export class FakeCluster implements Cluster {
   private pollErrors = 0;
   /** Job polls answered with HTTP 500 so far. */
   pollErrorsAnswered = 0;
-  /** The clients' loads, served over time (`tick`). */
-  private readonly loads: Load[] = [];
+  /** The clients' loads, served over time (fake-load.ts). */
+  private readonly loads: ClientLoads;
   /** The llm-d EPPs' pods and logs. */
   private readonly epps: FakeEpps;
 
   constructor(private readonly o: FakeClusterOptions) {
     this.leaveJobAtRun = o.leaveJobAtRun;
     this.epps = new FakeEpps(o.config, o.eppScorer);
+    this.loads = new ClientLoads({
+      config: o.config,
+      clock: o.clock,
+      resultsDir: o.resultsDir,
+      hitRate: o.hitRate,
+      pairReplicas: (pair) => this.pairReplicas(pair),
+      onServed: (spec, index, before, add, rate, now) =>
+        this.epps.scored(spec, index, before, add, rate, now),
+    });
     for (const r of o.replicas) {
       r.clock = o.clock;
       r.beforeAnswer = () => this.tick();
@@ -310,7 +201,14 @@ export class FakeCluster implements Cluster {
     }
     const completed = b.completed ?? spec.prompts;
     const doneAt = from + (this.o.jobSeconds ?? 120) * 1000;
-    this.serve(job.metadata.name, spec, completed + 1, from, doneAt, b.noResultFile ? undefined : completed);
+    this.loads.serve(
+      job.metadata.name,
+      spec,
+      completed + 1,
+      from,
+      doneAt,
+      b.noResultFile ? undefined : completed,
+    );
     if (b.metricsVanish) for (const r of this.o.replicas) r.blankScrapes = 1;
     return { manifest: job, createdAt, doneAt, outcome: b.hangs ? 'never' : 'succeeded' };
   }
@@ -394,7 +292,7 @@ export class FakeCluster implements Cluster {
     this.events.push(`delete job/${name}`);
     job.goneAt = this.o.clock.ms + (this.o.jobDeleteSeconds ?? 0) * 1000;
     // Its pod is being terminated: its client sends nothing more.
-    for (const load of this.loads) if (load.job === name) load.stoppedAt ??= this.o.clock.ms;
+    this.loads.stop(name, this.o.clock.ms);
   }
 
   /** The benchmark Jobs that exist (the runner's selector is the component label). */
@@ -541,97 +439,8 @@ export class FakeCluster implements Cluster {
     return 'v1.33.4+k3s1';
   }
 
-  /**
-   * A client's requests, over time: on its replica, or round-robin over the replicas of a front
-   * end. They are served by `tick`, as the clock moves.
-   */
-  private serve(
-    job: string,
-    spec: BenchmarkSpec,
-    requests: number,
-    from: number,
-    until: number,
-    completed: number | undefined,
-  ): void {
-    const replicas = this.pairReplicas(spec.target.pair ?? 0);
-    const share =
-      spec.target.kind === 'replica'
-        ? replicas.map((_, i) => (i === (spec.target as { replica: number }).replica ? requests : 0))
-        : replicas.map(
-            (_, i) => Math.floor(requests / replicas.length) + (i < requests % replicas.length ? 1 : 0),
-          );
-    const perRequest = spec.prefix
-      ? lookedUpTokens({ ...spec.prefix, chatTemplateTokens: this.o.config.workload.chatTemplateTokens })
-      : 300;
-    this.loads.push({
-      job,
-      spec,
-      replicas,
-      share,
-      perRequest,
-      rate: this.o.hitRate(spec),
-      from,
-      until,
-      served: share.map(() => 0),
-      hits: share.map(() => 0),
-      completed,
-      written: false,
-    });
-    this.tick();
-  }
-
-  /**
-   * Serves every load up to now: each replica's counters grow by the share of the client's
-   * requests due by now (all of them at its end); a finished client writes its result file.
-   */
+  /** Serves every client's load up to now (fake-load.ts). */
   tick(): void {
-    const now = this.o.clock.ms;
-    for (const load of this.loads) {
-      const end = Math.min(now, load.stoppedAt ?? Number.POSITIVE_INFINITY);
-      const span = Math.max(1, load.until - load.from);
-      const frac = Math.min(1, Math.max(0, (end - load.from) / span));
-      load.share.forEach((n, i) => {
-        const due = frac >= 1 ? n : Math.floor(n * frac);
-        const add = due - load.served[i];
-        if (add <= 0) return;
-        const hitsDue = Math.round(due * load.perRequest * load.rate);
-        const replica = load.replicas[i];
-        this.epps.scored(load.spec, i, load.served[i], add, load.rate, now);
-        replica.requests += add;
-        replica.queries += add * load.perRequest;
-        replica.hits += hitsDue - load.hits[i];
-        load.served[i] = due;
-        load.hits[i] = hitsDue;
-      });
-      if (frac >= 1 && !load.written && (load.stoppedAt === undefined || load.stoppedAt >= load.until)) {
-        load.written = true;
-        if (load.completed !== undefined) this.writeResult(load.spec, load.completed);
-      }
-    }
-  }
-
-  private writeResult(spec: BenchmarkSpec, completed: number): void {
-    const values = Object.fromEntries(CLIENT_RESULT_KEYS.map((key, i) => [key, 10 + i]));
-    const inputTokens = completed * 2176;
-    const outputTokens = completed * 128;
-    const duration = (inputTokens + outputTokens) / 12_929;
-    const result = {
-      backend: 'openai-chat',
-      num_prompts: spec.prompts,
-      ...values,
-      completed,
-      // Consistent with each other: tokens / duration is the client's own throughput.
-      duration,
-      total_input_tokens: inputTokens,
-      total_output_tokens: outputTokens,
-      total_token_throughput: 12_929,
-      output_throughput: outputTokens / duration,
-      mean_ttft_ms: 215.7,
-      p99_ttft_ms: 812.5,
-      mean_itl_ms: 42.82,
-    };
-    const dir = join(this.o.resultsDir, spec.id);
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, spec.resultFile), JSON.stringify(result));
+    this.loads.tick();
   }
 }

@@ -147,9 +147,9 @@ export class RunnerKilled extends Error {
  * A results folder whose study folders throw `RunnerKilled` right after the first write that
  * `when` picks (the write itself happened): a runner killed between two steps.
  */
-export function killAfterWrite(
+export function killAfterWrite<S extends { study(id: string): object } = ResultStore>(
   when: (method: string, args: readonly unknown[]) => boolean,
-): (store: ResultStore) => ResultStore {
+): (store: S) => S {
   let killed = false;
   return (store) =>
     new Proxy(store, {

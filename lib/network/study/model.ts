@@ -291,7 +291,11 @@ export interface NetworkStudyRecord {
   readonly conntrackHostDefault?: number;
   readonly startedAt: string;
   readonly finishedAt?: string;
-  readonly state: 'running' | 'finished' | 'failed';
+  /**
+   * `interrupted`: the Kubernetes API stopped the study (unreachable past
+   * `runner.retry.outageMinutes`, or refusing); `lab run` resumes it and the host stays up.
+   */
+  readonly state: 'running' | 'finished' | 'failed' | 'interrupted';
   readonly error?: string;
   readonly runs: readonly NetworkRunRecord[];
 }

@@ -252,7 +252,7 @@ export const NetworkStudyRecordSchema = z.object({
     .optional(),
   startedAt: z.string(),
   finishedAt: z.string().optional(),
-  state: z.enum(['running', 'finished', 'failed']),
+  state: z.enum(['running', 'finished', 'failed', 'interrupted']),
   error: z.string().optional(),
   runs: z.array(RunRecordSchema),
 });

@@ -12,6 +12,11 @@ export function networkStudyBanner(studies: readonly NetworkStudyRecord[]): stri
         `cell ${s.cell}'s study failed${s.error ? ` (${s.error})` : ''} after ${s.runs.length} run record(s)`,
       ];
     }
+    if (s.state === 'interrupted') {
+      return [
+        `cell ${s.cell}'s study was interrupted by the Kubernetes API${s.error ? ` (${s.error})` : ''} after ${s.runs.length} run record(s)`,
+      ];
+    }
     if (s.state === 'running')
       return [`cell ${s.cell}'s study is still running (${s.runs.length} run record(s) so far)`];
     return s.runs.length === 0 ? [`cell ${s.cell}'s study holds no run`] : [];

@@ -8,6 +8,7 @@ import type {
   PodMeshEvidence,
 } from '../../network/study/model.ts';
 import { MESH_NAMESPACE, meshNamespaceLabels } from '../../network/topology.ts';
+import { rethrowOutage } from '../call-policy.ts';
 import type { JobObject, NetworkPodState } from '../ports.ts';
 import { curlOutcome, mtlsCounters, mtlsDelta, parseCurlResult } from './host-output.ts';
 import { mtlsCaseJobName, OUTPUT_FILES, runJobs } from './jobs.ts';
@@ -93,6 +94,7 @@ export class ClientSteps {
         try {
           mtlsMetrics = mtlsDelta(before, after);
         } catch (error) {
+          rethrowOutage(error);
           reasons.push(`server sidecar counters: ${(error as Error).message}`);
         }
       }
@@ -144,6 +146,7 @@ export class ClientSteps {
           sum.requestsBySecurityPolicy[p] = (sum.requestsBySecurityPolicy[p] ?? 0) + n;
         sum.tcpConnectionsOpened += counters.tcpConnectionsOpened;
       } catch (error) {
+        rethrowOutage(error);
         reasons.push(
           `mTLS evidence missing: sidecar metrics of ${pod.namespace}/${pod.name} not read: ${(error as Error).message}`,
         );
@@ -172,6 +175,7 @@ export class ClientSteps {
         try {
           observed = curlOutcome(parseCurlResult(done.text));
         } catch (error) {
+          rethrowOutage(error);
           reasons.push(`case ${c.id}: ${(error as Error).message}`);
         }
       }

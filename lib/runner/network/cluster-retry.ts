@@ -1,38 +1,45 @@
+import { type RetryContext, withRetry } from '../call-policy.ts';
+import { KubeApiError } from '../kube-cluster.ts';
 import type { NetworkCluster } from '../ports.ts';
-import { withRetry } from '../retry.ts';
 
-/** Every call of the cell's API, retried on transient faults (retry.ts); a retried create that meets itself (409) succeeded. */
-export function retryingNetworkCluster(
-  cluster: NetworkCluster,
-  ctx: Parameters<typeof withRetry>[2],
-): NetworkCluster {
-  const r = <T>(what: string, call: () => Promise<T>) => withRetry(what, call, ctx);
-  const conflictIsDone = async (call: () => Promise<void>, exists: () => Promise<boolean>) => {
+/**
+ * Every call of the cell's API under the runners' one error policy (call-policy.ts): transient
+ * faults are retried, an outage is ridden out up to `runner.retry.outageMinutes`. As for the
+ * first lab (retry.ts), a 409 on a retried create is the call meeting its own earlier try (the
+ * object exists: what was asked); a 409 on the first try is an answer, somebody else's object.
+ */
+export function retryingNetworkCluster(cluster: NetworkCluster, ctx: RetryContext): NetworkCluster {
+  const r = <T>(what: string, call: (tryNumber: number) => Promise<T>) => withRetry(what, call, ctx);
+  const createOnce = async (tryNumber: number, call: () => Promise<void>, exists: () => Promise<boolean>) => {
     try {
       await call();
     } catch (error) {
-      if ((error as { status?: number }).status === 409 && (await exists())) return;
+      if (tryNumber > 1 && error instanceof KubeApiError && error.status === 409 && (await exists())) return;
       throw error;
     }
   };
   return {
     createJob: (job) =>
-      r(`create job/${job.metadata.name}`, () =>
-        conflictIsDone(
+      r(`create job/${job.metadata.name}`, (tryNumber) =>
+        createOnce(
+          tryNumber,
           () => cluster.createJob(job),
           async () => (await cluster.getJob(job.metadata.namespace, job.metadata.name)) !== undefined,
         ),
       ),
     getJob: (ns, name) => r(`get job/${name}`, () => cluster.getJob(ns, name)),
     deleteJob: (ns, name) => r(`delete job/${name}`, () => cluster.deleteJob(ns, name)),
+    listJobNames: (ns, selector) =>
+      r(`list jobs ${ns} ${selector}`, () => cluster.listJobNames(ns, selector)),
     listPods: (ns, selector) =>
       r(`list pods ${ns} ${selector ?? ''}`.trim(), () => cluster.listPods(ns, selector)),
     deletePod: (ns, name) => r(`delete pod/${name}`, () => cluster.deletePod(ns, name)),
     podLog: (ns, name, container) => r(`log of pod/${name}`, () => cluster.podLog(ns, name, container)),
     namespaceLabels: (name) => r(`get namespace/${name}`, () => cluster.namespaceLabels(name)),
     createService: (service) =>
-      r(`create service/${service.metadata.name}`, () =>
-        conflictIsDone(
+      r(`create service/${service.metadata.name}`, (tryNumber) =>
+        createOnce(
+          tryNumber,
           () => cluster.createService(service),
           async () =>
             (

@@ -4,6 +4,7 @@ import type {
   NetworkRun,
   PodMeshEvidence,
 } from '../../network/study/model.ts';
+import { rethrowOutage } from '../call-policy.ts';
 import { CONNTRACK_READ_SCRIPT, conntrackSetScript, countOf, keyValues } from './host-output.ts';
 import { conntrackDriverJob, OUTPUT_FILES } from './jobs.ts';
 import { networkJobName } from './layout.ts';
@@ -44,6 +45,7 @@ export class ConntrackSteps {
     try {
       hostDefault = await this.hostDefault(run);
     } catch (error) {
+      rethrowOutage(error);
       return {
         job: 'failed',
         pods: [],
@@ -61,6 +63,7 @@ export class ConntrackSteps {
     } catch (error) {
       // The limit may have been written before the read failed: put back the host's own limit.
       const restore = await this.restoreLimit(run, hostDefault);
+      rethrowOutage(error);
       return {
         job: 'failed',
         pods: [],
@@ -86,6 +89,7 @@ export class ConntrackSteps {
       if (done.text === undefined) reasons.push(`job/${name} ${done.outcome} and left no result file`);
       else driver = JSON.parse(done.text);
     } catch (error) {
+      rethrowOutage(error);
       reasons.push(`conntrack driver: ${(error as Error).message}`);
     } finally {
       await this.ctx.phase('restoring the conntrack limit');
@@ -134,6 +138,7 @@ export class ConntrackSteps {
         await this.ctx.say(`${run.id}: nf_conntrack_max is ${after} after the step`);
         return { limitAfterRestore: after, reasons: [] };
       } catch (error) {
+        rethrowOutage(error);
         last = (error as Error).message;
         await this.ctx.say(`${run.id}: restoring the conntrack limit failed (try ${attempt}/2): ${last}`);
       }

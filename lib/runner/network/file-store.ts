@@ -2,7 +2,9 @@ import { appendFile, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
 import {
+  claimAttemptIn,
   FileResultStore,
+  keepAttemptFile,
   readJsonFile,
   readJsonFiles,
   readOptional,
@@ -13,7 +15,7 @@ import { RUNNER_LOG_FILE, RUNS_DIR, runRecordPath, STUDY_FILE, studyDir } from '
 import type { NetworkResultStore, NetworkStudyFiles } from '../ports.ts';
 import type { StudyStatus } from '../status.ts';
 import { isStudyId } from '../study-id.ts';
-import { jobOutputDir, keptOutputPath } from './layout.ts';
+import { jobOutputDir } from './layout.ts';
 
 /** A cell's results folder on its node, mounted into the network runner's pod (layout.ts). */
 export class FileNetworkResultStore implements NetworkResultStore {
@@ -78,8 +80,12 @@ class FileNetworkStudyFiles implements NetworkStudyFiles {
     await writeAtomic(join(this.dir, runRecordPath(record.id)), `${JSON.stringify(record, null, 2)}\n`);
   }
 
-  async saveOutput(runId: string, attempt: number, file: string, text: string): Promise<void> {
-    await writeAtomic(join(this.dir, keptOutputPath(runId, attempt, file)), text);
+  claimAttempt(runId: string, atLeast: number): Promise<number> {
+    return claimAttemptIn(this.dir, runId, atLeast);
+  }
+
+  saveAttemptFile(runId: string, attempt: number, file: string, text: string): Promise<boolean> {
+    return keepAttemptFile(this.dir, runId, attempt, file, text);
   }
 
   async appendLog(line: string): Promise<void> {

@@ -8,7 +8,9 @@ import { createHash } from 'node:crypto';
  * ```
  * jobs/<job-name>/<file>             where a network Job writes its output (hostPath, mounted at /out);
  *                                    the runner copies it into the study folder and empties the folder
- * studies/<id>/outputs/<run-id>/<attempt>/<file>   a run's Job outputs and logs, per attempt
+ * studies/<id>/attempts/<run-id>/<n>/<file>   a run's Job outputs and logs, write-once per attempt
+ *                                    (`study` for the study's own Jobs: host facts, datapath); a
+ *                                    runner claims a new <n> for every run it starts (file-store.ts)
  * ```
  */
 
@@ -16,17 +18,10 @@ import { createHash } from 'node:crypto';
 export const JOB_OUTPUTS_DIR = 'jobs';
 /** Where a network Job's output folder is mounted in its pod. */
 export const JOB_OUTPUT_MOUNT = '/out';
-/** A run's kept outputs inside a study folder. */
-export const OUTPUTS_DIR = 'outputs';
 
 /** A Job's output folder, relative to the results folder. */
 export function jobOutputDir(jobName: string): string {
   return `${JOB_OUTPUTS_DIR}/${jobName}`;
-}
-
-/** A kept output, relative to the study folder. */
-export function keptOutputPath(runId: string, attempt: number, file: string): string {
-  return `${OUTPUTS_DIR}/${runId}/${attempt}/${file}`;
 }
 
 /** Kubernetes object names are DNS labels: at most 63 characters. */

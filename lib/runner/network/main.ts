@@ -5,7 +5,7 @@ import type { NetworkStudyPlan } from '../../network/study/model.ts';
 import { cellByName } from '../../network/topology.ts';
 import { inClusterTransport, KubeNetworkCluster } from '../kube-cluster.ts';
 import { type JobObject, type ServiceObject, systemClock } from '../ports.ts';
-import { retryPolicyOf } from '../retry.ts';
+import { runnerOptionsOf } from '../runner-options.ts';
 import { FileNetworkResultStore } from './file-store.ts';
 import { HttpSidecarMetrics } from './http-sidecar.ts';
 import { type NetworkJobContext, runJobs } from './jobs.ts';
@@ -58,10 +58,9 @@ export async function networkMain(dir: string, results: string, config: LabConfi
     },
     config,
     plan,
-    {
-      readyTimeoutMs: config.runner.readyTimeoutMinutes * 60_000,
-      retry: retryPolicyOf(config),
-    },
+    // The same `runner.*` options as the first lab's runner: the readiness wait, and the error
+    // policy with its outage limit (runner.retry.outageMinutes).
+    runnerOptionsOf(config),
   );
   const invalid = study.runs.filter((run) => !run.valid).length;
   console.log(`results in ${results}: ${study.runs.length} runs of cell ${study.cell}, ${invalid} invalid`);

@@ -12,6 +12,8 @@ import type {
 } from '../../network/study/model.ts';
 import { MESH_NAMESPACE, PLAIN_NAMESPACE, SCALE_BACKEND_PORT } from '../../network/topology.ts';
 import { jobOutcome } from '../../study/validity.ts';
+import { rethrowOutage } from '../call-policy.ts';
+import { pollUntil } from '../poll.ts';
 import { formatElapsed } from '../status.ts';
 import { OUTPUT_FILES, proberJob } from './jobs.ts';
 import { networkJobName } from './layout.ts';
@@ -54,20 +56,18 @@ async function usedClusterIps(ctx: StepContext): Promise<string[]> {
 
 /** Waits until the prober writes its ready file; the problem when it ends or times out first. */
 async function proberProbing(ctx: StepContext, jobName: string): Promise<string | undefined> {
-  const { clock } = ctx.deps;
-  const deadline = clock.now().getTime() + ctx.options.readyTimeoutMs;
+  const { readyTimeoutMs } = ctx.options;
   await ctx.phase('waiting for the prober to probe every address');
-  for (;;) {
+  const waited = await pollUntil<string | undefined>(async () => {
     if ((await ctx.deps.store.readJobOutput(jobName, OUTPUT_FILES.proberReady)) !== undefined)
-      return undefined;
+      return { done: undefined };
     const counts = await ctx.cluster.getJob(PLAIN_NAMESPACE, jobName);
     const ended = counts ? jobOutcome(counts) : 'failed';
-    if (ended) return `job/${jobName} ${ended} before it was probing`;
-    if (clock.now().getTime() >= deadline)
-      return `job/${jobName} was not probing within ${formatElapsed(ctx.options.readyTimeoutMs)}`;
-    await ctx.progress();
-    await clock.sleep(ctx.options.pollIntervalMs);
-  }
+    return ended ? { done: `job/${jobName} ${ended} before it was probing` } : { waiting: 'probing' };
+  }, ctx.jobs.poll(readyTimeoutMs));
+  return 'done' in waited
+    ? waited.done
+    : `job/${jobName} was not probing within ${formatElapsed(readyTimeoutMs)}`;
 }
 
 /** Steps 1-4 above; every problem is a reason of the run. `nextName` names each probe Service. */
@@ -82,6 +82,7 @@ export async function probeNewServices(
   try {
     ips = freeStaticClusterIps(ctx.config.network.serviceCidr, await usedClusterIps(ctx), spec.samples);
   } catch (error) {
+    rethrowOutage(error);
     reasons.push(`no ClusterIPs for the probe Services: ${(error as Error).message}`);
     return { prober: null, job: 'failed', pods: [] };
   }
@@ -106,6 +107,7 @@ export async function probeNewServices(
         });
         accepted.set(targets[i], ctx.deps.clock.now().getTime());
       } catch (error) {
+        rethrowOutage(error);
         reasons.push(`probe Service ${service} at ${ip} not created: ${(error as Error).message}`);
       }
       if (i < ips.length - 1) await ctx.deps.clock.sleep(PROBE_SPACING_MS);

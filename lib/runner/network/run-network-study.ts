@@ -11,9 +11,16 @@ import type {
 } from '../../network/study/model.ts';
 import { judgeNetworkRun, judgeRepeats, type NetworkJudgeConfig } from '../../network/study/validity.ts';
 import { FORTIO_SERVER, PLAIN_NAMESPACE } from '../../network/topology.ts';
+import {
+  ApiUnreachableError,
+  DEFAULT_API_OUTAGE_MS,
+  DEFAULT_RETRY_POLICY,
+  rethrowOutage,
+  stoppedByApi,
+  withRetry,
+} from '../call-policy.ts';
 import { HOST_FILE } from '../layout.ts';
 import type { NetworkCluster, NetworkStudyFiles, SidecarMetrics } from '../ports.ts';
-import { DEFAULT_RETRY_POLICY, withRetry } from '../retry.ts';
 import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
 import { chooseStudyFolder, readStudyRecords, StudyWrites } from '../study-files.ts';
 import { StudyLog } from '../study-log.ts';
@@ -72,7 +79,7 @@ export async function runNetworkStudy(
     pollIntervalMs: options.pollIntervalMs ?? 2_000,
     progressEveryMs: options.progressEveryMs ?? 60_000,
     readyTimeoutMs: options.readyTimeoutMs ?? 10 * 60_000,
-    retry: options.retry ?? DEFAULT_RETRY_POLICY,
+    retry: options.retry ?? { ...DEFAULT_RETRY_POLICY, outageMs: DEFAULT_API_OUTAGE_MS },
   });
   return runner.run();
 }
@@ -119,10 +126,20 @@ class NetworkStudyRunner implements StepContext {
     if (this.cell.name !== plan.cell) {
       throw new Error(`the plan is for cell ${plan.cell}, the Jobs for cell ${this.cell.name}`);
     }
-    const ctx = { policy: options.retry, clock: deps.clock, log: (line: string) => this.say(line) };
+    // A retry is a status line too: during an API outage, status.json says what the runner waits for.
+    const ctx = {
+      policy: options.retry,
+      clock: deps.clock,
+      log: async (line: string) => {
+        await this.say(line);
+        await this.writeStatus();
+      },
+    };
     this.cluster = retryingNetworkCluster(deps.cluster, ctx);
+    // A sidecar that stays down is one run's missing evidence, not an outage to ride out.
+    const scrapes = { ...ctx, policy: { ...options.retry, outageMs: 0 } };
     this.sidecars = {
-      scrape: (ip) => withRetry(`GET ${ip}:15020/stats/prometheus`, () => deps.sidecars.scrape(ip), ctx),
+      scrape: (ip) => withRetry(`GET ${ip}:15020/stats/prometheus`, () => deps.sidecars.scrape(ip), scrapes),
     };
     this.jobs = new JobDriver(this);
     this.clients = new ClientSteps(this);
@@ -138,13 +155,17 @@ class NetworkStudyRunner implements StepContext {
     try {
       return await this.execute();
     } catch (error) {
-      this.state = 'failed';
+      // A stop the API caused (unreachable past the outage limit, or refusing) is `interrupted`,
+      // as in the first lab: runner.terminateWhenDone ends only a finished or failed study, and
+      // `lab run` resumes this one.
+      const byApi = stoppedByApi(error);
+      this.state = byApi ? 'interrupted' : 'failed';
       const message = (error as Error).message;
       if (this.study && this.files) {
-        this.study = { ...this.study, state: 'failed', error: message };
-        await this.writeStudy();
+        this.study = { ...this.study, state: this.state, error: message };
+        await this.writeStudy().catch(() => undefined);
       }
-      await this.say(`study stopped: ${message}`);
+      await this.say(`study ${byApi ? 'interrupted' : 'stopped'}: ${message}`);
       await this.writeStatus(message);
       throw error;
     }
@@ -186,7 +207,17 @@ class NetworkStudyRunner implements StepContext {
         ? `resuming study ${choice.id} of cell ${this.plan.cell} (${choice.why}): ${this.records.size} of ${total} runs recorded`
         : `starting study ${choice.id} of cell ${this.plan.cell} (${choice.why}): ${total} runs`,
     );
+    if (existing) {
+      // Known from here on, so that a stop (an API outage at start) is recorded in its study.json.
+      const { runs: _runs, finishedAt: _finished, error: _error, ...kept } = existing;
+      this.study = { ...kept, state: 'running' };
+    }
     await this.writeStatus();
+
+    // Before any measurement: no Job of a killed runner (a prober, a client, a host command) is
+    // left to load the cell, and no E9 Service it created is left in the datapath.
+    await this.jobs.clearCell();
+    await this.scale.deleteScaleServices();
 
     this.node = await this.cellNode();
     const host = existing?.host ?? (await this.hostFacts());
@@ -208,6 +239,7 @@ class NetworkStudyRunner implements StepContext {
     await this.writeStudy();
     this.state = 'running';
 
+    let stoppedByOutage = false;
     try {
       for (const [i, run] of this.plan.runs.entries()) {
         if (this.records.has(run.id)) {
@@ -224,9 +256,13 @@ class NetworkStudyRunner implements StepContext {
           `run ${i + 1}/${total} ${run.id}: ${record.valid ? 'valid' : `INVALID: ${record.invalidReasons.join('; ')}`}`,
         );
       }
+    } catch (error) {
+      stoppedByOutage = error instanceof ApiUnreachableError;
+      throw error;
     } finally {
       this.active = undefined;
-      await this.scale.deleteScaleServices();
+      // After an outage past its limit the API is not there to delete them: the next runner does.
+      if (!stoppedByOutage) await this.scale.deleteScaleServices();
     }
     this.state = 'finished';
     this.study = { ...this.study, state: 'finished', finishedAt: this.deps.clock.now().toISOString() };
@@ -270,6 +306,7 @@ class NetworkStudyRunner implements StepContext {
       const pods = await this.cluster.listPods(PLAIN_NAMESPACE, `app=${FORTIO_SERVER}`);
       return pods.find((p) => p.node !== '')?.node;
     } catch (error) {
+      rethrowOutage(error);
       await this.say(`the cell's node not found: ${(error as Error).message}`);
       return undefined;
     }
@@ -296,6 +333,7 @@ class NetworkStudyRunner implements StepContext {
       kernel = facts.kernel;
       cpuFlags = facts.cpuFlags;
     } catch (error) {
+      rethrowOutage(error);
       await this.say(`host facts not read: ${(error as Error).message}`);
     }
     const { k3s: _read, ...pinned } = this.requiredVersions();
@@ -303,6 +341,7 @@ class NetworkStudyRunner implements StepContext {
     try {
       versions.k3s = await this.cluster.serverVersion();
     } catch (error) {
+      rethrowOutage(error);
       await this.say(`API server version not read: ${(error as Error).message}`);
       if (typeof host.k3sVersion === 'string') versions.k3s = host.k3sVersion;
     }
@@ -333,6 +372,7 @@ class NetworkStudyRunner implements StepContext {
       );
       return evidence;
     } catch (error) {
+      rethrowOutage(error);
       await this.say(`datapath evidence not read: ${(error as Error).message}`);
       return undefined;
     }
@@ -343,6 +383,8 @@ class NetworkStudyRunner implements StepContext {
   private async executeRun(index: number, run: NetworkRun): Promise<NetworkRunRecord> {
     const startedAt = this.deps.clock.now();
     this.active = { index, run, startedAt, phase: 'starting' };
+    // Its own attempt folder: a killed runner's attempt of this run keeps its files.
+    const attempt = await this.jobs.beginAttempt(run.id);
     await this.phase('checking preconditions');
     const unmet: string[] = [];
     for (const precondition of run.preconditions) {
@@ -368,6 +410,7 @@ class NetworkStudyRunner implements StepContext {
       ...(outcome.result ? { result: outcome.result } : {}),
       pods: outcome.pods,
       ...(outcome.mtlsMetrics ? { mtlsMetrics: outcome.mtlsMetrics } : {}),
+      ...(attempt > 1 ? { attempt } : {}),
     };
     const judgment = judgeNetworkRun(
       run,

@@ -6,6 +6,8 @@ import type {
   NetworkRunResult,
   PodMeshEvidence,
 } from '../../network/study/model.ts';
+import type { RetryPolicy } from '../call-policy.ts';
+import type { PollOptions } from '../poll.ts';
 import type {
   Clock,
   JobObject,
@@ -16,7 +18,6 @@ import type {
   ServiceObject,
   SidecarMetrics,
 } from '../ports.ts';
-import type { RetryPolicy } from '../retry.ts';
 import type { NetworkJobContext } from './jobs.ts';
 
 /**
@@ -52,7 +53,12 @@ export interface NetworkRunnerOptions {
   readonly progressEveryMs?: number;
   /** How long a precondition (pods restarted, Services ready, conntrack baseline) may take. @default 10 minutes */
   readonly readyTimeoutMs?: number;
-  /** Retries of the Kubernetes API and the sidecar scrapes. @default 5 tries, 1 s doubling up to 30 s */
+  /**
+   * The error policy of the cell's API and the sidecar scrapes (call-policy.ts, as the first
+   * lab's runner): retries on 429, 5xx and connection errors; `outageMs` is how long an API call
+   * keeps being tried (`runner.retry.outageMinutes`; the scrapes never ride out an outage).
+   * @default 5 tries, 1 s doubling up to 30 s; API outages up to 15 minutes
+   */
   readonly retry?: RetryPolicy;
 }
 
@@ -83,6 +89,8 @@ export interface JobDriverPort {
   finishJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
   hostOutput(step: string, runId: string, script: string, cilium?: boolean): Promise<string>;
   waitFor(what: string, check: () => Promise<string | undefined>): Promise<string | undefined>;
+  /** The options of a wait of the runner (poll.ts): its clock and interval, status while it waits. */
+  poll(timeoutMs: number): PollOptions;
 }
 
 /** What a step of the study needs of the runner. */

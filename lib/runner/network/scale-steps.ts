@@ -1,5 +1,6 @@
 import type { NetworkRun, ServiceScaleRunSpec } from '../../network/study/model.ts';
 import { PLAIN_NAMESPACE, SCALE_BACKEND, SCALE_SERVICE_LABEL } from '../../network/topology.ts';
+import { rethrowOutage } from '../call-policy.ts';
 import type { ServiceObject } from '../ports.ts';
 import { formatElapsed } from '../status.ts';
 import { countOf, ENTRIES_COMMANDS, entriesScript, keyValues } from './host-output.ts';
@@ -40,6 +41,7 @@ export class ServiceScaleSteps {
       );
       entries = countOf(keyValues(text), 'entries', `${ENTRIES_COMMANDS[this.ctx.cell.datapath]}`);
     } catch (error) {
+      rethrowOutage(error);
       reasons.push(`datapath entries not counted: ${(error as Error).message}`);
     }
     const lbMapFull = this.ctx.cell.datapath === 'cilium' ? await this.ciliumMapFull(reasons) : undefined;
@@ -80,6 +82,7 @@ export class ServiceScaleSteps {
       }
       return false;
     } catch (error) {
+      rethrowOutage(error);
       reasons.push(`Cilium agent log not read ("map full" unknown): ${(error as Error).message}`);
       return undefined;
     }
@@ -145,6 +148,7 @@ export class ServiceScaleSteps {
       const probes = await this.deleteServices(PROBE_SERVICE_LABEL);
       if (scale + probes > 0) await this.ctx.say(`deleted the ${scale + probes} Services the study created`);
     } catch (error) {
+      rethrowOutage(error);
       await this.ctx.say(
         `the study's Services were not all deleted (kubectl -n ${PLAIN_NAMESPACE} delete service -l ${SCALE_SERVICE_LABEL}): ${(error as Error).message}`,
       );

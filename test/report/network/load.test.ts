@@ -7,6 +7,7 @@ import {
   networkStudyFiles,
   parseNetworkStudy,
 } from '../../../lib/report/network/load.ts';
+import { networkStudyBanner } from '../../../lib/report/network/write.ts';
 import { tempDir } from '../../temp.ts';
 import { fixtureStudy } from '../fixture.ts';
 import { fixtureCellStudy } from './fixture.ts';
@@ -92,6 +93,23 @@ describe('loadNetworkStudies', () => {
     const b = await put(dir, 'b/study.json', fixtureCellStudy('mesh'));
     await expect(loadNetworkStudies([a, b])).rejects.toThrow(
       `${b} and ${a} are both studies of cell mesh: give one folder per cell`,
+    );
+  });
+});
+
+describe('an interrupted network study', () => {
+  it('loads (study.json state interrupted) and gets a banner naming the API stop', async () => {
+    const dir = tempDir('lab-net-load-');
+    const study = {
+      ...fixtureCellStudy('mesh'),
+      state: 'interrupted',
+      error: 'the Kubernetes API did not answer get job/net-c-r2 for 15m00s (40 tries): connect ECONNREFUSED',
+    };
+    const file = await put(dir, 'mesh/study.json', study);
+    const [loaded] = await loadNetworkStudies([file]);
+    expect(loaded.state).toBe('interrupted');
+    expect(networkStudyBanner([loaded])).toMatch(
+      /^Partial study: cell mesh's study was interrupted by the Kubernetes API \(the Kubernetes API did not answer get job\/net-c-r2 for 15m00s .*\) after \d+ run record\(s\)\./,
     );
   });
 });

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { networkJobContext, serviceTemplateManifest } from '../../../charts/network/study-runner.ts';
@@ -34,6 +33,29 @@ import type {
 } from '../../../lib/runner/ports.ts';
 import type { JobCounts } from '../../../lib/study/validity.ts';
 import { FakeClock } from '../fakes.ts';
+import {
+  CONTENTION_PER_POD,
+  coarseHistogram,
+  containerOf,
+  flag,
+  LOADING_COMPONENTS,
+  latencyHistogram,
+  matches,
+  POD_TERMINATION_MS,
+  programmingDelays,
+  SLOW_FORTIO_FACTOR,
+  SYSTEM_CLUSTER_IPS,
+  unit,
+} from './fake-cell-physics.ts';
+
+export {
+  CONTENTION_PER_POD,
+  latencyHistogram,
+  POD_TERMINATION_MS,
+  programmingDelays,
+  SLOW_FORTIO_FACTOR,
+  SYSTEM_CLUSTER_IPS,
+} from './fake-cell-physics.ts';
 
 /**
  * An in-process network-lab cell behind the runner's ports: namespaces, the charts' server pods,
@@ -64,6 +86,8 @@ interface FakeJob {
   readonly pod: NetworkPodState;
   done: boolean;
   counts: JobCounts;
+  /** When a foreground delete began: the Job and its pod stay listed until the pod has terminated. */
+  deletedAtMs?: number;
 }
 
 interface FakeService {
@@ -83,134 +107,6 @@ interface ServerPod extends NetworkPodState {
   /** The sidecar's destination counters. */
   requests: Record<string, number>;
   tcpOpened: number;
-}
-
-/** A deterministic number in [0, 1) from a string: the same Job gets the same numbers. */
-function unit(seed: string): number {
-  return createHash('sha256').update(seed).digest().readUInt32BE(0) / 2 ** 32;
-}
-
-const PERCENTILES = [50, 90, 99];
-
-/** Addresses of the cell's own Services the runner cannot list: `kubernetes` and K3s' cluster DNS. */
-export const SYSTEM_CLUSTER_IPS = ['10.43.0.1', '10.43.0.10'];
-
-/**
- * When a new Service's ClusterIP starts to answer, after its creation (ms), on a cell that already
- * has `services` Services. kube-proxy (iptables, nftables, ipvs) syncs on the Service at once,
- * before the EndpointSlice exists, and writes a REJECT rule; the sync that adds the endpoint waits
- * for minSyncPeriod (1 s) after that one; each sync rewrites rules for every Service, so it takes
- * longer as Services grow (most for iptables-restore). Cilium's agent writes the Service's LB map
- * entries as the EndpointSlice arrives: a few ms, nearly independent of the count.
- */
-export function programmingDelays(
-  datapath: string,
-  services: number,
-  jitter: number,
-): { rejectMs: number; programMs: number } {
-  if (datapath === 'cilium') {
-    const ms = 6 + 8 * jitter + 0.000_2 * services;
-    return { rejectMs: ms, programMs: ms };
-  }
-  const perService = datapath === 'iptables' ? 0.12 : datapath === 'ipvs' ? 0.03 : 0.02;
-  const sync = 12 + perService * services + 10 * jitter;
-  return { rejectMs: sync, programMs: 1_000 + sync };
-}
-
-/** A slow fortio Job's latency against its arm's: beyond the +-3% repeat spread, not invalid. */
-export const SLOW_FORTIO_FACTOR = 1.08;
-
-/**
- * A fortio duration histogram (seconds) of `count` calls around `baseSeconds`, as fortio writes
- * it: 24 buckets between Min and Max with a right-skewed shape, cumulative percents, and
- * percentiles interpolated inside their bucket. `jitter` (0-1) moves the whole distribution by
- * +-1% (repeats of one arm stay within the spec's +-3%).
- */
-export function latencyHistogram(baseSeconds: number, jitter: number, count: number) {
-  const scale = baseSeconds * (1 + (jitter - 0.5) * 0.02);
-  const min = scale * 0.41;
-  const width = (scale * 2.2 - min) / 24;
-  const weights = Array.from({ length: 24 }, (_, i) => Math.exp(-(((i - 5) / 3.2) ** 2)) + 0.01 * (24 - i));
-  const total = weights.reduce((a, b) => a + b, 0);
-  let cumulative = 0;
-  let sum = 0;
-  const data = weights.map((w, i) => {
-    const n = Math.round((w / total) * count);
-    cumulative += n;
-    const start = min + i * width;
-    sum += n * (start + width / 2);
-    return { Start: start, End: start + width, Count: n, Percent: 0, cumulative };
-  });
-  const calls = cumulative;
-  const buckets = data.map(({ cumulative: upTo, ...b }) => ({
-    ...b,
-    Percent: (100 * upTo) / Math.max(1, calls),
-  }));
-  const percentile = (p: number) => {
-    let before = 0;
-    for (const b of buckets) {
-      if (p <= b.Percent) return b.Start + ((p - before) / (b.Percent - before)) * (b.End - b.Start);
-      before = b.Percent;
-    }
-    return buckets[buckets.length - 1].End;
-  };
-  const avg = calls > 0 ? sum / calls : scale;
-  return {
-    avg,
-    histogram: {
-      Count: calls,
-      Min: min,
-      Max: min + 24 * width,
-      Sum: sum,
-      Avg: avg,
-      StdDev: scale * 0.38,
-      Data: buckets,
-      Percentiles: PERCENTILES.map((p) => ({ Percentile: p, Value: percentile(p) })),
-    },
-  };
-}
-
-/** fortio's default `-r 0.001` on sub-millisecond calls: one bucket, percentiles at 0.5/0.9/0.99 of it. */
-function coarseHistogram(count: number) {
-  return {
-    Count: count,
-    Min: 0.000_12,
-    Max: 0.000_97,
-    Sum: count * 0.000_2,
-    Avg: 0.000_2,
-    StdDev: 0.000_08,
-    Data: [{ Start: 0, End: 0.001, Percent: 100, Count: count }],
-    Percentiles: PERCENTILES.map((p, i) => ({ Percentile: p, Value: [0.0005, 0.0009, 0.00099][i] })),
-  };
-}
-
-/** Container command and args of a Job's first container. */
-function containerOf(job: JobObject): { command: string[]; args: string[]; env: Record<string, string> } {
-  const spec = job.spec as { template: { spec: { containers: Record<string, unknown>[] } } };
-  const c = spec.template.spec.containers[0] as {
-    command?: string[];
-    args?: string[];
-    env?: { name: string; value: string }[];
-  };
-  return {
-    command: c.command ?? [],
-    args: c.args ?? [],
-    env: Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value])),
-  };
-}
-
-function flag(args: readonly string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i === -1 ? undefined : args[i + 1];
-}
-
-function matches(labels: Record<string, string>, selector: string | undefined): boolean {
-  if (!selector) return true;
-  return selector.split(',').every((req) => {
-    if (req.startsWith('!')) return !(req.slice(1) in labels);
-    const [k, v] = req.split('=');
-    return v === undefined ? k in labels : labels[k] === v;
-  });
 }
 
 export interface FakeCellOptions {
@@ -329,6 +225,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   async createJob(job: JobObject): Promise<void> {
     this.fail('createJob');
+    this.reap();
     const key = `${job.metadata.namespace}/${job.metadata.name}`;
     if (this.jobs.has(key)) throw new KubeApiError('POST', key, 409, 'AlreadyExists');
     if (!(job.metadata.namespace in this.namespaces))
@@ -386,8 +283,11 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   async getJob(namespace: string, name: string): Promise<JobCounts | undefined> {
     this.fail('getJob');
+    this.reap();
     const entry = this.jobs.get(`${namespace}/${name}`);
     if (!entry) return undefined;
+    // A Job being deleted is killed, not finished: its counts stay as they were.
+    if (entry.deletedAtMs !== undefined) return entry.counts;
     if (entry.prober && !entry.done) this.advanceProber(entry, entry.prober);
     if (!entry.done && this.clock.ms >= entry.createdAtMs + entry.durationMs) {
       entry.done = true;
@@ -400,11 +300,21 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   async deleteJob(namespace: string, name: string): Promise<void> {
     this.fail('deleteJob');
-    this.jobs.delete(`${namespace}/${name}`);
+    const entry = this.jobs.get(`${namespace}/${name}`);
+    if (entry) entry.deletedAtMs ??= this.clock.ms;
+  }
+
+  async listJobNames(namespace: string, labelSelector: string): Promise<string[]> {
+    this.fail('listJobNames');
+    this.reap();
+    return [...this.jobs.values()]
+      .filter((j) => j.job.metadata.namespace === namespace && matches(j.job.metadata.labels, labelSelector))
+      .map((j) => j.job.metadata.name);
   }
 
   async listPods(namespace: string, labelSelector?: string): Promise<NetworkPodState[]> {
     this.fail('listPods');
+    this.reap();
     const pods = [
       ...this.servers.filter((p) => p.namespace === namespace),
       ...[...this.jobs.values()].map((j) => j.pod).filter((p) => p.namespace === namespace),
@@ -523,8 +433,35 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     return this.servers.filter((p) => p.namespace === namespace);
   }
 
+  /** Names of the Jobs that exist (running, ended or still terminating) whose name matches. */
+  activeJobsNamed(pattern: RegExp): string[] {
+    this.reap();
+    return [...this.jobs.values()].map((j) => j.job.metadata.name).filter((n) => pattern.test(n));
+  }
+
   activeJobs(): number {
+    this.reap();
     return this.jobs.size;
+  }
+
+  /** Jobs whose deletion is over: gone with their pods. */
+  private reap(): void {
+    for (const [key, entry] of this.jobs)
+      if (entry.deletedAtMs !== undefined && this.clock.ms >= entry.deletedAtMs + POD_TERMINATION_MS)
+        this.jobs.delete(key);
+  }
+
+  /**
+   * Other pods loading the node now: Jobs of the loading components still within their run time
+   * (whether or not anyone polls them: a killed runner's Job runs on), and not being deleted.
+   */
+  private loadingPodsBesides(job: JobObject): number {
+    return [...this.jobs.values()].filter((j) => {
+      if (j.job === job || j.deletedAtMs !== undefined) return false;
+      if (!LOADING_COMPONENTS.includes(j.job.metadata.labels['app.kubernetes.io/component'])) return false;
+      if (j.prober && !j.done) this.advanceProber(j, j.prober);
+      return this.clock.ms < j.createdAtMs + j.durationMs;
+    }).length;
   }
 
   // ---- What each Job leaves ----
@@ -611,6 +548,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       baseMs = server?.app === 'fortio-permissive' ? 0.55 : url.includes(':8082') ? 0.38 : grpc ? 0.71 : 0.62;
     if (!keepalive) baseMs += 0.09 + (this.cell.datapath === 'cilium' ? 0 : this.scaleServices() * 0.000_004);
     if (this.slowFortio?.test(job.metadata.name)) baseMs *= SLOW_FORTIO_FACTOR;
+    baseMs *= 1 + CONTENTION_PER_POD * this.loadingPodsBesides(job);
     const coarse = this.coarseFortio?.test(job.metadata.name) ?? false;
     const resolution = coarse ? 0.001 : Number(flag(args, '-r'));
     const shape = latencyHistogram(baseMs / 1000, unit(job.metadata.name), 100_000);
