@@ -11,6 +11,7 @@ import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../li
 import type { StudyRecord } from '../../lib/study/results.ts';
 import { smokePlan } from '../../lib/study/smoke.ts';
 import type { SmokeChecklist } from '../../lib/study/smoke-checklist.ts';
+import { estimateSmoke, SMOKE_TARGET_MINUTES } from '../../lib/study/smoke-estimate.ts';
 import { calibratedHitRate, type Lab, runnerIn, startLab, stopLabs } from './rehearsal-kit.ts';
 
 /**
@@ -190,5 +191,14 @@ describe('the smoke plan', () => {
         twin.benchmarks.map((b) => [b.target, b.api]),
       );
     }
+  });
+
+  it('takes at most 10 minutes after the bootstrap for the default lab, as lab plan estimates it', () => {
+    const config = defaultLabConfig();
+    const smoke = estimateSmoke(config, config.instance.pricePerHourUsd);
+    expect(smoke.runs.map((r) => r.id)).toEqual(smokePlan(config).runs.map((r) => r.id));
+    expect(smoke.totalSeconds).toBeLessThanOrEqual(SMOKE_TARGET_MINUTES * 60);
+    expect(smoke.totalSeconds).toBeGreaterThan(60);
+    expect(smoke.costUsd).toBeCloseTo((smoke.totalSeconds / 3600) * config.instance.pricePerHourUsd, 6);
   });
 });
