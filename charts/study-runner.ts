@@ -9,6 +9,7 @@ import type { StatusCheck, StatusChecks } from '../lib/runner/preflight.ts';
 import { RUNNER_FILES } from '../lib/runner/runner-files.ts';
 import { studyArms } from '../lib/study/arms.ts';
 import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
+import { smokePlan } from '../lib/study/smoke.ts';
 import { STUDY_RUNNER_NAME } from '../lib/study/topology.ts';
 import { GATEWAY_API_GROUP } from './ai-gateway/gateway-api.ts';
 import { aiGatewayNames } from './ai-gateway.ts';
@@ -62,15 +63,22 @@ export function preflightStatusChecks(config: LabConfig): StatusChecks {
   );
 }
 
-/** The ConfigMap data of the runner: its bundle, the configuration, the plan, and every client Job. */
+/**
+ * The ConfigMap data of the runner: its bundle, the configuration, the plan, the smoke study's
+ * plan (lib/study/smoke.ts), and every client Job of both.
+ */
 export function runnerConfigMapData(config: LabConfig, plan: StudyPlan): Record<string, string> {
+  const smoke = smokePlan(config);
   const jobs = Object.fromEntries(
-    plan.runs.flatMap((run) => run.benchmarks).map((spec) => [spec.id, benchmarkJob(config, spec)]),
+    [...plan.runs, ...smoke.runs]
+      .flatMap((run) => run.benchmarks)
+      .map((spec) => [spec.id, benchmarkJob(config, spec)]),
   );
   return {
     [RUNNER_FILES.bundle]: runnerBundle(),
     [RUNNER_FILES.config]: JSON.stringify(config),
     [RUNNER_FILES.plan]: JSON.stringify(plan),
+    [RUNNER_FILES.smoke]: JSON.stringify(smoke),
     [RUNNER_FILES.jobs]: JSON.stringify(jobs),
     [RUNNER_FILES.preflight]: JSON.stringify(preflightStatusChecks(config)),
   };

@@ -145,10 +145,12 @@ export function registerPlanCommand(program: Command): void {
       const pairedLine = pairedEstimate
         ? `  with study.parallelism: 2 (the cluster has the GPUs for a second replica pair; runs then overlap): ${(pairedEstimate.totalSeconds / 60).toFixed(1)} min, about ${pairedEstimate.costUsd.toFixed(2)} USD\n`
         : '';
+      const { estimateSmoke, formatSmokeEstimate } = await import('../study/smoke-estimate.ts');
+      const smokeEstimate = estimateSmoke(studied, price);
       process.stdout.write(
         options.json
-          ? `${JSON.stringify({ ...planJson(plan), ...(calibrationJson ? { calibration: calibrationJson } : {}), estimate, ...(pairedEstimate ? { estimateWithParallelism2: pairedEstimate } : {}) }, null, 2)}\n`
-          : `${calibrationText}${formatPlan(plan)}\n${formatEstimate(estimate)}${pairedLine}`,
+          ? `${JSON.stringify({ ...planJson(plan), ...(calibrationJson ? { calibration: calibrationJson } : {}), estimate, smokeEstimate, ...(pairedEstimate ? { estimateWithParallelism2: pairedEstimate } : {}) }, null, 2)}\n`
+          : `${calibrationText}${formatPlan(plan)}\n${formatEstimate(estimate)}${formatSmokeEstimate(smokeEstimate, estimate)}${pairedLine}`,
       );
     });
 }

@@ -124,36 +124,50 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
         '--redo-invalid',
         'run the invalid runs of the latest study of this configuration again, even when it finished; every earlier attempt stays on record',
       )
+      .option(
+        '--smoke',
+        'run the smoke study: every arm with a tiny load, ending with a checklist of every proof per arm (lab status prints it); see docs/first-run.md',
+      )
       .option(...CELL_OPTION),
-  ).action(async (opts: StackOptions & CellOption & { new?: boolean; redoInvalid?: boolean }) => {
-    const config = await loadProgramConfig(program);
-    const cell = checkedCell('lab run', config, opts.cell);
-    if (opts.new && opts.redoInvalid) {
-      fail(
+  ).action(
+    async (opts: StackOptions & CellOption & { new?: boolean; redoInvalid?: boolean; smoke?: boolean }) => {
+      const config = await loadProgramConfig(program);
+      const cell = checkedCell('lab run', config, opts.cell);
+      const chosen = (['new', 'redoInvalid', 'smoke'] as const).filter((o) => opts[o]);
+      if (chosen.length > 1) {
+        fail(
+          'lab run',
+          '--new, --redo-invalid and --smoke exclude each other: --new starts a fresh study, --redo-invalid runs the invalid runs of the latest one again, --smoke runs the smoke study',
+        );
+      }
+      if (opts.smoke && config.lab === 'network') {
+        fail(
+          'lab run',
+          "--smoke: the network lab's cells have no smoke study yet (docs/first-run.md); lab run --cell <name> starts a cell's study",
+        );
+      }
+      if (opts.redoInvalid && config.lab === 'network') {
+        fail(
+          'lab run',
+          "--redo-invalid: only the LLM-gateway lab's runner redoes invalid runs; a network cell resumes its unfinished study with lab run --cell <name>",
+        );
+      }
+      const { runnerJob } = await import('../control/host-scripts.ts');
+      const { startStudy } = await import('../control/study-control.ts');
+      await withContext(
         'lab run',
-        '--new and --redo-invalid exclude each other: --new starts a fresh study, --redo-invalid runs the invalid runs of the latest one again',
+        opts.stack ?? config.stackName,
+        opts.region,
+        (ctx) =>
+          startStudy(ctx, runnerJob(config), {
+            fresh: opts.new === true,
+            redoInvalid: opts.redoInvalid === true,
+            smoke: opts.smoke === true,
+          }),
+        cell,
       );
-    }
-    if (opts.redoInvalid && config.lab === 'network') {
-      fail(
-        'lab run',
-        "--redo-invalid: only the LLM-gateway lab's runner redoes invalid runs; a network cell resumes its unfinished study with lab run --cell <name>",
-      );
-    }
-    const { runnerJob } = await import('../control/host-scripts.ts');
-    const { startStudy } = await import('../control/study-control.ts');
-    await withContext(
-      'lab run',
-      opts.stack ?? config.stackName,
-      opts.region,
-      (ctx) =>
-        startStudy(ctx, runnerJob(config), {
-          fresh: opts.new === true,
-          redoInvalid: opts.redoInvalid === true,
-        }),
-      cell,
-    );
-  });
+    },
+  );
 
   withStackOptions(
     program

@@ -320,8 +320,18 @@ const RunnerSchema = z
   })
   .prefault({});
 
+/** What the runner runs when it starts without a request (docs/first-run.md). */
+export const STUDY_PROFILES = ['full', 'smoke'] as const;
+export type StudyProfile = (typeof STUDY_PROFILES)[number];
+
 const StudySchema = z
   .strictObject({
+    profile: z
+      .enum(STUDY_PROFILES)
+      .default('full')
+      .describe(
+        'What the runner runs when it starts: full (the study, after a smoke check of every arm) or smoke (only the smoke study: every arm with a tiny load and a checklist of every proof, in minutes; then lab run starts the full study)',
+      ),
     boundSweepPrefixes: z
       .array(count('prefixes'))
       .default([128, 64, 16, 8])

@@ -2,7 +2,12 @@ import { KUBECONFIG_PATH, READY_MARKER, RESULTS_SYNC_SCRIPT } from '../aws/boots
 import { BOOTSTRAP_LOG, MANIFESTS_DIR, shellQuote } from '../aws/bootstrap/shell.ts';
 import type { LabConfig } from '../config/schema.ts';
 import { NETWORK_RUNNER_NAME, PLAIN_NAMESPACE } from '../network/topology.ts';
-import { NEW_STUDY_REQUEST_FILE, REDO_INVALID_REQUEST_FILE, STATUS_FILE } from '../runner/layout.ts';
+import {
+  NEW_STUDY_REQUEST_FILE,
+  REDO_INVALID_REQUEST_FILE,
+  SMOKE_REQUEST_FILE,
+  STATUS_FILE,
+} from '../runner/layout.ts';
 import {
   RESULTS_HOST_PATH,
   RUNNER_ON_DEMAND_DIR,
@@ -129,25 +134,41 @@ export function printStatusFunction(): string[] {
  * is deleted and created again from the synthesized manifest; the runner skips every run that
  * already has a valid record, so this resumes an interrupted study.
  */
-export function renderStartStudy(
-  job: RunnerJob,
-  start: { readonly fresh?: boolean; readonly redoInvalid?: boolean } = {},
-): string[] {
+/** What `lab run` asks of the runner it starts: at most one of these. */
+export interface StartRequest {
+  readonly fresh?: boolean;
+  readonly redoInvalid?: boolean;
+  readonly smoke?: boolean;
+}
+
+export function renderStartStudy(job: RunnerJob, start: StartRequest = {}): string[] {
   // `lab run --new`: the runner starts a fresh study (and removes the request) instead of
   // resuming the latest unfinished one (lib/runner/study-id.ts). `lab run --redo-invalid`: it
   // resumes the latest study of its configuration even when finished, and runs its invalid runs.
-  const option = start.fresh ? '--new' : start.redoInvalid ? '--redo-invalid' : undefined;
-  const freshRequest = start.fresh
-    ? [
-        `  date -u +%FT%TZ > ${shellQuote(`${RESULTS_HOST_PATH}/${NEW_STUDY_REQUEST_FILE}`)}`,
-        '  echo "lab run --new: the runner starts a fresh study; earlier studies stay as they are"',
-      ]
+  // `lab run --smoke`: it runs the smoke study (lib/runner/lab-study.ts).
+  const option = start.fresh
+    ? '--new'
     : start.redoInvalid
+      ? '--redo-invalid'
+      : start.smoke
+        ? '--smoke'
+        : undefined;
+  const freshRequest = start.smoke
+    ? [
+        `  date -u +%FT%TZ > ${shellQuote(`${RESULTS_HOST_PATH}/${SMOKE_REQUEST_FILE}`)}`,
+        '  echo "lab run --smoke: the runner runs the smoke study: every arm with a tiny load, then its checklist (lab status prints it)"',
+      ]
+    : start.fresh
       ? [
-          `  date -u +%FT%TZ > ${shellQuote(`${RESULTS_HOST_PATH}/${REDO_INVALID_REQUEST_FILE}`)}`,
-          '  echo "lab run --redo-invalid: the runner runs the invalid runs of the latest study again; every earlier attempt stays on record"',
+          `  date -u +%FT%TZ > ${shellQuote(`${RESULTS_HOST_PATH}/${NEW_STUDY_REQUEST_FILE}`)}`,
+          '  echo "lab run --new: the runner starts a fresh study; earlier studies stay as they are"',
         ]
-      : [];
+      : start.redoInvalid
+        ? [
+            `  date -u +%FT%TZ > ${shellQuote(`${RESULTS_HOST_PATH}/${REDO_INVALID_REQUEST_FILE}`)}`,
+            '  echo "lab run --redo-invalid: the runner runs the invalid runs of the latest study again; every earlier attempt stays on record"',
+          ]
+        : [];
   return [
     ...preamble('Starts or resumes the lab study'),
     ...jobSettings(job),

@@ -12,8 +12,10 @@ import {
   renderReadStatus,
   renderStartStudy,
   renderSyncResults,
+  type StartRequest,
 } from './host-scripts.ts';
 import { commandFailed, runOnHost } from './run-command.ts';
+import { checklistLines } from './smoke-uploads.ts';
 import { formatStudyStatus, parseStudyStatus } from './status-format.ts';
 import { type HostClock, studyClockLines } from './study-clock.ts';
 import {
@@ -67,7 +69,7 @@ function staleWarning(status: StudyStatus, job: RunnerJobState | undefined): str
 export async function startStudy(
   ctx: ControlContext,
   job: RunnerJob,
-  start: { readonly fresh?: boolean; readonly redoInvalid?: boolean } = {},
+  start: StartRequest = {},
 ): Promise<void> {
   const testbed = await runningTestbed(ctx);
   ctx.write(`stack ${testbedName(testbed)}: instance ${testbed.instanceId} in ${ctx.region}`);
@@ -139,6 +141,8 @@ export async function showStatus(
   for (const line of studyClockLines(status, host, ctx.now())) ctx.write(line);
   const stale = staleWarning(status, report.job);
   if (stale) ctx.write(stale);
+  if (status.checklist)
+    for (const line of await checklistLines(ctx, testbed, status.checklist, true)) ctx.write(line);
 }
 
 async function showSyncedStatus(ctx: ControlContext, testbed: Testbed, why: string): Promise<void> {
@@ -160,6 +164,8 @@ async function showSyncedStatus(ctx: ControlContext, testbed: Testbed, why: stri
   // The instance is gone: no cost or shutdown to tell, but which study and which runs failed.
   for (const line of studyClockLines(status, { pricePerHourUsd: 0, maxLifetimeHours: 0 }, ctx.now()))
     ctx.write(line);
+  if (status.checklist)
+    for (const line of await checklistLines(ctx, testbed, status.checklist, false)) ctx.write(line);
 }
 
 /**

@@ -1,6 +1,7 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import type { StudyRecord } from '../study/results.ts';
 import { studyBanner, studyCompleteness } from './banner.ts';
 import { calibrationReport, calibrationSection } from './calibration-section.ts';
 import { htmlReport } from './html.ts';
@@ -50,7 +51,9 @@ async function writeOut(path: string, action: () => Promise<unknown>): Promise<v
 /**
  * The study JSON of a results folder: `<dir>/study.json`, or in a downloaded results folder,
  * where every study has its own folder (`studies/<id>/`, lib/runner/layout.ts), the latest
- * study's (ids start with the study's start time, so the last in order is the latest).
+ * study's (ids start with the study's start time, so the last in order is the latest). Smoke
+ * studies (lib/study/smoke.ts) measure no comparison and are passed over; their checklist is
+ * `smoke-checklist.txt` in their folder.
  */
 export function studyFileOf(resultsDir: string): string {
   const direct = resolve(resultsDir, STUDY_FILE);
@@ -61,7 +64,17 @@ export function studyFileOf(resultsDir: string): string {
         .filter((id) => /^\d{8}-\d{6}-[0-9a-f]{8}$/.test(id) && existsSync(join(studies, id, STUDY_FILE)))
         .sort()
     : [];
-  return ids.length > 0 ? join(studies, ids[ids.length - 1], STUDY_FILE) : direct;
+  const latest = ids.reverse().find((id) => !isSmokeStudy(join(studies, id, STUDY_FILE))) ?? ids[0];
+  return latest ? join(studies, latest, STUDY_FILE) : direct;
+}
+
+/** Whether a study.json is a smoke study's (`metadata.profile`); an unreadable one is not. */
+function isSmokeStudy(path: string): boolean {
+  try {
+    return (JSON.parse(readFileSync(path, 'utf8')) as StudyRecord).metadata?.profile === 'smoke';
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 import { appendFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
+import { formatChecklist, type SmokeChecklist } from '../study/smoke-checklist.ts';
 import {
   ATTEMPTS_DIR,
   attemptDir,
@@ -10,6 +11,9 @@ import {
   RUNNER_LOG_FILE,
   RUNS_DIR,
   runRecordPath,
+  SMOKE_CHECKLIST_FILE,
+  SMOKE_CHECKLIST_TEXT_FILE,
+  SMOKE_REQUEST_FILE,
   STATUS_FILE,
   STUDIES_DIR,
   STUDY_FILE,
@@ -58,6 +62,10 @@ export class FileResultStore implements ResultStore {
     return takeRequest(join(this.root, REDO_INVALID_REQUEST_FILE));
   }
 
+  takeSmokeRequest(): Promise<boolean> {
+    return takeRequest(join(this.root, SMOKE_REQUEST_FILE));
+  }
+
   study(studyId: string): StudyFiles {
     if (!isStudyId(studyId)) throw new Error(`"${studyId}" is not a study id (yyyymmdd-hhmmss-<8 hex>)`);
     return new FileStudyFiles(join(this.root, studyDir(studyId)));
@@ -92,6 +100,14 @@ class FileStudyFiles implements StudyFiles {
     if (!(await keepAttemptFile(this.dir, runId, attempt, path, text))) return false;
     await writeAtomic(join(this.dir, path), text);
     return true;
+  }
+
+  async writeChecklist(checklist: SmokeChecklist): Promise<void> {
+    await writeAtomic(join(this.dir, SMOKE_CHECKLIST_FILE), `${JSON.stringify(checklist, null, 2)}\n`);
+    await writeAtomic(
+      join(this.dir, SMOKE_CHECKLIST_TEXT_FILE),
+      `${formatChecklist(checklist).join('\n')}\n`,
+    );
   }
 
   async appendLog(line: string): Promise<void> {

@@ -7,9 +7,11 @@
  * ```
  * status.json                      StudyStatus of the runner at work (names its study), rewritten on every step
  * new-study.request                left by `lab run --new`; the runner starts a fresh study and removes it
+ * smoke.request                    left by `lab run --smoke`; the runner runs the smoke study and removes it
  * studies/<study-id>/              one study (study-id.ts):
  *   study.json                     StudyRecord: metadata + every recorded run, in plan order
  *   runner.log                     every progress line, appended
+ *   smoke-checklist.json, .txt     a smoke study's checklist (lib/study/smoke-checklist.ts)
  *   runs/<run-id>.json             RunRecord of one run (the same object as in study.json)
  *   <benchmark-id>/<benchmark-id>.json   the client's saved JSON (copied from the Job's output)
  *   <benchmark-id>/<benchmark-id>.log    the client pod's log (saved by the runner)
@@ -45,6 +47,15 @@ export const NEW_STUDY_REQUEST_FILE = 'new-study.request';
  * configuration even when it finished, runs only its invalid runs again, and removes it.
  */
 export const REDO_INVALID_REQUEST_FILE = 'redo-invalid.request';
+
+/**
+ * `lab run --smoke` leaves this file; the runner then runs the smoke study (lib/study/smoke.ts),
+ * whatever `study.profile` says, and removes it.
+ */
+export const SMOKE_REQUEST_FILE = 'smoke.request';
+/** A smoke study's checklist, in its study folder: the JSON and the text `lab status` prints. */
+export const SMOKE_CHECKLIST_FILE = 'smoke-checklist.json';
+export const SMOKE_CHECKLIST_TEXT_FILE = 'smoke-checklist.txt';
 
 /** A study's folder, relative to the results folder. */
 export function studyDir(studyId: string): string {

@@ -7,10 +7,10 @@ import { FileResultStore } from './file-store.ts';
 import { HttpEndpointPickers, HttpFrontEnds } from './http-front-ends.ts';
 import { HttpReplicas } from './http-replicas.ts';
 import { inClusterTransport, KubeCluster } from './kube-cluster.ts';
+import { runLabStudy } from './lab-study.ts';
 import { onRunnerNode, RUNNER_NODE_ENV } from './layout.ts';
 import { type JobObject, systemClock } from './ports.ts';
 import type { StatusChecks } from './preflight.ts';
-import { runStudy } from './run-study.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
 import { runnerOptionsOf } from './runner-options.ts';
 
@@ -40,13 +40,16 @@ async function main(): Promise<void> {
     );
   }
   const plan = readJson<StudyPlan>(join(dir, RUNNER_FILES.plan));
+  const smoke = readJson<StudyPlan>(join(dir, RUNNER_FILES.smoke));
   const jobs = readJson<Record<string, JobObject>>(join(dir, RUNNER_FILES.jobs));
   const statusChecks = readJson<StatusChecks>(join(dir, RUNNER_FILES.preflight));
-  const missing = plan.runs.flatMap((run) => run.benchmarks).filter((spec) => !jobs[spec.id]);
+  const missing = [...plan.runs, ...smoke.runs]
+    .flatMap((run) => run.benchmarks)
+    .filter((spec) => !jobs[spec.id]);
   if (missing.length > 0) {
     throw new Error(`${RUNNER_FILES.jobs} has no Job for ${missing.map((spec) => spec.id).join(', ')}`);
   }
-  const study = await runStudy(
+  const done = await runLabStudy(
     {
       cluster: new KubeCluster(inClusterTransport(), config.namespace),
       replicas: new HttpReplicas(),
@@ -60,11 +63,18 @@ async function main(): Promise<void> {
       log: (line) => console.log(line),
     },
     config,
-    plan,
+    { full: plan, smoke },
     { statusChecks, ...runnerOptionsOf(config) },
   );
-  const invalid = study.runs.filter((run) => !run.valid).length;
-  console.log(`results in ${results}: ${study.runs.length} runs, ${invalid} invalid`);
+  if (done.kind === 'smoke') {
+    const checklist = done.outcome.checklist;
+    console.log(
+      `smoke study ${checklist?.studyId ?? ''}: ${checklist?.passed ? 'every proof passed' : 'FAILED'} (lab status prints the checklist)`,
+    );
+    return;
+  }
+  const invalid = done.study.runs.filter((run) => !run.valid).length;
+  console.log(`results in ${results}: ${done.study.runs.length} runs, ${invalid} invalid`);
 }
 
 main().then(

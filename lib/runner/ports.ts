@@ -3,6 +3,7 @@ import type { Api } from '../study/arms.ts';
 import type { ClientGate } from '../study/benchmark.ts';
 import type { BenchmarkSpec } from '../study/plan.ts';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
+import type { SmokeChecklist } from '../study/smoke-checklist.ts';
 import type { JobCounts } from '../study/validity.ts';
 import type { StudyStatus } from './status.ts';
 import type { StoredStudy } from './study-id.ts';
@@ -142,6 +143,8 @@ export interface ResultStore {
   takeNewStudyRequest(): Promise<boolean>;
   /** Whether `lab run --redo-invalid` asked to run the latest study's invalid runs again; the request is removed. */
   takeRedoInvalidRequest(): Promise<boolean>;
+  /** Whether `lab run --smoke` asked for the smoke study; the request is removed. */
+  takeSmokeRequest(): Promise<boolean>;
   /** The folder of one study (`studies/<id>/`). */
   study(studyId: string): StudyFiles;
 }
@@ -169,6 +172,8 @@ export interface StudyFiles {
    */
   saveAttemptFile(runId: string, attempt: number, path: string, text: string): Promise<boolean>;
   appendLog(line: string): Promise<void>;
+  /** A smoke study's checklist, as JSON and as the text `lab status` prints (layout.ts). */
+  writeChecklist(checklist: SmokeChecklist): Promise<void>;
 }
 
 /** Time, injected so tests run instantly. */

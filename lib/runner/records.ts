@@ -144,6 +144,7 @@ export async function collectMetadata(
   ctx: RunnerContext,
   studyId: string,
   startedAt: Date,
+  predict = true,
 ): Promise<StudyMetadata> {
   const { store } = ctx.deps;
   const { cluster } = ctx;
@@ -234,6 +235,7 @@ export async function collectMetadata(
     ...(k3sVersion ? { k3sVersion } : {}),
     ...(notes.length > 0 ? { notes } : {}),
     // Issue 13: the predictions this study runs with, so a report made later shows the same ones.
-    predictions: studyPredictions(c, kvCacheTokens),
+    // A smoke study measures no arm against another: it needs none.
+    ...(predict ? { predictions: studyPredictions(c, kvCacheTokens) } : {}),
   };
 }

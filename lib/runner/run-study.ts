@@ -1,12 +1,18 @@
 import type { LabConfig } from '../config/schema.ts';
 import { runPrerequisites, type StudyPlan, type StudyRun } from '../study/plan.ts';
 import type { StudyMetadata, StudyRecord } from '../study/results.ts';
+import {
+  checklistFailures,
+  formatChecklist,
+  type SmokeChecklist,
+  smokeChecklist,
+} from '../study/smoke-checklist.ts';
 import { stagedAfter } from '../study/staging.ts';
 import { replicaSetName } from '../study/topology.ts';
 import { ApiUnreachableError, stoppedByApi } from './call-policy.ts';
 import { Evidence } from './evidence.ts';
 import { JobLifecycle } from './jobs.ts';
-import type { RunnerDeps } from './ports.ts';
+import type { RunnerDeps, StudyFiles } from './ports.ts';
 import { collectMetadata, StudyRecords } from './records.ts';
 import { Resets } from './resets.ts';
 import { retryingCluster, retryingEndpointPickers, retryingReplicas } from './retry.ts';
@@ -22,7 +28,7 @@ import { Scheduler } from './scheduler.ts';
 import { Stager } from './stager.ts';
 import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
 import { chooseStudyFolder, readStudyRecords } from './study-files.ts';
-import { chooseStudy } from './study-id.ts';
+import { chooseStudy, type StudyChoice, smokeStudyId } from './study-id.ts';
 import { StudyLog } from './study-log.ts';
 import { StudyStopError } from './study-stop.ts';
 
@@ -46,8 +52,45 @@ export async function runStudy(
   config: LabConfig,
   plan: StudyPlan,
   options: RunnerOptions = {},
+  mode: StudyMode = {},
 ): Promise<StudyRecord> {
-  return new StudyRunner(deps, config, plan, resolveOptions(config, options)).run();
+  return new StudyRunner(deps, config, plan, resolveOptions(config, options), mode).run();
+}
+
+/** What kind of study a runner works on; the default is a full study without smoke checks. */
+export interface StudyMode {
+  /**
+   * The smoke study (lib/study/smoke.ts): always a new folder (never resumed, never chosen for
+   * resuming), no predictions, and its checklist written at the end, also when it stopped.
+   */
+  readonly smoke?: boolean;
+  /**
+   * A full study's checks: the smoke plan, run as a smoke study of its own before the study's
+   * first long run, unless this study's checks passed already. A failed proof stops the study.
+   */
+  readonly checks?: StudyPlan;
+}
+
+/** A smoke study's checklist, also when the study stopped (then `error`, the stop). */
+export interface SmokeOutcome {
+  readonly checklist?: SmokeChecklist;
+  readonly error?: unknown;
+}
+
+/** Runs the smoke study of `plan` (lib/study/smoke.ts) and returns its checklist. Never throws. */
+export async function runSmokeStudy(
+  deps: RunnerDeps,
+  config: LabConfig,
+  plan: StudyPlan,
+  options: RunnerOptions = {},
+): Promise<SmokeOutcome> {
+  const runner = new StudyRunner(deps, config, plan, resolveOptions(config, options), { smoke: true });
+  try {
+    await runner.run();
+    return { checklist: runner.checklist };
+  } catch (error) {
+    return { checklist: runner.checklist, error };
+  }
 }
 
 /** A run in progress. */
@@ -74,12 +117,15 @@ class StudyRunner {
   private readonly evidence: Evidence;
   private studyId: string | undefined;
   private readonly log: StudyLog;
+  /** The smoke study's checklist (a smoke study), or the checks' that stopped this study. */
+  checklist: SmokeChecklist | undefined;
 
   constructor(
     private readonly deps: RunnerDeps,
     private readonly config: LabConfig,
     private readonly plan: StudyPlan,
-    options: ResolvedOptions,
+    private readonly options: ResolvedOptions,
+    private readonly mode: StudyMode,
   ) {
     this.startedAt = deps.clock.now();
     this.log = new StudyLog(deps.clock, deps.log);
@@ -151,6 +197,8 @@ class StudyRunner {
       }
       await this.say(`study ${byApi ? 'interrupted' : 'stopped'}: ${message}`);
       if (!(error instanceof ApiUnreachableError)) await this.dropStaged();
+      // Nothing stops a smoke study's checklist: the runs not reached say so.
+      if (this.mode.smoke && this.studyId) await this.writeChecklist(message).catch(() => undefined);
       await this.writeStatus(message);
       throw error;
     }
@@ -162,12 +210,14 @@ class StudyRunner {
     // resumed (restored from S3 by the bootstrap on a new host), or a new one is started;
     // `lab run --redo-invalid` resumes the latest one even when it finished.
     const say = (line: string) => this.say(line);
-    const redo = await store.takeRedoInvalidRequest();
-    const { choice, files } = await chooseStudyFolder(
-      store,
-      (studies, fresh) => chooseStudy(studies, this.config, this.startedAt, fresh, redo),
-      say,
-    );
+    const redo = this.mode.smoke ? false : await store.takeRedoInvalidRequest();
+    const { choice, files } = this.mode.smoke
+      ? this.smokeFolder()
+      : await chooseStudyFolder(
+          store,
+          (studies, fresh) => chooseStudy(studies, this.config, this.startedAt, fresh, redo),
+          say,
+        );
     this.studyId = choice.id;
     this.records.attach(files);
     this.log.attach(files);
@@ -195,8 +245,13 @@ class StudyRunner {
     for (const { prefixCaches, pair } of sets.values())
       await this.resets.waitForReplicas(prefixCaches, pair ?? 0, this.ctx.options.startupTimeoutMs);
 
-    if (!existing) this.records.metadata = await collectMetadata(this.ctx, choice.id, this.startedAt);
+    if (!existing) {
+      const metadata = await collectMetadata(this.ctx, choice.id, this.startedAt, !this.mode.smoke);
+      this.records.metadata = this.mode.smoke ? { ...metadata, profile: 'smoke' } : metadata;
+    }
     await this.records.writeStudy();
+
+    if (this.mode.checks && !this.records.metadata?.checks?.passed) await this.runChecks(this.mode.checks);
 
     await this.evidence.preflightArms(pending);
 
@@ -231,8 +286,63 @@ class StudyRunner {
     const study = await this.records.writeStudy();
     const valid = study.runs.filter((r) => r.valid).length;
     await this.say(`study finished: ${valid} of ${study.runs.length} runs valid`);
+    if (this.mode.smoke) await this.writeChecklist();
     await this.writeStatus();
     return study;
+  }
+
+  /** A smoke study's folder: always a new one, which no full study resumes (study-id.ts). */
+  private smokeFolder(): { choice: StudyChoice; files: StudyFiles } {
+    const id = smokeStudyId(this.config, this.startedAt);
+    return {
+      choice: { kind: 'new', id, why: 'a smoke study always starts afresh' },
+      files: this.deps.store.study(id),
+    };
+  }
+
+  /** The smoke study's checklist from its records, written beside them and said line by line. */
+  private async writeChecklist(stopped?: string): Promise<void> {
+    const checklist = smokeChecklist(
+      this.config,
+      this.plan.runs,
+      this.records.records,
+      this.studyId as string,
+      this.deps.clock.now(),
+      stopped,
+    );
+    this.checklist = checklist;
+    await this.records.studyFiles.writeChecklist(checklist);
+    for (const line of formatChecklist(checklist)) await this.say(line);
+  }
+
+  /**
+   * The full study's checks before its first long run: the smoke plan as a smoke study of its own.
+   * Every arm gets its line; any failed proof stops this study with the checklist, in minutes.
+   */
+  private async runChecks(plan: StudyPlan): Promise<void> {
+    await this.say(
+      `checking every arm before the first long run: a smoke study of ${plan.runs.length} tiny runs`,
+    );
+    const { checklist, error } = await runSmokeStudy(this.deps, this.config, plan, this.options);
+    if (error && stoppedByApi(error)) throw error;
+    if (!checklist) throw error ?? new Error('the smoke checks wrote no checklist');
+    const failures = checklistFailures(checklist);
+    this.records.metadata = {
+      ...(this.records.metadata as StudyMetadata),
+      checks: { smokeStudyId: checklist.studyId, passed: checklist.passed, failures },
+    };
+    await this.records.writeStudy();
+    const where = `studies/${checklist.studyId}/smoke-checklist.txt`;
+    if (checklist.passed) {
+      await this.say(`smoke checks passed for every arm (${where}); the study begins`);
+      return;
+    }
+    this.checklist = checklist;
+    const why = checklist.stopped ? [`the smoke study stopped: ${checklist.stopped}`] : failures;
+    throw new StudyStopError({
+      reason: `the smoke checks failed before the first long run: ${why.join('; ')}`,
+      change: `fix what the checklist says (lab status prints it; ${where}), then lab run resumes this study, which checks every arm again first`,
+    });
   }
 
   /**
@@ -331,6 +441,8 @@ class StudyRunner {
         etaMs,
         message: this.log.message,
         error,
+        ...(this.mode.smoke ? { profile: 'smoke' as const } : {}),
+        ...(this.checklist ? { checklist: this.checklist } : {}),
       }),
     );
   }

@@ -14,7 +14,9 @@ export const RUNNER_FILES = {
   config: 'config.json',
   /** The StudyPlan the runner executes. */
   plan: 'plan.json',
-  /** `benchmarkJob(config, spec)` of every client, by benchmark id. */
+  /** The smoke study's plan (lib/study/smoke.ts): the smoke profile, and the full study's checks. */
+  smoke: 'smoke-plan.json',
+  /** `benchmarkJob(config, spec)` of every client of both plans, by benchmark id. */
   jobs: 'jobs.json',
   /** The status conditions each arm's preflight requires (`StatusChecks` of preflight.ts), by arm id. */
   preflight: 'preflight.json',

@@ -1,3 +1,5 @@
+import type { SmokeChecklist } from '../study/smoke-checklist.ts';
+
 /**
  * `status.json`: where the study stands, rewritten on every step of the runner. The laptop's
  * `lab status` reads it; `study.json` stays the source of truth for results.
@@ -44,6 +46,10 @@ export interface StudyStatus {
   readonly message: string;
   /** Why the runner stopped, when state is `failed`. */
   readonly error?: string;
+  /** `smoke` while the runner works on a smoke study (lib/study/smoke.ts), alone or as a full study's checks. */
+  readonly profile?: 'smoke';
+  /** The latest smoke checklist of this runner: the smoke study's, or the full study's checks. */
+  readonly checklist?: SmokeChecklist;
 }
 
 /** `2m10s`, `45s`, `1h02m03s`. */
@@ -140,6 +146,8 @@ export interface StatusSnapshot {
   readonly etaMs: number | undefined;
   readonly message: string;
   readonly error?: string;
+  readonly profile?: 'smoke';
+  readonly checklist?: SmokeChecklist;
 }
 
 /** status.json from a runner's state; one shape for the first lab's runner and the network lab's. */
@@ -171,5 +179,7 @@ export function studyStatus(snapshot: StatusSnapshot): StudyStatus {
     ...(etaMs !== undefined && state === 'running' ? { etaSeconds: Math.round(etaMs / 1000) } : {}),
     message: snapshot.message,
     ...(error ? { error } : {}),
+    ...(snapshot.profile ? { profile: snapshot.profile } : {}),
+    ...(snapshot.checklist ? { checklist: snapshot.checklist } : {}),
   };
 }

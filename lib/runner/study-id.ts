@@ -30,6 +30,19 @@ export function newStudyId(config: LabConfig, at: Date): string {
   return `${stamp}-${configHash(config)}`;
 }
 
+/**
+ * A smoke study's id: the time and a hash of the configuration marked as smoke, so it never equals
+ * the id of the full study it checks, which may start in the same second.
+ */
+export function smokeStudyId(config: LabConfig, at: Date): string {
+  const stamp = at.toISOString().slice(0, 19).replace(/[-:]/g, '').replace('T', '-');
+  const hash = createHash('sha256')
+    .update(canonicalJson({ smoke: config }))
+    .digest('hex')
+    .slice(0, 8);
+  return `${stamp}-${hash}`;
+}
+
 /** A study id as newStudyId makes it; anything else in `studies/` is not the runner's. */
 export function isStudyId(id: string): boolean {
   return /^\d{8}-\d{6}-[0-9a-f]{8}$/.test(id);
@@ -66,7 +79,12 @@ export function chooseStudy(
     // `lab run --redo-invalid`: the latest study of this configuration, finished or not.
     resumable: () =>
       stored
-        .filter((s) => (redoInvalid || !s.metadata.finishedAt) && canonicalJson(s.metadata.config) === same)
+        .filter(
+          (s) =>
+            s.metadata.profile !== 'smoke' &&
+            (redoInvalid || !s.metadata.finishedAt) &&
+            canonicalJson(s.metadata.config) === same,
+        )
         .map((s) => ({ id: s.id, startedAt: s.metadata.startedAt })),
     resumeWhy: (latest) =>
       redoInvalid

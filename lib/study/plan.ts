@@ -152,7 +152,7 @@ function pairInTurn(next: number, pairs: number, busy: (pair: number) => boolean
 }
 
 /** A run moved to another replica pair: its reset and every client's target. */
-function onPair(run: StudyRun, pair: number): StudyRun {
+export function onPair(run: StudyRun, pair: number): StudyRun {
   return {
     ...run,
     reset: { ...run.reset, pair },

@@ -219,6 +219,18 @@ export interface StudyMetadata {
   readonly predictions?: StudyPredictions;
   /** Set when a study-level check stopped the study before its end. */
   readonly stopped?: StudyStop;
+  /** `smoke`: a smoke study (lib/study/smoke.ts), never resumed and never reported as the study. */
+  readonly profile?: 'smoke';
+  /** A full study's smoke checks before its first long run: the smoke study that ran them and its verdict. */
+  readonly checks?: StudyChecks;
+}
+
+/** The outcome of a full study's smoke checks (docs/first-run.md). */
+export interface StudyChecks {
+  readonly smokeStudyId: string;
+  readonly passed: boolean;
+  /** Each failed proof as `<arm>: <proof>: <evidence>`. */
+  readonly failures: readonly string[];
 }
 
 export const STUDY_SCHEMA_VERSION = 1;

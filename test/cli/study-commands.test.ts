@@ -180,7 +180,7 @@ describe('lab run', () => {
     });
     const both = await lab('run', '--redo-invalid', '--new', '--stack', STACK, '--region', 'us-west-2');
     expect(both.code).toBe(1);
-    expect(both.stderr).toContain('lab run: --new and --redo-invalid exclude each other');
+    expect(both.stderr).toContain('lab run: --new, --redo-invalid and --smoke exclude each other');
   });
 
   it('uses the namespace of the configuration', async () => {

@@ -5,7 +5,13 @@ import { defaultLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import type { Cluster, ResultStore, RunnerDeps } from '../../lib/runner/ports.ts';
 import { type RunnerOptions, runStudy } from '../../lib/runner/run-study.ts';
-import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
+import {
+  type BenchmarkSpec,
+  findRun,
+  type StudyPlan,
+  type StudyRun,
+  studyPlan,
+} from '../../lib/study/plan.ts';
 import type { StudyRecord } from '../../lib/study/results.ts';
 import { tempDir } from '../temp.ts';
 import {
@@ -65,6 +71,8 @@ export interface LabSetup {
   readonly cluster?: Partial<
     Omit<FakeClusterOptions, 'config' | 'plan' | 'replicas' | 'resultsDir' | 'clock'>
   >;
+  /** Runs the fake cluster also serves besides the plan's (the smoke study's). */
+  readonly alsoServes?: readonly StudyRun[];
 }
 
 const servers: { stop(): Promise<void> }[] = [];
@@ -89,7 +97,7 @@ export async function startLab(setup: LabSetup = {}): Promise<Lab> {
   const clock = new FakeClock();
   const cluster = new FakeCluster({
     config,
-    plan,
+    plan: setup.alsoServes ? { runs: [...plan.runs, ...setup.alsoServes] } : plan,
     replicas,
     resultsDir: dir,
     clock,
@@ -111,6 +119,12 @@ export interface RunnerSetup {
 
 /** Starts a runner in the lab; it works until the study ends or stops. */
 export function runIn(lab: Lab, setup: RunnerSetup = {}): Promise<StudyRecord> {
+  const { deps, options } = runnerIn(lab, setup);
+  return runStudy(deps, lab.config, lab.plan, options);
+}
+
+/** A runner's I/O and options in the lab, for any of the runner's entry points. */
+export function runnerIn(lab: Lab, setup: RunnerSetup = {}): { deps: RunnerDeps; options: RunnerOptions } {
   const tokenFile = join(lab.dir, '..', `${lab.dir.split('/').at(-1)}.token`);
   writeFileSync(tokenFile, `${lab.pickers.token}\n`);
   const base = rehearsalDeps(lab.config, {
@@ -126,13 +140,16 @@ export function runIn(lab: Lab, setup: RunnerSetup = {}): Promise<StudyRecord> {
     store: setup.store ? setup.store(base.store) : base.store,
   };
   const deps = setup.deps ? setup.deps(wrapped) : wrapped;
-  return runStudy(deps, lab.config, lab.plan, {
-    replicaUrls: () => lab.replicas.map((r) => r.url),
-    frontEndUrl: (arm) => `${lab.frontEnds.url}/${arm.id}`,
-    eppMetricsUrl: (arm) => `${lab.pickers.url}/${arm.id}`,
-    statusChecks: preflightStatusChecks(lab.config),
-    ...setup.options,
-  });
+  return {
+    deps,
+    options: {
+      replicaUrls: () => lab.replicas.map((r) => r.url),
+      frontEndUrl: (arm) => `${lab.frontEnds.url}/${arm.id}`,
+      eppMetricsUrl: (arm) => `${lab.pickers.url}/${arm.id}`,
+      statusChecks: preflightStatusChecks(lab.config),
+      ...setup.options,
+    },
+  };
 }
 
 /** The runner was killed (a test's fault): every call of a killed runner throws it. */

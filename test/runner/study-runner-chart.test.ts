@@ -8,6 +8,7 @@ import { CONFIGMAP_LIMIT_BYTES, configMapDataBytes, StudyRunnerChart } from '../
 import { imageTagProblem } from '../../lib/config/fields.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
+import { smokePlan } from '../../lib/study/smoke.ts';
 import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
 import { type Manifest, validateManifest } from '../charts/validate.ts';
 import { tempDir } from '../temp.ts';
@@ -136,7 +137,7 @@ describe('the StudyRunner chart', () => {
     ]);
   });
 
-  it('carries the bundle, config, plan and the client Jobs of benchmarkJob, under the 1 MiB limit', () => {
+  it('carries the bundle, config, both plans and the client Jobs of benchmarkJob, under the 1 MiB limit', () => {
     const data = of('ConfigMap').data as Record<string, string>;
     expect(Object.keys(data).sort()).toEqual([
       'config.json',
@@ -144,6 +145,7 @@ describe('the StudyRunner chart', () => {
       'plan.json',
       'preflight.json',
       'runner.mjs',
+      'smoke-plan.json',
     ]);
     const bytes = configMapDataBytes(data);
     expect(bytes).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
@@ -154,7 +156,13 @@ describe('the StudyRunner chart', () => {
     expect(JSON.parse(data['plan.json'])).toEqual(JSON.parse(JSON.stringify(plan)));
     const jobs = JSON.parse(data['jobs.json']);
     expect(jobs['partition-r1']).toEqual(benchmarkJob(config, plan.runs[4].benchmarks[1]));
-    expect(Object.keys(jobs)).toHaveLength(plan.runs.flatMap((run) => run.benchmarks).length);
+    // The smoke study's clients travel too (lib/study/smoke.ts), each under its own id.
+    const smoke = smokePlan(config);
+    expect(JSON.parse(data['smoke-plan.json'])).toEqual(JSON.parse(JSON.stringify(smoke)));
+    expect(jobs['smoke-partition-r1']).toEqual(benchmarkJob(config, smoke.runs[0].benchmarks[1]));
+    expect(Object.keys(jobs)).toHaveLength(
+      [...plan.runs, ...smoke.runs].flatMap((run) => run.benchmarks).length,
+    );
     // The bundle does not drag in cdk8s, zod or the AWS SDK.
     expect(data['runner.mjs']).not.toMatch(/cdk8s|from "zod"|@aws-sdk/);
     expect(Buffer.byteLength(data['runner.mjs'])).toBeLessThan(200 * 1024);
