@@ -30,9 +30,16 @@ export interface ReportSection {
   readonly id: string;
   readonly title: string;
   readonly intro: string;
+  /** Short lines shown as a list under the intro (the network report's headline answers). */
+  readonly items?: readonly string[];
   readonly table?: TextTable;
-  /** Lines after the table: runs left out as invalid, or why the table is empty. */
+  /** Lines after the table that explain it (how a figure is computed, why the table is empty): neutral. */
   readonly notes: readonly string[];
+  /**
+   * Lines after the notes that a reader must not miss (runs left out as invalid, a finding, a
+   * figure within its noise): shown in their own colour and marked "Warning:" in both formats.
+   */
+  readonly warnings?: readonly string[];
 }
 
 export const percent = (fraction: number | null | undefined): string =>

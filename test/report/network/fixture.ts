@@ -1,4 +1,10 @@
 import { parseLabConfig } from '../../../lib/config/load.ts';
+import {
+  type AttemptRun,
+  type ServiceProberResult,
+  type WatchedTarget,
+  watchResult,
+} from '../../../lib/network/probes/service-prober.ts';
 import type { MsDistribution } from '../../../lib/network/probes/stats.ts';
 import type {
   CellHostFacts,
@@ -11,17 +17,22 @@ import type {
   NetworkStudyRecord,
 } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { type ScaleStep, serviceScaleCheck } from '../../../lib/network/study/validity-cell.ts';
 
 /**
  * Realistic network studies of the three default cells (mesh, dp-iptables, dp-cilium): the runs
  * come from `networkStudyPlan` of the default network configuration, the numbers are in the
  * spirit of an 8-vCPU host at 500 QPS over 16 connections (sub-millisecond plain latency, a
- * sidecar pair adding a fraction of a millisecond, iptables programming slowing down with
- * thousands of Services while Cilium's stays flat). Invalid runs, with the runner's reasons:
+ * sidecar pair adding a fraction of a millisecond). E9's prober samples are the runner's current
+ * shape (attempts per sample, first-attempt delay, the method check), made by the prober's own
+ * `watchResult` from what a prober probing before each Service existed would see: kube-proxy's
+ * REJECT then its next sync a minSyncPeriod later (iptables: about 1 s, growing with the Service
+ * count), Cilium forwarding within one 20 ms attempt at any count. Invalid runs, with the runner's reasons:
  * - mesh `e1-plain-r4`: 1 ms resolution, its percentiles on bucket positions;
  * - mesh `e5-mesh-mtls-r2`: the Job failed without a result file;
  * - mesh `e3-fixed-mesh-mtls-r1` attempt 1: rate not reached (attempt 2 is valid and used);
- * - dp-cilium `e9-services-5000`: the prober's samples cluster on its 20 ms attempt timeout;
+ * - dp-cilium `e9-services-5000`: run in the old order (Services first, the prober's pod 3.8 s
+ *   later), so every sample connects on the prober's first attempt: it timed the pod start;
  * - dp-iptables `e10-limit-1024`: conntrack baseline 620, above 500.
  * One valid run is flagged (mesh `e1-mesh-mtls-r3`, repeat spread), and one mTLS case deviates
  * from its expectation (E8 `strict-port-permissive`: dropped instead of answered).
@@ -161,36 +172,138 @@ const ENTRIES = {
   cilium: (n: number) => 12 + 2 * n,
 };
 
-/** Programming latency median / p90 (ms) per Service count. */
-export const PROGRAMMING_MS: Readonly<Record<string, Readonly<Record<number, readonly [number, number]>>>> = {
-  iptables: {
-    0: [640.3, 702.9],
-    100: [721.6, 790.2],
-    1000: [1_183.4, 1_295.8],
-    5000: [3_402.7, 3_690.1],
-    10000: [6_911.2, 7_480.5],
-  },
-  cilium: { 0: [44.8, 52.3], 100: [47.9, 55.6], 1000: [51.6, 60.2], 5000: [60.9, 71.4], 10000: [73.8, 86.1] },
-};
-
+/** New-connection mean latency (ms, fortio -keepalive=false) per Service count. */
 const NEW_CONNECTION_MS: Readonly<Record<string, (n: number) => number>> = {
   iptables: (n) => round(0.31 + n * 0.00006, 4),
   cilium: () => 0.27,
 };
 
+/** When the prober started probing in a sound E9 step, and each Service's acceptance after it (ms since the epoch). */
+const PROBER_START_MS = Date.UTC(2026, 10, 28, 10, 0, 0);
+const FIRST_ACCEPTANCE_MS = PROBER_START_MS + 1_000;
+/** The runner creates the Services 2 s apart (lib/runner/network/new-service-probe.ts). */
+const CREATE_SPACING_MS = 2_000;
+/** A dropped SYN's attempt lasts the 20 ms timeout plus a loop turn; a refused one 0.4 ms. */
+const TIMEOUT_STEP_MS = 20.2;
+const REFUSED_STEP_MS = 0.4;
+/** The old order's pod start: the prober's pod ran 3.8 s after the last Service was created. */
+export const POD_START_MS = 3_800;
+
+/**
+ * When a new Service's ClusterIP is rejected and when it is forwarded, after its acceptance (ms),
+ * as test/runner/network/fake-cell.ts `programmingDelays` models the datapaths: kube-proxy REJECTs
+ * at its first sync and forwards one minSyncPeriod (1 s) later, each sync longer with more
+ * Services; Cilium forwards in a few ms at any count. `jitter` in [0, 1).
+ */
+function delaysOf(datapath: 'iptables' | 'cilium', services: number, jitter: number) {
+  if (datapath === 'cilium') {
+    const ms = 6 + 8 * jitter + 0.000_2 * services;
+    return { rejectMs: ms, programMs: ms };
+  }
+  const sync = 12 + 0.12 * services + 10 * jitter;
+  return { rejectMs: sync, programMs: 1_000 + sync };
+}
+
+/** A run of `count` attempts of one outcome, `step` ms apart, from `first`. */
+const attemptRun = (
+  outcome: AttemptRun['outcome'],
+  count: number,
+  first: number,
+  step: number,
+): AttemptRun => ({
+  outcome,
+  count,
+  firstStartEpochMs: round(first, 3),
+  lastStartEpochMs: round(first + (count - 1) * step, 3),
+});
+
+/**
+ * What a prober that was probing before the Service existed sees of one address (the runner's
+ * watch mode): attempts timing out every 20.2 ms until the datapath REJECTs the address, refusals
+ * every 0.4 ms until it forwards it, then the connect.
+ */
+function watchedSound(
+  target: string,
+  probingSince: number,
+  accepted: number,
+  delays: ReturnType<typeof delaysOf>,
+): WatchedTarget {
+  const rejectAt = accepted + delays.rejectMs;
+  const programAt = accepted + delays.programMs;
+  const timeouts = Math.ceil((rejectAt - probingSince) / TIMEOUT_STEP_MS);
+  const refusedFrom = probingSince + timeouts * TIMEOUT_STEP_MS;
+  const refused = Math.max(0, Math.ceil((programAt - refusedFrom) / REFUSED_STEP_MS));
+  const connectAt = refusedFrom + refused * REFUSED_STEP_MS;
+  const runs = [
+    attemptRun('timeout', timeouts, probingSince, TIMEOUT_STEP_MS),
+    ...(refused > 0 ? [attemptRun('refused', refused, refusedFrom, REFUSED_STEP_MS)] : []),
+    attemptRun('connected', 1, connectAt, 0),
+  ];
+  return {
+    target,
+    probingSinceEpochMs: probingSince,
+    connectedAtEpochMs: round(connectAt + 0.08, 3),
+    attempts: timeouts + refused + 1,
+    refused,
+    timedOut: timeouts,
+    otherErrors: {},
+    attemptRuns: runs,
+  };
+}
+
+/** The old order: the Services first, the prober's pod 3.8 s later; every address connects on its first attempt. */
+function watchedAfterPodStart(target: string, probingSince: number): WatchedTarget {
+  return {
+    target,
+    probingSinceEpochMs: probingSince,
+    connectedAtEpochMs: round(probingSince + 0.08, 3),
+    attempts: 1,
+    refused: 0,
+    timedOut: 0,
+    otherErrors: {},
+    attemptRuns: [attemptRun('connected', 1, probingSince, 0)],
+  };
+}
+
+/**
+ * An E9 step's prober result as the runner records it (lib/network/probes/service-prober.ts
+ * `watchResult`: samples, latency, quantization shown, the method check): 20 new Services, 2 s
+ * apart. `order: 'pod-start'` is the old order, Services created before the prober started.
+ */
+export function e9Prober(
+  datapath: 'iptables' | 'cilium',
+  services: number,
+  order: 'prober-first' | 'pod-start' = 'prober-first',
+  slowdown = 1,
+): ServiceProberResult {
+  const samples = 20;
+  const accepted = new Map<string, number>();
+  // The old order created the Services together (5 ms apart), then started the prober's pod.
+  const spacing = order === 'pod-start' ? 5 : CREATE_SPACING_MS;
+  const lastAccepted = FIRST_ACCEPTANCE_MS + (samples - 1) * spacing;
+  const watched = Array.from({ length: samples }, (_, i) => {
+    const target = `10.43.0.${20 + i}:80`;
+    const at = FIRST_ACCEPTANCE_MS + i * spacing;
+    accepted.set(target, at);
+    if (order === 'pod-start') return watchedAfterPodStart(target, lastAccepted + POD_START_MS + i * 0.05);
+    // A deterministic spread of the sync's length over the 20 samples.
+    const jitter = ((i * 7) % samples) / samples;
+    const d = delaysOf(datapath, services, jitter);
+    const delays = { rejectMs: d.rejectMs * slowdown, programMs: d.programMs * slowdown };
+    return watchedSound(target, PROBER_START_MS + i * 0.05, at, delays);
+  });
+  return watchResult(
+    { probe: 'service-prober', mode: 'watch', attemptTimeoutMs: 20, giveUpMs: 30_000, watched },
+    accepted,
+  );
+}
+
 function serviceScaleResult(
   cell: string,
   datapath: 'iptables' | 'cilium',
   services: number,
-  clustered: boolean,
+  order: 'prober-first' | 'pod-start',
 ): NetworkRunResult {
-  // The mesh cell's kube-proxy also programs the mesh's own Services: a little slower than dp-iptables.
-  const [median, p90] = PROGRAMMING_MS[datapath][services].map((v) =>
-    cell === 'mesh' ? round(v * 1.06, 1) : v,
-  );
-  const latency = clustered
-    ? distribution(20, 60, 80, 80, 80)
-    : distribution(20, median, p90, p90 * 1.04, p90 * 1.05);
   return {
     kind: 'service-scale',
     scale: {
@@ -198,36 +311,8 @@ function serviceScaleResult(
       entries: ENTRIES[datapath](services),
       entriesCommand: datapath === 'cilium' ? 'cilium-dbg bpf lb list' : 'iptables-save -t nat | wc -l',
       ...(datapath === 'cilium' ? { lbMapFull: false } : {}),
-      prober: {
-        probe: 'service-prober',
-        attemptTimeoutMs: 20,
-        giveUpMs: 30_000,
-        samples: [],
-        connected: 20,
-        failed: 0,
-        latency,
-        quantization: clustered
-          ? {
-              verdict: 'clustered',
-              stepMs: 20,
-              considered: 20,
-              onMultiples: 20,
-              toleranceMs: 2,
-              onMultiplesP: 1e-14,
-              phaseP: null,
-              reason: '20 of 20 samples within 2 ms of a multiple of 20 ms',
-            }
-          : {
-              verdict: 'not-clustered',
-              stepMs: 20,
-              considered: 20,
-              onMultiples: 3,
-              toleranceMs: 2,
-              onMultiplesP: 0.32,
-              phaseP: 0.61,
-              reason: '3 of 20 samples within 2 ms of a multiple of 20 ms',
-            },
-      },
+      // The mesh cell's kube-proxy also programs the mesh's own Services: its syncs take a little longer.
+      prober: e9Prober(datapath, services, order, cell === 'mesh' ? 1.06 : 1),
     },
   };
 }
@@ -263,7 +348,23 @@ interface Judged {
 
 const VALID: Judged = { valid: true, invalidReasons: [] };
 
-/** The invalid runs and their reasons, as the runner's checks word them. */
+/**
+ * E9 steps run in the old order (Services first, then the prober's pod): their reasons come from
+ * the study's own check (lib/network/study/validity-cell.ts `serviceScaleCheck`), as every E9 step's.
+ */
+export const E9_POD_START: Readonly<Record<string, true>> = { 'dp-cilium/e9-services-5000': true };
+
+/**
+ * Why connections failed, by the driver's cause (conntrack-driver.ts `failureCause`): a full table
+ * drops the SYN, so nearly all are timeouts; the mesh cell's 1,024 step also saw two resets.
+ */
+function failuresOf(cell: string, limit: number | 'default', failed: number): Record<string, number> {
+  if (failed === 0) return {};
+  if (cell === 'mesh' && limit === 1024) return { timeout: failed - 2, reset: 2 };
+  return { timeout: failed };
+}
+
+/** The invalid runs and their reasons, as the runner's checks word them (E9's: `serviceScaleCheck`). */
 export const INVALID_REASONS: Readonly<Record<string, readonly string[]>> = {
   'mesh/e1-plain-r4': [
     'histogram resolution -r 0.001 s is coarser than a tenth of the measured p50 0.186 ms',
@@ -271,9 +372,6 @@ export const INVALID_REASONS: Readonly<Record<string, readonly string[]>> = {
   ],
   'mesh/e5-mesh-mtls-r2': ['the Job failed (1 failed pod) and left no result file'],
   'mesh/e3-fixed-mesh-mtls-r1#1': ['ActualQPS 489.2 is not within 1% of RequestedQPS 500'],
-  'dp-cilium/e9-services-5000': [
-    "the prober's samples cluster on multiples of its 20 ms attempt timeout (20 of 20 within 2 ms)",
-  ],
   'dp-iptables/e10-limit-1024': ['conntrack baseline 620 entries is not below 500 before the step'],
 };
 
@@ -367,7 +465,7 @@ function resultOf(cell: string, datapath: 'iptables' | 'cilium', run: NetworkRun
         cell,
         datapath,
         spec.services,
-        cell === 'dp-cilium' && spec.services === 5000,
+        E9_POD_START[`${cell}/${run.id}`] ? 'pod-start' : 'prober-first',
       );
     case 'conntrack': {
       const [limit, baseline, succeeded, p99, max] = CONNTRACK[cell][String(spec.limit)];
@@ -378,6 +476,7 @@ function resultOf(cell: string, datapath: 'iptables' | 'cilium', run: NetworkRun
           limit,
           baseline,
           limitAfterRestore: 262_144,
+          restoredTo: 262_144,
           driver: {
             probe: 'conntrack-driver',
             target: '127.0.0.1:40123',
@@ -386,7 +485,7 @@ function resultOf(cell: string, datapath: 'iptables' | 'cilium', run: NetworkRun
             holdMs: 10_000,
             succeeded,
             failed: spec.connections - succeeded,
-            failures: succeeded < spec.connections ? { ETIMEDOUT: spec.connections - succeeded } : {},
+            failures: failuresOf(cell, spec.limit, spec.connections - succeeded),
             connect: distribution(succeeded, 0.12, 0.21, p99, max),
             droppedDuringHold: 0,
             issuedInMs: 84,
@@ -462,12 +561,29 @@ export function fixtureCellStudy(cell: string): NetworkStudyRecord {
   const plan = networkStudyPlan(NETWORK_CONFIG, cell);
   const datapath = plan.datapath === 'cilium' ? 'cilium' : 'iptables';
   const runs: NetworkRunRecord[] = [];
+  const steps: ScaleStep[] = [];
   plan.runs.forEach((run, index) => {
     if (cell === 'mesh' && run.id === 'e3-fixed-mesh-mtls-r1') {
       // A resumed run: the first attempt missed the rate, the second is valid.
       const [reason] = INVALID_REASONS['mesh/e3-fixed-mesh-mtls-r1#1'];
       runs.push(recordOf(cell, datapath, run, index, { valid: false, invalidReasons: [reason], attempt: 1 }));
       runs.push(recordOf(cell, datapath, run, index, { ...VALID, attempt: 2 }));
+      return;
+    }
+    if (run.spec.kind === 'service-scale') {
+      const result = resultOf(cell, datapath, run);
+      if (result.kind !== 'service-scale') throw new Error(`fixture: ${run.id} is an E9 step`);
+      const reasons = serviceScaleCheck(
+        run.spec,
+        result.scale,
+        steps,
+        plan.datapath,
+        NETWORK_CONFIG.network.cilium.lbMapMax,
+      );
+      steps.push({ services: run.spec.services, entries: result.scale.entries });
+      runs.push(
+        recordOf(cell, datapath, run, index, { valid: reasons.length === 0, invalidReasons: reasons }),
+      );
       return;
     }
     runs.push(recordOf(cell, datapath, run, index, judge(cell, run.id)));
@@ -488,6 +604,7 @@ export function fixtureCellStudy(cell: string): NetworkStudyRecord {
       plan.datapath === 'cilium'
         ? { kubeProxyReplacement: true, kubeSvcChains: 0, nftKubeProxyTable: false, ipvsServices: 0 }
         : { kubeProxyReplacement: null, kubeSvcChains: 4, nftKubeProxyTable: false, ipvsServices: 0 },
+    conntrackHostDefault: 262_144,
     startedAt: '2026-11-28T09:00:00.000Z',
     finishedAt: '2026-11-28T13:42:10.000Z',
     state: 'finished',
