@@ -628,6 +628,7 @@ export const NETWORK_SECTIONS = [
   'sse',
   'mtls-matrix',
   'services-at-scale',
+  'services-entries',
   'conntrack',
   'calibration',
   'invalid',
