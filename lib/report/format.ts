@@ -30,9 +30,16 @@ export interface ReportSection {
   readonly id: string;
   readonly title: string;
   readonly intro: string;
+  /** Short lines shown as a list under the intro (the network report's headline answers). */
+  readonly items?: readonly string[];
   readonly table?: TextTable;
-  /** Lines after the table: runs left out as invalid, or why the table is empty. */
+  /** Lines after the table that explain it (how a figure is computed, why the table is empty): neutral. */
   readonly notes: readonly string[];
+  /**
+   * Lines after the notes that a reader must not miss (runs left out as invalid, a finding, a
+   * figure within its noise): shown in their own colour and marked "Warning:" in both formats.
+   */
+  readonly warnings?: readonly string[];
 }
 
 export const percent = (fraction: number | null | undefined): string =>
@@ -263,8 +270,8 @@ export function reportSections(tables: ReportTables): ReportSection[] {
       notes: [
         ...emptyNote(tables.prefixArms, 'prefix-workload arm runs'),
         ...(tables.prefixArms.length > 0 ? [noiseNote(tables)] : []),
-        ...omittedNotes([...tables.omitted.prefixArms, ...tables.omitted.partition]),
       ],
+      warnings: omittedNotes([...tables.omitted.prefixArms, ...tables.omitted.partition]),
     },
     {
       id: 'arm-details',
@@ -303,14 +310,16 @@ export function reportSections(tables: ReportTables): ReportSection[] {
       },
       notes: [
         ...emptyNote(tables.predictionChecks, 'arm run with a prediction'),
-        ...(tables.predictionChecks.length === 0
-          ? []
-          : outside.length === 0
-            ? ['Every measurement is inside its predicted band.']
-            : [
-                `Outside the predicted band: ${unique(outside.map((c) => c.armTitle)).join(', ')}. Look here first.`,
-              ]),
+        ...(tables.predictionChecks.length > 0 && outside.length === 0
+          ? ['Every measurement is inside its predicted band.']
+          : []),
       ],
+      warnings:
+        outside.length === 0
+          ? []
+          : [
+              `Outside the predicted band: ${unique(outside.map((c) => c.armTitle)).join(', ')}. Look here first.`,
+            ],
     },
     ...(tables.calibrationSection ? [tables.calibrationSection] : []),
     {
@@ -361,7 +370,8 @@ export function reportSections(tables: ReportTables): ReportSection[] {
         align: ['right', 'right', 'right', 'right', 'right', 'right', 'right'],
         rows: tables.bounds.map(boundCells),
       },
-      notes: [...emptyNote(tables.bounds, 'upper-bound runs'), ...omittedNotes(tables.omitted.bounds)],
+      notes: emptyNote(tables.bounds, 'upper-bound runs'),
+      warnings: omittedNotes(tables.omitted.bounds),
     },
     {
       id: 'sharegpt',
@@ -374,10 +384,8 @@ export function reportSections(tables: ReportTables): ReportSection[] {
         align: ARM_ALIGN,
         rows: tables.sharegpt.map((r) => armCells(r, armLabel(r))),
       },
-      notes: [
-        ...emptyNote(tables.sharegpt, 'ShareGPT control runs'),
-        ...omittedNotes(tables.omitted.sharegpt),
-      ],
+      notes: [...emptyNote(tables.sharegpt, 'ShareGPT control runs')],
+      warnings: omittedNotes(tables.omitted.sharegpt),
     },
     {
       id: 'sweep',
@@ -391,7 +399,8 @@ export function reportSections(tables: ReportTables): ReportSection[] {
           return [armLabel(row), count(row.concurrency), ...rest];
         }),
       },
-      notes: [...emptyNote(tables.sweep, 'concurrency sweep runs'), ...omittedNotes(tables.omitted.sweep)],
+      notes: emptyNote(tables.sweep, 'concurrency sweep runs'),
+      warnings: omittedNotes(tables.omitted.sweep),
     },
     {
       id: 'invalid',

@@ -8,12 +8,22 @@ import type { ReportTables } from './tables.ts';
  * file (inline CSS and SVG, no script, nothing fetched).
  */
 
+/**
+ * Notes explain (neutral grey); warnings must not be missed (dark orange, with a bar and the word
+ * "Warning:", so they do not depend on colour). Both keep at least WCAG's 4.5:1 contrast on white.
+ */
+export const NOTE_COLOUR = '#4d4d4d';
+export const WARNING_COLOUR = '#9a4400';
+
 const STYLE = `
 body { font-family: Helvetica, Arial, sans-serif; color: #222; margin: 2rem auto; max-width: 80rem; padding: 0 1rem; line-height: 1.4; }
 h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
 h2 { font-size: 1.2rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
 p.intro { color: #555; max-width: 60rem; }
-p.note { color: #8a4b00; }
+p.note { color: ${NOTE_COLOUR}; }
+p.warning { color: ${WARNING_COLOUR}; border-left: 4px solid ${WARNING_COLOUR}; padding-left: 0.6rem; }
+ul.headline { padding-left: 1.2rem; }
+ul.headline li { margin: 0.25rem 0; }
 p.banner { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.6rem 0.8rem; font-weight: bold; }
 div.table { max-width: 100%; overflow-x: auto; margin: 0.6rem 0; }
 table { border-collapse: collapse; font-size: 0.88rem; }
@@ -67,8 +77,14 @@ export function htmlSection(s: ReportSection): string {
     `<h2>${escapeHtml(s.title)}</h2>`,
     `<p class="intro">${escapeHtml(s.intro)}</p>`,
   ];
+  if (s.items && s.items.length > 0) {
+    parts.push(`<ul class="headline">${s.items.map((item) => `<li>${escapeHtml(item)}</li>`).join('')}</ul>`);
+  }
   if (s.table && s.table.rows.length > 0) parts.push(htmlTable(s.table));
   for (const note of s.notes) parts.push(`<p class="note">${escapeHtml(note)}</p>`);
+  for (const warning of s.warnings ?? []) {
+    parts.push(`<p class="warning"><strong>Warning:</strong> ${escapeHtml(warning)}</p>`);
+  }
   parts.push('</section>');
   return parts.join('\n');
 }

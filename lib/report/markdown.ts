@@ -24,8 +24,10 @@ export function markdownTable(table: TextTable): string {
 /** One report section: `## title`, intro, its table (when it has rows) and the notes below it. */
 export function markdownSection(s: ReportSection): string {
   const parts = [`## ${s.title}`, s.intro];
+  if (s.items && s.items.length > 0) parts.push(s.items.map((item) => `- ${item}`).join('\n'));
   if (s.table && s.table.rows.length > 0) parts.push(markdownTable(s.table));
   parts.push(...s.notes);
+  parts.push(...(s.warnings ?? []).map((w) => `**Warning:** ${w}`));
   return parts.join('\n\n');
 }
 

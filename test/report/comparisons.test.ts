@@ -91,7 +91,7 @@ describe('prediction vs measurement', () => {
       expect.stringMatching(/^7\d\.\d% to 8\d\.\d%$/),
       'OUTSIDE the predicted band',
     ]);
-    expect(section?.notes).toEqual([
+    expect(section?.warnings).toEqual([
       'Outside the predicted band: vllm-router cache-aware over /v1/completions. Look here first.',
     ]);
   });

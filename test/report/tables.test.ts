@@ -40,7 +40,7 @@ describe('per-arm table (prefix workload)', () => {
         .table?.rows.map((r) => r[0])
         .at(-1),
     ).toBe('Ideal partition (reference)');
-    expect(section('arms').notes.at(-1)).toBe(
+    expect(section('arms').warnings?.at(-1)).toBe(
       'Left out as invalid (see Invalid runs): arm-router-cache-aware-tuned-completions-prefix.',
     );
   });
@@ -92,7 +92,9 @@ describe('invalid runs', () => {
       'vllm-router cache-aware-tuned over /v1/completions: prefix workload, concurrency 32',
       `${INCOMPLETE_REASONS[0]}; ${INCOMPLETE_REASONS[1]}`,
     ]);
-    expect(section('sharegpt').notes).toEqual(['Left out as invalid (see Invalid runs): arm-epp-sharegpt.']);
+    expect(section('sharegpt').warnings).toEqual([
+      'Left out as invalid (see Invalid runs): arm-epp-sharegpt.',
+    ]);
     expect(tables.sharegpt.map((r) => r.arm)).not.toContain('epp');
   });
 

@@ -44,16 +44,71 @@ const title = (text: string) => ({ text, anchor: 'start' as const, fontSize: 14 
 /** `mesh (iptables)`: a cell's series in the E9 charts. */
 const seriesOf = (cell: string, datapath: string) => `${cell} (${datapath})`;
 
-/** One line per cell's datapath over the Service counts; log-scaled value axis, symlog counts. */
+/** A step of a cell's E9 series: its value, or undefined where the step is invalid or has none to draw. */
+interface ServicesStep {
+  readonly series: string;
+  readonly services: number;
+  readonly value: number | undefined;
+}
+
+/** A drawn point: `segment` names the stretch of its line, which ends at a step without a value. */
+interface SegmentedPoint {
+  readonly series: string;
+  readonly segment: string;
+  readonly services: number;
+  readonly value: number;
+}
+
+/**
+ * The points of each series in Service order, cut into segments wherever a step has no value:
+ * the line is drawn per segment, so it never joins the steps on either side of an invalid one (a
+ * gap says "no valid measurement here"; a line across it would draw one). Returns the gaps too.
+ */
+export function segmentSteps(steps: readonly ServicesStep[]): { points: SegmentedPoint[]; gaps: number } {
+  const points: SegmentedPoint[] = [];
+  let gaps = 0;
+  for (const series of [...new Set(steps.map((s) => s.series))]) {
+    const ordered = steps.filter((s) => s.series === series).sort((a, b) => a.services - b.services);
+    let segment = 0;
+    let drawn = false;
+    for (const step of ordered) {
+      if (step.value === undefined) {
+        if (drawn) segment++;
+        gaps++;
+        drawn = false;
+        continue;
+      }
+      points.push({ series, segment: `${series} #${segment}`, services: step.services, value: step.value });
+      drawn = true;
+    }
+  }
+  return { points, gaps };
+}
+
+/** The invalid E9 steps of the tables, as value-less steps of their cell's series. */
+function invalidSteps(tables: NetworkReportTables): ServicesStep[] {
+  return tables.invalid.flatMap((r) => {
+    const cell = tables.cells.find((c) => c.cell === r.cell);
+    return r.services === undefined || !cell
+      ? []
+      : [{ series: seriesOf(r.cell, cell.datapath), services: r.services, value: undefined }];
+  });
+}
+
+/**
+ * One line per cell's datapath over the Service counts, broken where a step is invalid;
+ * log-scaled value axis, symlog counts.
+ */
 function perServicesChart(
   id: 'programming-latency' | 'entries',
   chartTitle: string,
   valueTitle: string,
-  points: readonly { series: string; services: number; value: number }[],
+  steps: readonly ServicesStep[],
   empty: string,
 ): NetworkChart {
+  const { points, gaps } = segmentSteps(steps);
   const series = [...new Set(points.map((p) => p.series))];
-  const counts = { series: series.length, points: points.length };
+  const counts = { series: series.length, points: points.length, gaps };
   if (points.length === 0) return { id, title: chartTitle, empty, counts };
   // Colour and shape share one legend (same field, title and legend): each entry shows both.
   const legend = { orient: 'bottom' as const, direction: 'vertical' as const, labelLimit: 400 };
@@ -96,7 +151,8 @@ function perServicesChart(
       height: 300,
       data: { values: points.map((p) => ({ ...p })) },
       layer: [
-        { mark: { type: 'line', strokeWidth: 2 }, encoding: { x, y, color, detail: { field: 'series' } } },
+        // One path per segment: a gap where a step is invalid.
+        { mark: { type: 'line', strokeWidth: 2 }, encoding: { x, y, color, detail: { field: 'segment' } } },
         {
           mark: { type: 'point', filled: true, size: 70, opacity: 1 },
           encoding: {
@@ -118,30 +174,33 @@ function perServicesChart(
 }
 
 export function programmingLatencyChart(tables: NetworkReportTables): NetworkChart {
-  const points = tables.scale.flatMap((r) =>
-    r.programmingMedianMs !== undefined && r.programmingMedianMs > 0
-      ? [{ series: seriesOf(r.cell, r.datapath), services: r.services, value: r.programmingMedianMs }]
-      : [],
-  );
+  const steps = tables.scale.map((r) => ({
+    series: seriesOf(r.cell, r.datapath),
+    services: r.services,
+    value:
+      r.programmingMedianMs !== undefined && r.programmingMedianMs > 0 ? r.programmingMedianMs : undefined,
+  }));
   return perServicesChart(
     'programming-latency',
     'Programming latency vs Services, per datapath',
     'Median programming latency (ms, log scale)',
-    points,
+    [...steps, ...invalidSteps(tables)],
     'No valid Service scale step with connected prober samples to chart.',
   );
 }
 
 export function entriesChart(tables: NetworkReportTables): NetworkChart {
-  // A log axis cannot show 0 entries; such a step stays in the table.
-  const points = tables.scale.flatMap((r) =>
-    r.entries > 0 ? [{ series: seriesOf(r.cell, r.datapath), services: r.services, value: r.entries }] : [],
-  );
+  // A log axis cannot show 0 entries; such a step stays in the table (and leaves a gap here).
+  const steps = tables.scale.map((r) => ({
+    series: seriesOf(r.cell, r.datapath),
+    services: r.services,
+    value: r.entries > 0 ? r.entries : undefined,
+  }));
   return perServicesChart(
     'entries',
     'Data-plane entries vs Services, per datapath',
     'Entries (log scale)',
-    points,
+    [...steps, ...invalidSteps(tables)],
     'No valid Service scale step to chart.',
   );
 }

@@ -1,77 +1,31 @@
-import type { CurlOutcome } from '../../network/study/model.ts';
-import { type Align, count, MISSING, percent, type ReportSection, type TextTable } from '../format.ts';
-import type {
-  Attribution,
-  CalibrationRow,
-  ConntrackRow,
-  LatencyRow,
-  MtlsRow,
-  NetworkReportTables,
-  RepeatSummary,
-  ScaleRow,
-} from './tables.ts';
-import { REPEAT_SPREAD_LIMIT_PERCENT } from './tables.ts';
+import { type Align, count, MISSING, percent, type ReportSection } from '../format.ts';
+import { calibrationSection, conntrackSection, scaleSections } from './format-scale.ts';
+import { headlineSection } from './headline.ts';
+import type { Attribution, AttributionPart, LatencyRow, MtlsRow, NetworkReportTables } from './table-rows.ts';
+import {
+  coarseMs,
+  cryptoFlags,
+  curlSymptom,
+  emptyNote,
+  fineMs,
+  fineRange,
+  mib,
+  mibPerSecond,
+  omitted,
+  qps,
+  right,
+  spread,
+  table,
+  times,
+} from './text.ts';
 
 /**
- * The network report's tables as text cells (docs/facts.md §N6), shared by its Markdown and HTML
- * renderers. Latencies of the mesh experiments are sub-millisecond: three decimals (microseconds);
- * programming latencies one decimal; throughput whole calls per second; a missing value is an em dash.
+ * The network report's sections as text cells (docs/facts.md §N6), shared by its Markdown and
+ * HTML renderers: the headline, the mesh experiments here, the Service-scale, conntrack and
+ * calibration sections in format-scale.ts, the values' formats in text.ts.
  */
 
-/** `0.211 ms`: the mesh experiments' latencies, to the microsecond. */
-export const fineMs = (value: number | undefined): string =>
-  value === undefined || !Number.isFinite(value) ? MISSING : `${value.toFixed(3)} ms`;
-
-/** `1,183.4 ms`: programming latencies and gaps. */
-export const coarseMs = (value: number | undefined): string =>
-  value === undefined || !Number.isFinite(value)
-    ? MISSING
-    : `${value.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 })} ms`;
-
-/** `0.412 ms` below 10 ms, `1,003.6 ms` above: connect times that range from microseconds to SYN retransmits. */
-export const anyMs = (value: number | undefined): string =>
-  value !== undefined && value < 10 ? fineMs(value) : coarseMs(value);
-
-/** `x3.90`: a ratio to the plain arm (or the first cell). */
-export const times = (value: number | undefined): string =>
-  value === undefined || !Number.isFinite(value) ? MISSING : `x${value.toFixed(2)}`;
-
-/** `38,000`: calls per second, whole. */
-export const qps = (value: number | undefined): string =>
-  value === undefined || !Number.isFinite(value) ? MISSING : Math.round(value).toLocaleString('en-US');
-
-/** `+-1.8%`, or `+-3.5% (over +-3%: flagged)`. */
-export function spread(summary: RepeatSummary | undefined): string {
-  if (!summary) return MISSING;
-  if (summary.repeats < 2) return 'one repeat';
-  const text = `+-${summary.spreadPercent.toFixed(1)}%`;
-  return summary.spreadPercent > REPEAT_SPREAD_LIMIT_PERCENT
-    ? `${text} (over +-${REPEAT_SPREAD_LIMIT_PERCENT}%: flagged)`
-    : text;
-}
-
-/**
- * What a curl outcome means (docs/facts.md §N3): STRICT drops an out-of-mesh plaintext
- * connection (HTTP 000, curl exit 56, "connection reset"); an AuthorizationPolicy denial is an
- * HTTP 403 over a working connection.
- */
-export function curlSymptom(outcome: CurlOutcome | null): string {
-  if (outcome === null) return 'no outcome recorded';
-  const codes = `HTTP ${outcome.httpCode}, curl exit ${outcome.curlExit}`;
-  if (outcome.httpCode === '000') {
-    return outcome.curlExit === 56 ? `connection dropped (${codes})` : `no response (${codes})`;
-  }
-  if (outcome.httpCode === '403') return `denied by policy (${codes})`;
-  if (outcome.httpCode === '200') return `answered (${codes})`;
-  return codes;
-}
-
-const mib = (bytes: number) =>
-  `${(bytes / (1024 * 1024)).toLocaleString('en-US', { maximumFractionDigits: 1 })} MiB`;
-const mibPerSecond = (bytesPerSecond: number) =>
-  `${(bytesPerSecond / (1024 * 1024)).toLocaleString('en-US', { maximumFractionDigits: 1 })} MiB/s`;
-
-const right = (n: number): Align[] => Array.from({ length: n }, (): Align => 'right');
+export { anyMs, coarseMs, curlSymptom, fineMs, qps, spread, times } from './text.ts';
 
 const GROUP_TITLES: Readonly<Record<LatencyRow['group'], string>> = {
   E1: 'E1/E1s sidecar cost',
@@ -92,8 +46,8 @@ function latencyCells(row: LatencyRow, multiCell: boolean): string[] {
     fineMs(f?.p99Ms),
     spread(f),
     row.saturation ? `${qps(row.saturation.actualQps)} (${row.saturation.repeats})` : MISSING,
-    row.arm === 'plain' ? 'baseline' : times(row.meanVsPlain),
-    row.arm === 'plain' ? 'baseline' : times(row.saturationVsPlain),
+    row.arm === 'plain' ? 'reference' : times(row.meanVsPlain),
+    row.arm === 'plain' ? 'reference' : times(row.saturationVsPlain),
   ];
 }
 
@@ -110,6 +64,29 @@ function attributionNotes(a: Attribution): string[] {
   ];
 }
 
+/** `0.258 to 0.282 ms`, or why there is no interval. */
+function intervalText(interval: AttributionPart['interval']): string {
+  const range = `${interval.lowMs.toFixed(3)} to ${interval.highMs.toFixed(3)} ms`;
+  if (interval.distinguishable === 'unknown') return `${range} (one repeat: unknown)`;
+  return interval.distinguishable === 'no' ? `${range} (holds 0: indistinguishable)` : range;
+}
+
+/** A part that cannot be told from zero, or could not be judged, is a warning: no conclusion rests on it. */
+function attributionWarnings(a: Attribution): string[] {
+  if (!a.available) return [];
+  return a.parts.flatMap((p) => {
+    if (p.interval.distinguishable === 'no') {
+      return [
+        `Cell ${a.cell}: ${p.label} (${fineMs(p.ms)}) is not distinguishable from zero: its interval over the repeats, ${intervalText(p.interval).replace(/ \(.*\)$/, '')}, holds 0.`,
+      ];
+    }
+    if (p.interval.distinguishable === 'unknown') {
+      return [`Cell ${a.cell}: ${p.label} rests on an arm with one valid repeat: its noise is unknown.`];
+    }
+    return [];
+  });
+}
+
 function mtlsCells(row: MtlsRow, multiCell: boolean): string[] {
   return [
     ...(multiCell ? [row.cell] : []),
@@ -122,83 +99,6 @@ function mtlsCells(row: MtlsRow, multiCell: boolean): string[] {
   ];
 }
 
-function scaleCells(row: ScaleRow): string[] {
-  const map = row.lbMapFull === undefined ? '' : row.lbMapFull ? ' (map full)' : '';
-  return [
-    `${row.cell} (${row.datapath})`,
-    count(row.services),
-    count(row.servicesReady),
-    `${count(row.entries)}${map}`,
-    coarseMs(row.programmingMedianMs),
-    coarseMs(row.programmingP90Ms),
-    `${row.samplesConnected} / ${row.samplesConnected + row.samplesFailed}`,
-    row.attemptsPerSample === undefined ? '—' : count(row.attemptsPerSample),
-    coarseMs(row.firstAttemptDelayMaxMs),
-    fineMs(row.newConnection?.meanMs),
-    fineMs(row.newConnection?.p99Ms),
-  ];
-}
-
-function conntrackCells(row: ConntrackRow): string[] {
-  const restored =
-    row.limitAfterRestore === null
-      ? 'NOT read back'
-      : row.limitAfterRestore === row.limitBefore
-        ? `yes (${count(row.limitAfterRestore)})`
-        : `NO: ${count(row.limitAfterRestore)}, was ${count(row.limitBefore)}`;
-  return [
-    `${row.cell} (${row.datapath})`,
-    row.requestedLimit === 'default' ? `${count(row.limit)} (host default)` : count(row.limit),
-    count(row.baseline),
-    count(row.connections),
-    count(row.expectedSuccesses),
-    count(row.succeeded),
-    count(row.failed),
-    anyMs(row.connectP99Ms),
-    anyMs(row.connectMaxMs),
-    restored,
-  ];
-}
-
-/** `aes, vaes` of the CPU flags that matter for encryption cost, or what is missing. */
-function cryptoFlags(flags: readonly string[]): string {
-  const wanted = ['aes', 'vaes'];
-  return wanted.map((flag) => (flags.includes(flag) ? flag : `no ${flag}`)).join(', ');
-}
-
-function calibrationCells(row: CalibrationRow): string[] {
-  const s = row.summary;
-  return [
-    row.cell,
-    row.datapath,
-    row.mesh,
-    `${row.host.instanceType}, ${row.host.availabilityZone}`,
-    row.host.kernel,
-    cryptoFlags(row.host.cpuFlags),
-    s ? String(s.repeats) : MISSING,
-    fineMs(s?.meanMs),
-    fineMs(s?.p50Ms),
-    fineMs(s?.p99Ms),
-    spread(s),
-    times(row.vsFirst),
-  ];
-}
-
-function emptyNote(rows: readonly unknown[], what: string): string[] {
-  return rows.length === 0 ? [`No valid ${what}.`] : [];
-}
-
-function omitted(tables: NetworkReportTables, experiments: readonly string[]): string[] {
-  const ids = tables.invalid
-    .filter((r) => experiments.includes(r.experiment))
-    .map((r) => `${r.cell}/${r.runId}`);
-  return ids.length === 0 ? [] : [`Left out as invalid (see Invalid runs): ${[...new Set(ids)].join(', ')}.`];
-}
-
-function table(headers: string[], align: Align[], rows: string[][]): TextTable {
-  return { headers, align, rows };
-}
-
 /** Every table of the network report, in reading order. */
 export function networkReportSections(tables: NetworkReportTables): ReportSection[] {
   const multiCell = tables.cells.length > 1;
@@ -208,12 +108,27 @@ export function networkReportSections(tables: NetworkReportTables): ReportSectio
   const attributionRows = tables.attribution.flatMap((a) =>
     a.available
       ? [
-          ...a.parts.map((p) => [a.cell, p.label, p.formula, fineMs(p.ms), percent(p.share)]),
-          [a.cell, 'Total added by the mesh', 'E3 mesh-mtls - E3 plain', fineMs(a.totalMs), percent(1)],
+          ...a.parts.map((p) => [
+            a.cell,
+            p.label,
+            p.formula,
+            fineMs(p.ms),
+            intervalText(p.interval),
+            percent(p.share),
+          ]),
+          [
+            a.cell,
+            'Total added by the mesh',
+            'E3 mesh-mtls - E3 plain',
+            fineMs(a.totalMs),
+            intervalText(a.totalInterval),
+            percent(1),
+          ],
         ]
       : [],
   );
   return [
+    headlineSection(tables),
     {
       id: 'cells',
       title: 'Cells',
@@ -279,9 +194,10 @@ export function networkReportSections(tables: NetworkReportTables): ReportSectio
         [...cellCol.map((): Align => 'left'), 'left', 'left', ...right(9)],
         tables.latency.map((r) => latencyCells(r, multiCell)),
       ),
-      notes: [
-        ...emptyNote(tables.latency, 'fortio latency runs of E1, E1s, E3 or E4'),
+      notes: emptyNote(tables.latency, 'fortio latency runs of E1, E1s, E3 or E4'),
+      warnings: [
         ...omitted(tables, ['E1', 'E1s', 'E3', 'E4']),
+        ...tables.flagged.map((f) => `${f.cell}/${f.runId} is flagged: ${f.flags.join('; ')}.`),
       ],
     },
     {
@@ -289,56 +205,76 @@ export function networkReportSections(tables: NetworkReportTables): ReportSectio
       title: 'Where the added latency goes',
       intro:
         "The mesh's added latency at the fixed rate, split into proxy hops, HTTP parsing and encryption from " +
-        "E3's and E4's arms. Shares are of the total; a negative part means the difference is within the noise.",
+        "E3's and E4's arms. Shares are of the total. The interval is where the part lies given its arms' " +
+        "repeats: each arm's mean taken anywhere between its lowest and highest repeat (interval arithmetic, no " +
+        'distribution assumed). A part whose interval holds zero is not distinguishable from no cost.',
       table: table(
-        ['Cell', 'Part', 'Computed as', 'Added latency', 'Share'],
-        ['left', 'left', 'left', 'right', 'right'],
+        ['Cell', 'Part', 'Computed as', 'Added latency', 'Interval over the repeats', 'Share'],
+        ['left', 'left', 'left', 'right', 'right', 'right'],
         attributionRows,
       ),
       notes: [
         ...(tables.attribution.length === 0 ? ['No cell with a mesh ran E3 and E4.'] : []),
         ...tables.attribution.flatMap(attributionNotes),
       ],
+      warnings: tables.attribution.flatMap(attributionWarnings),
     },
     {
       id: 'grpc',
       title: 'Protocols: gRPC unary',
-      intro: 'E5: fortio -grpc -ping at the fixed rate; means over the valid repeats.',
+      intro:
+        "E5: fortio -grpc -ping at the fixed rate; means over the valid repeats, and the range of the repeats' means (min to max).",
       table: table(
-        [...cellCol, 'Arm', 'Repeats', 'Mean', 'p50', 'p99', 'QPS', 'Mean vs plain'],
-        [...cellCol.map((): Align => 'left'), 'left', ...right(6)],
+        [...cellCol, 'Arm', 'Repeats', 'Mean', 'Mean, min to max', 'p50', 'p99', 'QPS', 'Mean vs plain'],
+        [...cellCol.map((): Align => 'left'), 'left', ...right(7)],
         tables.grpc.map((r) => [
           ...(multiCell ? [r.cell] : []),
           r.arm,
           String(r.summary.repeats),
           fineMs(r.summary.meanMs),
+          fineRange(Math.min(...r.summary.repeatMeansMs), Math.max(...r.summary.repeatMeansMs)),
           fineMs(r.summary.p50Ms),
           fineMs(r.summary.p99Ms),
           qps(r.summary.actualQps),
-          r.arm === 'plain' ? 'baseline' : times(r.meanVsPlain),
+          r.arm === 'plain' ? 'reference' : times(r.meanVsPlain),
         ]),
       ),
-      notes: [...emptyNote(tables.grpc, 'gRPC runs'), ...omitted(tables, ['E5'])],
+      notes: emptyNote(tables.grpc, 'gRPC runs'),
+      warnings: omitted(tables, ['E5']),
     },
     {
       id: 'download',
       title: 'Protocols: large download',
       intro:
-        "E6: one download per repeat through fortio's echo handler; curl's total time and speed, means over the valid repeats.",
+        "E6: one download per repeat through fortio's echo handler; curl's total time and speed, means over the " +
+        'valid repeats, with the range of the repeats (min to max).',
       table: table(
-        [...cellCol, 'Arm', 'Size', 'Repeats', 'Time', 'Speed', 'Time vs plain'],
-        [...cellCol.map((): Align => 'left'), 'left', ...right(5)],
+        [
+          ...cellCol,
+          'Arm',
+          'Size',
+          'Repeats',
+          'Time',
+          'Time, min to max',
+          'Speed',
+          'Speed, min to max',
+          'Time vs plain',
+        ],
+        [...cellCol.map((): Align => 'left'), 'left', ...right(7)],
         tables.downloads.map((r) => [
           ...(multiCell ? [r.cell] : []),
           r.arm,
           mib(r.bytes),
           String(r.repeats),
           `${r.meanSeconds.toFixed(3)} s`,
+          `${r.minSeconds.toFixed(3)} to ${r.maxSeconds.toFixed(3)} s`,
           mibPerSecond(r.meanBytesPerSecond),
-          r.arm === 'plain' ? 'baseline' : times(r.timeVsPlain),
+          `${mibPerSecond(r.minBytesPerSecond).replace(/ MiB\/s$/, '')} to ${mibPerSecond(r.maxBytesPerSecond)}`,
+          r.arm === 'plain' ? 'reference' : times(r.timeVsPlain),
         ]),
       ),
-      notes: [...emptyNote(tables.downloads, 'download runs'), ...omitted(tables, ['E6'])],
+      notes: emptyNote(tables.downloads, 'download runs'),
+      warnings: omitted(tables, ['E6']),
     },
     {
       id: 'sse',
@@ -360,7 +296,8 @@ export function networkReportSections(tables: NetworkReportTables): ReportSectio
           `${count(r.eventsReceived)} / ${count(r.eventsExpected)}`,
         ]),
       ),
-      notes: [...emptyNote(tables.sse, 'SSE runs'), ...omitted(tables, ['E7'])],
+      notes: emptyNote(tables.sse, 'SSE runs'),
+      warnings: omitted(tables, ['E7']),
     },
     {
       id: 'mtls-matrix',
@@ -376,104 +313,20 @@ export function networkReportSections(tables: NetworkReportTables): ReportSectio
       ),
       notes: [
         ...emptyNote(tables.mtls, 'mTLS matrix runs'),
+        ...(deviations.length === 0 && tables.mtls.length > 0 ? ['Every case behaved as expected.'] : []),
+      ],
+      warnings: [
         ...(deviations.length > 0
           ? [
               `Findings: ${deviations.map((d) => `${d.cell}/${d.caseId}`).join(', ')} differ from what was expected.`,
             ]
-          : tables.mtls.length > 0
-            ? ['Every case behaved as expected.']
-            : []),
+          : []),
         ...omitted(tables, ['E2', 'E8']),
       ],
     },
-    {
-      id: 'services-at-scale',
-      title: 'Services at scale',
-      intro:
-        "E9, per cell's datapath and Service count: data-plane entries counted the datapath's way, the time until " +
-        "a new Service's ClusterIP connects (the prober's connected samples: median and p90), and fortio's " +
-        'new-connection latency (-keepalive=false) at that count.',
-      table: table(
-        [
-          'Cell (datapath)',
-          'Services',
-          'Ready',
-          'Entries',
-          'Programming median',
-          'Programming p90',
-          'Samples connected',
-          'Attempts per sample',
-          'First attempt after (max)',
-          'New-connection mean',
-          'New-connection p99',
-        ],
-        ['left', ...right(8)],
-        tables.scale.map(scaleCells),
-      ),
-      notes: [
-        ...emptyNote(tables.scale, 'Service scale steps'),
-        ...[...new Set(tables.scale.map((r) => `${r.cell}: entries by \`${r.entriesCommand}\``))],
-        ...omitted(tables, ['E9']),
-      ],
-    },
-    {
-      id: 'conntrack',
-      title: 'Conntrack table full',
-      intro:
-        'E10: simultaneous loopback connections against nf_conntrack_max. Each connection costs about one ' +
-        'entry, so about limit - baseline connections succeed (the expected column, at most the connections ' +
-        'driven); the rest time out. Connect p99 and max are of the connections that succeeded; a max near ' +
-        '1 s is a SYN retransmitted after the table dropped the first. The limit must be restored after every step.',
-      table: table(
-        [
-          'Cell (datapath)',
-          'Limit',
-          'Baseline',
-          'Connections',
-          'Expected',
-          'Succeeded',
-          'Failed',
-          'Connect p99',
-          'Connect max',
-          'Limit restored',
-        ],
-        ['left', ...right(8), 'left'],
-        tables.conntrack.map(conntrackCells),
-      ),
-      notes: [...emptyNote(tables.conntrack, 'conntrack steps'), ...omitted(tables, ['E10'])],
-    },
-    {
-      id: 'calibration',
-      title: 'Calibration per cell',
-      intro:
-        "E1's plain fixed-rate run on every cell, with the host beside it. Cells should agree within a few " +
-        'percent; a larger difference is the host, and a datapath comparison across those cells inherits it.',
-      table: table(
-        [
-          'Cell',
-          'Datapath',
-          'Mesh',
-          'Instance',
-          'Kernel',
-          'CPU crypto',
-          'Repeats',
-          'Mean',
-          'p50',
-          'p99',
-          'Repeat spread',
-          `Mean vs ${tables.calibration.find((c) => c.summary)?.cell ?? 'first cell'}`,
-        ],
-        ['left', 'left', 'left', 'left', 'left', 'left', ...right(6)],
-        tables.calibration.map(calibrationCells),
-      ),
-      notes: [
-        ...emptyNote(
-          tables.calibration.filter((c) => c.summary),
-          'calibration runs',
-        ),
-        ...omitted(tables, ['C']),
-      ],
-    },
+    ...scaleSections(tables),
+    conntrackSection(tables),
+    calibrationSection(tables),
     {
       id: 'invalid',
       title: 'Invalid runs',

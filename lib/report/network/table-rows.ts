@@ -52,6 +52,17 @@ export interface LatencyRow {
 
 export type AttributionComponent = 'proxy-hops' | 'http-parsing' | 'encryption';
 
+/**
+ * Where a part of the attribution lies given its arms' repeats (lib/report/network/attribution.ts
+ * `intervalOf`): `no` when the interval holds zero (not distinguishable from no cost), `unknown`
+ * when an arm has one repeat (no spread to judge by).
+ */
+export interface AttributionInterval {
+  readonly lowMs: number;
+  readonly highMs: number;
+  readonly distinguishable: 'yes' | 'no' | 'unknown';
+}
+
 export interface AttributionPart {
   readonly component: AttributionComponent;
   readonly label: string;
@@ -60,6 +71,8 @@ export interface AttributionPart {
   readonly ms: number;
   /** Share of the total added latency (fraction; may be negative when a difference is noise). */
   readonly share: number;
+  /** The part's interval over the repeats of its arms. */
+  readonly interval: AttributionInterval;
 }
 
 export type Attribution =
@@ -69,8 +82,13 @@ export type Attribution =
       readonly parts: readonly AttributionPart[];
       /** mesh-mtls - plain of E3's fixed-rate runs (ms). */
       readonly totalMs: number;
+      readonly totalInterval: AttributionInterval;
       /** The arms' fixed-rate mean latencies the parts come from (ms). */
       readonly inputs: Readonly<
+        Record<'plain' | 'mesh-mtls-off' | 'mesh-mtls' | 'mesh-l4' | 'mesh-l7', number>
+      >;
+      /** Valid repeats behind each input (count). */
+      readonly repeats: Readonly<
         Record<'plain' | 'mesh-mtls-off' | 'mesh-mtls' | 'mesh-l4' | 'mesh-l7', number>
       >;
     }
@@ -89,6 +107,11 @@ export interface DownloadRow {
   readonly repeats: number;
   readonly meanSeconds: number;
   readonly meanBytesPerSecond: number;
+  /** Range over the repeats: the fastest and slowest download (s), the lowest and highest speed. */
+  readonly minSeconds: number;
+  readonly maxSeconds: number;
+  readonly minBytesPerSecond: number;
+  readonly maxBytesPerSecond: number;
   readonly bytes: number;
   readonly timeVsPlain?: number;
 }
@@ -141,6 +164,25 @@ export interface ScaleRow {
    * the one the step's result carries.
    */
   readonly newConnection?: FortioFigures;
+  /**
+   * Entries each Service added, measured: (entries - entries at 0 Services) / Services, against
+   * the same cell's valid 0-Service step. Absent at 0 Services or without that step.
+   */
+  readonly entriesPerService?: number;
+  /** What the pinned sources predict one Service adds (lib/network/study/planner.ts `ENTRY_MODELS`). */
+  readonly predictedPerService?: {
+    readonly entries: number;
+    readonly formula: string;
+    /** `estimate`: the shape is from the source, the exact listing at the pinned version unconfirmed. */
+    readonly basis: 'derived' | 'estimate';
+    readonly backendsPerService: number;
+  };
+  /** Programming median over the same cell's at 0 Services. */
+  readonly programmingVsZero?: number;
+  /** Over the baseline cell's at the same Service count. */
+  readonly programmingVsBaseline?: number;
+  readonly newConnectionVsBaseline?: number;
+  readonly entriesVsBaseline?: number;
 }
 
 export interface ConntrackRow {
@@ -158,6 +200,14 @@ export interface ConntrackRow {
   readonly connectMaxMs?: number;
   readonly limitBefore: number;
   readonly limitAfterRestore: number | null;
+  /** The host default the step restored (absent: a record of an older runner, which restored `limitBefore`). */
+  readonly restoredTo?: number;
+  /** Failed connections by the driver's cause (`timeout`, `refused`, `reset`, `emfile`, `no-local-port`; counts). */
+  readonly failures?: Readonly<Record<string, number>>;
+  /** Established connections dropped while held (count). */
+  readonly droppedDuringHold?: number;
+  /** Succeeded minus the baseline cell's at the same requested limit. */
+  readonly succeededVsBaseline?: number;
 }
 
 export interface CalibrationRow {
@@ -166,8 +216,10 @@ export interface CalibrationRow {
   readonly mesh: MeshMode;
   readonly host: CellHostFacts;
   readonly summary?: RepeatSummary;
-  /** Mean latency over the first cell's (with a calibration) calibration mean. */
-  readonly vsFirst?: number;
+  /** Mean latency over the baseline cell's calibration mean. */
+  readonly vsBaseline?: number;
+  /** Mean latency minus the baseline cell's (ms). */
+  readonly diffVsBaselineMs?: number;
 }
 
 export interface InvalidRun {
@@ -177,6 +229,8 @@ export interface InvalidRun {
   readonly title: string;
   /** The record's attempt number, when it has one (a resumed run). */
   readonly attempt?: number;
+  /** E9 steps: the step's Service count (charts leave a gap there). */
+  readonly services?: number;
   readonly reasons: readonly string[];
 }
 
@@ -201,7 +255,21 @@ export interface CellRow {
   readonly validRuns: number;
 }
 
+/**
+ * The cell every cell's figures are compared with (lib/report/network/baseline.ts): named with
+ * `--baseline`, or the default rule's; absent, with the reason, when no cell fits the rule.
+ */
+export type BaselineChoice =
+  | {
+      readonly cell: string;
+      readonly datapath: Datapath;
+      readonly mesh: MeshMode;
+      readonly how: 'named' | 'default';
+    }
+  | { readonly cell?: undefined; readonly reason: string };
+
 export interface NetworkReportTables {
+  readonly baseline: BaselineChoice;
   readonly cells: readonly CellRow[];
   readonly latency: readonly LatencyRow[];
   readonly attribution: readonly Attribution[];

@@ -1,15 +1,15 @@
 import type { SseClientResult } from '../../network/probes/sse.ts';
-import { meanMs, parseFortioResult, percentileMs } from '../../network/study/fortio-result.ts';
 import type {
-  ConntrackResult,
   CurlOutcome,
   DownloadResult,
   ExperimentId,
   LatencyArm,
-  NetworkRunRecord,
   NetworkStudyRecord,
-  ServiceScaleResult,
 } from '../../network/study/model.ts';
+import { attributionOf } from './attribution.ts';
+import { calibrationVsBaseline, chooseBaseline, conntrackVsBaseline, scaleVsBaseline } from './baseline.ts';
+import { selectRuns, type UsableRun } from './runs.ts';
+import { conntrackRows, scaleRows } from './scale-rows.ts';
 
 /**
  * The network report's tables (docs/facts.md §N6) from the cells' study records. Pure. Only
@@ -19,10 +19,16 @@ import type {
 /** Repeat spread beyond which an arm is flagged (docs/facts.md §N5: within +-3% of the mean). */
 export const REPEAT_SPREAD_LIMIT_PERCENT = 3;
 
+export { attributionOf, intervalOf } from './attribution.ts';
+export { BaselineError, chooseBaseline, DEFAULT_BASELINE_RULE } from './baseline.ts';
+export { fortioFigures } from './runs.ts';
+export { newConnectionRunId } from './scale-rows.ts';
 export type {
   Attribution,
   AttributionComponent,
+  AttributionInterval,
   AttributionPart,
+  BaselineChoice,
   CalibrationRow,
   CellRow,
   ConntrackRow,
@@ -41,101 +47,17 @@ export type {
 } from './table-rows.ts';
 
 import type {
-  Attribution,
-  AttributionComponent,
-  AttributionPart,
-  ConntrackRow,
   DownloadRow,
   FlaggedRun,
   FortioFigures,
   GrpcRow,
-  InvalidRun,
   LatencyGroup,
   LatencyRow,
   MtlsRow,
   NetworkReportTables,
   RepeatSummary,
-  ScaleRow,
   SseRow,
 } from './table-rows.ts';
-
-// ---- run selection ---------------------------------------------------------------------------
-
-/** A valid run and what the report read from it. */
-interface UsableRun {
-  readonly record: NetworkRunRecord;
-  /** Present for fortio runs. */
-  readonly fortio?: FortioFigures;
-}
-
-/** What fortio's JSON says (lib/network/study/fortio-result.ts reads it). */
-export function fortioFigures(raw: string): FortioFigures {
-  const result = parseFortioResult(raw);
-  const p50 = percentileMs(result, 50);
-  const p90 = percentileMs(result, 90);
-  const p99 = percentileMs(result, 99);
-  return {
-    meanMs: meanMs(result),
-    ...(p50 === undefined ? {} : { p50Ms: p50 }),
-    ...(p90 === undefined ? {} : { p90Ms: p90 }),
-    ...(p99 === undefined ? {} : { p99Ms: p99 }),
-    actualQps: result.ActualQPS,
-  };
-}
-
-/**
- * Splits a cell's records: per run id, the last valid attempt is used; every invalid attempt is
- * listed. A valid run whose result the report cannot read (a fortio file that does not parse, a
- * result of another kind than its spec) is listed as invalid with that reason rather than dropped.
- */
-function selectRuns(study: NetworkStudyRecord): { usable: UsableRun[]; invalid: InvalidRun[] } {
-  const invalid: InvalidRun[] = [];
-  const chosen = new Map<string, UsableRun>();
-  const listInvalid = (record: NetworkRunRecord, reasons: readonly string[]) =>
-    invalid.push({
-      cell: study.cell,
-      runId: record.id,
-      experiment: record.experiment,
-      title: record.title,
-      ...(record.attempt === undefined ? {} : { attempt: record.attempt }),
-      reasons,
-    });
-  for (const record of study.runs) {
-    if (!record.valid) {
-      listInvalid(record, record.invalidReasons.length > 0 ? record.invalidReasons : ['marked invalid']);
-      continue;
-    }
-    const problem = resultProblem(record);
-    if (problem) {
-      listInvalid(record, [problem]);
-      continue;
-    }
-    let fortio: FortioFigures | undefined;
-    if (record.result?.kind === 'fortio') {
-      try {
-        fortio = fortioFigures(record.result.raw);
-      } catch (error) {
-        listInvalid(record, [`the report cannot read its fortio result: ${(error as Error).message}`]);
-        continue;
-      }
-    }
-    chosen.set(record.id, { record, ...(fortio ? { fortio } : {}) });
-  }
-  // Record order is execution order; a map keeps each id's first insertion position.
-  const usable = study.runs.flatMap((r) => {
-    const run = chosen.get(r.id);
-    return run && run.record === r ? [run] : [];
-  });
-  return { usable, invalid };
-}
-
-function resultProblem(record: NetworkRunRecord): string | undefined {
-  if (!record.result) return 'marked valid but holds no result';
-  if (record.result.kind !== record.spec.kind) {
-    return `its result is of kind ${record.result.kind}, its spec of kind ${record.spec.kind}`;
-  }
-  return undefined;
-}
 
 // ---- summaries -------------------------------------------------------------------------------
 
@@ -231,70 +153,6 @@ function latencyRows(cell: string, usable: readonly UsableRun[]): LatencyRow[] {
   });
 }
 
-/**
- * The added latency of the mesh, split from E3's and E4's fixed-rate means (docs/facts.md §N3):
- * - encryption = mesh-mtls - mesh-mtls-off (E3: the same sidecars and port, mTLS on against off);
- * - HTTP parsing = mesh-l7 - mesh-l4 (E4: the same sidecars, the `http-` port parsed, the `tcp-`
- *   port relayed);
- * - proxy hops = (mesh-mtls-off - plain) - HTTP parsing. mesh-mtls-off already goes through both
- *   sidecars on the `http-` port, so its difference to plain holds the hops AND the parsing;
- *   subtracting E4's parsing leaves the relay through two proxies, and the three parts add up to
- *   the total mesh-mtls - plain without counting the parsing twice.
- * E3 and E4 run at the same rate (E4 for 20 s instead of 25 s); the shares are of the total.
- */
-export function attributionOf(cell: string, latency: readonly LatencyRow[]): Attribution {
-  const fixed = (group: LatencyGroup, arm: LatencyArm) =>
-    latency.find((r) => r.cell === cell && r.group === group && r.arm === arm)?.fixed?.meanMs;
-  const inputs = {
-    plain: fixed('E3', 'plain'),
-    'mesh-mtls-off': fixed('E3', 'mesh-mtls-off'),
-    'mesh-mtls': fixed('E3', 'mesh-mtls'),
-    'mesh-l4': fixed('E4', 'mesh-l4'),
-    'mesh-l7': fixed('E4', 'mesh-l7'),
-  };
-  const missing = Object.entries(inputs)
-    .filter(([, v]) => v === undefined)
-    .map(([arm]) => `${arm.startsWith('mesh-l') ? 'E4' : 'E3'} ${arm}`);
-  if (missing.length > 0) {
-    return {
-      cell,
-      available: false,
-      reason: `no valid fixed-rate run of ${missing.join(', ')}`,
-    };
-  }
-  const v = inputs as Record<keyof typeof inputs, number>;
-  const totalMs = v['mesh-mtls'] - v.plain;
-  const parsing = v['mesh-l7'] - v['mesh-l4'];
-  const part = (
-    component: AttributionComponent,
-    label: string,
-    formula: string,
-    ms: number,
-  ): AttributionPart => ({
-    component,
-    label,
-    formula,
-    ms,
-    share: totalMs === 0 ? Number.NaN : ms / totalMs,
-  });
-  const parts = [
-    part(
-      'proxy-hops',
-      'Proxy hops (two sidecars relaying)',
-      '(E3 mesh-mtls-off - E3 plain) - (E4 mesh-l7 - E4 mesh-l4)',
-      v['mesh-mtls-off'] - v.plain - parsing,
-    ),
-    part('http-parsing', 'HTTP parsing', 'E4 mesh-l7 - E4 mesh-l4', parsing),
-    part(
-      'encryption',
-      'Encryption (mTLS)',
-      'E3 mesh-mtls - E3 mesh-mtls-off',
-      v['mesh-mtls'] - v['mesh-mtls-off'],
-    ),
-  ];
-  return { cell, available: true, parts, totalMs, inputs: v };
-}
-
 function grpcRows(cell: string, usable: readonly UsableRun[]): GrpcRow[] {
   const arms = armsOf(usable, ['E5']);
   const rows = arms.flatMap((arm) => {
@@ -325,6 +183,10 @@ function downloadRows(cell: string, usable: readonly UsableRun[]): DownloadRow[]
       repeats: runs.length,
       meanSeconds: mean(runs.map((r) => r.download.timeTotalSeconds)),
       meanBytesPerSecond: mean(runs.map((r) => r.download.speedDownloadBytesPerSecond)),
+      minSeconds: Math.min(...runs.map((r) => r.download.timeTotalSeconds)),
+      maxSeconds: Math.max(...runs.map((r) => r.download.timeTotalSeconds)),
+      minBytesPerSecond: Math.min(...runs.map((r) => r.download.speedDownloadBytesPerSecond)),
+      maxBytesPerSecond: Math.max(...runs.map((r) => r.download.speedDownloadBytesPerSecond)),
       bytes: runs[0].bytes,
     }),
   );
@@ -386,88 +248,6 @@ function mtlsRows(cell: string, usable: readonly UsableRun[]): MtlsRow[] {
   });
 }
 
-/** The plan's id of a step's new-connection run (lib/network/study/plan.ts `serviceScaleRuns`). */
-export const newConnectionRunId = (services: number): string => `e9-new-connection-${services}`;
-
-/** A step may carry its new-connection run's fortio JSON itself (`ServiceScaleResult.newConnection`). */
-function stepNewConnection(raw: string | undefined): FortioFigures | undefined {
-  if (raw === undefined) return undefined;
-  try {
-    return fortioFigures(raw);
-  } catch {
-    // The step's judgment read this file; if it cannot be read here, the column stays empty.
-    return undefined;
-  }
-}
-
-/** Attempts per sample (median) and the longest first-attempt delay, from the samples. */
-function methodColumns(
-  scale: ServiceScaleResult,
-): Pick<ScaleRow, 'attemptsPerSample' | 'firstAttemptDelayMaxMs'> {
-  const samples = (scale.prober?.samples ?? []).filter(
-    (s) => s.connected && s.attemptsAfterStart !== undefined,
-  );
-  if (samples.length === 0) return {};
-  const attempts = samples.map((s) => s.attemptsAfterStart as number).sort((a, b) => a - b);
-  return {
-    attemptsPerSample: attempts[Math.floor((attempts.length - 1) / 2)],
-    firstAttemptDelayMaxMs: Math.max(...samples.map((s) => s.firstAttemptAfterMs)),
-  };
-}
-
-function scaleRows(study: NetworkStudyRecord, usable: readonly UsableRun[]): ScaleRow[] {
-  const byId = new Map(usable.map((u) => [u.record.id, u]));
-  return usable.flatMap(({ record }) => {
-    if (record.spec.kind !== 'service-scale' || record.result?.kind !== 'service-scale') return [];
-    const scale: ServiceScaleResult = record.result.scale;
-    const latency = scale.prober?.latency ?? null;
-    const newConnection =
-      byId.get(newConnectionRunId(record.spec.services))?.fortio ?? stepNewConnection(scale.newConnection);
-    return [
-      {
-        cell: study.cell,
-        datapath: study.datapath,
-        services: record.spec.services,
-        servicesReady: scale.servicesReady,
-        entries: scale.entries,
-        entriesCommand: scale.entriesCommand,
-        ...(scale.lbMapFull === undefined ? {} : { lbMapFull: scale.lbMapFull }),
-        ...(latency ? { programmingMedianMs: latency.p50Ms, programmingP90Ms: latency.p90Ms } : {}),
-        ...methodColumns(scale),
-        samplesConnected: scale.prober?.connected ?? 0,
-        samplesFailed: scale.prober?.failed ?? 0,
-        attemptTimeoutMs: record.spec.attemptTimeoutMs,
-        ...(newConnection ? { newConnection } : {}),
-      },
-    ];
-  });
-}
-
-function conntrackRows(study: NetworkStudyRecord, usable: readonly UsableRun[]): ConntrackRow[] {
-  return usable.flatMap(({ record }) => {
-    if (record.spec.kind !== 'conntrack' || record.result?.kind !== 'conntrack') return [];
-    const c: ConntrackResult = record.result.conntrack;
-    const driver = c.driver;
-    return [
-      {
-        cell: study.cell,
-        datapath: study.datapath,
-        requestedLimit: record.spec.limit,
-        limit: c.limit,
-        baseline: c.baseline,
-        connections: record.spec.connections,
-        ...(driver ? { succeeded: driver.succeeded, failed: driver.failed } : {}),
-        expectedSuccesses: Math.max(0, Math.min(record.spec.connections, c.limit - c.baseline)),
-        ...(driver?.connect
-          ? { connectP99Ms: driver.connect.p99Ms, connectMaxMs: driver.connect.maxMs }
-          : {}),
-        limitBefore: c.limitBefore,
-        limitAfterRestore: c.limitAfterRestore,
-      },
-    ];
-  });
-}
-
 function flaggedRuns(study: NetworkStudyRecord, usable: readonly UsableRun[]): FlaggedRun[] {
   return usable.flatMap(({ record }) =>
     record.flags && record.flags.length > 0
@@ -476,17 +256,35 @@ function flaggedRuns(study: NetworkStudyRecord, usable: readonly UsableRun[]): F
   );
 }
 
-/** Every table of the network report, for the cells' studies in the order given. */
-export function networkReportTables(studies: readonly NetworkStudyRecord[]): NetworkReportTables {
+/** How the report is made: `baselineCell` names the cell every cell is compared with (`--baseline`). */
+export interface NetworkReportOptions {
+  readonly baselineCell?: string;
+}
+
+/**
+ * Every table of the network report, for the cells' studies in the order given. Throws
+ * `BaselineError` when `options.baselineCell` names no cell of the studies.
+ */
+export function networkReportTables(
+  studies: readonly NetworkStudyRecord[],
+  options: NetworkReportOptions = {},
+): NetworkReportTables {
+  const baseline = chooseBaseline(studies, options.baselineCell);
   const perCell = studies.map((study) => ({ study, ...selectRuns(study) }));
   const latency = perCell.flatMap(({ study, usable }) => latencyRows(study.cell, usable));
   const meshCells = perCell.filter(({ usable }) => usable.some((u) => u.record.experiment === 'E3'));
-  const calibrationBase = perCell.map(({ study, usable }) => ({
-    study,
-    summary: summarizeRepeats(fortioRuns(usable, ['C'], 'fixed-rate', 'plain')),
-  }));
-  const first = calibrationBase.find((c) => c.summary)?.summary?.meanMs;
+  const calibration = perCell.map(({ study, usable }) => {
+    const summary = summarizeRepeats(fortioRuns(usable, ['C'], 'fixed-rate', 'plain'));
+    return {
+      cell: study.cell,
+      datapath: study.datapath,
+      mesh: study.mesh,
+      host: study.host,
+      ...(summary ? { summary } : {}),
+    };
+  });
   return {
+    baseline,
     cells: perCell.map(({ study, usable }) => ({
       cell: study.cell,
       studyId: study.studyId,
@@ -507,19 +305,15 @@ export function networkReportTables(studies: readonly NetworkStudyRecord[]): Net
     downloads: perCell.flatMap(({ study, usable }) => downloadRows(study.cell, usable)),
     sse: perCell.flatMap(({ study, usable }) => sseRows(study.cell, usable)),
     mtls: perCell.flatMap(({ study, usable }) => mtlsRows(study.cell, usable)),
-    scale: perCell.flatMap(({ study, usable }) => scaleRows(study, usable)),
-    conntrack: perCell.flatMap(({ study, usable }) => conntrackRows(study, usable)),
-    calibration: calibrationBase.map(({ study, summary }) => {
-      const vsFirst = ratio(summary?.meanMs, first);
-      return {
-        cell: study.cell,
-        datapath: study.datapath,
-        mesh: study.mesh,
-        host: study.host,
-        ...(summary ? { summary } : {}),
-        ...(vsFirst === undefined ? {} : { vsFirst }),
-      };
-    }),
+    scale: scaleVsBaseline(
+      perCell.flatMap(({ study, usable }) => scaleRows(study, usable)),
+      baseline,
+    ),
+    conntrack: conntrackVsBaseline(
+      perCell.flatMap(({ study, usable }) => conntrackRows(study, usable)),
+      baseline,
+    ),
+    calibration: calibrationVsBaseline(calibration, baseline),
     invalid: perCell.flatMap(({ invalid }) => invalid),
     flagged: perCell.flatMap(({ study, usable }) => flaggedRuns(study, usable)),
   };

@@ -2,7 +2,7 @@ import type { NetworkStudyRecord } from '../../network/study/model.ts';
 import { type WrittenReport, writeReportFiles } from '../write.ts';
 import { loadNetworkStudies } from './load.ts';
 import { networkHtmlReport, networkMarkdownReport } from './render.ts';
-import { networkReportTables } from './tables.ts';
+import { type NetworkReportOptions, networkReportTables } from './tables.ts';
 
 /** The banner of a network report: cells whose study is still running, failed, or holds no run. */
 export function networkStudyBanner(studies: readonly NetworkStudyRecord[]): string | undefined {
@@ -34,14 +34,16 @@ export interface WrittenNetworkReport extends Omit<WrittenReport, 'study'> {
 
 /**
  * Reads the cells' network study files and writes `report.md` and `report.html` into `outDir`.
- * The study files are only read, never rewritten.
+ * The study files are only read, never rewritten. `options.baselineCell` names the cell the
+ * others are compared with (`BaselineError` when the studies hold no such cell).
  */
 export async function writeNetworkReport(
   files: readonly string[],
   outDir: string,
+  options: NetworkReportOptions = {},
 ): Promise<WrittenNetworkReport> {
   const studies = await loadNetworkStudies(files);
-  const tables = networkReportTables(studies);
+  const tables = networkReportTables(studies, options);
   const banner = networkStudyBanner(studies);
   const heading = { sources: files, ...(banner ? { banner } : {}) };
   const written = await writeReportFiles(

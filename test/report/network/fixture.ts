@@ -11,17 +11,25 @@ import type {
   NetworkStudyRecord,
 } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { type ScaleStep, serviceScaleCheck } from '../../../lib/network/study/validity-cell.ts';
+import { e9Prober } from './fixture-e9.ts';
+
+export { e9Prober, POD_START_MS } from './fixture-e9.ts';
 
 /**
  * Realistic network studies of the three default cells (mesh, dp-iptables, dp-cilium): the runs
  * come from `networkStudyPlan` of the default network configuration, the numbers are in the
  * spirit of an 8-vCPU host at 500 QPS over 16 connections (sub-millisecond plain latency, a
- * sidecar pair adding a fraction of a millisecond, iptables programming slowing down with
- * thousands of Services while Cilium's stays flat). Invalid runs, with the runner's reasons:
+ * sidecar pair adding a fraction of a millisecond). E9's prober samples are the runner's current
+ * shape (attempts per sample, first-attempt delay, the method check), made by the prober's own
+ * `watchResult` from what a prober probing before each Service existed would see: kube-proxy's
+ * REJECT then its next sync a minSyncPeriod later (iptables: about 1 s, growing with the Service
+ * count), Cilium forwarding within one 20 ms attempt at any count. Invalid runs, with the runner's reasons:
  * - mesh `e1-plain-r4`: 1 ms resolution, its percentiles on bucket positions;
  * - mesh `e5-mesh-mtls-r2`: the Job failed without a result file;
  * - mesh `e3-fixed-mesh-mtls-r1` attempt 1: rate not reached (attempt 2 is valid and used);
- * - dp-cilium `e9-services-5000`: the prober's samples cluster on its 20 ms attempt timeout;
+ * - dp-cilium `e9-services-5000`: run in the old order (Services first, the prober's pod 3.8 s
+ *   later), so every sample connects on the prober's first attempt: it timed the pod start;
  * - dp-iptables `e10-limit-1024`: conntrack baseline 620, above 500.
  * One valid run is flagged (mesh `e1-mesh-mtls-r3`, repeat spread), and one mTLS case deviates
  * from its expectation (E8 `strict-port-permissive`: dropped instead of answered).
@@ -161,18 +169,7 @@ const ENTRIES = {
   cilium: (n: number) => 12 + 2 * n,
 };
 
-/** Programming latency median / p90 (ms) per Service count. */
-export const PROGRAMMING_MS: Readonly<Record<string, Readonly<Record<number, readonly [number, number]>>>> = {
-  iptables: {
-    0: [640.3, 702.9],
-    100: [721.6, 790.2],
-    1000: [1_183.4, 1_295.8],
-    5000: [3_402.7, 3_690.1],
-    10000: [6_911.2, 7_480.5],
-  },
-  cilium: { 0: [44.8, 52.3], 100: [47.9, 55.6], 1000: [51.6, 60.2], 5000: [60.9, 71.4], 10000: [73.8, 86.1] },
-};
-
+/** New-connection mean latency (ms, fortio -keepalive=false) per Service count. */
 const NEW_CONNECTION_MS: Readonly<Record<string, (n: number) => number>> = {
   iptables: (n) => round(0.31 + n * 0.00006, 4),
   cilium: () => 0.27,
@@ -182,15 +179,8 @@ function serviceScaleResult(
   cell: string,
   datapath: 'iptables' | 'cilium',
   services: number,
-  clustered: boolean,
+  order: 'prober-first' | 'pod-start',
 ): NetworkRunResult {
-  // The mesh cell's kube-proxy also programs the mesh's own Services: a little slower than dp-iptables.
-  const [median, p90] = PROGRAMMING_MS[datapath][services].map((v) =>
-    cell === 'mesh' ? round(v * 1.06, 1) : v,
-  );
-  const latency = clustered
-    ? distribution(20, 60, 80, 80, 80)
-    : distribution(20, median, p90, p90 * 1.04, p90 * 1.05);
   return {
     kind: 'service-scale',
     scale: {
@@ -198,36 +188,8 @@ function serviceScaleResult(
       entries: ENTRIES[datapath](services),
       entriesCommand: datapath === 'cilium' ? 'cilium-dbg bpf lb list' : 'iptables-save -t nat | wc -l',
       ...(datapath === 'cilium' ? { lbMapFull: false } : {}),
-      prober: {
-        probe: 'service-prober',
-        attemptTimeoutMs: 20,
-        giveUpMs: 30_000,
-        samples: [],
-        connected: 20,
-        failed: 0,
-        latency,
-        quantization: clustered
-          ? {
-              verdict: 'clustered',
-              stepMs: 20,
-              considered: 20,
-              onMultiples: 20,
-              toleranceMs: 2,
-              onMultiplesP: 1e-14,
-              phaseP: null,
-              reason: '20 of 20 samples within 2 ms of a multiple of 20 ms',
-            }
-          : {
-              verdict: 'not-clustered',
-              stepMs: 20,
-              considered: 20,
-              onMultiples: 3,
-              toleranceMs: 2,
-              onMultiplesP: 0.32,
-              phaseP: 0.61,
-              reason: '3 of 20 samples within 2 ms of a multiple of 20 ms',
-            },
-      },
+      // The mesh cell's kube-proxy also programs the mesh's own Services: its syncs take a little longer.
+      prober: e9Prober(datapath, services, order, cell === 'mesh' ? 1.06 : 1),
     },
   };
 }
@@ -263,7 +225,23 @@ interface Judged {
 
 const VALID: Judged = { valid: true, invalidReasons: [] };
 
-/** The invalid runs and their reasons, as the runner's checks word them. */
+/**
+ * E9 steps run in the old order (Services first, then the prober's pod): their reasons come from
+ * the study's own check (lib/network/study/validity-cell.ts `serviceScaleCheck`), as every E9 step's.
+ */
+export const E9_POD_START: Readonly<Record<string, true>> = { 'dp-cilium/e9-services-5000': true };
+
+/**
+ * Why connections failed, by the driver's cause (conntrack-driver.ts `failureCause`): a full table
+ * drops the SYN, so nearly all are timeouts; the mesh cell's 1,024 step also saw two resets.
+ */
+function failuresOf(cell: string, limit: number | 'default', failed: number): Record<string, number> {
+  if (failed === 0) return {};
+  if (cell === 'mesh' && limit === 1024) return { timeout: failed - 2, reset: 2 };
+  return { timeout: failed };
+}
+
+/** The invalid runs and their reasons, as the runner's checks word them (E9's: `serviceScaleCheck`). */
 export const INVALID_REASONS: Readonly<Record<string, readonly string[]>> = {
   'mesh/e1-plain-r4': [
     'histogram resolution -r 0.001 s is coarser than a tenth of the measured p50 0.186 ms',
@@ -271,9 +249,6 @@ export const INVALID_REASONS: Readonly<Record<string, readonly string[]>> = {
   ],
   'mesh/e5-mesh-mtls-r2': ['the Job failed (1 failed pod) and left no result file'],
   'mesh/e3-fixed-mesh-mtls-r1#1': ['ActualQPS 489.2 is not within 1% of RequestedQPS 500'],
-  'dp-cilium/e9-services-5000': [
-    "the prober's samples cluster on multiples of its 20 ms attempt timeout (20 of 20 within 2 ms)",
-  ],
   'dp-iptables/e10-limit-1024': ['conntrack baseline 620 entries is not below 500 before the step'],
 };
 
@@ -367,7 +342,7 @@ function resultOf(cell: string, datapath: 'iptables' | 'cilium', run: NetworkRun
         cell,
         datapath,
         spec.services,
-        cell === 'dp-cilium' && spec.services === 5000,
+        E9_POD_START[`${cell}/${run.id}`] ? 'pod-start' : 'prober-first',
       );
     case 'conntrack': {
       const [limit, baseline, succeeded, p99, max] = CONNTRACK[cell][String(spec.limit)];
@@ -378,6 +353,7 @@ function resultOf(cell: string, datapath: 'iptables' | 'cilium', run: NetworkRun
           limit,
           baseline,
           limitAfterRestore: 262_144,
+          restoredTo: 262_144,
           driver: {
             probe: 'conntrack-driver',
             target: '127.0.0.1:40123',
@@ -386,7 +362,7 @@ function resultOf(cell: string, datapath: 'iptables' | 'cilium', run: NetworkRun
             holdMs: 10_000,
             succeeded,
             failed: spec.connections - succeeded,
-            failures: succeeded < spec.connections ? { ETIMEDOUT: spec.connections - succeeded } : {},
+            failures: failuresOf(cell, spec.limit, spec.connections - succeeded),
             connect: distribution(succeeded, 0.12, 0.21, p99, max),
             droppedDuringHold: 0,
             issuedInMs: 84,
@@ -462,12 +438,29 @@ export function fixtureCellStudy(cell: string): NetworkStudyRecord {
   const plan = networkStudyPlan(NETWORK_CONFIG, cell);
   const datapath = plan.datapath === 'cilium' ? 'cilium' : 'iptables';
   const runs: NetworkRunRecord[] = [];
+  const steps: ScaleStep[] = [];
   plan.runs.forEach((run, index) => {
     if (cell === 'mesh' && run.id === 'e3-fixed-mesh-mtls-r1') {
       // A resumed run: the first attempt missed the rate, the second is valid.
       const [reason] = INVALID_REASONS['mesh/e3-fixed-mesh-mtls-r1#1'];
       runs.push(recordOf(cell, datapath, run, index, { valid: false, invalidReasons: [reason], attempt: 1 }));
       runs.push(recordOf(cell, datapath, run, index, { ...VALID, attempt: 2 }));
+      return;
+    }
+    if (run.spec.kind === 'service-scale') {
+      const result = resultOf(cell, datapath, run);
+      if (result.kind !== 'service-scale') throw new Error(`fixture: ${run.id} is an E9 step`);
+      const reasons = serviceScaleCheck(
+        run.spec,
+        result.scale,
+        steps,
+        plan.datapath,
+        NETWORK_CONFIG.network.cilium.lbMapMax,
+      );
+      steps.push({ services: run.spec.services, entries: result.scale.entries });
+      runs.push(
+        recordOf(cell, datapath, run, index, { valid: reasons.length === 0, invalidReasons: reasons }),
+      );
       return;
     }
     runs.push(recordOf(cell, datapath, run, index, judge(cell, run.id)));
@@ -488,6 +481,7 @@ export function fixtureCellStudy(cell: string): NetworkStudyRecord {
       plan.datapath === 'cilium'
         ? { kubeProxyReplacement: true, kubeSvcChains: 0, nftKubeProxyTable: false, ipvsServices: 0 }
         : { kubeProxyReplacement: null, kubeSvcChains: 4, nftKubeProxyTable: false, ipvsServices: 0 },
+    conntrackHostDefault: 262_144,
     startedAt: '2026-11-28T09:00:00.000Z',
     finishedAt: '2026-11-28T13:42:10.000Z',
     state: 'finished',
@@ -511,6 +505,7 @@ export const NETWORK_SECTIONS = [
   'sse',
   'mtls-matrix',
   'services-at-scale',
+  'services-entries',
   'conntrack',
   'calibration',
   'invalid',

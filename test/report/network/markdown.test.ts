@@ -23,6 +23,7 @@ describe('network report Markdown', () => {
   it('has every section of docs/facts.md §N6, in reading order', () => {
     const headings = markdown.split('\n').filter((line) => line.startsWith('## '));
     expect(headings).toEqual([
+      '## Headline',
       '## Cells',
       '## Sidecar cost',
       '## Where the added latency goes',
@@ -30,7 +31,8 @@ describe('network report Markdown', () => {
       '## Protocols: large download',
       '## Protocols: SSE streaming',
       '## mTLS matrix',
-      '## Services at scale',
+      '## Services at scale: new-Service latency',
+      '## Services at scale: data-plane entries',
       '## Conntrack table full',
       '## Calibration per cell',
       '## Invalid runs',
@@ -44,23 +46,30 @@ describe('network report Markdown', () => {
       '| mesh | E1/E1s sidecar cost | mesh-mtls | 5 | 0.823 ms | 0.725 ms | 1.136 ms | 2.017 ms | +-3.5% (over +-3%: flagged) | 7,600 (3) | x3.90 | x0.20 |',
     );
     expect(markdown).toContain(
-      '| mesh | Proxy hops (two sidecars relaying) | (E3 mesh-mtls-off - E3 plain) - (E4 mesh-l7 - E4 mesh-l4) | 0.270 ms | 43.5% |',
+      '| mesh | Proxy hops (two sidecars relaying) | (E3 mesh-mtls-off - E3 plain) - (E4 mesh-l7 - E4 mesh-l4) | 0.270 ms | 0.258 to 0.282 ms | 43.5% |',
     );
     expect(markdown).toContain(
-      '| mesh | Total added by the mesh | E3 mesh-mtls - E3 plain | 0.620 ms | 100.0% |',
+      '| mesh | Total added by the mesh | E3 mesh-mtls - E3 plain | 0.620 ms | 0.612 to 0.628 ms | 100.0% |',
     );
     expect(markdown).toContain(
       '| mesh | E8 | STRICT with portLevelMtls PERMISSIVE on 8080, out-of-mesh plaintext client | out of mesh, plain/default | answered (HTTP 200, curl exit 0) | connection dropped (HTTP 000, curl exit 56) | FINDING: differs from expected |',
     );
     expect(markdown).toContain(
-      '| dp-iptables (iptables) | 10,000 | 10,000 | 70,062 | 6,911.2 ms | 7,480.5 ms | 20 / 20 | — | — | 0.910 ms | 2.230 ms |',
+      '| dp-iptables (iptables) | 10,000 | 10,000 | 2,217.0 / 2,220.7 ms | x2.18 | baseline | 20 / 20 | 2,548 | 10.0 ms | 0.910 ms / 2.230 ms | baseline |',
     );
     expect(markdown).toContain(
-      '| dp-cilium (cilium) | 2,048 | 198 | 4,000 | 1,850 | 1,853 | 2,147 | 0.500 ms | 1,003.2 ms | yes (262,144) |',
+      '| dp-cilium (cilium) | 10,000 | 10,000 | 28.4 / 29.7 ms | x1.02 | x0.013 | 20 / 20 | 2 | 10.0 ms | 0.270 ms / 0.661 ms | x0.30 |',
+    );
+    expect(markdown).toContain(
+      '| dp-cilium (cilium) | 2,048 | 198 | 4,000 | 1,850 | 1,853 | +12 | 2,147 timeout | 0.500 ms | 1,003.2 ms | yes (262,144) |',
     );
     expect(markdown).toContain('| mesh | e3-fixed-mesh-mtls-r1 (attempt 1) | invalid |');
-    expect(markdown).toContain('Left out as invalid (see Invalid runs): dp-cilium/e9-services-5000.');
-    expect(markdown).toContain('Findings: mesh/strict-port-permissive differ from what was expected.');
+    expect(markdown).toContain(
+      '**Warning:** Left out as invalid (see Invalid runs): dp-cilium/e9-services-5000.',
+    );
+    expect(markdown).toContain(
+      '**Warning:** Findings: mesh/strict-port-permissive differ from what was expected.',
+    );
   });
 
   it('states the attribution arithmetic with the numbers', () => {
@@ -121,12 +130,12 @@ describe('network report banner', () => {
 describe('network report charts', () => {
   const charts = networkCharts(tables);
 
-  it('draws valid runs only: one point per Service step per cell, the clustered step left out', () => {
+  it('draws valid runs only: one point per Service step per cell, the pod-start step left out', () => {
     expect(charts.map((c) => [c.id, c.counts])).toEqual([
       ['mesh-arm-latency', { arms: 8, repeats: 39 }],
       ['attribution', { cells: 1, parts: 3 }],
-      ['programming-latency', { series: 3, points: 14 }],
-      ['entries', { series: 3, points: 14 }],
+      ['programming-latency', { series: 3, points: 14, gaps: 1 }],
+      ['entries', { series: 3, points: 14, gaps: 1 }],
     ]);
   });
 

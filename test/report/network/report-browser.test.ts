@@ -66,8 +66,9 @@ describe('the network report.html in headless Chromium', () => {
         expect(widths[0] / widths[2]).toBeCloseTo(0.27 / 0.14, 1);
         for (const id of ['programming-latency', 'entries']) {
           const svg = page.locator(`#chart-${id} svg`);
-          // One line per cell, 14 valid steps as points (the clustered Cilium step left out).
-          expect(await svg.locator('g.mark-line.role-mark path').count()).toBe(3);
+          // One line per cell, Cilium's in two pieces around its invalid 5,000-Service step (no
+          // line across it); 14 valid steps as points.
+          expect(await svg.locator('g.mark-line.role-mark path').count()).toBe(4);
           expect(await svg.locator('g.mark-symbol.role-mark path').count()).toBe(14);
           const box = await svg.boundingBox();
           expect(box?.width).toBeGreaterThan(300);
@@ -76,8 +77,75 @@ describe('the network report.html in headless Chromium', () => {
           expect(titles).toContain('Services (symlog scale)');
         }
 
+        // The headline first, as a list of five answers.
+        expect(await page.locator('section').first().getAttribute('id')).toBe('headline');
+        expect(await page.locator('section#headline li').count()).toBe(5);
+        // Notes neutral, warnings in their own colour and marked in words.
+        const colour = (selector: string) =>
+          page
+            .locator(selector)
+            .first()
+            .evaluate((el) => {
+              const g = globalThis as unknown as { getComputedStyle(e: unknown): { color: string } };
+              return g.getComputedStyle(el).color;
+            });
+        const note = await colour('section#attribution p.note');
+        const warning = await colour('section#grpc p.warning');
+        expect(note).toBe('rgb(77, 77, 77)');
+        expect(warning).toBe('rgb(154, 68, 0)');
+        expect(await page.locator('section#grpc p.warning').first().textContent()).toMatch(
+          /^Warning: Left out as invalid/,
+        );
+
         expect(problems).toEqual([]);
         expect(requests).toEqual([pathToFileURL(html).href]);
+      });
+    },
+  );
+
+  it.runIf(canRun)(
+    'fits a 1400 px window and a 1280 px laptop screen: no table wider than its room',
+    async () => {
+      const dir = tempDir('lab-net-layout-');
+      for (const study of fixtureNetworkStudies()) {
+        await mkdir(join(dir, study.cell));
+        await writeFile(join(dir, study.cell, 'study.json'), JSON.stringify(study));
+      }
+      const { html } = await writeNetworkReport(await networkStudyFiles(dir), dir);
+      await withChromium(async (context) => {
+        const page = await context.newPage();
+        for (const width of [1400, 1280]) {
+          await page.setViewportSize({ width, height: 900 });
+          await page.goto(pathToFileURL(html).href);
+          const layout = await page.evaluate(() => {
+            // Browser globals, typed loosely: the project compiles without DOM types.
+            interface Box {
+              width: number;
+            }
+            interface El {
+              closest(s: string): { id: string } | null;
+              getBoundingClientRect(): Box;
+              parentElement: { getBoundingClientRect(): Box } | null;
+            }
+            const doc = (
+              globalThis as unknown as {
+                document: { querySelectorAll(s: string): El[]; documentElement: { scrollWidth: number } };
+              }
+            ).document;
+            return {
+              page: doc.documentElement.scrollWidth,
+              tables: [...doc.querySelectorAll('table')].map((t) => ({
+                section: t.closest('section')?.id ?? '',
+                width: t.getBoundingClientRect().width,
+                room: t.parentElement?.getBoundingClientRect().width ?? 0,
+              })),
+            };
+          });
+          expect(layout.page, `page at ${width} px`).toBeLessThanOrEqual(width);
+          expect(layout.tables.length).toBeGreaterThan(10);
+          for (const t of layout.tables)
+            expect(t.width, `${t.section} at ${width} px`).toBeLessThanOrEqual(t.room + 0.5);
+        }
       });
     },
   );

@@ -37,7 +37,9 @@ describe('lab report on a network study', () => {
     );
     const md = await readFile(join(dir, 'report.md'), 'utf8');
     expect(md).toMatch(/^# Network study report\n/);
-    expect(md).toContain('| mesh | Encryption (mTLS) | E3 mesh-mtls - E3 mesh-mtls-off | 0.140 ms | 22.6% |');
+    expect(md).toContain(
+      '| mesh | Encryption (mTLS) | E3 mesh-mtls - E3 mesh-mtls-off | 0.140 ms | 0.132 to 0.148 ms | 22.6% |',
+    );
     expect(md).toContain('| dp-cilium | e9-services-5000 | invalid |');
     const html = await readFile(join(dir, 'report.html'), 'utf8');
     expect(html.match(/<svg /g)).toHaveLength(4);
@@ -49,7 +51,7 @@ describe('lab report on a network study', () => {
     const run = runLabCli(['report', join(dir, 'dp-cilium')]);
     expect(run.code, run.stderr).toBe(0);
     const md = await readFile(join(dir, 'dp-cilium', 'report.md'), 'utf8');
-    expect(md).toContain('| dp-cilium (cilium) | 10,000 | 10,000 | 20,012 | 73.8 ms | 86.1 ms |');
+    expect(md).toContain('| dp-cilium (cilium) | 10,000 | 20,012 | 2 | 2 (from source) | no baseline | no |');
     expect(md).toContain('No valid gRPC runs.');
   });
 
@@ -68,6 +70,21 @@ describe('lab report on a network study', () => {
     expect(md).toContain('| mesh | iptables | sidecar |');
     expect(md).toContain('| dp-iptables | iptables | none |');
     expect(md).not.toContain('dp-cilium');
+  });
+
+  it('--baseline names the cell every cell is compared with; a cell the report lacks is refused with the cells it has', async () => {
+    const dir = await cellsDir();
+    const refused = runLabCli(['report', dir, '--baseline', 'dp-nftables']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      'lab report: --baseline "dp-nftables" is not a cell of this report; choose one of: dp-cilium, dp-iptables, mesh\n',
+    );
+    expect(existsSync(join(dir, 'report.md'))).toBe(false);
+    const run = runLabCli(['report', dir, '--baseline', 'dp-cilium']);
+    expect(run.code, run.stderr).toBe(0);
+    const md = await readFile(join(dir, 'report.md'), 'utf8');
+    expect(md).toContain('Baseline cell: dp-cilium (cilium, mesh none; named with --baseline).');
+    expect(md).toContain('| Mean vs dp-cilium |');
   });
 
   it('a partial study: the report carries the banner and the command says it too', async () => {
