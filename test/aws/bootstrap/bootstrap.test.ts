@@ -11,7 +11,7 @@ import {
   sharegptHostPath,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
-import { STEP_NAMES } from '../../../lib/aws/bootstrap/budgets.ts';
+import { STEP_NAMES } from '../../../lib/facts/budgets.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { synthesizeNetworkCell } from '../../../charts/network/cell-app.ts';
 import { BOOTSTRAP_SOURCES, READY_MARKER } from '../../../lib/aws/bootstrap/bootstrap.ts';
-import { NETWORK_STEP_NAMES, networkMinimumReadyTimeoutMinutes } from '../../../lib/aws/bootstrap/budgets.ts';
+import { NETWORK_STEP_NAMES, networkMinimumReadyTimeoutMinutes } from '../../../lib/facts/budgets.ts';
 import {
   cellBootstrapSteps,
   cellK3sExec,
