@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 const LAYERS = [
   {
     name: 'facts',
-    files: /^lib\/aws\/(instances|bootstrap\/budgets)\.ts$/,
+    files: /^lib\/facts\//,
     imports: [],
   },
   {
@@ -79,12 +79,18 @@ describe('the layers of docs/architecture.md', () => {
         { file: 'lib/study/arms.ts', text: "import { crossCheck } from '../config/rules.ts';" },
         { file: 'lib/config/cluster.ts', text: "export { labStack } from '../aws/lab-stack.ts';" },
         { file: 'lib/cli/program.ts', text: "import { studyArms } from '../study/arms.ts';" },
+        { file: 'lib/config/cluster.ts', text: "import { onDemandQuotaFor } from '../aws/instances.ts';" },
+        { file: 'lib/config/rules.ts', text: "import { STEP_NAMES } from '../aws/bootstrap/budgets.ts';" },
+        { file: 'lib/facts/budgets.ts', text: "import type { LabConfig } from '../config/schema.ts';" },
       ]),
     ).toEqual([
       'lib/config/schema.ts (config) imports lib/study/arms.ts (study)',
       'lib/study/plan.ts (study) imports lib/aws/lab-stack.ts (the rest)',
       'lib/study/arms.ts (study) imports lib/config/rules.ts (config rules)',
       'lib/config/cluster.ts (config) imports lib/aws/lab-stack.ts (the rest)',
+      'lib/config/cluster.ts (config) imports lib/aws/instances.ts (the rest)',
+      'lib/config/rules.ts (config rules) imports lib/aws/bootstrap/budgets.ts (the rest)',
+      'lib/facts/budgets.ts (facts) imports lib/config/schema.ts (config)',
     ]);
   });
 
@@ -93,5 +99,19 @@ describe('the layers of docs/architecture.md', () => {
     expect(layerOf('lib/config/schema.ts')).toBe('config');
     expect(layerOf('lib/study/arms.ts')).toBe('study');
     expect(layerOf('charts/lab-app.ts')).toBe('the rest');
+  });
+
+  it('keep the facts at the bottom, out of lib/aws: nothing in lib/config imports lib/aws', () => {
+    expect(layerOf('lib/facts/instances.ts')).toBe('facts');
+    expect(layerOf('lib/facts/budgets.ts')).toBe('facts');
+    expect(layerOf('lib/aws/lab-stack.ts')).toBe('the rest');
+    const config = files.filter((file) => file.startsWith('lib/config/'));
+    expect(config.length).toBeGreaterThan(10);
+    const intoAws = config.flatMap((file) =>
+      importsOf(file, readFileSync(join(ROOT, file), 'utf8'))
+        .filter((target) => target.startsWith('lib/aws/'))
+        .map((target) => `${file} imports ${target}`),
+    );
+    expect(intoAws).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { minimumReadyTimeoutMinutes, WAIT_FOR_AGENTS_MINUTES } from '../aws/bootstrap/budgets.ts';
-import { type OnDemandQuota, onDemandQuotaFor } from '../aws/instances.ts';
+import { minimumReadyTimeoutMinutes, WAIT_FOR_AGENTS_MINUTES } from '../facts/budgets.ts';
+import { type OnDemandQuota, onDemandQuotaFor } from '../facts/instances.ts';
 
 /**
  * The K3s cluster of the LLM-gateway lab beyond its one host (issue 17): agents that join the
@@ -254,7 +254,7 @@ export function clusterProblems(config: {
     ];
   }
   const problems: ClusterProblem[] = [];
-  // The server waits for its agents within the same WaitCondition time (lib/aws/bootstrap/budgets.ts).
+  // The server waits for its agents within the same WaitCondition time (lib/facts/budgets.ts).
   const ready = config.instance?.readyTimeoutMinutes;
   const least = minimumReadyTimeoutMinutes(true);
   if (agents.length > 0 && typeof ready === 'number' && Number.isInteger(ready) && ready < least) {

@@ -3,7 +3,7 @@ import {
   describeBaseBudgets,
   NETWORK_BASE_STEP_MINUTES,
   networkMinimumReadyTimeoutMinutes,
-} from '../aws/bootstrap/budgets.ts';
+} from '../facts/budgets.ts';
 import { LAB_VPC_CIDR, type NetworkConfig } from './network.ts';
 
 /**

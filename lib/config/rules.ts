@@ -1,9 +1,5 @@
 import type { z } from 'zod';
-import {
-  BOOT_MARGIN_MINUTES,
-  describeBaseBudgets,
-  minimumReadyTimeoutMinutes,
-} from '../aws/bootstrap/budgets.ts';
+import { BOOT_MARGIN_MINUTES, describeBaseBudgets, minimumReadyTimeoutMinutes } from '../facts/budgets.ts';
 import { allArms, studyArms } from '../study/arms.ts';
 import {
   type BudgetCapacity,

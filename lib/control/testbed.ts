@@ -1,7 +1,7 @@
 import { DescribeStacksCommand, type Output } from '@aws-sdk/client-cloudformation';
 import { DescribeInstancesCommand } from '@aws-sdk/client-ec2';
 import { cellOfOutput, cellOutputKey } from '../aws/cell-outputs.ts';
-import { isInstanceGone } from '../aws/instances.ts';
+import { isInstanceGone } from '../facts/instances.ts';
 import { type ControlContext, controlError } from './context.ts';
 
 /** What the study commands need of a deployed lab stack (its outputs, lib/aws/lab-stack.ts). */

@@ -1,6 +1,6 @@
-import { onDemandQuotaFor } from '../aws/instances.ts';
 import { clusterNodes, INSTANCE_FACTS, type QuotaHost } from '../config/cluster.ts';
 import type { LabConfig } from '../config/schema.ts';
+import { onDemandQuotaFor } from '../facts/instances.ts';
 
 /**
  * The hosts a configuration's `cdk deploy` launches, as `lab doctor` checks them: the types each

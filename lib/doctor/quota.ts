@@ -3,9 +3,9 @@ import {
   GetServiceQuotaCommand,
   type ServiceQuota,
 } from '@aws-sdk/client-service-quotas';
-import { onDemandQuotaFor } from '../aws/instances.ts';
 import { awsErrorName } from '../aws-cli/errors.ts';
 import { type QuotaNeed, vcpusByQuota } from '../config/cluster.ts';
+import { onDemandQuotaFor } from '../facts/instances.ts';
 import { notChecked } from './errors.ts';
 import type { DoctorHost } from './hosts.ts';
 import { type InstanceSummary, RUNNING_STATES } from './instances.ts';
@@ -13,7 +13,7 @@ import { type CallerContext, type DoctorClients, type DoctorLine, lineOf } from 
 
 /**
  * The quota lines: per On-Demand vCPU quota the stack's hosts count against (the buckets of
- * lib/aws/instances.ts onDemandQuotaFor, summed by lib/config/cluster.ts vcpusByQuota), the
+ * lib/facts/instances.ts onDemandQuotaFor, summed by lib/config/cluster.ts vcpusByQuota), the
  * account's value from Service Quotas against what the stack runs at once plus what other running
  * instances already use, with the command to ask for more.
  */

@@ -1,6 +1,6 @@
 import { DescribeInstancesCommand, TerminateInstancesCommand } from '@aws-sdk/client-ec2';
-import { isInstanceGone } from '../aws/instances.ts';
 import { type Removal, stripForeignPolicies } from '../aws/role-cleanup/cleanup.ts';
+import { isInstanceGone } from '../facts/instances.ts';
 import { awsCall, type CallContext, explainAwsError, TeardownError } from './errors.ts';
 import type { TeardownClients, TeardownPlan } from './plan.ts';
 

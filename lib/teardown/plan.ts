@@ -7,9 +7,9 @@ import {
 } from '@aws-sdk/client-cloudformation';
 import { DescribeInstancesCommand, type EC2Client } from '@aws-sdk/client-ec2';
 import type { IAMClient } from '@aws-sdk/client-iam';
-import { INSTANCE_ID } from '../aws/instances.ts';
 import { findRolePolicies, type RolePolicies } from '../aws/role-cleanup/cleanup.ts';
 import { STACK_TAG_KEY } from '../aws/tags.ts';
+import { INSTANCE_ID } from '../facts/instances.ts';
 import { awsCall, type CallContext, explainAwsError, stackNotFound, TeardownError } from './errors.ts';
 import {
   type CfnTemplate,

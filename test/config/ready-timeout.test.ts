@@ -5,7 +5,7 @@ import {
   minimumReadyTimeoutMinutes,
   STEP_NAMES,
   stepBudgetSeconds,
-} from '../../lib/aws/bootstrap/budgets.ts';
+} from '../../lib/facts/budgets.ts';
 import { problems } from './problems.ts';
 
 describe('instance.readyTimeoutMinutes and the bootstrap step budgets', () => {

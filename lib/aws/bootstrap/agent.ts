@@ -1,5 +1,11 @@
 import type { ClusterNode } from '../../config/cluster.ts';
 import type { LabConfig } from '../../config/schema.ts';
+import {
+  AGENT_STEP_NAMES,
+  type AgentStepName,
+  agentStepBudgetSeconds,
+  GPU_AGENT_ONLY_STEPS,
+} from '../../facts/budgets.ts';
 import { MODEL_CACHE_HOST_PATH, MODEL_CACHE_MOUNT } from '../../study/topology.ts';
 import {
   AGENT_TOKEN_FILE,
@@ -17,12 +23,6 @@ import {
   sharegptSetting,
   writeBootstrapFolder,
 } from './bootstrap.ts';
-import {
-  AGENT_STEP_NAMES,
-  type AgentStepName,
-  agentStepBudgetSeconds,
-  GPU_AGENT_ONLY_STEPS,
-} from './budgets.ts';
 import { fullyQualifiedImage } from './shell.ts';
 
 /**
@@ -88,7 +88,7 @@ function agentStepTitles(config: LabConfig, node: ClusterNode): Record<AgentStep
   };
 }
 
-/** The agent's steps with titles and budgets (lib/aws/bootstrap/budgets.ts). */
+/** The agent's steps with titles and budgets (lib/facts/budgets.ts). */
 export function agentBootstrapSteps(config: LabConfig, node: ClusterNode): BootstrapStep[] {
   const titles = agentStepTitles(config, node);
   const budgets = agentStepBudgetSeconds(config.instance.readyTimeoutMinutes);

@@ -5,6 +5,14 @@ import { routerWheelhouse } from '../../../charts/routers.ts';
 import { agentNodes, type ClusterNode, type NodeRole, SERVER_HOST } from '../../config/cluster.ts';
 import { NODE_ROLE_LABEL } from '../../config/placement.ts';
 import type { LabConfig } from '../../config/schema.ts';
+import {
+  type AgentStepName,
+  type NetworkStepName,
+  type ServerStepName,
+  serverStepBudgetSeconds,
+  serverStepNames,
+  WAIT_FOR_AGENTS,
+} from '../../facts/budgets.ts';
 import { NODE_IP_PLACEHOLDER } from '../../network/cilium-values.ts';
 import { HOST_FILE, STATUS_FILE, STUDIES_DIR } from '../../runner/layout.ts';
 import { studyPairs } from '../../study/pairs.ts';
@@ -16,14 +24,6 @@ import {
   replicaSetName,
   VLLM_PORT,
 } from '../../study/topology.ts';
-import {
-  type AgentStepName,
-  type NetworkStepName,
-  type ServerStepName,
-  serverStepBudgetSeconds,
-  serverStepNames,
-  WAIT_FOR_AGENTS,
-} from './budgets.ts';
 import {
   BOOTSTRAP_ENVIRONMENT,
   BOOTSTRAP_LOG,
@@ -273,7 +273,7 @@ export function commonSettings(
     assign('HOST_FILE', `${RESULTS_HOST_PATH}/${HOST_FILE}`),
     assign('IMDS', IMDS_URL),
     '',
-    '# --- the steps: bash function, marker title, budget in seconds (lib/aws/bootstrap/budgets.ts)',
+    '# --- the steps: bash function, marker title, budget in seconds (lib/facts/budgets.ts)',
     array(
       'STEP_NAMES',
       steps.map((s) => s.name),

@@ -1,5 +1,6 @@
 import type { NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
+import { NETWORK_STEP_NAMES, type NetworkStepName, networkStepBudgetSeconds } from '../../facts/budgets.ts';
 import { k3sServerFlags } from '../../network/k3s.ts';
 import { MESH_NAMESPACE } from '../../network/topology.ts';
 import {
@@ -11,7 +12,6 @@ import {
   K3S_EXEC,
   writeBootstrapFolder,
 } from './bootstrap.ts';
-import { NETWORK_STEP_NAMES, type NetworkStepName, networkStepBudgetSeconds } from './budgets.ts';
 
 /**
  * The bootstrap of one network-lab cell (docs/facts.md §N1, N2): the same shell program as the GPU
@@ -78,7 +78,7 @@ function cellStepTitles(config: LabConfig, cell: NetworkCell): Record<NetworkSte
   };
 }
 
-/** The cell's steps with titles and budgets (lib/aws/bootstrap/budgets.ts). */
+/** The cell's steps with titles and budgets (lib/facts/budgets.ts). */
 export function cellBootstrapSteps(config: LabConfig, cell: NetworkCell): BootstrapStep[] {
   const titles = cellStepTitles(config, cell);
   const budgets = networkStepBudgetSeconds(config.network.instance.readyTimeoutMinutes);

@@ -1,3 +1,4 @@
+export { minimumReadyTimeoutMinutes, STEP_NAMES, stepBudgetSeconds } from '../../facts/budgets.ts';
 export {
   type BootstrapStep,
   bootstrapSteps,
@@ -10,7 +11,6 @@ export {
   sharegptHostPath,
   writeBootstrapFolder,
 } from './bootstrap.ts';
-export { minimumReadyTimeoutMinutes, STEP_NAMES, stepBudgetSeconds } from './budgets.ts';
 export { type LauncherInputs, renderLauncher, USER_DATA_LIMIT_BYTES } from './launcher.ts';
 export {
   BOOTSTRAP_ENVIRONMENT,

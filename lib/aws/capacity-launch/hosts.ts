@@ -5,7 +5,7 @@ import {
   type Instance,
   TerminateInstancesCommand,
 } from '@aws-sdk/client-ec2';
-import { INSTANCE_ID, isInstanceGone } from '../instances.ts';
+import { INSTANCE_ID, isInstanceGone } from '../../facts/instances.ts';
 import {
   errorFacts,
   instancesByClientToken,

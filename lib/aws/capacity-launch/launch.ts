@@ -8,7 +8,7 @@ import {
   RunInstancesCommand,
   type RunInstancesCommandInput,
 } from '@aws-sdk/client-ec2';
-import { type OnDemandQuota, onDemandQuotaFor } from '../instances.ts';
+import { type OnDemandQuota, onDemandQuotaFor } from '../../facts/instances.ts';
 
 // The quota table lives with the other plain instance facts, which the configuration reads too.
 export { type OnDemandQuota, onDemandQuotaFor };

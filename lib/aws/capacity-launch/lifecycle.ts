@@ -1,5 +1,5 @@
 import type { Instance } from '@aws-sdk/client-ec2';
-import { INSTANCE_ID } from '../instances.ts';
+import { INSTANCE_ID } from '../../facts/instances.ts';
 import {
   describeInstance,
   type HandlerDeps,

@@ -1,4 +1,4 @@
-import { INSTANCE_ID } from '../instances.ts';
+import { INSTANCE_ID } from '../../facts/instances.ts';
 import { RESOURCE_TAG_KEY } from '../tags.ts';
 import {
   describeInstance,

@@ -1,11 +1,7 @@
-import {
-  BOOT_MARGIN_MINUTES,
-  baseBudgetMinutes,
-  NETWORK_BASE_STEP_MINUTES,
-} from '../../aws/bootstrap/budgets.ts';
 import type { Datapath, MeshMode, NetworkCell } from '../../config/network.ts';
 import { lbEntriesPerService, networkProblems, networkWarnings } from '../../config/network-rules.ts';
 import type { LabConfig } from '../../config/schema.ts';
+import { BOOT_MARGIN_MINUTES, baseBudgetMinutes, NETWORK_BASE_STEP_MINUTES } from '../../facts/budgets.ts';
 import { DEFAULT_RUN_OVERHEADS } from '../../study/duration.ts';
 import { alignRows } from '../../study/planner.ts';
 import type { ExperimentId, NetworkRun, NetworkRunSpec } from './model.ts';

@@ -37,14 +37,29 @@ const AGENT_ENV = {
   FAKE_INSTANCE_ID: 'i-0agent00000000001',
 };
 const ALL_JOINED = 'gpu-1=True:1 gpu-2=True:1 client-1=True:0';
-const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0' };
+/**
+ * No waiting between signal retries. Polls 2 s apart: the fakes answer the first poll when all is
+ * well, and a wait that cannot succeed (the short budgets below) then polls 4 times, not hundreds.
+ */
+const FAST = { WAIT_INTERVAL_SECONDS: '2', SIGNAL_RETRY_SECONDS: '0' };
 
 /**
- * The steps' budgets with one step cut to 6 seconds, so that a wait that cannot succeed ends now
- * (after 3 s: the step keeps half its budget, at most 30 s, to say what is missing).
+ * The steps' budgets with one step cut to 12 seconds, so that a wait that cannot succeed ends soon
+ * (after 6 s: the step keeps half its budget, at most 30 s, to say what is missing). Those 6 s are
+ * real time for a few commands: 3 s were not enough on a machine at a load average of 24.
  */
 function budgetsWithShort(steps: readonly { name: string; budgetSeconds: number }[], short: string) {
-  return `(${steps.map((s) => (s.name === short ? 6 : s.budgetSeconds)).join(' ')})`;
+  return `(${steps.map((s) => (s.name === short ? 12 : s.budgetSeconds)).join(' ')})`;
+}
+
+/** The cluster's manifests, synthesized once: the bootstrap only reads them. */
+let synthesized: string | undefined;
+function manifests(): string {
+  if (!synthesized) {
+    synthesized = tempDir('lab-manifests-');
+    synthesizeCluster(config, synthesized);
+  }
+  return synthesized;
 }
 
 function rehearse(
@@ -53,11 +68,9 @@ function rehearse(
   settings: Record<string, string> = {},
 ) {
   const box = makeSandbox();
-  const manifests = tempDir('lab-manifests-');
-  synthesizeCluster(config, manifests);
   const result = box.bootstrap(
     config,
-    { LAB_MANIFESTS_DIR: manifests, FAKE_SERVED: config.model.servedName, ...env },
+    { LAB_MANIFESTS_DIR: manifests(), FAKE_SERVED: config.model.servedName, ...env },
     { ...FAST, ...settings },
     render,
   );
@@ -230,6 +243,13 @@ describe('the server of a cluster with agents, rehearsed', () => {
   });
 });
 
+/** The CPU agent's bootstrap, run once for the tests that read it (or only what runs after it). */
+let cpuAgentRun: ReturnType<typeof agent> | undefined;
+const cpuAgent = () => {
+  cpuAgentRun ??= agent(client1);
+  return cpuAgentRun;
+};
+
 describe('a K3s agent, rehearsed', () => {
   test('a GPU agent joins with the token, fills its cache, reports it to the server and signals', () => {
     const { box, result, calls, index } = agent(gpu1);
@@ -259,7 +279,7 @@ describe('a K3s agent, rehearsed', () => {
   });
 
   test('a CPU agent joins without GPU checks or a model cache, and stages the router wheelhouse', () => {
-    const { box, result, calls } = agent(client1);
+    const { box, result, calls } = cpuAgent();
     expect(result.status, box.log()).toBe(0);
     expect(calls).toContain(
       'k3s-install v1.36.4+k3s1|--node-label llm-gateway-lab/node-role=cpu --node-label llm-gateway-lab/host=client-1 --node-name client-1-i-0agent00000000001',
@@ -275,7 +295,7 @@ describe('a K3s agent, rehearsed', () => {
   });
 
   test('a joined agent ends with its server: 5 minutes in a row without an answer upload its results and shut it down; a restart does not', () => {
-    const { box, result, calls } = agent(client1);
+    const { box, result, calls } = cpuAgent();
     expect(result.status, box.log()).toBe(0);
     expect(calls).toContain('systemctl enable --now lab-follow-server.timer');
     expect(readFileSync(box.path('/opt/lab/host.env'), 'utf8')).toContain(

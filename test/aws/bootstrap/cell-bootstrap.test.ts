@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { synthesizeNetworkCell } from '../../../charts/network/cell-app.ts';
 import { BOOTSTRAP_SOURCES, READY_MARKER } from '../../../lib/aws/bootstrap/bootstrap.ts';
-import { NETWORK_STEP_NAMES, networkMinimumReadyTimeoutMinutes } from '../../../lib/aws/bootstrap/budgets.ts';
 import {
   cellBootstrapSteps,
   cellK3sExec,
@@ -11,6 +10,7 @@ import {
   renderCellSettings,
 } from '../../../lib/aws/bootstrap/cell.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
+import { NETWORK_STEP_NAMES, networkMinimumReadyTimeoutMinutes } from '../../../lib/facts/budgets.ts';
 import { cellByName } from '../../../lib/network/topology.ts';
 import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
@@ -37,7 +37,8 @@ const ENV = {
   LAB_RESULTS_BUCKET: 'results-bucket',
   LAB_STACK_NAME: 'NetworkLab',
 };
-const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0' };
+/** No waiting between signal retries; a proof that cannot pass polls twice (1 s apart), not hundreds of times. */
+const FAST = { WAIT_INTERVAL_SECONDS: '1', SIGNAL_RETRY_SECONDS: '0' };
 
 /** What each datapath's host shows once its rules are programmed. */
 const HOST_STATE: Record<string, Record<string, string>> = {
@@ -75,6 +76,29 @@ esac
 exit 0`),
 };
 
+/** Each cell's manifests, synthesized once: the bootstrap only reads them. */
+const synthesized = new Map<string, string>();
+function cellManifests(cell: ReturnType<typeof cellByName>): string {
+  let dir = synthesized.get(cell.name);
+  if (!dir) {
+    dir = tempDir('lab-cell-');
+    synthesizeNetworkCell(config, cell, dir);
+    synthesized.set(cell.name, dir);
+  }
+  return dir;
+}
+
+/** A cell's bootstrap with no fault, run once per cell for the tests that read it. */
+const plainRuns = new Map<string, ReturnType<typeof rehearse>>();
+function rehearsed(cellName: string): ReturnType<typeof rehearse> {
+  let run = plainRuns.get(cellName);
+  if (!run) {
+    run = rehearse(cellName);
+    plainRuns.set(cellName, run);
+  }
+  return run;
+}
+
 function rehearse(cellName: string, fakes: Record<string, string> = {}, prepare?: (box: Sandbox) => void) {
   const cell = cellByName(config.network, cellName);
   const box = makeSandbox();
@@ -90,8 +114,7 @@ function rehearse(cellName: string, fakes: Record<string, string> = {}, prepare?
   );
   const ipvs = join(box.root, 'ip_vs');
   writeFileSync(ipvs, 'IP Virtual Server version 1.2.1 (size=4096)\nTCP  0A2B0001:01BB rr\n');
-  const manifests = tempDir('lab-cell-');
-  synthesizeNetworkCell(config, cell, manifests);
+  const manifests = cellManifests(cell);
   prepare?.(box);
   const result = box.bootstrap(
     config,
@@ -107,7 +130,7 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
     '%s: every step in order, the datapath proven, then SUCCESS',
     (name) => {
       const cell = cellByName(config.network, name);
-      const { box, result, calls } = rehearse(name);
+      const { box, result, calls } = rehearsed(name);
       expect(result.status, box.log()).toBe(0);
       const steps = cellBootstrapSteps(config, cell);
       const markers = [...box.log().matchAll(/==> \[step (\d+)\/(\d+)\] ([^(]+)/g)];
@@ -127,7 +150,7 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
   );
 
   test('the Cilium cell: K3s without flannel and kube-proxy, Cilium installed with the node IP from IMDSv2', () => {
-    const { box, result, calls } = rehearse('dp-cilium');
+    const { box, result, calls } = rehearsed('dp-cilium');
     expect(result.status, box.log()).toBe(0);
     expect(calls).toContainEqual(
       expect.stringContaining('--flannel-backend=none --disable-network-policy --disable-kube-proxy'),
@@ -145,7 +168,7 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
   });
 
   test('the mesh cell installs Istio base and istiod from their repository and checks the injector', () => {
-    const { box, result, calls } = rehearse('mesh');
+    const { box, result, calls } = rehearsed('mesh');
     expect(result.status, box.log()).toBe(0);
     const installs = calls.filter((c) => c.startsWith('helm upgrade --install')).map((c) => c.split(' ')[3]);
     expect(installs).toEqual(['istio-base', 'istiod']);
@@ -156,7 +179,7 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
   });
 
   test('the ipvs cell loads the ip_vs modules first', () => {
-    const { box, result, calls } = rehearse('dp-ipvs');
+    const { box, result, calls } = rehearsed('dp-ipvs');
     expect(result.status, box.log()).toBe(0);
     expect(calls.filter((c) => c.startsWith('modprobe'))).toEqual(IPVS_MODULES.map((m) => `modprobe ${m}`));
   });

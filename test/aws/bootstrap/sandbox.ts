@@ -1,5 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { renderSettings, writeBootstrapFolder } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
@@ -28,6 +36,29 @@ export function shellcheckFiles(files: readonly string[]): string {
   if (result.error) throw result.error;
   return result.status === 0 ? '' : `${result.stdout}${result.stderr}`;
 }
+
+/**
+ * The interpreter `python3` on the PATH runs, resolved once per process. A version manager's
+ * `python3` is often a shim (pyenv's is a bash script that starts several more before Python):
+ * measured at about 1 s of CPU per call against 0.2 s for the interpreter it picks, and a bootstrap
+ * run calls python3 a dozen times. The sandbox links that interpreter into its bin, so the scripts
+ * run the same Python, without the dispatch.
+ */
+let resolvedPython: string | undefined | null = null;
+function python3(): string | undefined {
+  if (resolvedPython === null) {
+    const found = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' });
+    resolvedPython = found.status === 0 && found.stdout.trim() !== '' ? found.stdout.trim() : undefined;
+  }
+  return resolvedPython;
+}
+
+/**
+ * The longest a script may run before the sandbox ends it. Only a bound for a script that hangs:
+ * the bootstrap's own step budgets end its waits first, and a run takes seconds of CPU but minutes
+ * of wall time on a machine shared with others, so the bound is generous.
+ */
+const RUN_TIMEOUT_MS = 600_000;
 
 /** Absolute host paths of the scripts, moved under the sandbox so that a run touches nothing else. */
 const HOST_PATHS = [
@@ -94,7 +125,14 @@ export interface Sandbox {
   log(): string;
 }
 
-const FAKE = (body: string) => `#!/bin/bash\necho "$(basename "$0") $*" >>"$SANDBOX/calls.log"\n${body}\n`;
+/**
+ * A fake command: appends its name and arguments to calls.log, then runs `body`. The name comes from
+ * bash's own expansion, not \`basename\`: a bootstrap run calls fakes hundreds of times, and every
+ * process costs (docs/testing.md, "Shell sandbox").
+ */
+export const fakeCommand = (body: string) =>
+  `#!/bin/bash\necho "\${0##*/} $*" >>"$SANDBOX/calls.log"\n${body}\n`;
+const FAKE = fakeCommand;
 
 const FAKES: Record<string, string> = {
   shutdown: FAKE('exit 0'),
@@ -158,8 +196,9 @@ exit 0`),
   // The agent's journal: FAKE_JOURNAL, one line per \n.
   journalctl: FAKE(`printf "%b\\n" "\${FAKE_JOURNAL:-}"`),
   kubectl: FAKE(`
-# FAKE_HANG: a command line (glob) that never returns, as a stuck rollout does.
-if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30 ;; esac; fi
+# FAKE_HANG: a command line (glob) that does not return for 30 s, as a stuck rollout does; it notes
+# "hang-over" in calls.log only if nothing ended it by then.
+if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30; echo "hang-over $*" >>"$SANDBOX/calls.log" ;; esac; fi
 case "$*" in
 # Nodes by their host label: the server (Ready, FAKE_ALLOCATABLE GPUs) and the agents of
 # FAKE_NODES ("gpu-1=True:1 client-1=True:0"); an agent not listed has not joined.
@@ -276,6 +315,8 @@ export function makeSandbox(): Sandbox {
     writeFileSync(join(bin, name), text);
     chmodSync(join(bin, name), 0o755);
   }
+  const python = python3();
+  if (python) symlinkSync(python, join(bin, 'python3'));
   const path = (hostPath: string) => join(root, 'host', hostPath);
   for (const dir of [
     '/var/log',
@@ -340,7 +381,7 @@ export function makeSandbox(): Sandbox {
     runFile(file, env = {}) {
       const result = spawnSync('bash', [file], {
         encoding: 'utf8',
-        timeout: 60_000,
+        timeout: RUN_TIMEOUT_MS,
         env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, ...env },
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
@@ -350,7 +391,7 @@ export function makeSandbox(): Sandbox {
       writeFileSync(file, this.relocate(script));
       const result = spawnSync('bash', [file], {
         encoding: 'utf8',
-        timeout: 60_000,
+        timeout: RUN_TIMEOUT_MS,
         env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, ...env },
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
