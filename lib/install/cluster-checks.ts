@@ -104,7 +104,8 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
     checks.push({
       id: 'runtime-class',
       outcome: 'pass',
-      message: "GPU pods carry no runtimeClassName (placement.gpuNodes.runtimeClassName: null): the nodes' default runtime must inject the GPUs",
+      message:
+        "GPU pods carry no runtimeClassName (placement.gpuNodes.runtimeClassName: null): the nodes' default runtime must inject the GPUs",
     });
   } else if (cluster.runtimeClasses.includes(runtimeClass)) {
     checks.push({ id: 'runtime-class', outcome: 'pass', message: `RuntimeClass ${runtimeClass} exists` });
@@ -136,7 +137,11 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
     }
   }
   if (cluster.refused.length === 0) {
-    checks.push({ id: 'rbac', outcome: 'pass', message: 'the kubeconfig user may create everything the lab installs' });
+    checks.push({
+      id: 'rbac',
+      outcome: 'pass',
+      message: 'the kubeconfig user may create everything the lab installs',
+    });
   } else {
     checks.push({
       id: 'rbac',

@@ -1,15 +1,15 @@
-import {
-  type ClusterApi,
-  describeRef,
-  KubeApiError,
-  type KubeObject,
-  refOf,
-} from '../kube/cluster-api.ts';
+import { type ClusterApi, describeRef, KubeApiError, type KubeObject, refOf } from '../kube/cluster-api.ts';
 import type { HelmPrerequisite, ManifestPrerequisite, Prerequisite } from '../prereqs/prerequisites.ts';
 import { installCommand } from '../prereqs/prerequisites.ts';
 import { pollUntil } from '../runner/poll.ts';
 import type { Clock } from '../runner/ports.ts';
-import { type ClusterCheck, type ClusterNeeds, clusterChecks, GPU_RESOURCE, nodesFor } from './cluster-checks.ts';
+import {
+  type ClusterCheck,
+  type ClusterNeeds,
+  clusterChecks,
+  GPU_RESOURCE,
+  nodesFor,
+} from './cluster-checks.ts';
 import { readinessOf } from './readiness.ts';
 import {
   groupOf,
@@ -83,7 +83,9 @@ export async function installLab(plan: InstallPlan, deps: InstallDeps): Promise<
         break;
       case 'chart':
         if (step.chart === plan.devicePluginChart && gpusAdvertised) {
-          write(`${step.chart}: skipped: the GPU nodes already advertise ${GPU_RESOURCE} (a device plugin or the GPU operator runs); a second plugin would register the GPUs twice`);
+          write(
+            `${step.chart}: skipped: the GPU nodes already advertise ${GPU_RESOURCE} (a device plugin or the GPU operator runs); a second plugin would register the GPUs twice`,
+          );
           break;
         }
         if (step.chart === plan.replicasChart && !gpusAdvertised) await waitForGpus(plan, deps);
@@ -106,13 +108,18 @@ async function checkCluster(plan: InstallPlan, deps: InstallDeps): Promise<Clust
   const refused: string[] = [];
   for (const q of questions) {
     if (!(await api.canI(q))) {
-      refused.push(`${q.verb} ${q.resource}${q.group ? `.${q.group}` : ''}${q.namespace ? ` in ${q.namespace}` : ''}`);
+      refused.push(
+        `${q.verb} ${q.resource}${q.group ? `.${q.group}` : ''}${q.namespace ? ` in ${q.namespace}` : ''}`,
+      );
     }
   }
   const checks = clusterChecks(plan.needs, { nodes, runtimeClasses, refused });
   // Without a device plugin yet, a GPU count of zero is expected: the lab installs one first.
   return checks.map((check) =>
-    check.id === 'gpus' && check.outcome === 'fail' && nodesFor(plan.needs.placement.replicas, nodes).length > 0 && noGpuAdvertised(nodes, plan)
+    check.id === 'gpus' &&
+    check.outcome === 'fail' &&
+    nodesFor(plan.needs.placement.replicas, nodes).length > 0 &&
+    noGpuAdvertised(nodes, plan)
       ? {
           ...check,
           outcome: 'warn' as const,
@@ -139,7 +146,8 @@ function accessQuestions(plan: InstallPlan) {
       const resource = resourceOfKind(object.kind);
       const namespace = object.metadata.namespace;
       const key = `${group}/${resource}/${namespace ?? ''}`;
-      if (!seen.has(key)) seen.set(key, { verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) });
+      if (!seen.has(key))
+        seen.set(key, { verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) });
     }
   }
   return [...seen.values()];
@@ -169,7 +177,9 @@ async function requireHelmRelease(prerequisite: HelmPrerequisite, deps: InstallD
     labelSelector: `${HELM_RELEASE_SELECTOR(prerequisite.release)},status=deployed`,
   });
   if (secrets.length > 0) {
-    deps.write(`${prerequisite.id}: Helm release ${prerequisite.release} is deployed in ${prerequisite.namespace}`);
+    deps.write(
+      `${prerequisite.id}: Helm release ${prerequisite.release} is deployed in ${prerequisite.namespace}`,
+    );
     return;
   }
   throw new InstallStopped(helmMissing(prerequisite));
@@ -222,7 +232,9 @@ async function waitReady(object: KubeObject, limitMs: number, deps: InstallDeps)
           lastProgress = now;
           const current = await deps.api.read(ref);
           const readiness = current ? readinessOf(current) : undefined;
-          deps.write(`  still waiting for ${name}: ${readiness && !readiness.ready ? readiness.waiting : 'gone'}`);
+          deps.write(
+            `  still waiting for ${name}: ${readiness && !readiness.ready ? readiness.waiting : 'gone'}`,
+          );
         }
       },
     },
@@ -240,8 +252,12 @@ async function waitForGpus(plan: InstallPlan, deps: InstallDeps): Promise<void> 
   const outcome = await pollUntil(
     async () => {
       const nodes = await deps.api.list('v1', 'Node');
-      const check = clusterChecks(plan.needs, { nodes, runtimeClasses: [], refused: [] }).find((c) => c.id === 'gpus');
-      return check?.outcome === 'pass' ? { done: check.message } : { waiting: check?.message ?? 'no GPU nodes' };
+      const check = clusterChecks(plan.needs, { nodes, runtimeClasses: [], refused: [] }).find(
+        (c) => c.id === 'gpus',
+      );
+      return check?.outcome === 'pass'
+        ? { done: check.message }
+        : { waiting: check?.message ?? 'no GPU nodes' };
     },
     {
       clock: deps.clock,
@@ -259,7 +275,12 @@ async function waitForGpus(plan: InstallPlan, deps: InstallDeps): Promise<void> 
 }
 
 /** `kubectl rollout restart`: a new pod-template annotation, then the rollout waited for. */
-async function rolloutRestart(namespace: string, deployment: string, title: string, deps: InstallDeps): Promise<void> {
+async function rolloutRestart(
+  namespace: string,
+  deployment: string,
+  title: string,
+  deps: InstallDeps,
+): Promise<void> {
   const ref = { apiVersion: 'apps/v1', kind: 'Deployment', name: deployment, namespace };
   const current = await deps.api.read(ref);
   if (!current) {
@@ -272,7 +293,9 @@ async function rolloutRestart(namespace: string, deployment: string, title: stri
     kind: 'Deployment',
     metadata: { name: deployment, namespace },
     spec: {
-      template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': deps.clock.now().toISOString() } } },
+      template: {
+        metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': deps.clock.now().toISOString() } },
+      },
     },
   });
   await waitReady(restarted, WAIT_LIMITS_MS.Deployment, deps);

@@ -29,7 +29,11 @@ export function installPlan(config: LabConfig): InstallPlan {
       : { kind: 'helm' as const, prerequisite },
   );
   for (const manifest of labManifests(config)) {
-    steps.push({ kind: 'chart', chart: manifest.chart, objects: manifest.objects as unknown as KubeObject[] });
+    steps.push({
+      kind: 'chart',
+      chart: manifest.chart,
+      objects: manifest.objects as unknown as KubeObject[],
+    });
     for (const step of list.afterApply.filter((s) => s.after === manifest.chart)) {
       steps.push({ kind: 'after-apply', step });
     }
@@ -43,10 +47,24 @@ export function installPlan(config: LabConfig): InstallPlan {
       gpus,
       pools: [
         { what: 'vLLM replicas', setting: 'placement.gpuNodes', pool: placement.replicas },
-        { what: 'routers, Endpoint Pickers and Envoys', setting: 'placement.frontEnds', pool: placement.frontEnds },
-        { what: 'the study runner and its clients', setting: 'placement.runnerNodeSelector', pool: placement.runner },
+        {
+          what: 'routers, Endpoint Pickers and Envoys',
+          setting: 'placement.frontEnds',
+          pool: placement.frontEnds,
+        },
+        {
+          what: 'the study runner and its clients',
+          setting: 'placement.runnerNodeSelector',
+          pool: placement.runner,
+        },
         ...(usesModelCacheReaders
-          ? [{ what: 'the llm-d Endpoint Picker', setting: 'placement.gpuNodes', pool: placement.modelCacheReaders }]
+          ? [
+              {
+                what: 'the llm-d Endpoint Picker',
+                setting: 'placement.gpuNodes',
+                pool: placement.modelCacheReaders,
+              },
+            ]
           : []),
       ],
     },

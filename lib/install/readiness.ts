@@ -44,17 +44,21 @@ export function readinessOf(object: KubeObject): Readiness {
       const established = status.conditions?.find((c) => c.type === 'Established');
       if (established?.status === 'True') return READY;
       const names = status.conditions?.find((c) => c.type === 'NamesAccepted');
-      if (names?.status === 'False') return waiting(`names not accepted: ${names.message ?? names.reason ?? ''}`);
+      if (names?.status === 'False')
+        return waiting(`names not accepted: ${names.message ?? names.reason ?? ''}`);
       return waiting('not established yet');
     }
     case 'Deployment': {
       if (observed < generation) return waiting('spec update not observed yet');
-      const failed = status.conditions?.find((c) => c.type === 'Progressing' && c.reason === 'ProgressDeadlineExceeded');
+      const failed = status.conditions?.find(
+        (c) => c.type === 'Progressing' && c.reason === 'ProgressDeadlineExceeded',
+      );
       if (failed) return waiting(`exceeded its progress deadline: ${failed.message ?? ''}`);
       const wanted = specReplicas(object);
       const updated = status.updatedReplicas ?? 0;
       if (updated < wanted) return waiting(`${updated} of ${wanted} new replicas updated`);
-      if ((status.replicas ?? 0) > updated) return waiting(`${(status.replicas ?? 0) - updated} old replicas pending termination`);
+      if ((status.replicas ?? 0) > updated)
+        return waiting(`${(status.replicas ?? 0) - updated} old replicas pending termination`);
       const available = status.availableReplicas ?? 0;
       if (available < updated) return waiting(`${available} of ${updated} updated replicas available`);
       return READY;
@@ -72,7 +76,8 @@ export function readinessOf(object: KubeObject): Readiness {
       if (observed < generation) return waiting('spec update not observed yet');
       const desired = status.desiredNumberScheduled ?? 0;
       // kubectl calls a DaemonSet on no node rolled out; for the lab it means no node matched.
-      if (desired === 0) return waiting('scheduled on no node: no node matches its node selector and tolerations');
+      if (desired === 0)
+        return waiting('scheduled on no node: no node matches its node selector and tolerations');
       const updated = status.updatedNumberScheduled ?? 0;
       if (updated < desired) return waiting(`${updated} of ${desired} updated pods scheduled`);
       const available = status.numberAvailable ?? 0;

@@ -39,7 +39,9 @@ export function objectsOfYaml(text: string, source: string): KubeObject[] {
       continue;
     }
     if (typeof value.kind !== 'string' || typeof value.apiVersion !== 'string' || !value.metadata?.name) {
-      throw new Error(`${source}: document ${index + 1} is not a Kubernetes object (no apiVersion, kind or name)`);
+      throw new Error(
+        `${source}: document ${index + 1} is not a Kubernetes object (no apiVersion, kind or name)`,
+      );
     }
     objects.push(value);
   }

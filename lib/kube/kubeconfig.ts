@@ -59,9 +59,14 @@ export function loadKubeConfig(target: KubeTarget, env = process.env, home = hom
         kc.mergeConfig(more);
       }
     } catch (error) {
-      throw new KubeApiError('kubeconfig', `kubeconfig ${file} cannot be read: ${messageOf(error)}`, undefined, {
-        cause: error,
-      });
+      throw new KubeApiError(
+        'kubeconfig',
+        `kubeconfig ${file} cannot be read: ${messageOf(error)}`,
+        undefined,
+        {
+          cause: error,
+        },
+      );
     }
   }
   const contexts = kc.getContexts().map((c) => c.name);
@@ -131,7 +136,9 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
       try {
         return plain(await call(`read ${ref.kind} ${ref.name}`, (api) => api.read(header(ref))));
       } catch (error) {
-        if (error instanceof KubeApiError && error.status === 404 && error.kind === 'other') return undefined;
+        // A kind the cluster does not serve has no objects either.
+        if (error instanceof KubeApiError && (error.kind === 'unknown-kind' || error.status === 404))
+          return undefined;
         throw error;
       }
     },
@@ -153,11 +160,19 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
     async remove(ref) {
       try {
         await call(`delete ${ref.kind} ${ref.name}`, (api) =>
-          api.delete(header(ref) as KubernetesObject, undefined, undefined, undefined, undefined, 'Background'),
+          api.delete(
+            header(ref) as KubernetesObject,
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            'Background',
+          ),
         );
         return 'deleted';
       } catch (error) {
-        if (error instanceof KubeApiError && error.status === 404 && error.kind === 'other') return 'absent';
+        if (error instanceof KubeApiError && (error.kind === 'unknown-kind' || error.status === 404))
+          return 'absent';
         throw error;
       }
     },
@@ -243,7 +258,9 @@ export function translate(error: unknown, what: string, where: string): KubeApiE
       );
     }
     if (status === 403) {
-      return new KubeApiError('forbidden', `${what} is forbidden on ${where}: ${detail}`, status, { cause: error });
+      return new KubeApiError('forbidden', `${what} is forbidden on ${where}: ${detail}`, status, {
+        cause: error,
+      });
     }
     if (status === 404 && /Failed to fetch resource metadata/.test(error.message)) {
       return new KubeApiError(
@@ -254,7 +271,9 @@ export function translate(error: unknown, what: string, where: string): KubeApiE
       );
     }
     if (status === 422 || status === 400) {
-      return new KubeApiError('invalid', `${what} was rejected by ${where}: ${detail}`, status, { cause: error });
+      return new KubeApiError('invalid', `${what} was rejected by ${where}: ${detail}`, status, {
+        cause: error,
+      });
     }
     return new KubeApiError('other', `${what} failed on ${where}: ${detail}`, status, { cause: error });
   }
@@ -268,7 +287,10 @@ export function translate(error: unknown, what: string, where: string): KubeApiE
     );
   }
   const code = (error as { code?: unknown }).code;
-  if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || /FetchError|request to .* failed/.test(message)) {
+  if (
+    (typeof code === 'string' && UNREACHABLE_CODES.has(code)) ||
+    /FetchError|request to .* failed/.test(message)
+  ) {
     return new KubeApiError(
       'unreachable',
       `${where} did not answer ${what}: ${message}. Check the cluster is up and reachable from here (VPN, endpoint access, the kubeconfig's server address)`,

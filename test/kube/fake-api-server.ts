@@ -139,13 +139,26 @@ export class FakeApiServer {
   /** Puts an object as if someone else created it (not through apply). */
   put(object: Record<string, unknown>): void {
     const metadata = object.metadata as Record<string, unknown>;
-    this.objects.set(keyOf(object.apiVersion as string, object.kind as string, metadata.namespace as string, metadata.name as string), {
-      object: {
-        ...object,
-        metadata: { uid: randomUUID(), creationTimestamp: new Date(this.now).toISOString(), generation: 1, ...metadata },
-      } as Stored['object'],
-      changedAt: this.now,
-    });
+    this.objects.set(
+      keyOf(
+        object.apiVersion as string,
+        object.kind as string,
+        metadata.namespace as string,
+        metadata.name as string,
+      ),
+      {
+        object: {
+          ...object,
+          metadata: {
+            uid: randomUUID(),
+            creationTimestamp: new Date(this.now).toISOString(),
+            generation: 1,
+            ...metadata,
+          },
+        } as Stored['object'],
+        changedAt: this.now,
+      },
+    );
   }
 
   /** Live objects (deleted ones that have gone are dropped). */
@@ -208,7 +221,13 @@ export class FakeApiServer {
       send(res, 200, {
         kind: 'APIResourceList',
         groupVersion: core ? version : `${group}/${version}`,
-        resources: served.map((r) => ({ name: r.plural, kind: r.kind, namespaced: r.namespaced, singularName: '', verbs: [] })),
+        resources: served.map((r) => ({
+          name: r.plural,
+          kind: r.kind,
+          namespaced: r.namespaced,
+          singularName: '',
+          verbs: [],
+        })),
       });
       return;
     }
@@ -244,7 +263,13 @@ export class FakeApiServer {
     }
   }
 
-  private get(res: ServerResponse, apiVersion: string, resource: Resource, namespace: string | undefined, name: string): void {
+  private get(
+    res: ServerResponse,
+    apiVersion: string,
+    resource: Resource,
+    namespace: string | undefined,
+    name: string,
+  ): void {
     this.collect();
     if (resource.kind === 'Node') {
       const node = this.nodeObjects().find((n) => n.metadata.name === name);
@@ -260,14 +285,22 @@ export class FakeApiServer {
     send(res, 200, this.withStatus(stored));
   }
 
-  private list(res: ServerResponse, resource: Resource, namespace: string | undefined, selector: string | null): void {
+  private list(
+    res: ServerResponse,
+    resource: Resource,
+    namespace: string | undefined,
+    selector: string | null,
+  ): void {
     this.collect();
     const wanted = parseSelector(selector);
     const all =
       resource.kind === 'Node'
         ? this.nodeObjects()
         : [...this.objects.values()]
-            .filter((s) => s.object.kind === resource.kind && (!namespace || s.object.metadata.namespace === namespace))
+            .filter(
+              (s) =>
+                s.object.kind === resource.kind && (!namespace || s.object.metadata.namespace === namespace),
+            )
             .map((s) => this.withStatus(s));
     const items = all.filter((object) => {
       const labels = (object.metadata as { labels?: Record<string, string> }).labels ?? {};
@@ -287,7 +320,11 @@ export class FakeApiServer {
     body: string,
   ): void {
     if (req.headers['content-type'] !== 'application/apply-patch+yaml') {
-      send(res, 415, status(415, `the fake takes only server-side apply, not ${req.headers['content-type']}`));
+      send(
+        res,
+        415,
+        status(415, `the fake takes only server-side apply, not ${req.headers['content-type']}`),
+      );
       return;
     }
     const fieldManager = url.searchParams.get('fieldManager');
@@ -323,14 +360,23 @@ export class FakeApiServer {
     send(res, existing ? 200 : 201, this.withStatus(stored));
   }
 
-  private review(res: ServerResponse, review: { spec: { resourceAttributes: Record<string, string> } }): void {
+  private review(
+    res: ServerResponse,
+    review: { spec: { resourceAttributes: Record<string, string> } },
+  ): void {
     const a = review.spec.resourceAttributes;
     const asked = `${a.verb} ${a.resource}${a.group ? `.${a.group}` : ''}`;
     const allowed = !(this.options.denied ?? []).includes(asked);
     send(res, 201, { ...review, status: { allowed } });
   }
 
-  private remove(res: ServerResponse, apiVersion: string, resource: Resource, namespace: string | undefined, name: string): void {
+  private remove(
+    res: ServerResponse,
+    apiVersion: string,
+    resource: Resource,
+    namespace: string | undefined,
+    name: string,
+  ): void {
     const stored = this.objects.get(keyOf(apiVersion, resource.kind, namespace, name));
     if (!stored) {
       send(res, 404, status(404, `${resource.plural} "${name}" not found`));
@@ -347,7 +393,8 @@ export class FakeApiServer {
     for (const stored of [...this.objects.values()]) {
       if (stored.object.kind !== 'Namespace' || stored.deletedAt === undefined) continue;
       for (const inside of this.objects.values()) {
-        if (inside.object.metadata.namespace === stored.object.metadata.name) inside.deletedAt ??= stored.deletedAt;
+        if (inside.object.metadata.namespace === stored.object.metadata.name)
+          inside.deletedAt ??= stored.deletedAt;
       }
     }
     for (const [key, stored] of [...this.objects.entries()]) {
@@ -364,19 +411,27 @@ export class FakeApiServer {
   /** Where a running device plugin has registered, the node advertises its GPUs. */
   private nodeObjects(): KubeObject[] {
     const plugins = [...this.objects.values()].filter(
-      (s) => s.object.kind === 'DaemonSet' && s.deletedAt === undefined && /device-plugin/.test(String(s.object.metadata.name)),
+      (s) =>
+        s.object.kind === 'DaemonSet' &&
+        s.deletedAt === undefined &&
+        /device-plugin/.test(String(s.object.metadata.name)),
     );
     const registerMs = this.options.pluginRegisterMs ?? 15_000;
     return this.options.nodes.map((node) => {
       const plugin = plugins.find((p) => this.selects(podSpecOf(p.object), node));
-      const advertised = node.pluginRunning || (plugin !== undefined && this.now - plugin.changedAt >= registerMs);
+      const advertised =
+        node.pluginRunning || (plugin !== undefined && this.now - plugin.changedAt >= registerMs);
       return {
         apiVersion: 'v1',
         kind: 'Node',
         metadata: { name: node.name, labels: node.labels },
         spec: { taints: node.taints ?? [] },
         status: {
-          allocatable: { cpu: '48', memory: '192Gi', ...(advertised ? { 'nvidia.com/gpu': String(node.gpus) } : {}) },
+          allocatable: {
+            cpu: '48',
+            memory: '192Gi',
+            ...(advertised ? { 'nvidia.com/gpu': String(node.gpus) } : {}),
+          },
           conditions: [{ type: 'Ready', status: 'True' }],
         },
       };
@@ -390,7 +445,9 @@ export class FakeApiServer {
       (taint) =>
         taint.effect === 'PreferNoSchedule' ||
         (pod.tolerations ?? []).some(
-          (t) => (t.operator === 'Exists' && (!t.key || t.key === taint.key)) || (t.key === taint.key && t.value === taint.value),
+          (t) =>
+            (t.operator === 'Exists' && (!t.key || t.key === taint.key)) ||
+            (t.key === taint.key && t.value === taint.value),
         ),
     );
   }
@@ -408,25 +465,45 @@ export class FakeApiServer {
       case 'CustomResourceDefinition':
         return {
           ...object,
-          status: { conditions: [{ type: 'Established', status: this.established(stored) ? 'True' : 'False' }] },
+          status: {
+            conditions: [{ type: 'Established', status: this.established(stored) ? 'True' : 'False' }],
+          },
         };
       case 'Deployment': {
-        const available = fits.length > 0 && since >= (this.options.deploymentReadyMs ?? 20_000) ? replicas : 0;
+        const available =
+          fits.length > 0 && since >= (this.options.deploymentReadyMs ?? 20_000) ? replicas : 0;
         return {
           ...object,
-          status: { observedGeneration: generation, replicas, updatedReplicas: replicas, availableReplicas: available },
+          status: {
+            observedGeneration: generation,
+            replicas,
+            updatedReplicas: replicas,
+            availableReplicas: available,
+          },
         };
       }
       case 'StatefulSet': {
         const gpusEach = gpuRequest(pod);
         const gpus = nodes
           .filter((n) => fits.some((f) => f.name === n.metadata.name))
-          .reduce((sum, n) => sum + Number((n.status as { allocatable: Record<string, string> }).allocatable['nvidia.com/gpu'] ?? 0), 0);
+          .reduce(
+            (sum, n) =>
+              sum +
+              Number(
+                (n.status as { allocatable: Record<string, string> }).allocatable['nvidia.com/gpu'] ?? 0,
+              ),
+            0,
+          );
         const schedulable = gpusEach === 0 ? replicas : Math.min(replicas, Math.floor(gpus / gpusEach));
         const ready = since >= (this.options.modelLoadMs ?? 6 * 60_000) ? schedulable : 0;
         return {
           ...object,
-          status: { observedGeneration: generation, replicas, updatedReplicas: replicas, readyReplicas: ready },
+          status: {
+            observedGeneration: generation,
+            replicas,
+            updatedReplicas: replicas,
+            readyReplicas: ready,
+          },
         };
       }
       case 'DaemonSet': {
@@ -459,7 +536,10 @@ function podSpecOf(object: Record<string, unknown>): PodSpec {
 }
 
 function gpuRequest(pod: PodSpec): number {
-  return (pod.containers ?? []).reduce((sum, c) => sum + Number(c.resources?.limits?.['nvidia.com/gpu'] ?? 0), 0);
+  return (pod.containers ?? []).reduce(
+    (sum, c) => sum + Number(c.resources?.limits?.['nvidia.com/gpu'] ?? 0),
+    0,
+  );
 }
 
 function keyOf(apiVersion: string, kind: string, namespace: string | undefined, name: string): string {
