@@ -224,7 +224,8 @@ async function waitReady(object: KubeObject, limitMs: number, deps: InstallDeps)
     {
       clock: deps.clock,
       timeoutMs: limitMs,
-      intervalMs: POLL_MS,
+      // A wait of minutes needs no look every 5 s: one every 1/60 of the limit, at least every 5 s.
+      intervalMs: Math.max(POLL_MS, Math.round(limitMs / 60)),
       announce: async (waiting) => deps.write(`  waiting up to ${minutes(limitMs)} for ${name}: ${waiting}`),
       onWait: async () => {
         const now = deps.clock.now().getTime();
