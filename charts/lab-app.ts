@@ -81,3 +81,23 @@ export function buildLabApp(config: LabConfig, props: AppProps = {}): LabApp {
   }
   return app;
 }
+
+/** One chart's objects, for an installer that applies them through the API instead of files. */
+export interface LabManifest {
+  /** The chart id, as the file name in dist/: `20-model-servers`. */
+  readonly chart: string;
+  readonly objects: readonly Record<string, unknown>[];
+}
+
+/**
+ * The lab's charts in apply order, as objects: what `cdk8s synth` writes to dist/<chart>.yaml, from
+ * the same app (validated and dependency-ordered as synth does), without writing files.
+ */
+export function labManifests(config: LabConfig): LabManifest[] {
+  const app = buildLabApp(config);
+  app.synthYaml();
+  return app.charts.map((chart) => ({
+    chart: chart.node.id,
+    objects: chart.toJson() as Record<string, unknown>[],
+  }));
+}

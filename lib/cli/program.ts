@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { LabConfigError } from '../config/problems.ts';
 import { registerCheckCommand } from './check-command.ts';
+import { registerClusterCommands } from './cluster-commands.ts';
 import { registerConfigCommand } from './config-command.ts';
 import { registerDoctorCommand } from './doctor-command.ts';
 import { oneLineError } from './messages.ts';
@@ -30,6 +31,7 @@ export function labProgram(): Command {
   registerPlanCommand(program);
   registerPrereqsCommand(program);
   registerDoctorCommand(program);
+  registerClusterCommands(program);
   registerReportCommand(program);
   registerTeardownCommand(program);
   registerStudyCommands(program);

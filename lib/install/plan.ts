@@ -1,0 +1,75 @@
+import { labManifests } from '../../charts/lab-app.ts';
+import { labPlacement } from '../config/placement.ts';
+import type { LabConfig } from '../config/schema.ts';
+import type { KubeObject } from '../kube/cluster-api.ts';
+import { prerequisites } from '../prereqs/prerequisites.ts';
+import { resourceBudget } from '../study/resources.ts';
+import type { InstallPlan } from './install.ts';
+import type { InstallStep } from './steps.ts';
+
+/** The device plugin's and the replicas' charts (charts/lab-app.ts). */
+const DEVICE_PLUGIN_CHART = '10-gpu';
+const REPLICAS_CHART = '20-model-servers';
+
+/**
+ * What `lab install` applies for this configuration: the prerequisites in order, then every chart
+ * of the lab with the after-apply steps behind the chart they follow. The study runner is not
+ * installed: `lab run` starts it.
+ */
+export function installPlan(config: LabConfig): InstallPlan {
+  if (config.lab === 'network') {
+    throw new Error(
+      'lab install installs the LLM-gateway lab; the network lab runs on its own cells (npx cdk deploy), one cluster per cell',
+    );
+  }
+  const list = prerequisites(config);
+  const steps: InstallStep[] = list.prerequisites.map((prerequisite) =>
+    prerequisite.kind === 'manifest'
+      ? { kind: 'manifest' as const, prerequisite }
+      : { kind: 'helm' as const, prerequisite },
+  );
+  for (const manifest of labManifests(config)) {
+    steps.push({
+      kind: 'chart',
+      chart: manifest.chart,
+      objects: manifest.objects as unknown as KubeObject[],
+    });
+    for (const step of list.afterApply.filter((s) => s.after === manifest.chart)) {
+      steps.push({ kind: 'after-apply', step });
+    }
+  }
+  const placement = labPlacement(config);
+  const gpus = resourceBudget(config).placed.reduce((sum, line) => sum + line.count * line.gpus, 0);
+  const usesModelCacheReaders = config.study.optionalArms.includes('llmd-precise');
+  return {
+    needs: {
+      placement,
+      gpus,
+      pools: [
+        { what: 'vLLM replicas', setting: 'placement.gpuNodes', pool: placement.replicas },
+        {
+          what: 'routers, Endpoint Pickers and Envoys',
+          setting: 'placement.frontEnds',
+          pool: placement.frontEnds,
+        },
+        {
+          what: 'the study runner and its clients',
+          setting: 'placement.runnerNodeSelector',
+          pool: placement.runner,
+        },
+        ...(usesModelCacheReaders
+          ? [
+              {
+                what: 'the llm-d Endpoint Picker',
+                setting: 'placement.gpuNodes',
+                pool: placement.modelCacheReaders,
+              },
+            ]
+          : []),
+      ],
+    },
+    steps,
+    devicePluginChart: DEVICE_PLUGIN_CHART,
+    replicasChart: REPLICAS_CHART,
+  };
+}

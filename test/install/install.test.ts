@@ -1,0 +1,204 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseLabConfig } from '../../lib/config/load.ts';
+import { InstallStopped, installLab } from '../../lib/install/install.ts';
+import { installPlan } from '../../lib/install/plan.ts';
+import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
+import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
+import { FakeClock } from '../runner/fake-servers.ts';
+
+const GPU_NODE: FakeNode = {
+  name: 'gpu-0',
+  labels: { 'llm-gateway-lab/node-role': 'gpu', 'node-role.kubernetes.io/control-plane': 'true' },
+  gpus: 4,
+};
+
+/** GAIE's release asset carries InferencePool and InferenceObjective. */
+function crd(kind: string, plural: string, version: string, group = 'inference.networking.k8s.io'): string {
+  return [
+    'apiVersion: apiextensions.k8s.io/v1',
+    'kind: CustomResourceDefinition',
+    `metadata: { name: ${plural}.${group} }`,
+    'spec:',
+    `  group: ${group}`,
+    '  scope: Namespaced',
+    `  names: { kind: ${kind}, plural: ${plural} }`,
+    `  versions: [{ name: ${version}, served: true, storage: true }]`,
+  ].join('\n');
+}
+
+/** Envoy Gateway's install.yaml: the Gateway API CRDs and its own, the kinds the AI Gateway arm applies. */
+const ENVOY_GATEWAY_ASSET = [
+  crd('GatewayClass', 'gatewayclasses', 'v1', 'gateway.networking.k8s.io'),
+  crd('Gateway', 'gateways', 'v1', 'gateway.networking.k8s.io'),
+  crd('HTTPRoute', 'httproutes', 'v1', 'gateway.networking.k8s.io'),
+  crd('EnvoyProxy', 'envoyproxies', 'v1alpha1', 'gateway.envoyproxy.io'),
+].join('\n---\n');
+
+const servers: FakeApiServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.stop();
+});
+
+async function rig(options: Partial<FakeApiOptions> = {}, config: unknown = {}) {
+  const clock = new FakeClock();
+  const server = new FakeApiServer({ clock, nodes: [GPU_NODE], runtimeClasses: ['nvidia'], ...options });
+  servers.push(server);
+  const dir = mkdtempSync(join(tmpdir(), 'lab-install-'));
+  const kubeconfig = await server.kubeconfig(dir);
+  const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
+  const lines: string[] = [];
+  const downloads: string[] = [];
+  const deps = {
+    api,
+    clock,
+    write: (line: string) => lines.push(line),
+    download: async (url: string) => {
+      downloads.push(url);
+      if (url.includes('envoyproxy/gateway')) return ENVOY_GATEWAY_ASSET;
+      return `${crd('InferencePool', 'inferencepools', 'v1')}\n---\n${crd('InferenceObjective', 'inferenceobjectives', 'v1alpha2')}\n`;
+    },
+  };
+  return { clock, server, deps, lines, downloads, plan: installPlan(parseLabConfig(config)) };
+}
+
+describe('lab install against a cluster that takes time', () => {
+  it('installs the default lab in order, waiting for CRDs, the device plugin, the GPUs and the replicas', async () => {
+    const { server, deps, lines, plan, clock } = await rig();
+    const start = clock.ms;
+    await installLab(plan, deps);
+    expect(server.live('StatefulSet')).toHaveLength(1);
+    expect(clock.ms - start).toBeGreaterThanOrEqual(6 * 60_000);
+    const at = (pattern: RegExp) => lines.findIndex((line) => pattern.test(line));
+    // Each step after what it needs: CRDs established, the plugin up, the GPUs counted, the replicas loaded.
+    expect(at(/inferencepools.* ready after/)).toBeLessThan(at(/^00-namespace: applied/));
+    expect(at(/^10-gpu: applied/)).toBeLessThan(at(/4 nvidia\.com\/gpu allocatable/));
+    expect(at(/4 nvidia\.com\/gpu allocatable/)).toBeLessThan(at(/^20-model-servers: applied/));
+    expect(at(/StatefulSet vllm\/qwen3 ready after 6m00s/)).toBeLessThan(at(/^30-baseline: applied/));
+    expect(lines.at(-1)).toMatch(/^installed in \d+m\d\ds$/);
+  });
+});
+
+describe('lab install stops before applying anything when the cluster cannot run the lab', () => {
+  it('names each refused permission and applies nothing', async () => {
+    const { server, deps, plan } = await rig({
+      denied: ['patch clusterroles.rbac.authorization.k8s.io', 'patch statefulsets.apps'],
+    });
+    const stop = installLab(plan, deps);
+    await expect(stop).rejects.toThrow(InstallStopped);
+    await expect(stop).rejects.toThrow(
+      /may not: patch statefulsets\.apps in vllm; patch clusterroles\.rbac\.authorization\.k8s\.io/,
+    );
+    expect(server.applies).toEqual([]);
+  });
+
+  it('fails on GPU nodes that match no selector, with the label to set', async () => {
+    const { server, deps, plan } = await rig({
+      nodes: [{ ...GPU_NODE, labels: { 'eks.amazonaws.com/nodegroup': 'gpu-l4' } }],
+    });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /0 nvidia\.com\/gpu allocatable on 0 node\(s\)[\s\S]*kubectl label node <node> llm-gateway-lab\/node-role=gpu/,
+    );
+    expect(server.applies).toEqual([]);
+  });
+
+  it('fails on too few advertised GPUs for the replicas', async () => {
+    const { deps, plan } = await rig({ nodes: [{ ...GPU_NODE, gpus: 1, pluginRunning: true }] });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /1 nvidia\.com\/gpu allocatable on 1 node\(s\).*request 2/,
+    );
+  });
+
+  it('fails on a RuntimeClass the cluster does not have, naming the EKS setting', async () => {
+    const { deps, plan } = await rig({ runtimeClasses: [] });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /RuntimeClass nvidia .* does not exist[\s\S]*runtimeClassName: null/,
+    );
+  });
+});
+
+describe('lab install on a cluster that is partly there', () => {
+  it('skips the device plugin when the GPUs are already advertised', async () => {
+    const { server, deps, lines, plan } = await rig({ nodes: [{ ...GPU_NODE, pluginRunning: true }] });
+    await installLab(plan, deps);
+    expect(server.live('DaemonSet')).toEqual([]);
+    expect(lines.join('\n')).toMatch(/10-gpu: skipped: the GPU nodes already advertise nvidia\.com\/gpu/);
+  });
+
+  it('applies every object server-side with the lab field manager', async () => {
+    const { server, deps, plan } = await rig({ nodes: [{ ...GPU_NODE, pluginRunning: true }] });
+    await installLab(plan, deps);
+    expect(server.applies.length).toBeGreaterThan(20);
+    expect(new Set(server.applies.map((a) => `${a.fieldManager} force=${a.force}`))).toEqual(
+      new Set(['llm-gateway-lab force=true']),
+    );
+  });
+
+  it('stops naming the replicas when they do not become ready within 30 minutes', async () => {
+    const { deps, plan } = await rig({
+      nodes: [{ ...GPU_NODE, pluginRunning: true }],
+      modelLoadMs: 45 * 60_000,
+    });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /StatefulSet vllm\/qwen3 did not become ready within 30m00s: 0 of 2 pods ready\. See why with: kubectl -n vllm describe statefulset\/qwen3/,
+    );
+  });
+
+  it('stops with the Helm command when a Helm prerequisite is missing, and goes on once it is there', async () => {
+    const config = { study: { optionalArms: ['ai-gateway'] } };
+    const missing = await rig({}, config);
+    await expect(installLab(missing.plan, missing.deps)).rejects.toThrow(
+      /Envoy AI Gateway .* CRDs is not installed: lab install does not run Helm[\s\S]*helm upgrade --install aieg-crd oci:\/\/docker\.io\/envoyproxy\/ai-gateway-crds-helm/,
+    );
+    const present = await rig({}, config);
+    present.server.put({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: 'envoy-ai-gateway-system' },
+    });
+    for (const release of ['aieg-crd', 'aieg']) {
+      present.server.put({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name: `sh.helm.release.v1.${release}.v1`,
+          namespace: 'envoy-ai-gateway-system',
+          labels: { owner: 'helm', name: release, status: 'deployed', version: '1' },
+        },
+      });
+    }
+    // Envoy Gateway's controller, which the after-apply step restarts.
+    present.server.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'envoy-gateway-system' } });
+    present.server.put({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'envoy-gateway', namespace: 'envoy-gateway-system' },
+      spec: { replicas: 1, template: { spec: { containers: [{ name: 'envoy-gateway' }] } } },
+    });
+    await installLab(present.plan, present.deps);
+    expect(present.lines.join('\n')).toMatch(
+      /Restart Envoy Gateway: restarting Deployment envoy-gateway-system\/envoy-gateway/,
+    );
+  });
+});
+
+describe('the fake API server has the physics lab install relies on', () => {
+  it("serves a CRD's kind only once the CRD is established", async () => {
+    const { deps, clock } = await rig();
+    const [pools] = (await deps.download('x')).split('---');
+    const { objectsOfYaml } = await import('../../lib/install/steps.ts');
+    await deps.api.apply(objectsOfYaml(pools, 'x')[0]);
+    await deps.api.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'vllm' } });
+    const pool = {
+      apiVersion: 'inference.networking.k8s.io/v1',
+      kind: 'InferencePool',
+      metadata: { name: 'p', namespace: 'vllm' },
+      spec: {},
+    };
+    await expect(deps.api.apply(pool)).rejects.toMatchObject({ kind: 'unknown-kind' });
+    await clock.sleep(2_000);
+    await expect(deps.api.apply(pool)).resolves.toMatchObject({ kind: 'InferencePool' });
+  });
+});

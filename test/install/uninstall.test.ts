@@ -1,0 +1,105 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseLabConfig } from '../../lib/config/load.ts';
+import { installLab } from '../../lib/install/install.ts';
+import { installPlan } from '../../lib/install/plan.ts';
+import { uninstallLab } from '../../lib/install/uninstall.ts';
+import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
+import { FakeApiServer } from '../kube/fake-api-server.ts';
+import { FakeClock } from '../runner/fake-servers.ts';
+
+const CRD = [
+  'apiVersion: apiextensions.k8s.io/v1',
+  'kind: CustomResourceDefinition',
+  'metadata: { name: inferencepools.inference.networking.k8s.io }',
+  'spec:',
+  '  group: inference.networking.k8s.io',
+  '  scope: Namespaced',
+  '  names: { kind: InferencePool, plural: inferencepools }',
+  '  versions: [{ name: v1, served: true, storage: true }]',
+].join('\n');
+
+let server: FakeApiServer | undefined;
+afterEach(async () => {
+  await server?.stop();
+});
+
+describe('lab uninstall', () => {
+  it("removes what lab install and the runner created, waits until it is gone, and leaves what is not the lab's", async () => {
+    const clock = new FakeClock();
+    server = new FakeApiServer({
+      clock,
+      runtimeClasses: ['nvidia'],
+      nodes: [
+        {
+          name: 'gpu-0',
+          labels: { 'llm-gateway-lab/node-role': 'gpu', 'node-role.kubernetes.io/control-plane': 'true' },
+          gpus: 4,
+        },
+      ],
+    });
+    const kubeconfig = await server.kubeconfig(mkdtempSync(join(tmpdir(), 'lab-uninstall-')));
+    const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
+    const lines: string[] = [];
+    const deps = { api, clock, write: (line: string) => lines.push(line), download: async () => CRD };
+    const plan = installPlan(parseLabConfig({}));
+    await installLab(plan, deps);
+    // The runner's Job (labelled) and a user's own Service in another namespace under a lab name.
+    server.put({
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: {
+        name: 'bench-1',
+        namespace: 'vllm',
+        labels: { 'app.kubernetes.io/part-of': 'llm-gateway-lab' },
+      },
+    });
+    server.put({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'vllm-qwen3-epp-auth-other' },
+    });
+    const before = server.live().length;
+
+    lines.length = 0;
+    await uninstallLab(plan, 'vllm', deps);
+
+    const left = server.live().map((o) => `${o.kind}/${(o.metadata as { name: string }).name}`);
+    expect(
+      left.filter((name) =>
+        /qwen3|vllm-router|envoy-epp|nvidia-device-plugin|bench-1|^Namespace\/vllm$/.test(name),
+      ),
+    ).toEqual(['ClusterRole/vllm-qwen3-epp-auth-other']);
+    expect(left).toContain('CustomResourceDefinition/inferencepools.inference.networking.k8s.io');
+    expect(left).toContain('Namespace/kube-system');
+    expect(before - left.length).toBeGreaterThan(20);
+    const text = lines.join('\n');
+    expect(text).toMatch(/removed \d+ object\(s\)/);
+    expect(text).toMatch(
+      /left Gateway API Inference Extension v1\.0\.1 CRDs .*kubectl delete -f https:\/\/github\.com\//,
+    );
+  });
+
+  it('deletes nothing it did not label: a same-named object the user made is named and kept', async () => {
+    const clock = new FakeClock();
+    server = new FakeApiServer({ clock, nodes: [] });
+    const kubeconfig = await server.kubeconfig(mkdtempSync(join(tmpdir(), 'lab-uninstall-')));
+    const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
+    server.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'vllm' } });
+    server.put({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'qwen3-epp', namespace: 'vllm' },
+      spec: {},
+    });
+    const lines: string[] = [];
+    await uninstallLab(installPlan(parseLabConfig({})), 'vllm', { api, clock, write: (l) => lines.push(l) });
+    expect(server.live('Deployment')).toHaveLength(1);
+    expect(server.live('Namespace').map((n) => (n.metadata as { name: string }).name)).toContain('vllm');
+    expect(lines.join('\n')).toMatch(
+      /left Deployment vllm\/qwen3-epp: it exists but does not carry app\.kubernetes\.io\/part-of=llm-gateway-lab/,
+    );
+  });
+});
