@@ -73,7 +73,7 @@ export interface SseRunSpec {
 
 /** One row of the mTLS matrix (E2) or of E8: a curl from a client identity, expected outcome. */
 export interface MtlsCase {
-  /** Stable within the experiment: `permissive-out-of-mesh`, `strict-in-mesh`, `authz-bad`, ... */
+  /** Stable within the experiment: `no-policy-out-of-mesh`, `strict-in-mesh`, `authz-denied`, ... */
   readonly id: string;
   readonly title: string;
   readonly clientNamespace: string;

@@ -99,7 +99,7 @@ describe('the network study runner chart', () => {
           .sort();
         const expected = [
           'plain',
-          ...(cell.mesh !== 'none' ? ['mesh'] : []),
+          ...(cell.mesh !== 'none' ? ['mesh', 'mesh-default'] : []),
           ...(cell.datapath === 'cilium' ? ['kube-system'] : []),
         ];
         expect(roles).toEqual(expected.sort());
@@ -113,10 +113,11 @@ describe('the network study runner chart', () => {
         ]);
         const services = rules.filter((r) => r.resources.includes('services'));
         expect(services.map((r) => r.ns)).toEqual(['plain']);
-        // Pods are deleted only in mesh (restarts after the label), never in plain or kube-system.
+        // Pods are deleted only in the mesh namespaces (restarts after the label), never in plain
+        // or kube-system.
         expect(
           rules.filter((r) => r.resources.includes('pods') && r.verbs.includes('delete')).map((r) => r.ns),
-        ).toEqual(cell.mesh !== 'none' ? ['mesh'] : []);
+        ).toEqual(cell.mesh !== 'none' ? ['mesh', 'mesh-default'] : []);
         for (const binding of byKind(objects, 'RoleBinding'))
           expect(binding.subjects).toEqual([
             { kind: 'ServiceAccount', name: NETWORK_RUNNER_NAME, namespace: 'plain' },

@@ -273,7 +273,12 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     this.namespaces = {
       plain: {},
       'kube-system': {},
-      ...(mesh ? { mesh: meshNamespaceLabels(this.cell.mesh) } : {}),
+      ...(mesh
+        ? {
+            mesh: meshNamespaceLabels(this.cell.mesh),
+            'mesh-default': meshNamespaceLabels(this.cell.mesh),
+          }
+        : {}),
     };
     for (const app of ['fortio', 'sse-server']) this.addServer('plain', app, false);
     // E9's backend Deployment: backendsPerService replicas (fewer when a test says some are not up).
@@ -282,6 +287,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     if (mesh) {
       for (const app of ['fortio', 'fortio-permissive', 'fortio-authz', 'sse-server'])
         this.addServer('mesh', app, this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
+      this.addServer('mesh-default', 'fortio', this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
     }
     if (this.cell.datapath === 'cilium')
       this.addServer('kube-system', 'cilium', false, { 'k8s-app': 'cilium' });
@@ -660,6 +666,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     let httpCode = '200';
     let curlExit = 0;
     const fromMesh = pod?.hasSidecar ?? false;
+    // The policies of charts/network/mesh-policies.ts: mesh is STRICT but for fortio-permissive's
+    // port 8080; mesh-default has no PeerAuthentication, so the mesh default (PERMISSIVE) answers.
     if (server?.namespace === 'mesh' && server.hasSidecar) {
       if (server.app === 'fortio' && !fromMesh) {
         // STRICT: the plaintext connection is dropped, not answered with 403.

@@ -155,8 +155,26 @@ describe('runNetworkStudy', () => {
     }
     const denied = t.fake.created.find((j) => j.metadata.name === 'net-e2-matrix-authz-denied');
     expect(denied?.spec).toMatchObject({ template: { spec: { serviceAccountName: 'bad' } } });
-    const strict = study.runs[0].result?.kind === 'mtls' ? study.runs[0].result.cases[1] : undefined;
-    expect(strict?.observed).toEqual({ httpCode: '000', curlExit: 56 });
+    const observed = (id: string) =>
+      study.runs[0].result?.kind === 'mtls'
+        ? study.runs[0].result.cases.find((c) => c.id === id)?.observed
+        : undefined;
+    expect(observed('strict-out-of-mesh')).toEqual({ httpCode: '000', curlExit: 56 });
+    // E2's two PERMISSIVE rows, each its own curl Job: the mesh default and the port exception.
+    expect(observed('no-policy-out-of-mesh')).toEqual({ httpCode: '200', curlExit: 0 });
+    expect(observed('port-exception-out-of-mesh')).toEqual({ httpCode: '200', curlExit: 0 });
+    const urlOf = (name: string) =>
+      (
+        t.fake.created.find((j) => j.metadata.name === name)?.spec as {
+          template: { spec: { containers: { env?: { name: string; value: string }[] }[] } };
+        }
+      )?.template.spec.containers[0].env?.find((e) => e.name === 'URL')?.value;
+    expect(urlOf('net-e2-matrix-no-policy-out-of-mesh')).toBe(
+      'http://fortio.mesh-default.svc.cluster.local:8080/echo',
+    );
+    expect(urlOf('net-e2-matrix-port-exception-out-of-mesh')).toBe(
+      'http://fortio-permissive.mesh.svc.cluster.local:8080/echo',
+    );
   });
 
   it('restarts mesh pods created before the label, before a mesh run', async () => {
