@@ -8,6 +8,7 @@ import type { NetworkStudyPlan } from '../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../lib/network/study/plan.ts';
 import {
   CELL_LABEL,
+  ISTIO_SYSTEM_NAMESPACE,
   MESH_DEFAULT_NAMESPACE,
   MESH_NAMESPACE,
   MESH_NAMESPACES,
@@ -126,6 +127,10 @@ export class NetworkStudyRunnerChart extends Chart {
       role('mesh-default', MESH_DEFAULT_NAMESPACE, [
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
       ]);
+    }
+    if (cell.mesh === 'ambient') {
+      // The L4 mTLS evidence of ambient runs: ztunnel's counters, scraped by pod IP.
+      role('ztunnel', ISTIO_SYSTEM_NAMESPACE, [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }]);
     }
     if (cell.datapath === 'cilium') {
       role('cilium', CILIUM_NAMESPACE, [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }, podLogs]);

@@ -77,6 +77,16 @@ export const HOST_PROBE = 'host-probe';
  */
 export const CELL_LABEL = 'network-lab/cell';
 
+/** Where the Istio charts install (lib/prereqs `networkPrerequisites`), ztunnel's DaemonSet included. */
+export const ISTIO_SYSTEM_NAMESPACE = 'istio-system';
+/**
+ * ztunnel's pods (istio `manifests/charts/ztunnel` DaemonSet: pod label `app: ztunnel`; read at a
+ * commit before 1.31.1, so a cell without such a pod leaves the ambient runs "mTLS unproven" with
+ * the selector named). Its Prometheus endpoint is :15020 (`/stats/prometheus` or `/metrics`, istio/ztunnel
+ * 1.31.0-rc.0 `src/metrics/server.rs`; `DEFAULT_STATS_PORT`, bound on every address).
+ */
+export const ZTUNNEL_POD_SELECTOR = 'app=ztunnel';
+
 /** Label naming the encryption arm of a DestinationRule: `on` (ISTIO_MUTUAL) or `off` (DISABLE). */
 export const MTLS_ARM_LABEL = 'network-lab/mtls';
 export const MTLS_ARMS = { on: 'ISTIO_MUTUAL', off: 'DISABLE' } as const;

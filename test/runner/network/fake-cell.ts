@@ -82,7 +82,8 @@ interface ServerPod extends NetworkPodState {
   readonly app: string;
   /** The sidecar's destination counters. */
   requests: Record<string, number>;
-  tcpOpened: number;
+  /** istio_tcp_connections_opened_total by connection_security_policy. */
+  tcpOpened: Record<string, number>;
 }
 
 /** A deterministic number in [0, 1) from a string: the same Job gets the same numbers. */
@@ -220,6 +221,15 @@ export interface FakeCellOptions {
   readonly readyBackends?: number;
 }
 
+/** How the proxies count TCP connections (Istio's standard metrics; a test can make them worse). */
+export type FakeTcpTelemetry =
+  /** `connection_security_policy` on every series, connections as the policies say. */
+  | 'labelled'
+  /** The TCP counter without its `connection_security_policy` label: no proof either way. */
+  | 'unlabelled'
+  /** The L4 port's connections arrive in plaintext (a DestinationRule DISABLE on it, say). */
+  | 'plaintext-l4';
+
 export class FakeCell implements NetworkCluster, SidecarMetrics {
   readonly clock = new FakeClock();
   readonly cell: NetworkCell;
@@ -235,6 +245,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   hangJobs: RegExp | undefined;
   /** What the Cilium agent's log says. */
   ciliumAgentLog = 'level=info msg="Cilium health daemon started"\n';
+  /** What the destination proxies report about TCP connections. */
+  tcpTelemetry: FakeTcpTelemetry = 'labelled';
   /** Jobs (by name pattern) that succeed but write no file. */
   noOutput: RegExp | undefined;
   /** fortio Jobs (by name pattern) whose histogram is fortio's default 1 ms resolution. */
@@ -317,7 +329,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       phase: 'Running',
       app,
       requests: {},
-      tcpOpened: 0,
+      tcpOpened: {},
       labels: { app, ...extra },
     } as ServerPod & { labels: Record<string, string> });
   }
@@ -511,7 +523,10 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       lines.push(
         `istio_requests_total{reporter="destination",response_code="200",connection_security_policy="${policy}"} ${n}`,
       );
-    lines.push(`istio_tcp_connections_opened_total{reporter="destination"} ${pod.tcpOpened}`);
+    for (const [policy, n] of Object.entries(pod.tcpOpened)) {
+      const security = this.tcpTelemetry === 'unlabelled' ? '' : `,connection_security_policy="${policy}"`;
+      lines.push(`istio_tcp_connections_opened_total{reporter="destination"${security}} ${n}`);
+    }
     return `${lines.join('\n')}\n`;
   }
 
@@ -597,9 +612,13 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     const server = this.serverFor(url, 'mesh');
     if (!server?.hasSidecar) return;
     const port = Number(/:(\d+)/.exec(url.replace(/^[a-z]+:\/\//, ''))?.[1] ?? 80);
-    server.tcpOpened += connections;
+    // fortio-permissive's 8080 gets plaintext (its DestinationRule DISABLE); the rest ISTIO_MUTUAL.
+    const plaintext =
+      (server.app === 'fortio-permissive' && port === 8080) ||
+      (port === 8082 && this.tcpTelemetry === 'plaintext-l4');
+    const policy = plaintext ? 'none' : 'mutual_tls';
+    server.tcpOpened[policy] = (server.tcpOpened[policy] ?? 0) + connections;
     if (port === 8082) return; // the tcp- port: relayed at L4, no HTTP request counted
-    const policy = server.app === 'fortio-permissive' ? 'none' : 'mutual_tls';
     server.requests[policy] = (server.requests[policy] ?? 0) + requests;
   }
 
