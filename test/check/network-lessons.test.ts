@@ -311,7 +311,7 @@ describe('network 6: Cilium values coherent with the cell', () => {
       v.bpf.lbMapMax = 16_384;
     });
     expect(caught(objects, LESSON.cilium)).toEqual([
-      expect.stringContaining('16,384 entries cannot hold the largest Services step (20,000 entries)'),
+      expect.stringContaining('16,384 entries cannot hold the largest Services step (30,000 entries)'),
     ]);
   });
 
