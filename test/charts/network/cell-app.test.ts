@@ -291,6 +291,14 @@ describe('other cells', () => {
     expect(list[1].values).toEqual({ profile: 'ambient' });
     expect(list[2].values).toEqual({ profile: 'ambient', global: { platform: 'k3s' } });
     expect(inspectManifests(objects).violations).toEqual([]);
+    // The L4 mTLS evidence of ambient runs is ztunnel's: the runner may list its pods, nothing more.
+    const ztunnelRole = objects.find(
+      (o: Any) => o.kind === 'Role' && o.metadata.namespace === 'istio-system',
+    );
+    expect(ztunnelRole?.rules).toEqual([{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }]);
+    expect(find(objects, 'Namespace', 'mesh-default').metadata.labels['istio.io/dataplane-mode']).toBe(
+      'ambient',
+    );
   });
 
   test('Istio on a Cilium cell: Cilium first, its values with socket LB and CNI settings for Istio', async () => {
