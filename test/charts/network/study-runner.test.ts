@@ -212,7 +212,11 @@ describe('the network study runner chart', () => {
   it('refuses a plan whose ConfigMap would exceed the Kubernetes limit, naming the cell', () => {
     const huge = parseLabConfig({
       lab: 'network',
-      network: { experiments: { serviceScale: { steps: Array.from({ length: 30_000 }, (_, i) => i) } } },
+      network: {
+        // Room in Cilium's LB map for 30,000 Services (B + 2 entries each), so only the size stops it.
+        cilium: { lbMapMax: 131_072 },
+        experiments: { serviceScale: { steps: Array.from({ length: 30_000 }, (_, i) => i) } },
+      },
     });
     expect(() => synth(huge, 'mesh')).toThrow(
       /runner ConfigMap of cell mesh holds \d+ bytes, over Kubernetes' limit/,
