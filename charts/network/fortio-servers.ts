@@ -13,6 +13,7 @@ import {
   FORTIO_SERVER,
   GRPC_PORT_NAME,
   HTTP_PORT_NAME,
+  MESH_DEFAULT_NAMESPACE,
   MESH_NAMESPACE,
   PLAIN_NAMESPACE,
   TCP_PORT_NAME,
@@ -28,7 +29,7 @@ export interface FortioServersChartProps extends ChartProps {
 
 /**
  * The fortio servers (docs/facts.md §N3): `fortio` in `plain` on every cell; on mesh cells also
- * `fortio`, `fortio-permissive` and `fortio-authz` in `mesh`. Every server is the same pod: HTTP on
+ * `fortio`, `fortio-permissive` and `fortio-authz` in `mesh`, and `fortio` in `mesh-default`. Every server is the same pod: HTTP on
  * 8080 and gRPC on 8079 in one container, and the same server on a second container port (8082)
  * for E4, so the Service's `http-` and `tcp-` ports reach distinct target ports.
  */
@@ -40,6 +41,8 @@ export class FortioServersChart extends Chart {
       for (const name of [FORTIO_SERVER, FORTIO_PERMISSIVE_SERVER, FORTIO_AUTHZ_SERVER]) {
         fortioServer(this, MESH_NAMESPACE, name, props);
       }
+      // E2's mesh default: the same server where no PeerAuthentication applies.
+      fortioServer(this, MESH_DEFAULT_NAMESPACE, FORTIO_SERVER, props);
     }
   }
 }

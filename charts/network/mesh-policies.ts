@@ -22,6 +22,8 @@ import { AuthorizationPolicy, DestinationRule, PeerAuthentication } from './isti
  * - DestinationRules per encryption arm: ISTIO_MUTUAL to `fortio` (mTLS on); DISABLE to
  *   `fortio-permissive` on port 8080 only (mTLS off: plaintext between sidecars, which its port
  *   exception accepts; its other ports stay STRICT, where plaintext would be dropped).
+ * Nothing here goes to `mesh-default`: E2's no-policy row measures the mesh default there, and
+ * `lab check` (network 2) refuses a PeerAuthentication in it.
  */
 export class MeshPoliciesChart extends Chart {
   constructor(scope: Construct, id: string, props: ChartProps) {

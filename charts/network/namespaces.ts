@@ -11,6 +11,7 @@ import {
   CILIUM_VALUES_KEY,
   GOOD_SERVICE_ACCOUNT,
   MESH_NAMESPACE,
+  MESH_NAMESPACES,
   meshNamespaceLabels,
   PLAIN_NAMESPACE,
 } from '../../lib/network/topology.ts';
@@ -23,7 +24,8 @@ export interface CellNamespacesChartProps extends ChartProps {
 
 /**
  * The namespaces of a cell, applied first: `plain` (never labelled for Istio) and, on cells with a
- * mesh, `mesh` labelled for the cell's mesh mode with the `good`/`bad` service accounts of E2.
+ * mesh, `mesh` labelled for the cell's mesh mode with the `good`/`bad` service accounts of E2, and
+ * `mesh-default`, labelled the same, where no PeerAuthentication is ever created (E2's mesh default).
  * The `network-cell` ConfigMap in `plain` says what the cell is.
  */
 export class CellNamespacesChart extends Chart {
@@ -32,10 +34,10 @@ export class CellNamespacesChart extends Chart {
     const { cell } = props;
     new k8s.KubeNamespace(this, 'plain', { metadata: { name: PLAIN_NAMESPACE } });
     if (cell.mesh !== 'none') {
-      // Pods created before the label get no sidecar: the namespace is applied before any pod.
-      new k8s.KubeNamespace(this, 'mesh', {
-        metadata: { name: MESH_NAMESPACE, labels: meshNamespaceLabels(cell.mesh) },
-      });
+      // Pods created before the label get no sidecar: the namespaces are applied before any pod.
+      for (const name of MESH_NAMESPACES) {
+        new k8s.KubeNamespace(this, name, { metadata: { name, labels: meshNamespaceLabels(cell.mesh) } });
+      }
       for (const name of [GOOD_SERVICE_ACCOUNT, BAD_SERVICE_ACCOUNT]) {
         new k8s.KubeServiceAccount(this, `sa-${name}`, {
           metadata: { name, namespace: MESH_NAMESPACE },

@@ -8,7 +8,10 @@ import type { NetworkStudyPlan } from '../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../lib/network/study/plan.ts';
 import {
   CELL_LABEL,
+  ISTIO_SYSTEM_NAMESPACE,
+  MESH_DEFAULT_NAMESPACE,
   MESH_NAMESPACE,
+  MESH_NAMESPACES,
   NETWORK_RUNNER_NAME,
   PLAIN_NAMESPACE,
 } from '../../lib/network/topology.ts';
@@ -121,6 +124,14 @@ export class NetworkStudyRunnerChart extends Chart {
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
         podLogs,
       ]);
+      // E2's mesh-default server: restarted into the mesh like mesh's; no Job runs there.
+      role('mesh-default', MESH_DEFAULT_NAMESPACE, [
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
+      ]);
+    }
+    if (cell.mesh === 'ambient') {
+      // The L4 mTLS evidence of ambient runs: ztunnel's counters, scraped by pod IP.
+      role('ztunnel', ISTIO_SYSTEM_NAMESPACE, [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }]);
     }
     if (cell.datapath === 'cilium') {
       role('cilium', CILIUM_NAMESPACE, [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }, podLogs]);
@@ -135,7 +146,7 @@ export class NetworkStudyRunnerChart extends Chart {
             apiGroups: [''],
             resources: ['namespaces'],
             verbs: ['get'],
-            resourceNames: withMesh ? [PLAIN_NAMESPACE, MESH_NAMESPACE] : [PLAIN_NAMESPACE],
+            resourceNames: withMesh ? [PLAIN_NAMESPACE, ...MESH_NAMESPACES] : [PLAIN_NAMESPACE],
           },
         ],
       }),

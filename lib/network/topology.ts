@@ -10,6 +10,15 @@ import type { LabConfig } from '../config/schema.ts';
 export const PLAIN_NAMESPACE = 'plain';
 /** Namespace of the sidecar/ambient arms (labelled for Istio on cells whose mesh is not none). */
 export const MESH_NAMESPACE = 'mesh';
+/**
+ * A second mesh namespace, labelled like `mesh` but holding no PeerAuthentication at all: its
+ * server runs under the mesh default, PERMISSIVE (E2's "no PeerAuthentication" row; Istio
+ * `ComposePeerAuthentication` starts from PERMISSIVE, docs/facts.md §N2). Kept apart from `mesh`,
+ * whose namespace-wide STRICT would otherwise apply.
+ */
+export const MESH_DEFAULT_NAMESPACE = 'mesh-default';
+/** The namespaces labelled for the cell's mesh (on cells whose mesh is not none). */
+export const MESH_NAMESPACES = [MESH_NAMESPACE, MESH_DEFAULT_NAMESPACE] as const;
 
 /** fortio's own defaults (fortio v1.75.2 cli/fortio_main.go: -http-port 8080; fnet.DefaultGRPCPort "8079"). */
 export const FORTIO_HTTP_PORT = 8080;
@@ -27,10 +36,10 @@ export const GRPC_PORT_NAME = 'grpc-ping';
 export const TCP_PORT_NAME = 'tcp-echo';
 
 /**
- * The fortio servers of a cell. `fortio` runs on every cell (plain, and mesh on mesh cells); the
- * mesh namespace adds one under a port-level PERMISSIVE exception (E2 PERMISSIVE row, E3 mTLS-off
- * arm, E8) and one behind the AuthorizationPolicy (E2 service-account rows), so the sidecar+mTLS
- * arms' server carries no policy the plain arm lacks.
+ * The fortio servers of a cell. `fortio` runs on every cell (plain, and mesh and mesh-default on
+ * mesh cells); the mesh namespace adds one under a port-level PERMISSIVE exception (E2's
+ * port-exception row, E3 mTLS-off arm, E8) and one behind the AuthorizationPolicy (E2
+ * service-account rows), so the sidecar+mTLS arms' server carries no policy the plain arm lacks.
  */
 export const FORTIO_SERVER = 'fortio';
 export const FORTIO_PERMISSIVE_SERVER = 'fortio-permissive';
@@ -67,6 +76,16 @@ export const HOST_PROBE = 'host-probe';
  * (`--node-label`, lib/network/k3s.ts) and every pod selects the node by it.
  */
 export const CELL_LABEL = 'network-lab/cell';
+
+/** Where the Istio charts install (lib/prereqs `networkPrerequisites`), ztunnel's DaemonSet included. */
+export const ISTIO_SYSTEM_NAMESPACE = 'istio-system';
+/**
+ * ztunnel's pods (istio `manifests/charts/ztunnel` DaemonSet: pod label `app: ztunnel`; read at a
+ * commit before 1.31.1, so a cell without such a pod leaves the ambient runs "mTLS unproven" with
+ * the selector named). Its Prometheus endpoint is :15020 (`/stats/prometheus` or `/metrics`, istio/ztunnel
+ * 1.31.0-rc.0 `src/metrics/server.rs`; `DEFAULT_STATS_PORT`, bound on every address).
+ */
+export const ZTUNNEL_POD_SELECTOR = 'app=ztunnel';
 
 /** Label naming the encryption arm of a DestinationRule: `on` (ISTIO_MUTUAL) or `off` (DISABLE). */
 export const MTLS_ARM_LABEL = 'network-lab/mtls';

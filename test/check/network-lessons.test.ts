@@ -147,6 +147,26 @@ describe('network 2: mesh namespace labelled, plain not', () => {
     ]);
   });
 
+  test("mesh-default without its label is caught, by name (E2's mesh-default server would get no sidecar)", () => {
+    const objects = cell('mesh');
+    delete find(objects, 'Namespace', 'mesh-default').metadata.labels['istio-injection'];
+    expect(caught(objects, LESSON.namespaces)).toEqual([
+      expect.stringContaining('so the mesh namespace mesh-default needs istio-injection=enabled'),
+    ]);
+  });
+
+  test("a PeerAuthentication in mesh-default is caught: E2's no-policy row would measure it, not the mesh default", () => {
+    const objects = cell('mesh');
+    const strict = structuredClone(find(objects, 'PeerAuthentication', 'default', 'mesh'));
+    strict.metadata.namespace = 'mesh-default';
+    objects.push(strict);
+    expect(caught(objects, LESSON.namespaces)).toEqual([
+      expect.stringContaining(
+        'PeerAuthentication mesh-default/default metadata.namespace: a PeerAuthentication in mesh-default: E2\'s "no PeerAuthentication" row',
+      ),
+    ]);
+  });
+
   test('an ambient namespace also labelled for sidecars is caught', () => {
     const objects = cell('ambient');
     find(objects, 'Namespace', 'mesh').metadata.labels['istio-injection'] = 'enabled';
@@ -291,7 +311,7 @@ describe('network 6: Cilium values coherent with the cell', () => {
       v.bpf.lbMapMax = 16_384;
     });
     expect(caught(objects, LESSON.cilium)).toEqual([
-      expect.stringContaining('16,384 entries cannot hold the largest Services step (20,000 entries)'),
+      expect.stringContaining('16,384 entries cannot hold the largest Services step (30,000 entries)'),
     ]);
   });
 

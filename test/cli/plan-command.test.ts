@@ -155,9 +155,9 @@ describe('lab plan', () => {
       expect(run.stdout).toMatch(
         /^ {2}dp-iptables +7 \(iptables\) +0 +700 +7,000 +35,000 +70,000 +estimate$/m,
       );
-      expect(run.stdout).toMatch(/^ {2}dp-cilium +2 \(cilium\) +0 +200 +2,000 +10,000 +20,000 +derived$/m);
+      expect(run.stdout).toMatch(/^ {2}dp-cilium +3 \(cilium\) +0 +300 +3,000 +15,000 +30,000 +estimate$/m);
       expect(run.stdout).toContain(
-        'dp-cilium: LB map 20,000 of 65,536 entries at 10,000 Services, headroom 45,536',
+        'dp-cilium: LB map 30,000 of 65,536 entries at 10,000 Services, headroom 35,536',
       );
       expect(run.stdout).toMatch(/^ {2}dp-cilium +e10-limit-1024 +1,024 +4,000 +524-1,024$/m);
       expect(run.stdout).toContain('No warnings: every cell can measure what it claims.');
@@ -173,13 +173,13 @@ describe('lab plan', () => {
         datapath: 'cilium',
         runs: 16,
         lbMapMax: 65_536,
-        entries: { perService: 2, basis: 'derived' },
+        entries: { perService: 3, basis: 'estimate' },
       });
       expect(json.cells[0].entries.steps.at(-1)).toEqual({
         services: 10_000,
-        entriesAdded: 20_000,
-        lbMapEntries: 20_000,
-        lbMapHeadroom: 45_536,
+        entriesAdded: 30_000,
+        lbMapEntries: 30_000,
+        lbMapHeadroom: 35_536,
         lbMapOverflow: false,
       });
       expect(json.cells[0].conntrack[1]).toMatchObject({ limit: 2048, expectedSucceededMin: 1548 });

@@ -114,9 +114,9 @@ describe('network lab configuration (docs/facts.md §N1-3)', () => {
   });
 
   it("refuses a Service step that would fill Cilium's LB map, naming both numbers", () => {
-    expect(lbEntriesPerService(1)).toBe(2);
+    expect(lbEntriesPerService(1)).toBe(3);
     expect(problems(network({ experiments: { serviceScale: { steps: [0, 40_000] } } }))).toEqual([
-      'network.experiments.serviceScale.steps = [0,40000]: 40,000 Services x 2 LB map entries per Service = 80,000 entries, above network.cilium.lbMapMax 65,536: the map would fill; raise lbMapMax (sized before install) or lower the largest step',
+      'network.experiments.serviceScale.steps = [0,40000]: 40,000 Services x 3 LB map entries per Service = 120,000 entries, above network.cilium.lbMapMax 65,536: the map would fill; raise lbMapMax (sized before install) or lower the largest step',
     ]);
     expect(
       problems(

@@ -2,7 +2,8 @@ import {
   AMBIENT_LABEL,
   type CellDescription,
   ISTIO_INJECTION_LABEL,
-  MESH_NAMESPACE,
+  MESH_DEFAULT_NAMESPACE,
+  MESH_NAMESPACES,
   MTLS_ARM_LABEL,
   MTLS_ARMS,
   meshNamespaceLabels,
@@ -112,9 +113,10 @@ function istioLabelsOn(labels: Record<string, string>): string[] {
 }
 
 /**
- * `mesh` carries the label of the cell's mesh mode (sidecar injection, or the ambient data plane)
- * and no other; `plain` carries none, and no plain pod asks for a sidecar; a cell without a mesh
- * has no `mesh` namespace and no Istio object.
+ * `mesh` and `mesh-default` carry the label of the cell's mesh mode (sidecar injection, or the
+ * ambient data plane) and no other, and `mesh-default` holds no PeerAuthentication (E2's mesh
+ * default); `plain` carries none, and no plain pod asks for a sidecar; a cell without a mesh has
+ * no mesh namespace and no Istio object.
  */
 export function meshNamespaces(
   objects: readonly KubeObject[],
@@ -148,9 +150,9 @@ export function meshNamespaces(
       );
     }
   }
-  const mesh = namespaces.find((n) => nameOf(n) === MESH_NAMESPACE);
+  const meshes = namespaces.filter((n) => (MESH_NAMESPACES as readonly string[]).includes(nameOf(n)));
   if (cell?.mesh === 'none') {
-    if (mesh) {
+    for (const mesh of meshes) {
       violations.push(
         violation(
           mesh,
@@ -172,7 +174,28 @@ export function meshNamespaces(
     }
     return violations;
   }
-  if (!mesh) return violations;
+  for (const mesh of meshes) violations.push(...meshNamespaceLabelViolations(mesh, cell));
+  // E2's mesh-default row measures the mesh default: a PeerAuthentication there measures a policy.
+  for (const policy of objects.filter(
+    (o) => o.kind === 'PeerAuthentication' && sameNamespace(namespaceOf(o), MESH_DEFAULT_NAMESPACE),
+  )) {
+    violations.push(
+      violation(
+        policy,
+        'metadata.namespace',
+        lesson,
+        `a PeerAuthentication in ${MESH_DEFAULT_NAMESPACE}: E2's "no PeerAuthentication" row would measure this policy instead of the mesh default (PERMISSIVE); remove it`,
+      ),
+    );
+  }
+  return violations;
+}
+
+/** A mesh namespace carries the label of the cell's mesh mode, and not the other mode's. */
+function meshNamespaceLabelViolations(mesh: KubeObject, cell: CellDescription | undefined): Violation[] {
+  const lesson = NETWORK_LESSONS.namespaces;
+  const violations: Violation[] = [];
+  const name = nameOf(mesh);
   const labels = labelsOf(mesh);
   const expected = cell ? meshNamespaceLabels(cell.mesh) : undefined;
   if (expected) {
@@ -183,7 +206,7 @@ export function meshNamespaces(
             mesh,
             fieldPath(['metadata', 'labels', key]),
             lesson,
-            `is ${labels[key] === undefined ? 'missing' : `"${labels[key]}"`}; the cell's mesh is ${cell?.mesh}, so the mesh namespace needs ${key}=${value} (pods created before the label get no ${cell?.mesh === 'ambient' ? 'ztunnel redirection' : 'sidecar'})`,
+            `is ${labels[key] === undefined ? 'missing' : `"${labels[key]}"`}; the cell's mesh is ${cell?.mesh}, so the mesh namespace ${name} needs ${key}=${value} (pods created before the label get no ${cell?.mesh === 'ambient' ? 'ztunnel redirection' : 'sidecar'})`,
           ),
         );
       }
@@ -205,7 +228,7 @@ export function meshNamespaces(
         mesh,
         'metadata.labels',
         lesson,
-        `the mesh namespace has no Istio label: its pods get no sidecar; add ${ISTIO_INJECTION_LABEL}=enabled (or ${AMBIENT_LABEL}=ambient)`,
+        `the mesh namespace ${name} has no Istio label: its pods get no sidecar; add ${ISTIO_INJECTION_LABEL}=enabled (or ${AMBIENT_LABEL}=ambient)`,
       ),
     );
   }

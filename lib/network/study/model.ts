@@ -73,7 +73,7 @@ export interface SseRunSpec {
 
 /** One row of the mTLS matrix (E2) or of E8: a curl from a client identity, expected outcome. */
 export interface MtlsCase {
-  /** Stable within the experiment: `permissive-out-of-mesh`, `strict-in-mesh`, `authz-bad`, ... */
+  /** Stable within the experiment: `no-policy-out-of-mesh`, `strict-in-mesh`, `authz-denied`, ... */
   readonly id: string;
   readonly title: string;
   readonly clientNamespace: string;
@@ -186,13 +186,32 @@ export interface PodMeshEvidence {
   readonly hasSidecar: boolean;
 }
 
-/** Deltas of the server sidecar's Istio counters over a run (docs/facts.md §N3, mTLS evidence). */
+/**
+ * Deltas of the destination side's Istio counters over a run (docs/facts.md §N3, mTLS evidence):
+ * the server's sidecar, or on an ambient cell the node's ztunnel (only connections into the
+ * server's namespace).
+ */
 export interface MtlsMetricEvidence {
   /** `istio_requests_total{reporter="destination"}` by `connection_security_policy` label value. */
   readonly requestsBySecurityPolicy: Readonly<Record<string, number>>;
   /** `istio_tcp_connections_opened_total{reporter="destination"}`. */
   readonly tcpConnectionsOpened: number;
+  /**
+   * The same TCP counter by `connection_security_policy` (`mutual_tls`, `none`; ztunnel: `unknown`
+   * for a plaintext passthrough). The L4 arms' only evidence of mTLS; absent in older records.
+   */
+  readonly tcpConnectionsBySecurityPolicy?: Readonly<Record<string, number>>;
+  /** Whose counters these are. @default 'sidecar' */
+  readonly reporter?: 'sidecar' | 'ztunnel';
 }
+
+/**
+ * Whether a mesh run's traffic was shown to be mutual TLS (docs/facts.md §N5): `proven` (the
+ * destination counted the run's calls or connections under `mutual_tls`; for the mTLS-off arm,
+ * under `none` as configured), `unproven` (no evidence: no counters, or none of them grew), or
+ * `contradicted` (the counters show the other policy). Only `proven` runs are valid.
+ */
+export type MtlsProof = 'proven' | 'unproven' | 'contradicted';
 
 /** How a run's Job ended (as the first lab: by succeeded/failed counts). */
 export type NetworkJobOutcome = 'succeeded' | 'failed' | 'timed-out';
@@ -266,6 +285,8 @@ export interface NetworkRunRecord {
   readonly result?: NetworkRunResult;
   readonly pods: readonly PodMeshEvidence[];
   readonly mtlsMetrics?: MtlsMetricEvidence;
+  /** Mesh arms only: whether the metrics prove the run's encryption (`unproven` is shown as "mTLS unproven"). */
+  readonly mtlsProof?: MtlsProof;
   /** A run that fails any validity check is invalid and never enters a comparison. */
   readonly valid: boolean;
   readonly invalidReasons: readonly string[];

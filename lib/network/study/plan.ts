@@ -11,7 +11,9 @@ import {
   FORTIO_PERMISSIVE_SERVER,
   FORTIO_SERVER,
   GOOD_SERVICE_ACCOUNT,
+  MESH_DEFAULT_NAMESPACE,
   MESH_NAMESPACE,
+  MESH_NAMESPACES,
   PLAIN_NAMESPACE,
   SSE_PORT,
   SSE_SERVER,
@@ -94,12 +96,12 @@ export function cellExperiments(cell: NetworkCell): readonly ExperimentId[] {
   return ['C', ...meshExperiments(cell.mesh), 'E9', 'E10'];
 }
 
-/** What a mesh arm needs: the namespace labelled, and every pod there created after the label. */
-export function meshPreconditions(): Precondition[] {
-  return [
-    { kind: 'namespace-labelled', namespace: MESH_NAMESPACE },
-    { kind: 'pods-restarted-after-label', namespace: MESH_NAMESPACE },
-  ];
+/** What a mesh arm needs: each namespace labelled, and every pod there created after the label. */
+export function meshPreconditions(namespaces: readonly string[] = [MESH_NAMESPACE]): Precondition[] {
+  return namespaces.flatMap((namespace): Precondition[] => [
+    { kind: 'namespace-labelled', namespace },
+    { kind: 'pods-restarted-after-label', namespace },
+  ]);
 }
 
 const armNamespace = (arm: LatencyArm) => (arm === 'plain' ? PLAIN_NAMESPACE : MESH_NAMESPACE);
@@ -183,8 +185,14 @@ const inMesh = (serviceAccount: string): Client => ({
 });
 
 /**
- * E2's matrix. PERMISSIVE is `fortio-permissive`'s port-level exception on 8080; STRICT is the
- * namespace default on `fortio`; the service-account rows call `fortio-authz`, whose
+ * E2's matrix. PERMISSIVE appears twice, as two different configurations an operator meets:
+ * - `no-policy-out-of-mesh`: the study's case, `fortio` in `mesh-default`, a mesh namespace with no
+ *   PeerAuthentication at all, so the mesh default applies (PERMISSIVE: Istio
+ *   `ComposePeerAuthentication` starts from PERMISSIVE; `UNSET` "Otherwise treated as PERMISSIVE",
+ *   docs/facts.md §N2);
+ * - `port-exception-out-of-mesh`: `fortio-permissive` in `mesh`, namespace STRICT with a
+ *   workload-level `portLevelMtls` PERMISSIVE on 8080 (the exception E8 also tests).
+ * STRICT is the namespace default on `fortio`; the service-account rows call `fortio-authz`, whose
  * AuthorizationPolicy allows only `good`. The curl must not use `--fail` (403 is exit 0).
  * A sidecar denies with 403 (HTTP is parsed); ztunnel enforces the policy at L4 without a
  * waypoint, so on an ambient cell a denial closes the connection (expected like STRICT's drop).
@@ -194,8 +202,15 @@ export function mtlsMatrixCases(mesh: MeshMode): MtlsCase[] {
   const url = (service: string) => fortioEchoUrl(service, MESH_NAMESPACE);
   return [
     {
-      id: 'permissive-out-of-mesh',
-      title: 'PERMISSIVE, out-of-mesh plaintext client',
+      id: 'no-policy-out-of-mesh',
+      title: 'No PeerAuthentication (the mesh default, PERMISSIVE), out-of-mesh plaintext client',
+      ...outOfMesh,
+      url: fortioEchoUrl(FORTIO_SERVER, MESH_DEFAULT_NAMESPACE),
+      expected: answered('200'),
+    },
+    {
+      id: 'port-exception-out-of-mesh',
+      title: `STRICT with a port-level PERMISSIVE exception on ${FORTIO_HTTP_PORT}, out-of-mesh plaintext client`,
       ...outOfMesh,
       url: url(FORTIO_PERMISSIVE_SERVER),
       expected: answered('200'),
@@ -325,7 +340,8 @@ export function networkStudyPlan(config: LabConfig, cellName: string): NetworkSt
         'e2-matrix',
         'mTLS behaviour matrix',
         { kind: 'mtls', cases: mtlsMatrixCases(cell.mesh) },
-        meshPreconditions(),
+        // The no-policy row's server lives in mesh-default: it must have joined the mesh too.
+        meshPreconditions(MESH_NAMESPACES),
       ),
     ],
     E3: () => [

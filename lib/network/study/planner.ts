@@ -32,41 +32,49 @@ export interface EntryModel {
 }
 
 /**
- * Per-datapath entry formulas. The kube-proxy sources read were not at the K3s 1.36 line's
- * Kubernetes version (the reference store holds other versions), so those are estimates.
+ * Per-datapath entry formulas for one ClusterIP Service with one TCP port and B ready endpoints,
+ * cluster traffic policies, no session affinity (the E9 Service template). Read in the sources
+ * named per model, at stored versions that are not confirmed as the pinned ones (K3s v1.36.4's
+ * kube-proxy, Cilium 1.20.2): estimates, labelled so; the runner's count at each step decides.
  */
 export const ENTRY_MODELS: Readonly<Record<Datapath, EntryModel>> = {
   iptables: {
     datapath: 'iptables',
     command: 'iptables-save -t nat | wc -l',
-    // kubernetes pkg/proxy/iptables/number_generated_rules_test.go TestNumberIptablesRules: NAT
-    // rules 5 at no Service, 10 at 1 Service x 1 endpoint, 13 at 1 x 2, 37 at 1 x 10 -> 2 + 3B
-    // rules (KUBE-SERVICES jump, KUBE-SVC masquerade, one KUBE-SVC -> KUBE-SEP jump, KUBE-SEP
-    // masquerade + DNAT per endpoint); proxier.go syncProxyRules declares 1 KUBE-SVC + B KUBE-SEP chains.
-    perService: (b) => 2 + 3 * b + (1 + b),
-    formula: '(2 + 3B) rules + (1 + B) chains = 3 + 4B lines',
+    // kubernetes pkg/proxy/iptables/proxier.go syncProxyRules: a KUBE-SERVICES "cluster IP" rule
+    // jumping to KUBE-SVC-*; the KUBE-SVC chain line and its masquerade rule for off-cluster
+    // sources (localDetector.IfNotLocal: K3s gives kube-proxy the cluster CIDR);
+    // writeServiceToEndpointRules: one rule per endpoint (statistic random for all but the last);
+    // per endpoint a KUBE-SEP chain line, its hairpin masquerade rule and its DNAT rule.
+    perService: (b) => 1 + (1 + 1 + b) + 3 * b,
+    formula:
+      '1 KUBE-SERVICES rule + KUBE-SVC (chain, masquerade, B jumps) + B x KUBE-SEP (chain, masquerade, DNAT) = 3 + 4B lines',
     basis: 'estimate',
     source:
-      'kubernetes pkg/proxy/iptables number_generated_rules_test.go TestNumberIptablesRules, proxier.go syncProxyRules',
+      'kubernetes pkg/proxy/iptables/proxier.go syncProxyRules, writeServiceToEndpointRules (stored version, not confirmed as 1.36)',
   },
   nftables: {
     datapath: 'nftables',
     command: 'nft list table ip kube-proxy | wc -l',
-    // kubernetes pkg/proxy/nftables/proxier.go syncProxyRules: one service-ips map element, a
-    // service chain with 2 rules (masquerade of off-cluster sources; writeServiceToEndpointRules'
-    // single `numgen random mod B vmap` rule) and B endpoint chains of 2 rules (hairpin masquerade,
-    // dnat). `nft list` prints a chain as header + rules + closing brace + blank line.
+    // kubernetes pkg/proxy/nftables/proxier.go syncProxyRules: a cluster-ips set element and a
+    // service-ips map element (`ip . tcp . port : goto service-...`); the service chain with its
+    // masquerade rule and writeServiceToEndpointRules' single `numgen random mod B vmap` rule; B
+    // endpoint chains with a hairpin masquerade rule and a dnat rule each. The lines: `nft list`
+    // prints a chain as header + rules + closing brace + blank line (3 lines besides its rules,
+    // unconfirmed), a map element on its own line and set elements several to a line (counted 0).
     perService: (b) => 1 + (2 + 3) + b * (2 + 3),
     formula:
-      '1 map element + service chain (2 rules) + B endpoint chains (2 rules); 3 listing lines per chain = 6 + 5B',
+      '1 service-ips map line + service chain (2 rules + 3 lines) + B endpoint chains (2 rules + 3 lines) = 6 + 5B',
     basis: 'estimate',
-    source: 'kubernetes pkg/proxy/nftables/proxier.go syncProxyRules, writeServiceToEndpointRules',
+    source:
+      'kubernetes pkg/proxy/nftables/proxier.go syncProxyRules, writeServiceToEndpointRules (stored version, not confirmed as 1.36; nft listing layout unconfirmed)',
   },
   ipvs: {
     datapath: 'ipvs',
     command: 'ipvsadm -Ln | wc -l',
     // kubernetes pkg/proxy/ipvs/proxier.go syncProxyRules: one virtual server per ClusterIP:port
-    // (syncService) and one real server per endpoint (syncEndpoint); ipvsadm -Ln prints a line each.
+    // (syncService) and one real server per endpoint (syncEndpoint); ipvsadm -Ln prints a line
+    // each. Not re-read in this version's source: the earlier reading stands.
     perService: (b) => 1 + b,
     formula: '1 virtual server + B real servers = 1 + B lines',
     basis: 'estimate',
@@ -75,12 +83,13 @@ export const ENTRY_MODELS: Readonly<Record<Datapath, EntryModel>> = {
   cilium: {
     datapath: 'cilium',
     command: 'cilium-dbg bpf lb list',
-    // cilium pkg/maps/lbmap ServiceKey.SetBackendSlot: slot 0 is the frontend's entry, slots 1..B
-    // its backends; the same rule sizes lbMapMax (lib/config/network-rules.ts lbEntriesPerService).
+    // The same function sizes lbMapMax in lab plan and the configuration rule
+    // (lib/config/network-rules.ts lbEntriesPerService: wildcard + frontend + B backend slots).
     perService: lbEntriesPerService,
-    formula: '1 frontend slot + B backend slots = B + 1 LB map entries',
-    basis: 'derived',
-    source: 'cilium pkg/maps/lbmap ServiceKey backend slots; docs/facts.md §N2',
+    formula: '1 wildcard entry per ClusterIP + 1 frontend slot + B backend slots = B + 2 LB map entries',
+    basis: 'estimate',
+    source:
+      'cilium BPF reconciler test map dumps (ClusterIP cases: <ip>/ANY SLOT=0 beside <ip>:port/TCP SLOT=0..B), stored version not confirmed as 1.20.2; docs/facts.md §N2',
   },
 };
 

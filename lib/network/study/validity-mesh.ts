@@ -7,6 +7,7 @@ import type {
   LatencyArm,
   MtlsCaseResult,
   MtlsMetricEvidence,
+  MtlsProof,
   MtlsRunSpec,
   PodMeshEvidence,
   SseRunSpec,
@@ -51,55 +52,118 @@ export function sidecarCheck(
   return reasons;
 }
 
+/** The verdict on a mesh run's encryption, and the reasons a run that is not `proven` is invalid. */
+export interface MtlsVerdict {
+  readonly proof: MtlsProof;
+  readonly reasons: string[];
+}
+
+/** Every reason of an `unproven` verdict starts with this: the report shows the run as "mTLS unproven". */
+export const MTLS_UNPROVEN = 'mTLS unproven';
+
+const unproven = (why: string): MtlsVerdict => ({ proof: 'unproven', reasons: [`${MTLS_UNPROVEN}: ${why}`] });
+
 /**
- * mTLS as configured, from the server sidecar's counters over the run: for `mesh-mtls` and
- * `mesh-l7`, `istio_requests_total{connection_security_policy="mutual_tls"}` grows by the run's
- * calls; for `mesh-mtls-off` the `none` series does; for `mesh-l4` (relayed, not parsed)
- * `istio_tcp_connections_opened_total` grows while no request is counted. Ambient cells report
- * through ztunnel, which counts TCP connections only: there the connections must grow. Plain arms
- * and cells without a mesh have no evidence to give.
+ * mTLS as configured, from the destination's counters over the run (docs/facts.md §N3):
+ * - `mesh-mtls`, `mesh-l7` on a sidecar cell: `istio_requests_total{connection_security_policy=
+ *   "mutual_tls"}` grows by the run's calls; `mesh-mtls-off`: the `none` series does;
+ * - the L4 arms, `mesh-l4` (the `tcp-` port, relayed, not parsed) and every arm of an ambient cell
+ *   (ztunnel counts connections only): `istio_tcp_connections_opened_total{connection_security_policy=
+ *   "mutual_tls"}` grows, and no other policy's series does. A connection count alone proves
+ *   nothing about encryption: a plaintext relay counts too.
+ * Plain arms and cells without a mesh have no verdict (undefined). A run is valid only when proven;
+ * missing evidence makes it `unproven` (named "mTLS unproven"), evidence of the other policy
+ * `contradicted`.
  */
+export function mtlsVerdict(
+  arm: LatencyArm,
+  mesh: MeshMode,
+  metrics: MtlsMetricEvidence | undefined,
+  calls: number,
+): MtlsVerdict | undefined {
+  if (arm === 'plain' || mesh === 'none') return undefined;
+  if (metrics === undefined) return unproven(`no Istio metric evidence was recorded for the ${arm} arm`);
+  const requests = metrics.requestsBySecurityPolicy;
+  // Whole calls only: a one-request run (a download, a stream) must show its one request.
+  const slack = Math.floor(calls * METRIC_TOLERANCE);
+  const all = sum(Object.values(requests));
+  if (mesh === 'ambient' || arm === 'mesh-l4') {
+    const verdict = l4Verdict(arm, metrics);
+    if (arm === 'mesh-l4' && mesh === 'sidecar' && all > slack) {
+      const parsed = `istio_requests_total grew by ${all} over the L4 run: the sidecar parsed HTTP on the tcp- port, so this is not an L4 relay`;
+      return { proof: verdict.proof, reasons: [...verdict.reasons, parsed] };
+    }
+    return verdict;
+  }
+  const grew = (policy: string) => requests[policy] ?? 0;
+  const [wanted, unwanted] = arm === 'mesh-mtls-off' ? ['none', 'mutual_tls'] : ['mutual_tls', 'none'];
+  if (grew(unwanted) > slack) {
+    return {
+      proof: 'contradicted',
+      reasons: [
+        `istio_requests_total{connection_security_policy="${unwanted}"} grew by ${grew(unwanted)} over the ${arm} run, which must carry none: its traffic was not ${wanted === 'none' ? 'plaintext' : 'mutual TLS'} as configured`,
+      ],
+    };
+  }
+  if (grew(wanted) < calls - slack) {
+    return unproven(
+      `istio_requests_total{connection_security_policy="${wanted}"} grew by ${grew(wanted)}, not by the run's ${calls} call${calls === 1 ? '' : 's'}`,
+    );
+  }
+  return { proof: 'proven', reasons: [] };
+}
+
+/** The key the runner gives a series that came without `connection_security_policy`. */
+export const UNLABELLED_POLICY = '(no label)';
+
+/**
+ * The policies that show plaintext on an L4 path. A sidecar's destination series says `none` for
+ * plaintext (`unknown` is the source side's, Istio standard metrics); ztunnel labels a plaintext
+ * passthrough `unknown` and only HBONE `mutual_tls` (istio/ztunnel 1.31.0-rc.0
+ * `src/proxy/metrics.rs` `SecurityPolicy`; `inbound.rs`, `inbound_passthrough.rs`).
+ */
+function plaintextPolicies(reporter: MtlsMetricEvidence['reporter']): readonly string[] {
+  return reporter === 'ztunnel' ? ['unknown', 'none'] : ['none'];
+}
+
+/** An L4 path's verdict: connections opened under `mutual_tls`, and none in plaintext. */
+function l4Verdict(arm: LatencyArm, metrics: MtlsMetricEvidence): MtlsVerdict {
+  const counter = `istio_tcp_connections_opened_total${metrics.reporter === 'ztunnel' ? " (ztunnel's)" : ''}`;
+  const byPolicy = metrics.tcpConnectionsBySecurityPolicy;
+  if (byPolicy === undefined) {
+    return unproven(
+      `${counter} was recorded without its connection_security_policy, so the ${arm} run's connections may have been plaintext`,
+    );
+  }
+  const mutual = byPolicy.mutual_tls ?? 0;
+  const plaintext = plaintextPolicies(metrics.reporter);
+  const others = Object.entries(byPolicy).filter(([policy, n]) => plaintext.includes(policy) && n > 0);
+  const other = sum(others.map(([, n]) => n));
+  // A few connections of another kind (a probe) beside many mTLS ones are noise; more are not.
+  if (other > Math.floor(mutual * METRIC_TOLERANCE)) {
+    return {
+      proof: 'contradicted',
+      reasons: [
+        `${counter} grew by ${others.map(([p, n]) => `${n} under connection_security_policy="${p}"`).join(', ')} (and ${mutual} under mutual_tls) over the ${arm} run: its connections were not all mutual TLS`,
+      ],
+    };
+  }
+  if (mutual === 0) {
+    return unproven(
+      `${counter}{connection_security_policy="mutual_tls"} did not grow over the ${arm} run (${metrics.tcpConnectionsOpened} connections counted in all)`,
+    );
+  }
+  return { proof: 'proven', reasons: [] };
+}
+
+/** The reasons of `mtlsVerdict` (empty when proven or not a mesh arm). */
 export function mtlsEvidenceCheck(
   arm: LatencyArm,
   mesh: MeshMode,
   metrics: MtlsMetricEvidence | undefined,
   calls: number,
 ): string[] {
-  if (arm === 'plain' || mesh === 'none') return [];
-  if (metrics === undefined)
-    return [`no Istio metric evidence was recorded for the ${arm} arm: mTLS cannot be confirmed`];
-  const requests = metrics.requestsBySecurityPolicy;
-  // Whole calls only: a one-request run (a download, a stream) must show its one request.
-  const slack = Math.floor(calls * METRIC_TOLERANCE);
-  const grew = (policy: string) => requests[policy] ?? 0;
-  const all = sum(Object.values(requests));
-  if (mesh === 'ambient' || arm === 'mesh-l4') {
-    const reasons: string[] = [];
-    if (!(metrics.tcpConnectionsOpened > 0)) {
-      reasons.push(
-        `istio_tcp_connections_opened_total did not grow over the ${arm} run (${metrics.tcpConnectionsOpened})`,
-      );
-    }
-    if (arm === 'mesh-l4' && mesh === 'sidecar' && all > slack) {
-      reasons.push(
-        `istio_requests_total grew by ${all} over the L4 run: the sidecar parsed HTTP on the tcp- port, so this is not an L4 relay`,
-      );
-    }
-    return reasons;
-  }
-  const [wanted, unwanted] = arm === 'mesh-mtls-off' ? ['none', 'mutual_tls'] : ['mutual_tls', 'none'];
-  const reasons: string[] = [];
-  if (grew(wanted) < calls - slack) {
-    reasons.push(
-      `istio_requests_total{connection_security_policy="${wanted}"} grew by ${grew(wanted)}, not by the run's ${calls} call${calls === 1 ? '' : 's'}: the ${arm} arm's traffic was not ${wanted === 'none' ? 'plaintext' : 'mutual TLS'} as configured`,
-    );
-  }
-  if (grew(unwanted) > slack) {
-    reasons.push(
-      `istio_requests_total{connection_security_policy="${unwanted}"} grew by ${grew(unwanted)} over the ${arm} run, which must carry none`,
-    );
-  }
-  return reasons;
+  return mtlsVerdict(arm, mesh, metrics, calls)?.reasons ?? [];
 }
 
 // ---- the mTLS matrix (E2, E8) --------------------------------------------------------------------

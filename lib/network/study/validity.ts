@@ -5,6 +5,7 @@ import type {
   DatapathEvidence,
   FortioRunSpec,
   MtlsMetricEvidence,
+  MtlsProof,
   NetworkJobOutcome,
   NetworkRun,
   NetworkRunRecord,
@@ -25,9 +26,10 @@ import {
 import {
   datapathCheck,
   downloadCheck,
-  mtlsEvidenceCheck,
+  type MtlsVerdict,
   mtlsMatrixCheck,
   mtlsMatrixCompleteCheck,
+  mtlsVerdict,
   sidecarCheck,
   sseCheck,
 } from './validity-mesh.ts';
@@ -83,6 +85,8 @@ export interface NetworkJudgment {
   readonly invalidReasons: string[];
   /** Findings that do not invalidate (an mTLS matrix deviation). */
   readonly flags: string[];
+  /** Mesh arms: whether their encryption was proven (`mtlsVerdict`). */
+  readonly mtlsProof?: MtlsProof;
 }
 
 /** Every check of a fortio result against its spec. */
@@ -110,55 +114,67 @@ function scaleStepsBefore(earlier: readonly NetworkRunRecord[], id: string): Sca
   );
 }
 
-function kindReasons(run: NetworkRun, evidence: NetworkRunEvidence, config: NetworkJudgeConfig): string[] {
+/** A run's kind-specific reasons, and the mesh arms' mTLS verdict. */
+interface KindJudgment {
+  readonly reasons: string[];
+  readonly mtls?: MtlsVerdict;
+}
+
+function withMtls(reasons: string[], mtls: MtlsVerdict | undefined): KindJudgment {
+  return mtls ? { reasons: [...reasons, ...mtls.reasons], mtls } : { reasons };
+}
+
+function kindReasons(
+  run: NetworkRun,
+  evidence: NetworkRunEvidence,
+  config: NetworkJudgeConfig,
+): KindJudgment {
   const { spec } = run;
   const result = evidence.result;
-  if (result === undefined) return [];
+  if (result === undefined) return { reasons: [] };
   if (result.kind !== spec.kind)
-    return [`the run is a ${spec.kind} run but its result is a ${result.kind} result`];
+    return { reasons: [`the run is a ${spec.kind} run but its result is a ${result.kind} result`] };
   switch (spec.kind) {
     case 'fortio': {
       const read = fortioResultCheck(result.kind === 'fortio' ? result.raw : undefined);
-      if (!read.result) return read.reasons;
-      return [
-        ...fortioReasons(spec, read.result),
-        ...mtlsEvidenceCheck(spec.arm, config.mesh, evidence.mtlsMetrics, callsOf(result, read.result)),
-      ];
+      if (!read.result) return { reasons: read.reasons };
+      return withMtls(
+        fortioReasons(spec, read.result),
+        mtlsVerdict(spec.arm, config.mesh, evidence.mtlsMetrics, callsOf(result, read.result)),
+      );
     }
     case 'download':
       return result.kind === 'download'
-        ? [
-            ...downloadCheck(spec, result.download),
-            ...mtlsEvidenceCheck(spec.arm, config.mesh, evidence.mtlsMetrics, 1),
-          ]
-        : [];
+        ? withMtls(
+            downloadCheck(spec, result.download),
+            mtlsVerdict(spec.arm, config.mesh, evidence.mtlsMetrics, 1),
+          )
+        : { reasons: [] };
     case 'sse':
       return result.kind === 'sse'
-        ? [
-            ...sseCheck(spec, result.sse),
-            ...mtlsEvidenceCheck(spec.arm, config.mesh, evidence.mtlsMetrics, 1),
-          ]
-        : [];
+        ? withMtls(sseCheck(spec, result.sse), mtlsVerdict(spec.arm, config.mesh, evidence.mtlsMetrics, 1))
+        : { reasons: [] };
     case 'mtls':
-      return result.kind === 'mtls' ? mtlsMatrixCompleteCheck(spec, result.cases) : [];
+      return { reasons: result.kind === 'mtls' ? mtlsMatrixCompleteCheck(spec, result.cases) : [] };
     case 'service-scale': {
-      if (result.kind !== 'service-scale') return [];
+      if (result.kind !== 'service-scale') return { reasons: [] };
       const steps = scaleStepsBefore(evidence.earlier ?? [], run.id);
       const reasons = serviceScaleCheck(spec, result.scale, steps, config.datapath, config.lbMapMax);
       const raw = result.scale.newConnection;
-      if (raw === undefined) return reasons;
+      if (raw === undefined) return { reasons };
       const read = fortioResultCheck(raw);
-      if (!read.result) return [...reasons, ...read.reasons.map((reason) => `new-connection run: ${reason}`)];
+      if (!read.result)
+        return { reasons: [...reasons, ...read.reasons.map((reason) => `new-connection run: ${reason}`)] };
       const newConnection = { mode: 'new-connection' as const, connections: config.connections };
       const checks = [
         ...resultCodesCheck(read.result),
         ...resolutionCheck(config.resolutionSeconds, read.result),
         ...socketCountCheck(newConnection, read.result),
       ];
-      return [...reasons, ...checks.map((reason) => `new-connection run: ${reason}`)];
+      return { reasons: [...reasons, ...checks.map((reason) => `new-connection run: ${reason}`)] };
     }
     case 'conntrack':
-      return result.kind === 'conntrack' ? conntrackCheck(spec, result.conntrack) : [];
+      return { reasons: result.kind === 'conntrack' ? conntrackCheck(spec, result.conntrack) : [] };
   }
 }
 
@@ -178,15 +194,21 @@ export function judgeNetworkRun(
   if (evidence.result === undefined) {
     return { valid: false, invalidReasons: [...first, 'the run left no result'], flags: [] };
   }
+  const kind = kindReasons(run, evidence, config);
   const invalidReasons = [
     ...first,
-    ...kindReasons(run, evidence, config),
+    ...kind.reasons,
     ...sidecarCheck(arm, config.mesh, evidence.pods, config.node),
     ...datapathCheck(config.datapath, evidence.datapath),
     ...hostFactsCheck(evidence.host, config.requiredVersions),
   ];
   const flags = evidence.result?.kind === 'mtls' ? mtlsMatrixCheck(evidence.result.cases) : [];
-  return { valid: invalidReasons.length === 0, invalidReasons, flags };
+  return {
+    valid: invalidReasons.length === 0,
+    invalidReasons,
+    flags,
+    ...(kind.mtls ? { mtlsProof: kind.mtls.proof } : {}),
+  };
 }
 
 // ---- across repeats ---------------------------------------------------------------------------------

@@ -224,8 +224,11 @@ const RunRecordSchema = z.object({
     .object({
       requestsBySecurityPolicy: z.record(z.string(), nonNegative),
       tcpConnectionsOpened: nonNegative,
+      tcpConnectionsBySecurityPolicy: z.record(z.string(), nonNegative).optional(),
+      reporter: z.enum(['sidecar', 'ztunnel']).optional(),
     })
     .optional(),
+  mtlsProof: z.enum(['proven', 'unproven', 'contradicted']).optional(),
   valid: z.boolean(),
   invalidReasons: z.array(z.string()),
   flags: z.array(z.string()).optional(),

@@ -7,7 +7,12 @@ import type {
   NetworkRunResult,
   PodMeshEvidence,
 } from '../../network/study/model.ts';
-import { MESH_NAMESPACE, meshNamespaceLabels } from '../../network/topology.ts';
+import {
+  ISTIO_SYSTEM_NAMESPACE,
+  MESH_NAMESPACE,
+  meshNamespaceLabels,
+  ZTUNNEL_POD_SELECTOR,
+} from '../../network/topology.ts';
 import { rethrowOutage } from '../call-policy.ts';
 import type { JobObject, NetworkPodState } from '../ports.ts';
 import { curlOutcome, mtlsCounters, mtlsDelta, parseCurlResult } from './host-output.ts';
@@ -49,7 +54,8 @@ export class ClientSteps {
   async clientRun(run: NetworkRun, clientNamespace: string, url: string): Promise<KindOutcome> {
     const name = networkJobName(run.id);
     const server = serviceOfUrl(url, clientNamespace);
-    const meshed = clientNamespace === MESH_NAMESPACE && this.ctx.cell.mesh === 'sidecar';
+    // The destination's counters: the server's sidecar, or on an ambient cell the node's ztunnel.
+    const meshed = clientNamespace === MESH_NAMESPACE && this.ctx.cell.mesh !== 'none';
     const reasons: string[] = [];
     const serverPods = await this.ctx.cluster.listPods(server.namespace, `app=${server.service}`);
     let job = this.planJob(run, name);
@@ -69,8 +75,8 @@ export class ClientSteps {
     }
     let before: MtlsMetricEvidence | undefined;
     if (meshed) {
-      await this.ctx.phase('scraping the server sidecar');
-      before = await this.scrapeSidecars(serverPods, reasons);
+      await this.ctx.phase('scraping the destination proxy');
+      before = await this.scrapeDestination(serverPods, server.namespace, reasons);
     }
     const file =
       run.spec.kind === 'fortio'
@@ -85,9 +91,10 @@ export class ClientSteps {
     else if (done.outcome !== 'succeeded') reasons.push(`job/${name} ${done.outcome}`);
     let mtlsMetrics: MtlsMetricEvidence | undefined;
     if (meshed && before) {
-      await this.ctx.phase('scraping the server sidecar');
-      const after = await this.scrapeSidecars(
+      await this.ctx.phase('scraping the destination proxy');
+      const after = await this.scrapeDestination(
         await this.ctx.cluster.listPods(server.namespace, `app=${server.service}`),
+        server.namespace,
         reasons,
       );
       if (after) {
@@ -126,25 +133,51 @@ export class ClientSteps {
     }
   }
 
-  /** The server pods' sidecar counters, summed; undefined (with a reason) when a scrape fails. */
+  /**
+   * The destination's counters: on a sidecar cell the server pods' sidecars; on an ambient cell the
+   * ztunnel pods (istio-system, `app=ztunnel`), counting only connections into the server's namespace.
+   */
+  async scrapeDestination(
+    serverPods: readonly NetworkPodState[],
+    serverNamespace: string,
+    reasons: string[],
+  ): Promise<MtlsMetricEvidence | undefined> {
+    if (this.ctx.cell.mesh !== 'ambient') return this.scrapeSidecars(serverPods, reasons);
+    const ztunnels = await this.ctx.cluster.listPods(ISTIO_SYSTEM_NAMESPACE, ZTUNNEL_POD_SELECTOR);
+    if (ztunnels.length === 0) {
+      reasons.push(
+        `mTLS evidence missing: no ztunnel pod (${ISTIO_SYSTEM_NAMESPACE}, ${ZTUNNEL_POD_SELECTOR}) to read istio_tcp_connections_opened_total from`,
+      );
+      return undefined;
+    }
+    return this.scrapeSidecars(ztunnels, reasons, {
+      destinationNamespace: serverNamespace,
+      reporter: 'ztunnel',
+    });
+  }
+
+  /** The pods' Istio counters, summed; undefined (with a reason) when a scrape fails. */
   async scrapeSidecars(
     pods: readonly NetworkPodState[],
     reasons: string[],
+    options: Parameters<typeof mtlsCounters>[1] = {},
   ): Promise<MtlsMetricEvidence | undefined> {
     if (pods.length === 0) {
       reasons.push('mTLS evidence missing: no server pod found');
       return undefined;
     }
-    const sum: { requestsBySecurityPolicy: Record<string, number>; tcpConnectionsOpened: number } = {
-      requestsBySecurityPolicy: {},
-      tcpConnectionsOpened: 0,
+    const add = (into: Record<string, number>, from: Readonly<Record<string, number>> | undefined) => {
+      for (const [p, n] of Object.entries(from ?? {})) into[p] = (into[p] ?? 0) + n;
     };
+    const requestsBySecurityPolicy: Record<string, number> = {};
+    const tcpConnectionsBySecurityPolicy: Record<string, number> = {};
+    let tcpConnectionsOpened = 0;
     for (const pod of pods) {
       try {
-        const counters = mtlsCounters(await this.ctx.sidecars.scrape(pod.podIp));
-        for (const [p, n] of Object.entries(counters.requestsBySecurityPolicy))
-          sum.requestsBySecurityPolicy[p] = (sum.requestsBySecurityPolicy[p] ?? 0) + n;
-        sum.tcpConnectionsOpened += counters.tcpConnectionsOpened;
+        const counters = mtlsCounters(await this.ctx.sidecars.scrape(pod.podIp), options);
+        add(requestsBySecurityPolicy, counters.requestsBySecurityPolicy);
+        add(tcpConnectionsBySecurityPolicy, counters.tcpConnectionsBySecurityPolicy);
+        tcpConnectionsOpened += counters.tcpConnectionsOpened;
       } catch (error) {
         rethrowOutage(error);
         reasons.push(
@@ -153,7 +186,12 @@ export class ClientSteps {
         return undefined;
       }
     }
-    return sum;
+    return {
+      requestsBySecurityPolicy,
+      tcpConnectionsOpened,
+      tcpConnectionsBySecurityPolicy,
+      ...(options.reporter ? { reporter: options.reporter } : {}),
+    };
   }
 
   /** E2/E8: one curl Job per case; the observed outcome beside the expected one. */

@@ -5,6 +5,7 @@ import type {
   DownloadResult,
   MtlsMetricEvidence,
 } from '../../network/study/model.ts';
+import { UNLABELLED_POLICY } from '../../network/study/validity-mesh.ts';
 import { parsePrometheusText } from '../../study/metrics.ts';
 
 /**
@@ -143,38 +144,69 @@ export function curlOutcome(result: DownloadResult): CurlOutcome {
 export const ISTIO_REQUESTS = 'istio_requests_total';
 export const ISTIO_TCP_OPENED = 'istio_tcp_connections_opened_total';
 
-/** The destination-side counters of one scrape. */
-export function mtlsCounters(text: string): MtlsMetricEvidence {
+/**
+ * The destination-side counters of one scrape. `destinationNamespace` keeps only connections into
+ * that namespace: a ztunnel serves every pod of its node, a sidecar only its own.
+ */
+export function mtlsCounters(
+  text: string,
+  options: { readonly destinationNamespace?: string; readonly reporter?: 'sidecar' | 'ztunnel' } = {},
+): MtlsMetricEvidence {
   const requestsBySecurityPolicy: Record<string, number> = {};
+  const tcpConnectionsBySecurityPolicy: Record<string, number> = {};
   let tcpConnectionsOpened = 0;
   for (const sample of parsePrometheusText(text)) {
     if (sample.labels.reporter !== 'destination') continue;
+    const namespace = options.destinationNamespace;
+    if (namespace !== undefined && sample.labels.destination_workload_namespace !== namespace) continue;
+    const policy = sample.labels.connection_security_policy ?? UNLABELLED_POLICY;
     if (sample.name === ISTIO_REQUESTS) {
-      const policy = sample.labels.connection_security_policy ?? 'unknown';
       requestsBySecurityPolicy[policy] = (requestsBySecurityPolicy[policy] ?? 0) + sample.value;
     } else if (sample.name === ISTIO_TCP_OPENED) {
       tcpConnectionsOpened += sample.value;
+      tcpConnectionsBySecurityPolicy[policy] = (tcpConnectionsBySecurityPolicy[policy] ?? 0) + sample.value;
     }
   }
-  return { requestsBySecurityPolicy, tcpConnectionsOpened };
+  return {
+    requestsBySecurityPolicy,
+    tcpConnectionsOpened,
+    tcpConnectionsBySecurityPolicy,
+    ...(options.reporter ? { reporter: options.reporter } : {}),
+  };
+}
+
+/** Growth of each series between two scrapes (one that went down means a restart: an error). */
+function growth(
+  before: Readonly<Record<string, number>>,
+  after: Readonly<Record<string, number>>,
+  metric: string,
+): Record<string, number> {
+  const grown: Record<string, number> = {};
+  for (const p of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    const d = (after[p] ?? 0) - (before[p] ?? 0);
+    if (d < 0) throw new Error(`${metric}{connection_security_policy="${p}"} went down: the proxy restarted`);
+    if (d > 0) grown[p] = d;
+  }
+  return grown;
 }
 
 /** Counter growth between two scrapes (a counter that went down means a restart: an error). */
 export function mtlsDelta(before: MtlsMetricEvidence, after: MtlsMetricEvidence): MtlsMetricEvidence {
-  const policies = new Set([
-    ...Object.keys(before.requestsBySecurityPolicy),
-    ...Object.keys(after.requestsBySecurityPolicy),
-  ]);
-  const requestsBySecurityPolicy: Record<string, number> = {};
-  for (const p of policies) {
-    const d = (after.requestsBySecurityPolicy[p] ?? 0) - (before.requestsBySecurityPolicy[p] ?? 0);
-    if (d < 0)
-      throw new Error(
-        `${ISTIO_REQUESTS}{connection_security_policy="${p}"} went down: the sidecar restarted`,
-      );
-    if (d > 0) requestsBySecurityPolicy[p] = d;
-  }
+  const requestsBySecurityPolicy = growth(
+    before.requestsBySecurityPolicy,
+    after.requestsBySecurityPolicy,
+    ISTIO_REQUESTS,
+  );
   const tcp = after.tcpConnectionsOpened - before.tcpConnectionsOpened;
-  if (tcp < 0) throw new Error(`${ISTIO_TCP_OPENED} went down: the sidecar restarted`);
-  return { requestsBySecurityPolicy, tcpConnectionsOpened: tcp };
+  if (tcp < 0) throw new Error(`${ISTIO_TCP_OPENED} went down: the proxy restarted`);
+  const byPolicy =
+    before.tcpConnectionsBySecurityPolicy && after.tcpConnectionsBySecurityPolicy
+      ? growth(before.tcpConnectionsBySecurityPolicy, after.tcpConnectionsBySecurityPolicy, ISTIO_TCP_OPENED)
+      : undefined;
+  return {
+    requestsBySecurityPolicy,
+    tcpConnectionsOpened: tcp,
+    ...(byPolicy ? { tcpConnectionsBySecurityPolicy: byPolicy } : {}),
+    ...(after.reporter ? { reporter: after.reporter } : {}),
+  };
 }

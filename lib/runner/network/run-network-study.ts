@@ -431,6 +431,7 @@ class NetworkStudyRunner implements StepContext {
       valid: judgment.valid,
       invalidReasons: judgment.invalidReasons,
       ...(judgment.flags.length > 0 ? { flags: judgment.flags } : {}),
+      ...(judgment.mtlsProof ? { mtlsProof: judgment.mtlsProof } : {}),
     };
   }
 

@@ -87,6 +87,7 @@ describe('the example network lab synthesizes one folder per cell', async () => 
   test('mesh namespace labelled for injection, plain not; Istio objects only on the mesh cell', () => {
     const mesh = cells.mesh.objects;
     expect(find(mesh, 'Namespace', 'mesh').metadata.labels['istio-injection']).toBe('enabled');
+    expect(find(mesh, 'Namespace', 'mesh-default').metadata.labels['istio-injection']).toBe('enabled');
     expect(find(mesh, 'Namespace', 'plain').metadata.labels['istio-injection']).toBeUndefined();
     expect(
       mesh
@@ -103,6 +104,7 @@ describe('the example network lab synthesizes one folder per cell', async () => 
     for (const name of ['dp-iptables', 'dp-cilium']) {
       const objects = cells[name].objects;
       expect(find(objects, 'Namespace', 'mesh')).toBeUndefined();
+      expect(find(objects, 'Namespace', 'mesh-default')).toBeUndefined();
       expect(objects.filter((o: Any) => o.apiVersion.includes('istio.io'))).toEqual([]);
     }
   });
@@ -126,6 +128,21 @@ describe('the example network lab synthesizes one folder per cell', async () => 
       'good',
       'bad',
     ]);
+  });
+
+  test("E2's mesh default: a fortio server in mesh-default, where no PeerAuthentication exists", () => {
+    const mesh = cells.mesh.objects;
+    const server = find(mesh, 'Deployment', 'fortio', 'mesh-default');
+    expect(server.spec.template.spec.containers[0].image).toBe(
+      find(mesh, 'Deployment', 'fortio', 'mesh').spec.template.spec.containers[0].image,
+    );
+    expect(find(mesh, 'Service', 'fortio', 'mesh-default').spec.ports[0]).toMatchObject({
+      name: 'http-echo',
+      port: 8080,
+    });
+    expect(
+      mesh.filter((o: Any) => o.kind === 'PeerAuthentication').map((o: Any) => o.metadata.namespace),
+    ).toEqual(['mesh', 'mesh']);
   });
 
   test('fortio: HTTP 8080 and gRPC 8079, and the same server on a second container port for E4', () => {
@@ -274,6 +291,14 @@ describe('other cells', () => {
     expect(list[1].values).toEqual({ profile: 'ambient' });
     expect(list[2].values).toEqual({ profile: 'ambient', global: { platform: 'k3s' } });
     expect(inspectManifests(objects).violations).toEqual([]);
+    // The L4 mTLS evidence of ambient runs is ztunnel's: the runner may list its pods, nothing more.
+    const ztunnelRole = objects.find(
+      (o: Any) => o.kind === 'Role' && o.metadata.namespace === 'istio-system',
+    );
+    expect(ztunnelRole?.rules).toEqual([{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }]);
+    expect(find(objects, 'Namespace', 'mesh-default').metadata.labels['istio.io/dataplane-mode']).toBe(
+      'ambient',
+    );
   });
 
   test('Istio on a Cilium cell: Cilium first, its values with socket LB and CNI settings for Istio', async () => {

@@ -99,7 +99,7 @@ describe('the network study runner chart', () => {
           .sort();
         const expected = [
           'plain',
-          ...(cell.mesh !== 'none' ? ['mesh'] : []),
+          ...(cell.mesh !== 'none' ? ['mesh', 'mesh-default'] : []),
           ...(cell.datapath === 'cilium' ? ['kube-system'] : []),
         ];
         expect(roles).toEqual(expected.sort());
@@ -113,10 +113,11 @@ describe('the network study runner chart', () => {
         ]);
         const services = rules.filter((r) => r.resources.includes('services'));
         expect(services.map((r) => r.ns)).toEqual(['plain']);
-        // Pods are deleted only in mesh (restarts after the label), never in plain or kube-system.
+        // Pods are deleted only in the mesh namespaces (restarts after the label), never in plain
+        // or kube-system.
         expect(
           rules.filter((r) => r.resources.includes('pods') && r.verbs.includes('delete')).map((r) => r.ns),
-        ).toEqual(cell.mesh !== 'none' ? ['mesh'] : []);
+        ).toEqual(cell.mesh !== 'none' ? ['mesh', 'mesh-default'] : []);
         for (const binding of byKind(objects, 'RoleBinding'))
           expect(binding.subjects).toEqual([
             { kind: 'ServiceAccount', name: NETWORK_RUNNER_NAME, namespace: 'plain' },
@@ -211,7 +212,11 @@ describe('the network study runner chart', () => {
   it('refuses a plan whose ConfigMap would exceed the Kubernetes limit, naming the cell', () => {
     const huge = parseLabConfig({
       lab: 'network',
-      network: { experiments: { serviceScale: { steps: Array.from({ length: 30_000 }, (_, i) => i) } } },
+      network: {
+        // Room in Cilium's LB map for 30,000 Services (B + 2 entries each), so only the size stops it.
+        cilium: { lbMapMax: 131_072 },
+        experiments: { serviceScale: { steps: Array.from({ length: 30_000 }, (_, i) => i) } },
+      },
     });
     expect(() => synth(huge, 'mesh')).toThrow(
       /runner ConfigMap of cell mesh holds \d+ bytes, over Kubernetes' limit/,

@@ -280,15 +280,15 @@ describe('preconditions', () => {
   ];
 
   test('mesh arms need the labelled namespace with pods restarted after the label; plain arms need nothing', () => {
-    for (const id of [
-      'e1-mesh-mtls-r1',
-      'e3-fixed-mesh-mtls-off-r2',
-      'e4-mesh-l4-r1',
-      'e6-mesh-mtls-r3',
-      'e2-matrix',
-    ]) {
+    for (const id of ['e1-mesh-mtls-r1', 'e3-fixed-mesh-mtls-off-r2', 'e4-mesh-l4-r1', 'e6-mesh-mtls-r3']) {
       expect(run(id)?.preconditions).toEqual(meshReady);
     }
+    // E2's no-policy row calls the server in mesh-default: that namespace joins the mesh too.
+    expect(run('e2-matrix')?.preconditions).toEqual([
+      ...meshReady,
+      { kind: 'namespace-labelled', namespace: 'mesh-default' },
+      { kind: 'pods-restarted-after-label', namespace: 'mesh-default' },
+    ]);
     for (const id of ['c-r1', 'e1-plain-r1', 'e5-plain-r1', 'e7-plain-r3']) {
       expect(run(id)?.preconditions).toEqual([]);
     }
@@ -317,7 +317,8 @@ describe('the mTLS matrix and STRICT exceptions (E2, E8)', () => {
     const matrix = cases(config(), 'mesh', 'e2-matrix');
     const outcome = Object.fromEntries(matrix.map((c) => [c.id, c.expected]));
     expect(outcome).toEqual({
-      'permissive-out-of-mesh': { httpCode: '200', curlExit: 0 },
+      'no-policy-out-of-mesh': { httpCode: '200', curlExit: 0 },
+      'port-exception-out-of-mesh': { httpCode: '200', curlExit: 0 },
       'strict-out-of-mesh': { httpCode: '000', curlExit: 56 },
       'strict-in-mesh': { httpCode: '200', curlExit: 0 },
       'authz-allowed': { httpCode: '200', curlExit: 0 },
@@ -337,9 +338,27 @@ describe('the mTLS matrix and STRICT exceptions (E2, E8)', () => {
       url: 'http://fortio-authz.mesh.svc.cluster.local:8080/echo',
     });
     expect(matrix.find((c) => c.id === 'authz-allowed')?.serviceAccount).toBe('good');
-    expect(matrix.find((c) => c.id === 'permissive-out-of-mesh')?.url).toBe(
-      'http://fortio-permissive.mesh.svc.cluster.local:8080/echo',
-    );
+  });
+
+  test("E2's two PERMISSIVE rows: no PeerAuthentication at all (mesh-default) and STRICT's port-level exception", () => {
+    const matrix = cases(config(), 'mesh', 'e2-matrix');
+    const noPolicy = matrix.find((c) => c.id === 'no-policy-out-of-mesh');
+    const exception = matrix.find((c) => c.id === 'port-exception-out-of-mesh');
+    expect(noPolicy).toMatchObject({
+      inMesh: false,
+      clientNamespace: 'plain',
+      url: 'http://fortio.mesh-default.svc.cluster.local:8080/echo',
+    });
+    expect(noPolicy?.title).toMatch(/No PeerAuthentication \(the mesh default, PERMISSIVE\)/);
+    expect(exception).toMatchObject({
+      inMesh: false,
+      clientNamespace: 'plain',
+      url: 'http://fortio-permissive.mesh.svc.cluster.local:8080/echo',
+    });
+    expect(exception?.title).toMatch(/port-level PERMISSIVE exception on 8080/);
+    // Distinct rows, each with its own curl Job.
+    expect(new Set(matrix.map((c) => c.url)).size).toBe(4);
+    expect(cases(withAmbient(), 'ambient', 'e2-matrix').map((c) => c.id)).toContain('no-policy-out-of-mesh');
   });
 
   test('on an ambient cell the L4 policy closes the connection instead of answering 403', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { parseLabConfig } from '../../../lib/config/load.ts';
+import { lbEntriesPerService } from '../../../lib/config/network-rules.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
 import {
@@ -37,17 +38,25 @@ const cellOf = (config: LabConfig, name: string) => {
 };
 
 describe('E9 entries per datapath (docs/facts.md §N7)', () => {
-  test('per Service with one endpoint: iptables 7 lines, nftables 11, ipvs 2, Cilium 2 LB map slots', () => {
-    expect(ENTRY_MODELS.iptables.perService(1)).toBe(7);
-    expect(ENTRY_MODELS.nftables.perService(1)).toBe(11);
-    expect(ENTRY_MODELS.ipvs.perService(1)).toBe(2);
-    expect(ENTRY_MODELS.cilium.perService(1)).toBe(2);
+  test('per Service, from the sources: one endpoint (iptables 7 lines, nftables 11, ipvs 2, Cilium 3) and two', () => {
+    const at = (b: number) =>
+      Object.fromEntries(Object.values(ENTRY_MODELS).map((m) => [m.datapath, m.perService(b)]));
+    expect(at(1)).toEqual({ iptables: 7, nftables: 11, ipvs: 2, cilium: 3 });
+    expect(at(2)).toEqual({ iptables: 11, nftables: 16, ipvs: 3, cilium: 4 });
   });
 
-  test("iptables follows kube-proxy's NAT rule counts (2 + 3B rules) plus its 1 + B chains", () => {
-    // TestNumberIptablesRules: 1 Service with 2 endpoints adds 8 NAT rules, with 10 adds 32.
-    expect(ENTRY_MODELS.iptables.perService(2)).toBe(8 + 3);
-    expect(ENTRY_MODELS.iptables.perService(10)).toBe(32 + 11);
+  test("iptables: syncProxyRules' lines per Service, 3 + 4B; Cilium: the wildcard entry beside frontend and backend slots", () => {
+    // 1 KUBE-SERVICES rule; KUBE-SVC chain, its masquerade rule and B jumps; B KUBE-SEP chains
+    // with a masquerade and a DNAT rule each.
+    expect(ENTRY_MODELS.iptables.perService(10)).toBe(1 + 1 + 1 + 10 + 3 * 10);
+    // <ip>/ANY slot 0 + <ip>:port slot 0 + B backend slots; lab plan and lab check use the same function.
+    expect(ENTRY_MODELS.cilium.perService).toBe(lbEntriesPerService);
+    expect(lbEntriesPerService(1)).toBe(3);
+    expect(lbEntriesPerService(2)).toBe(4);
+    for (const model of Object.values(ENTRY_MODELS)) {
+      expect(model.basis, model.datapath).toBe('estimate');
+      expect(model.source, model.datapath).toMatch(/proxier\.go|cilium/);
+    }
   });
 
   test('each step predicts Services x entries per Service, labelled estimate where not confirmed', () => {
@@ -66,9 +75,9 @@ describe('E9 entries per datapath (docs/facts.md §N7)', () => {
     });
     expect(cellOf(config, 'dp-nftables').entries.steps.at(-1)?.entriesAdded).toBe(110_000);
     expect(cellOf(config, 'dp-ipvs').entries.steps.at(-1)?.entriesAdded).toBe(20_000);
-    expect(cellOf(config, 'dp-cilium').entries.basis).toBe('derived');
+    expect(cellOf(config, 'dp-cilium').entries.basis).toBe('estimate');
     const two = allDatapaths({ experiments: { serviceScale: { backendsPerService: 2 } } });
-    expect(cellOf(two, 'dp-cilium').entries.steps.at(-1)?.entriesAdded).toBe(30_000);
+    expect(cellOf(two, 'dp-cilium').entries.steps.at(-1)?.entriesAdded).toBe(40_000);
     expect(formatNetworkPlan(planNetworkStudy(config))).toMatch(
       /^ {2}dp-iptables +7 \(iptables\) +0 +700 +7,000 +35,000 +70,000 +estimate$/m,
     );
@@ -80,9 +89,9 @@ describe('Cilium LB map headroom', () => {
     const config = allDatapaths();
     expect(cellOf(config, 'dp-cilium').entries.steps.at(-1)).toEqual({
       services: 10_000,
-      entriesAdded: 20_000,
-      lbMapEntries: 20_000,
-      lbMapHeadroom: 45_536,
+      entriesAdded: 30_000,
+      lbMapEntries: 30_000,
+      lbMapHeadroom: 35_536,
       lbMapOverflow: false,
     });
     expect(cellOf(config, 'dp-iptables').lbMapMax).toBeUndefined();
@@ -91,27 +100,27 @@ describe('Cilium LB map headroom', () => {
 
   test('a map smaller than the largest step is flagged as overflow, the step and the setting named', () => {
     const base = allDatapaths();
-    const config = edited(base, { cilium: { ...base.network.cilium, lbMapMax: 15_000 } });
+    const config = edited(base, { cilium: { ...base.network.cilium, lbMapMax: 25_000 } });
     const cilium = cellOf(config, 'dp-cilium');
     expect(cilium.entries.steps.map((s) => s.lbMapOverflow)).toEqual([false, false, false, false, true]);
     expect(cilium.entries.steps.at(-1)?.lbMapHeadroom).toBe(-5000);
     expect(cilium.warnings).toContainEqual(
       expect.stringContaining(
-        'e9-services-10000: 20,000 LB map entries overflow network.cilium.lbMapMax 15,000',
+        'e9-services-10000: 30,000 LB map entries overflow network.cilium.lbMapMax 25,000',
       ),
     );
     expect(formatNetworkPlan(planNetworkStudy(config))).toContain(
-      'dp-cilium: LB map 20,000 of 15,000 entries at 10,000 Services, headroom -5,000 - OVERFLOW',
+      'dp-cilium: LB map 30,000 of 25,000 entries at 10,000 Services, headroom -5,000 - OVERFLOW',
     );
   });
 
   test('a map above 90% full is a warning without overflow', () => {
     const base = allDatapaths();
-    const config = edited(base, { cilium: { ...base.network.cilium, lbMapMax: 21_000 } });
+    const config = edited(base, { cilium: { ...base.network.cilium, lbMapMax: 31_000 } });
     const cilium = cellOf(config, 'dp-cilium');
     expect(cilium.entries.steps.at(-1)?.lbMapOverflow).toBe(false);
     expect(cilium.warnings).toContainEqual(
-      expect.stringContaining('e9-services-10000: 20,000 LB map entries are above 90%'),
+      expect.stringContaining('e9-services-10000: 30,000 LB map entries are above 90%'),
     );
   });
 });
@@ -200,13 +209,13 @@ describe('warnings for configurations that cannot measure what they claim', () =
   test("the printed plan lists every warning, each cell's with its name", () => {
     const base = allDatapaths();
     const text = formatNetworkPlan(
-      planNetworkStudy(edited(base, { cilium: { ...base.network.cilium, lbMapMax: 15_000 } })),
+      planNetworkStudy(edited(base, { cilium: { ...base.network.cilium, lbMapMax: 25_000 } })),
     );
     expect(text).toMatch(
-      /^Warnings:\n {2}- network\.experiments\.serviceScale\.steps: 10,000 Services x 2 LB map entries/m,
+      /^Warnings:\n {2}- network\.experiments\.serviceScale\.steps: 10,000 Services x 3 LB map entries/m,
     );
     expect(text).toMatch(/^ {2}- network\.cells dp-ipvs: kube-proxy's ipvs mode is deprecated/m);
-    expect(text).toMatch(/^ {2}- dp-cilium: e9-services-10000: 20,000 LB map entries overflow/m);
+    expect(text).toMatch(/^ {2}- dp-cilium: e9-services-10000: 30,000 LB map entries overflow/m);
     expect(text).not.toContain('No warnings');
   });
 
@@ -268,9 +277,10 @@ describe('runs, duration and cost per cell', () => {
     expect(at('e1s-plain-r1').load).toBe(20);
     expect(at('e7-plain-r1').load).toBe(4);
     expect(at('e6-plain-r1').load).toBeCloseTo(1);
+    // Seven curls: the no-PeerAuthentication row and the port-exception row are two of them.
     expect(at('e2-matrix')).toEqual({
-      load: 6 * o.curlSeconds,
-      overhead: 6 * o.jobStartSeconds + o.runnerSeconds,
+      load: 7 * o.curlSeconds,
+      overhead: 7 * o.jobStartSeconds + o.runnerSeconds,
     });
     // Step 1,000 creates the 900 Services step 100 did not; EndpointSlices at 20/s pace it.
     expect(at('e9-services-1000')).toEqual({

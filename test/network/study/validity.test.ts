@@ -27,6 +27,7 @@ import {
   mtlsEvidenceCheck,
   mtlsMatrixCheck,
   mtlsMatrixCompleteCheck,
+  mtlsVerdict,
   type NetworkJudgeConfig,
   type NetworkRunEvidence,
   rateReachedCheck,
@@ -264,62 +265,104 @@ describe('sidecarCheck', () => {
   });
 });
 
-describe('mtlsEvidenceCheck', () => {
+describe('mtlsEvidenceCheck and mtlsVerdict', () => {
   const calls = 12_496;
-  it('passes mutual_tls growth for mTLS-on arms, none for mTLS-off, connections only for L4', () => {
+  const l4 = (byPolicy: Record<string, number> | undefined, reporter?: 'sidecar' | 'ztunnel') => ({
+    requestsBySecurityPolicy: {},
+    tcpConnectionsOpened: Object.values(byPolicy ?? {}).reduce((a, b) => a + b, 16),
+    ...(byPolicy ? { tcpConnectionsBySecurityPolicy: byPolicy } : {}),
+    ...(reporter ? { reporter } : {}),
+  });
+
+  it('proves mutual_tls growth for mTLS-on arms, none for mTLS-off, mutual_tls connections for L4', () => {
     const mtls = { requestsBySecurityPolicy: { mutual_tls: calls + 16 }, tcpConnectionsOpened: 16 };
-    expect(mtlsEvidenceCheck('mesh-mtls', 'sidecar', mtls, calls)).toEqual([]);
+    expect(mtlsVerdict('mesh-mtls', 'sidecar', mtls, calls)).toEqual({ proof: 'proven', reasons: [] });
     expect(mtlsEvidenceCheck('mesh-l7', 'sidecar', mtls, calls)).toEqual([]);
     const off = { requestsBySecurityPolicy: { none: calls + 16 }, tcpConnectionsOpened: 16 };
     expect(mtlsEvidenceCheck('mesh-mtls-off', 'sidecar', off, calls)).toEqual([]);
-    expect(
-      mtlsEvidenceCheck(
-        'mesh-l4',
-        'sidecar',
-        { requestsBySecurityPolicy: {}, tcpConnectionsOpened: 16 },
-        calls,
-      ),
-    ).toEqual([]);
-    expect(mtlsEvidenceCheck('plain', 'sidecar', undefined, calls)).toEqual([]);
+    expect(mtlsVerdict('mesh-l4', 'sidecar', l4({ mutual_tls: 16 }), calls)).toEqual({
+      proof: 'proven',
+      reasons: [],
+    });
+    expect(mtlsVerdict('plain', 'sidecar', undefined, calls)).toBeUndefined();
+    expect(mtlsVerdict('mesh-mtls', 'none', undefined, calls)).toBeUndefined();
   });
 
-  it('fails plaintext on an mTLS-on arm and mTLS on an mTLS-off arm', () => {
-    const plaintext = { requestsBySecurityPolicy: { none: calls + 16 }, tcpConnectionsOpened: 16 };
-    expect(mtlsEvidenceCheck('mesh-mtls', 'sidecar', plaintext, calls)).toEqual([
-      'istio_requests_total{connection_security_policy="mutual_tls"} grew by 0, not by the run\'s 12496 calls: the mesh-mtls arm\'s traffic was not mutual TLS as configured',
-      'istio_requests_total{connection_security_policy="none"} grew by 12512 over the mesh-mtls run, which must carry none',
+  it('an L4 arm is unproven without the policy label or without mutual_tls connections, contradicted by plaintext ones', () => {
+    // A connection count alone (older records, or a counter without the label) proves nothing.
+    const bare = mtlsVerdict('mesh-l4', 'sidecar', l4(undefined), calls);
+    expect(bare?.proof).toBe('unproven');
+    expect(bare?.reasons).toEqual([
+      "mTLS unproven: istio_tcp_connections_opened_total was recorded without its connection_security_policy, so the mesh-l4 run's connections may have been plaintext",
     ]);
+    expect(mtlsVerdict('mesh-l4', 'sidecar', l4({ '(no label)': 16 }), calls)).toEqual({
+      proof: 'unproven',
+      reasons: [
+        'mTLS unproven: istio_tcp_connections_opened_total{connection_security_policy="mutual_tls"} did not grow over the mesh-l4 run (32 connections counted in all)',
+      ],
+    });
+    expect(mtlsVerdict('mesh-l4', 'sidecar', l4({ none: 16 }), calls)).toEqual({
+      proof: 'contradicted',
+      reasons: [
+        'istio_tcp_connections_opened_total grew by 16 under connection_security_policy="none" (and 0 under mutual_tls) over the mesh-l4 run: its connections were not all mutual TLS',
+      ],
+    });
+    // One stray plaintext connection beside a thousand mTLS ones is within the tolerance.
+    expect(mtlsVerdict('mesh-l4', 'sidecar', l4({ mutual_tls: 1000, none: 1 }), calls)?.proof).toBe('proven');
+  });
+
+  it("ambient: ztunnel's mutual_tls connections prove every arm; its unknown (a plaintext passthrough) contradicts", () => {
+    expect(mtlsVerdict('mesh-mtls', 'ambient', l4({ mutual_tls: 16 }, 'ztunnel'), calls)?.proof).toBe(
+      'proven',
+    );
+    const passthrough = mtlsVerdict('mesh-mtls', 'ambient', l4({ unknown: 16 }, 'ztunnel'), calls);
+    expect(passthrough?.proof).toBe('contradicted');
+    expect(passthrough?.reasons[0]).toContain(
+      "istio_tcp_connections_opened_total (ztunnel's) grew by 16 under",
+    );
+    // A sidecar's unknown is the source side's label, not plaintext: no proof, no contradiction.
+    expect(mtlsVerdict('mesh-l4', 'sidecar', l4({ unknown: 16 }), calls)?.proof).toBe('unproven');
+    expect(mtlsVerdict('mesh-mtls', 'ambient', undefined, calls)).toEqual({
+      proof: 'unproven',
+      reasons: ['mTLS unproven: no Istio metric evidence was recorded for the mesh-mtls arm'],
+    });
+  });
+
+  it('contradicts plaintext on an mTLS-on arm and mTLS on an mTLS-off arm', () => {
+    const plaintext = { requestsBySecurityPolicy: { none: calls + 16 }, tcpConnectionsOpened: 16 };
+    expect(mtlsVerdict('mesh-mtls', 'sidecar', plaintext, calls)).toEqual({
+      proof: 'contradicted',
+      reasons: [
+        'istio_requests_total{connection_security_policy="none"} grew by 12512 over the mesh-mtls run, which must carry none: its traffic was not mutual TLS as configured',
+      ],
+    });
     const encrypted = { requestsBySecurityPolicy: { mutual_tls: calls + 16 }, tcpConnectionsOpened: 16 };
     expect(mtlsEvidenceCheck('mesh-mtls-off', 'sidecar', encrypted, calls)[0]).toBe(
-      'istio_requests_total{connection_security_policy="none"} grew by 0, not by the run\'s 12496 calls: the mesh-mtls-off arm\'s traffic was not plaintext as configured',
+      'istio_requests_total{connection_security_policy="mutual_tls"} grew by 12512 over the mesh-mtls-off run, which must carry none: its traffic was not plaintext as configured',
     );
   });
 
-  it('fails a one-request run (a download) whose request the sidecar did not count as mTLS', () => {
+  it('a one-request run (a download) whose request the sidecar did not count is unproven', () => {
     const one = { requestsBySecurityPolicy: { mutual_tls: 1 }, tcpConnectionsOpened: 1 };
     expect(mtlsEvidenceCheck('mesh-mtls', 'sidecar', one, 1)).toEqual([]);
     expect(
       mtlsEvidenceCheck('mesh-mtls', 'sidecar', { requestsBySecurityPolicy: {}, tcpConnectionsOpened: 1 }, 1),
     ).toEqual([
-      'istio_requests_total{connection_security_policy="mutual_tls"} grew by 0, not by the run\'s 1 call: the mesh-mtls arm\'s traffic was not mutual TLS as configured',
+      'mTLS unproven: istio_requests_total{connection_security_policy="mutual_tls"} grew by 0, not by the run\'s 1 call',
     ]);
   });
 
   it('fails an L4 arm whose sidecar parsed HTTP, and missing evidence', () => {
-    const parsed = { requestsBySecurityPolicy: { mutual_tls: calls }, tcpConnectionsOpened: 16 };
+    const parsed = {
+      requestsBySecurityPolicy: { mutual_tls: calls },
+      tcpConnectionsOpened: 16,
+      tcpConnectionsBySecurityPolicy: { mutual_tls: 16 },
+    };
     expect(mtlsEvidenceCheck('mesh-l4', 'sidecar', parsed, calls)).toEqual([
       'istio_requests_total grew by 12496 over the L4 run: the sidecar parsed HTTP on the tcp- port, so this is not an L4 relay',
     ]);
-    expect(
-      mtlsEvidenceCheck(
-        'mesh-l4',
-        'sidecar',
-        { requestsBySecurityPolicy: {}, tcpConnectionsOpened: 0 },
-        calls,
-      ),
-    ).toEqual(['istio_tcp_connections_opened_total did not grow over the mesh-l4 run (0)']);
     expect(mtlsEvidenceCheck('mesh-mtls', 'sidecar', undefined, calls)).toEqual([
-      'no Istio metric evidence was recorded for the mesh-mtls arm: mTLS cannot be confirmed',
+      'mTLS unproven: no Istio metric evidence was recorded for the mesh-mtls arm',
     ]);
   });
 });
@@ -778,11 +821,13 @@ describe('judgeNetworkRun', () => {
     expect(judgment.invalidReasons).toEqual([
       'precondition pods-restarted-after-label (mesh) not met',
       "the run's Job failed (status.failed > 0)",
-      'no Istio metric evidence was recorded for the mesh-mtls arm: mTLS cannot be confirmed',
+      'mTLS unproven: no Istio metric evidence was recorded for the mesh-mtls arm',
       'pod mesh/fortio-client-b of the mesh-mtls arm has no istio-proxy native sidecar (was it created before the namespace label?)',
       'the iptables datapath was not verified on the host (no datapath evidence)',
       'no version recorded for k3s, fortio, netshoot, istio',
     ]);
+    // The record carries the verdict: the report shows this run as "mTLS unproven".
+    expect(judgment.mtlsProof).toBe('unproven');
   });
 
   it('fails a run without a result, and one whose result is of another kind', () => {
@@ -838,8 +883,7 @@ describe('judgeNetworkRun', () => {
       config,
     );
     expect(download.invalidReasons).toEqual([
-      'istio_requests_total{connection_security_policy="mutual_tls"} grew by 0, not by the run\'s 1 call: the mesh-mtls arm\'s traffic was not mutual TLS as configured',
-      'istio_requests_total{connection_security_policy="none"} grew by 1 over the mesh-mtls run, which must carry none',
+      'istio_requests_total{connection_security_policy="none"} grew by 1 over the mesh-mtls run, which must carry none: its traffic was not mutual TLS as configured',
     ]);
     const conntrackSpec: ConntrackRunSpec = {
       kind: 'conntrack',

@@ -119,7 +119,7 @@ describe('network report tables from the three default cells', () => {
   });
 
   it('the mTLS matrix keeps expected beside observed and marks the one deviation', () => {
-    expect(tables.mtls).toHaveLength(8);
+    expect(tables.mtls).toHaveLength(9);
     expect(tables.mtls.filter((r) => r.deviation).map((r) => [r.experiment, r.caseId, r.observed])).toEqual([
       ['E8', 'strict-port-permissive', { httpCode: '000', curlExit: 56 }],
     ]);

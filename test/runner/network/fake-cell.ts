@@ -106,7 +106,8 @@ interface ServerPod extends NetworkPodState {
   readonly app: string;
   /** The sidecar's destination counters. */
   requests: Record<string, number>;
-  tcpOpened: number;
+  /** istio_tcp_connections_opened_total by connection_security_policy. */
+  tcpOpened: Record<string, number>;
 }
 
 export interface FakeCellOptions {
@@ -115,6 +116,15 @@ export interface FakeCellOptions {
   /** Ready replicas of E9's backend. @default experiments.serviceScale.backendsPerService */
   readonly readyBackends?: number;
 }
+
+/** How the proxies count TCP connections (Istio's standard metrics; a test can make them worse). */
+export type FakeTcpTelemetry =
+  /** `connection_security_policy` on every series, connections as the policies say. */
+  | 'labelled'
+  /** The TCP counter without its `connection_security_policy` label: no proof either way. */
+  | 'unlabelled'
+  /** The L4 port's connections arrive in plaintext (a DestinationRule DISABLE on it, say). */
+  | 'plaintext-l4';
 
 export class FakeCell implements NetworkCluster, SidecarMetrics {
   readonly clock = new FakeClock();
@@ -131,6 +141,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   hangJobs: RegExp | undefined;
   /** What the Cilium agent's log says. */
   ciliumAgentLog = 'level=info msg="Cilium health daemon started"\n';
+  /** What the destination proxies report about TCP connections. */
+  tcpTelemetry: FakeTcpTelemetry = 'labelled';
   /** Jobs (by name pattern) that succeed but write no file. */
   noOutput: RegExp | undefined;
   /** fortio Jobs (by name pattern) whose histogram is fortio's default 1 ms resolution. */
@@ -169,7 +181,12 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     this.namespaces = {
       plain: {},
       'kube-system': {},
-      ...(mesh ? { mesh: meshNamespaceLabels(this.cell.mesh) } : {}),
+      ...(mesh
+        ? {
+            mesh: meshNamespaceLabels(this.cell.mesh),
+            'mesh-default': meshNamespaceLabels(this.cell.mesh),
+          }
+        : {}),
     };
     for (const app of ['fortio', 'sse-server']) this.addServer('plain', app, false);
     // E9's backend Deployment: backendsPerService replicas (fewer when a test says some are not up).
@@ -178,6 +195,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     if (mesh) {
       for (const app of ['fortio', 'fortio-permissive', 'fortio-authz', 'sse-server'])
         this.addServer('mesh', app, this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
+      this.addServer('mesh-default', 'fortio', this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
     }
     if (this.cell.datapath === 'cilium')
       this.addServer('kube-system', 'cilium', false, { 'k8s-app': 'cilium' });
@@ -207,7 +225,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       phase: 'Running',
       app,
       requests: {},
-      tcpOpened: 0,
+      tcpOpened: {},
       labels: { app, ...extra },
     } as ServerPod & { labels: Record<string, string> });
   }
@@ -415,7 +433,10 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       lines.push(
         `istio_requests_total{reporter="destination",response_code="200",connection_security_policy="${policy}"} ${n}`,
       );
-    lines.push(`istio_tcp_connections_opened_total{reporter="destination"} ${pod.tcpOpened}`);
+    for (const [policy, n] of Object.entries(pod.tcpOpened)) {
+      const security = this.tcpTelemetry === 'unlabelled' ? '' : `,connection_security_policy="${policy}"`;
+      lines.push(`istio_tcp_connections_opened_total{reporter="destination"${security}} ${n}`);
+    }
     return `${lines.join('\n')}\n`;
   }
 
@@ -528,9 +549,13 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     const server = this.serverFor(url, 'mesh');
     if (!server?.hasSidecar) return;
     const port = Number(/:(\d+)/.exec(url.replace(/^[a-z]+:\/\//, ''))?.[1] ?? 80);
-    server.tcpOpened += connections;
+    // fortio-permissive's 8080 gets plaintext (its DestinationRule DISABLE); the rest ISTIO_MUTUAL.
+    const plaintext =
+      (server.app === 'fortio-permissive' && port === 8080) ||
+      (port === 8082 && this.tcpTelemetry === 'plaintext-l4');
+    const policy = plaintext ? 'none' : 'mutual_tls';
+    server.tcpOpened[policy] = (server.tcpOpened[policy] ?? 0) + connections;
     if (port === 8082) return; // the tcp- port: relayed at L4, no HTTP request counted
-    const policy = server.app === 'fortio-permissive' ? 'none' : 'mutual_tls';
     server.requests[policy] = (server.requests[policy] ?? 0) + requests;
   }
 
@@ -598,6 +623,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     let httpCode = '200';
     let curlExit = 0;
     const fromMesh = pod?.hasSidecar ?? false;
+    // The policies of charts/network/mesh-policies.ts: mesh is STRICT but for fortio-permissive's
+    // port 8080; mesh-default has no PeerAuthentication, so the mesh default (PERMISSIVE) answers.
     if (server?.namespace === 'mesh' && server.hasSidecar) {
       if (server.app === 'fortio' && !fromMesh) {
         // STRICT: the plaintext connection is dropped, not answered with 403.

@@ -71,6 +71,8 @@ describe('runNetworkStudy', () => {
     expect(plain.pods.find((p) => p.pod.startsWith('net-e1-plain-r1'))?.hasSidecar).toBe(false);
     const count = JSON.parse((mesh.result as { raw: string }).raw).DurationHistogram.Count;
     expect(mesh.mtlsMetrics?.requestsBySecurityPolicy).toEqual({ mutual_tls: count });
+    expect(mesh.mtlsProof).toBe('proven');
+    expect(plain.mtlsProof).toBeUndefined();
     // The host facts and the datapath are recorded once per study.
     expect(study.host).toMatchObject({ instanceType: 'c7i.2xlarge', kernel: '6.8.0-1016-aws' });
     expect(study.host.cpuFlags).toContain('vaes');
@@ -140,6 +142,34 @@ describe('runNetworkStudy', () => {
     expect(entriesJob?.metadata.labels['app.kubernetes.io/component']).toBe('cilium-command');
   });
 
+  it("proves the L4 arm's mTLS by istio_tcp_connections_opened_total{connection_security_policy}, or says it is unproven", async () => {
+    const l4 = planOf('mesh', ['e4-mesh-l4-r1']);
+    const proven = setup('mesh');
+    const [run] = (await runNetworkStudy(proven.deps, config, l4, FAST)).runs;
+    expect(run.valid, run.invalidReasons.join('; ')).toBe(true);
+    expect(run.mtlsProof).toBe('proven');
+    expect(run.mtlsMetrics?.tcpConnectionsBySecurityPolicy).toEqual({ mutual_tls: 16 });
+    expect(run.mtlsMetrics?.requestsBySecurityPolicy).toEqual({});
+
+    // A sidecar whose TCP counter has no connection_security_policy proves nothing: a plaintext
+    // relay counts connections too.
+    const unlabelled = setup('mesh');
+    unlabelled.fake.tcpTelemetry = 'unlabelled';
+    const [bare] = (await runNetworkStudy(unlabelled.deps, config, l4, FAST)).runs;
+    expect(bare.valid).toBe(false);
+    expect(bare.mtlsProof).toBe('unproven');
+    expect(bare.invalidReasons).toEqual([
+      expect.stringMatching(/^mTLS unproven: .*connection_security_policy="mutual_tls"\} did not grow/),
+    ]);
+
+    const plaintext = setup('mesh');
+    plaintext.fake.tcpTelemetry = 'plaintext-l4';
+    const [clear] = (await runNetworkStudy(plaintext.deps, config, l4, FAST)).runs;
+    expect(clear.valid).toBe(false);
+    expect(clear.mtlsProof).toBe('contradicted');
+    expect(clear.invalidReasons.join('; ')).toContain('16 under connection_security_policy="none"');
+  });
+
   it('records the mTLS matrix: observed beside expected, one curl Job per case under its service account', async () => {
     const t = setup('mesh');
     const study = await runNetworkStudy(
@@ -155,8 +185,26 @@ describe('runNetworkStudy', () => {
     }
     const denied = t.fake.created.find((j) => j.metadata.name === 'net-e2-matrix-authz-denied');
     expect(denied?.spec).toMatchObject({ template: { spec: { serviceAccountName: 'bad' } } });
-    const strict = study.runs[0].result?.kind === 'mtls' ? study.runs[0].result.cases[1] : undefined;
-    expect(strict?.observed).toEqual({ httpCode: '000', curlExit: 56 });
+    const observed = (id: string) =>
+      study.runs[0].result?.kind === 'mtls'
+        ? study.runs[0].result.cases.find((c) => c.id === id)?.observed
+        : undefined;
+    expect(observed('strict-out-of-mesh')).toEqual({ httpCode: '000', curlExit: 56 });
+    // E2's two PERMISSIVE rows, each its own curl Job: the mesh default and the port exception.
+    expect(observed('no-policy-out-of-mesh')).toEqual({ httpCode: '200', curlExit: 0 });
+    expect(observed('port-exception-out-of-mesh')).toEqual({ httpCode: '200', curlExit: 0 });
+    const urlOf = (name: string) =>
+      (
+        t.fake.created.find((j) => j.metadata.name === name)?.spec as {
+          template: { spec: { containers: { env?: { name: string; value: string }[] }[] } };
+        }
+      )?.template.spec.containers[0].env?.find((e) => e.name === 'URL')?.value;
+    expect(urlOf('net-e2-matrix-no-policy-out-of-mesh')).toBe(
+      'http://fortio.mesh-default.svc.cluster.local:8080/echo',
+    );
+    expect(urlOf('net-e2-matrix-port-exception-out-of-mesh')).toBe(
+      'http://fortio-permissive.mesh.svc.cluster.local:8080/echo',
+    );
   });
 
   it('restarts mesh pods created before the label, before a mesh run', async () => {
