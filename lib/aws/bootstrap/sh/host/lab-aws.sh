@@ -113,22 +113,25 @@ except ValueError:
 # times while the answer is a 5xx, a 429 or no answer at all, further apart each time. Returns 0
 # on a 2xx, 4 on a 404; any other answer fails at once, naming what was asked and what AWS said.
 request() {
-  local what=$1 service=$2 body=$3 attempt status
+  local what=$1 service=$2 body=$3 attempt status answer
   shift 3
   for ((attempt = 1; ; attempt++)); do
     if ((attempt > 1)) || [ ! -s "$private/credentials" ]; then write_credentials; fi
+    rm -f "$body"
     status=$(curl -q -sS --max-time "$AWS_MAX_SECONDS" -K "$private/credentials" \
       --aws-sigv4 "aws:amz:$LAB_REGION:$service" -o "$body" -w '%{http_code}' "$@") || status=${status:-000}
     case "$status" in
     2??) return 0 ;;
     404) return 4 ;;
-    5?? | 429 | 000) ;;
-    *) fail "$what: HTTP $status $(error_text "$body")" ;;
     esac
-    if ((attempt >= AWS_ATTEMPTS)); then
-      fail "$what: HTTP $status $(error_text "$body") (after $attempt attempts)"
-    fi
-    echo "lab-aws: $what: HTTP $status, trying again ($attempt of $AWS_ATTEMPTS)" >&2
+    answer="HTTP $status"
+    if [ -s "$body" ]; then answer+=" $(error_text "$body")"; fi
+    case "$status" in
+    5?? | 429 | 000) ;;
+    *) fail "$what: $answer" ;;
+    esac
+    if ((attempt >= AWS_ATTEMPTS)); then fail "$what: $answer (after $attempt attempts)"; fi
+    echo "lab-aws: $what: $answer, trying again ($attempt of $AWS_ATTEMPTS)" >&2
     sleep $((attempt * AWS_RETRY_SECONDS))
   done
 }
