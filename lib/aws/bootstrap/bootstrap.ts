@@ -102,7 +102,7 @@ export const HELM_PATH = '/usr/local/bin/helm';
 export const RESULTS_SYNC_SCRIPT = '/usr/local/sbin/lab-sync-results';
 /**
  * The S3 and Secrets Manager calls of every host (sh/host/lab-aws.sh): signed by curl with the
- * instance role's keys, so no host needs the AWS CLI (docs/facts.md §2.6).
+ * instance role's keys, so no host needs the AWS CLI (docs/facts.md §2.5).
  */
 export const AWS_HELPER_SCRIPT = '/usr/local/sbin/lab-aws';
 /** Where lab-aws records what each results sync uploaded (size and time per file). */

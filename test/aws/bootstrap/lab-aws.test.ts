@@ -1,4 +1,13 @@
-import { existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, test } from 'vitest';
 import { parseLabConfig } from '../../../lib/config/load.ts';
@@ -18,6 +27,7 @@ beforeEach(() => {
   box = makeSandbox();
   box.writeBootstrap(parseLabConfig({}), { AWS_RETRY_SECONDS: '0', AWS_ATTEMPTS: '3' });
   mkdirSync(box.path('/opt/lab'), { recursive: true });
+  rmSync(join(box.root, 'bin', 'aws'));
 });
 
 function labAws(args: string[], env: Record<string, string> = {}) {
@@ -176,6 +186,30 @@ test('a curl older than 7.86.0 is refused by name before any request', () => {
   expect(result.stderr).toContain(
     'lab-aws: curl 7.75.0 cannot sign AWS requests with an instance role: --aws-sigv4 signs the x-amz-security-token and x-amz-content-sha256 headers from curl 7.86.0 on (this host has: curl 7.75.0 (x86_64-pc-linux-gnu))',
   );
+  expect(result.stderr).toContain('and there is no AWS CLI to use instead');
   expect(box.awsRequests()).toEqual([]);
   expect(labAws(['check']).status).toBe(0);
+});
+
+test("with a curl too old to sign, the image's AWS CLI does the same work (the GPU host's Ubuntu 22.04 AMI)", () => {
+  const cli = join(box.root, 'cli');
+  mkdirSync(cli);
+  writeFileSync(
+    join(cli, 'aws'),
+    `#!/bin/bash\necho "aws $*" >>"$SANDBOX/calls.log"\nif [ "$1" = secretsmanager ]; then echo 'K10token::server:abc'; fi\n`,
+  );
+  chmodSync(join(cli, 'aws'), 0o755);
+  const env = { FAKE_OLD_CURL: '7.81.0', PATH: `${pathWithout('aws', box)}:${cli}` };
+  const log = join(box.root, 'bootstrap.log');
+  writeFileSync(log, 'log');
+  expect(labAws(['put', log, 's3://results-bucket/Lab/host/bootstrap.log'], env).status).toBe(0);
+  const token = join(box.root, 'agent-token');
+  expect(labAws(['secret', SECRET_ID, token], env).status).toBe(0);
+  expect(readFileSync(token, 'utf8')).toBe('K10token::server:abc');
+  expect(statSync(token).mode & 0o777).toBe(0o600);
+  expect(box.calls().filter((c) => c.startsWith('aws '))).toEqual([
+    `aws s3 cp --only-show-errors --region us-west-2 ${log} s3://results-bucket/Lab/host/bootstrap.log`,
+    `aws secretsmanager get-secret-value --region us-west-2 --secret-id ${SECRET_ID} --query SecretString --output text`,
+  ]);
+  expect(box.awsRequests()).toEqual([]);
 });

@@ -1,6 +1,6 @@
 #!/bin/bash
 # lab-aws: the S3 and Secrets Manager calls of a lab host, with no AWS CLI (a Canonical Ubuntu cell
-# has none). curl signs each request (--aws-sigv4, docs/facts.md §2.6) with the instance role's
+# has none). curl signs each request (--aws-sigv4, docs/facts.md §2.5) with the instance role's
 # temporary keys, read from the metadata service with an IMDSv2 session token. The keys reach curl
 # through a config file (-K) in a private temporary folder, removed on exit: never on a command
 # line, never in a log.
@@ -23,7 +23,7 @@ if [ -z "${LAB_REGION:-}" ] && [ -f "$HOST_ENV_FILE" ]; then
 fi
 : "${LAB_REGION:?LAB_REGION is not set (the launcher exports it; host.env keeps it)}"
 
-# docs/facts.md §2.6: curl signs the x-amz-* headers it is given (x-amz-security-token,
+# docs/facts.md §2.5: curl signs the x-amz-* headers it is given (x-amz-security-token,
 # x-amz-content-sha256) only from 7.86.0; S3 refuses unsigned x-amz-* headers.
 readonly CURL_MINIMUM=7.86.0
 # SHA-256 of nothing: the payload hash of a GET.
@@ -40,13 +40,43 @@ fail() {
 
 version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]; }
 
+# Sets use_cli when curl is too old to sign and the image has an AWS CLI (the GPU host's Ubuntu
+# 22.04 Deep Learning AMI: curl 7.81.0 and the CLI, docs/facts.md §2.1); fails when it has neither.
 check_curl() {
   local line version
   line=$(curl --version 2>/dev/null | head -n 1) || fail "curl is not on the PATH"
   version=$(awk '{ print $2 }' <<<"$line")
-  if ! version_at_least "$version" "$CURL_MINIMUM"; then
-    fail "curl $version cannot sign AWS requests with an instance role: --aws-sigv4 signs the x-amz-security-token and x-amz-content-sha256 headers from curl $CURL_MINIMUM on (this host has: $line)"
+  if version_at_least "$version" "$CURL_MINIMUM"; then return 0; fi
+  if command -v aws >/dev/null; then
+    use_cli=1
+    return 0
   fi
+  fail "curl $version cannot sign AWS requests with an instance role: --aws-sigv4 signs the x-amz-security-token and x-amz-content-sha256 headers from curl $CURL_MINIMUM on (this host has: $line), and there is no AWS CLI to use instead"
+}
+
+# The same commands through the AWS CLI, for a host whose curl cannot sign.
+cli() {
+  local rc=0 value
+  case "$1" in
+  check) ;;
+  put) aws s3 cp --only-show-errors --region "$LAB_REGION" "$2" "$3" ;;
+  get)
+    aws s3 cp --only-show-errors --region "$LAB_REGION" "$2" "$3" 2>"$private/error" || rc=$?
+    if ((rc != 0)); then
+      cat "$private/error" >&2
+      if grep -q '(404)' "$private/error"; then return 4; fi
+      return "$rc"
+    fi ;;
+  sync-up) aws s3 sync "${2%/}/" "${3%/}/" --region "$LAB_REGION" --only-show-errors ;;
+  sync-down) aws s3 sync "${2%/}/" "${3%/}/" --region "$LAB_REGION" --only-show-errors ;;
+  secret)
+    value=$(aws secretsmanager get-secret-value --region "$LAB_REGION" --secret-id "$2" \
+      --query SecretString --output text) || fail "GetSecretValue $2 failed (AWS CLI)"
+    if [ -z "$value" ] || [ "$value" = None ]; then fail "GetSecretValue $2: the secret has no SecretString"; fi
+    printf '%s' "$value" >"$3"
+    chmod 600 "$3" ;;
+  *) fail "unknown command '${1:-}' (check, put, get, sync-up, sync-down, secret)" ;;
+  esac
 }
 
 imds() {
@@ -91,7 +121,7 @@ uri_encode() {
   printf '%s' "$out"
 }
 
-# s3_url <bucket> <key> [query]: virtual-hosted style (docs/facts.md §2.6).
+# s3_url <bucket> <key> [query]: virtual-hosted style (docs/facts.md §2.5).
 s3_url() {
   printf 'https://%s.s3.%s.amazonaws.com/%s%s' "$1" "$LAB_REGION" "$(uri_encode "$2" /)" "${3:+?$3}"
 }
@@ -145,7 +175,7 @@ split_s3_uri() {
 }
 
 # The object's real SHA-256 as its payload hash, and the body from memory: curl then signs the
-# same hash whatever its version (docs/facts.md §2.6).
+# same hash whatever its version (docs/facts.md §2.5).
 put() {
   local file=$1 bucket key hash
   split_s3_uri "$2"
@@ -228,7 +258,7 @@ print("next", root.findtext(ns + "NextContinuationToken") or "")' "$private/list
   done
 }
 
-# GetSecretValue (the JSON 1.1 protocol, docs/facts.md §2.6): the answer holds the secret, so it
+# GetSecretValue (the JSON 1.1 protocol, docs/facts.md §2.5): the answer holds the secret, so it
 # stays in the private folder and only SecretString reaches <file>, mode 600.
 secret() {
   local id=$1 file=$2
@@ -246,7 +276,12 @@ with open(sys.argv[2], "w") as out:
   chmod 600 "$file"
 }
 
+use_cli=0
 check_curl
+if ((use_cli)); then
+  cli "$@"
+  exit
+fi
 case "${1:-}" in
 check) ;;
 put) put "$2" "$3" ;;
