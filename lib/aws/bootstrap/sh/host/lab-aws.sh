@@ -44,7 +44,7 @@ version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = 
 # 22.04 Deep Learning AMI: curl 7.81.0 and the CLI, docs/facts.md §2.1); fails when it has neither.
 check_curl() {
   local line version
-  line=$(curl --version 2>/dev/null | head -n 1) || fail "curl is not on the PATH"
+  line=$(curl --version --max-time 5 2>/dev/null | head -n 1) || fail "curl is not on the PATH"
   version=$(awk '{ print $2 }' <<<"$line")
   if version_at_least "$version" "$CURL_MINIMUM"; then return 0; fi
   if command -v aws >/dev/null; then
@@ -79,20 +79,19 @@ cli() {
   esac
 }
 
-imds() {
-  local token
-  token=$(curl -sS --fail --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") || return 1
-  curl -sS --fail --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/$1"
-}
+# imds <session token> <path>: one metadata value (IMDSv2).
+imds() { curl -sS --fail --max-time 5 -H "X-aws-ec2-metadata-token: $1" "$IMDS/meta-data/$2"; }
 
 # The role's current keys as curl config lines (user, and the session token header), mode 600.
 # Read once per run and again before each retry: the metadata service rotates them. The values
 # are base64-like: one with a quote, a backslash or a blank would need escaping, and is refused.
 write_credentials() {
-  local role keys id secret token
-  role=$(imds iam/security-credentials/) || fail "no instance role credentials from the metadata service (IMDSv2)"
+  local session role keys id secret token
+  session=$(curl -sS --fail --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") ||
+    fail "no session token from the metadata service (IMDSv2)"
+  role=$(imds "$session" iam/security-credentials/) || fail "no instance role credentials from the metadata service (IMDSv2)"
   role=${role%%$'\n'*}
-  keys=$(imds "iam/security-credentials/$role") || fail "the metadata service gave no keys for role $role"
+  keys=$(imds "$session" "iam/security-credentials/$role") || fail "the metadata service gave no keys for role $role"
   id=$(printf '%s' "$keys" | json_field AccessKeyId)
   secret=$(printf '%s' "$keys" | json_field SecretAccessKey)
   token=$(printf '%s' "$keys" | json_field Token)
