@@ -100,6 +100,17 @@ export const HELM_PATH = '/usr/local/bin/helm';
 
 /** Uploads RESULTS_HOST_PATH to the results bucket; installed by step 1, run by timers and `lab results`. */
 export const RESULTS_SYNC_SCRIPT = '/usr/local/sbin/lab-sync-results';
+/**
+ * The S3 and Secrets Manager calls of every host (sh/host/lab-aws.sh): signed by curl with the
+ * instance role's keys, so no host needs the AWS CLI (docs/facts.md §2.5).
+ */
+export const AWS_HELPER_SCRIPT = '/usr/local/sbin/lab-aws';
+/** Where lab-aws records what each results sync uploaded (size and time per file). */
+export const S3_SYNC_STATE_DIR = `${WORK_DIR}/s3-sync`;
+/** Tries of one AWS request answered by a 5xx, a 429 or nothing, the pause unit between them, and each try's limit. */
+export const AWS_ATTEMPTS = 5;
+export const AWS_RETRY_SECONDS = 5;
+export const AWS_MAX_SECONDS = 300;
 /** Uploads the bootstrap log to LOG_OBJECT every LOG_UPLOAD_MINUTES. */
 export const LOG_UPLOAD_SCRIPT = '/usr/local/sbin/lab-upload-log';
 /** The cost guard's action at the deadline: upload, then shut down (and so terminate). */
@@ -256,6 +267,8 @@ export function commonSettings(
     assign('DEADLINE_FILE', DEADLINE_FILE),
     assign('HOST_ENV_FILE', `${WORK_DIR}/host.env`),
     assign('SYNC_SCRIPT', RESULTS_SYNC_SCRIPT),
+    assign('AWS_HELPER', AWS_HELPER_SCRIPT),
+    assign('S3_SYNC_STATE_DIR', S3_SYNC_STATE_DIR),
     assign('LOG_UPLOAD_SCRIPT', LOG_UPLOAD_SCRIPT),
     assign('DEADLINE_SCRIPT', DEADLINE_SCRIPT),
     assign('DONE_SCRIPT', TERMINATE_WHEN_DONE_SCRIPT),
@@ -293,6 +306,9 @@ export function commonSettings(
     assign('SIGNAL_UNIQUE_ID', SIGNAL_UNIQUE_ID),
     assign('SIGNAL_ATTEMPTS', SIGNAL_ATTEMPTS),
     assign('SIGNAL_RETRY_SECONDS', SIGNAL_RETRY_SECONDS),
+    assign('AWS_ATTEMPTS', AWS_ATTEMPTS),
+    assign('AWS_RETRY_SECONDS', AWS_RETRY_SECONDS),
+    assign('AWS_MAX_SECONDS', AWS_MAX_SECONDS),
     assign('LOG_OBJECT', LOG_OBJECT),
     assign('LOG_UPLOAD_MINUTES', LOG_UPLOAD_MINUTES),
     // Under the stack's prefix: '' for the GPU host, '<cell>/' for a network-lab cell.

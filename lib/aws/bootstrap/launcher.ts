@@ -48,11 +48,13 @@ export const USER_DATA_LIMIT_BYTES = 16 * 1024;
  * folder and the manifests from S3 and runs the bootstrap with its inputs as environment
  * variables. The bulk lives in the bootstrap (an S3 asset) because user data is limited to 16 KB.
  *
- * It needs only bash, curl (with `--aws-sigv4`, curl 7.75 and later), python3 (to unzip) and
- * shutdown: no AWS CLI, which Canonical's Ubuntu images do not promise. The S3 requests are signed
- * by curl with the instance role's credentials, read from the metadata service with an IMDSv2
- * session token; curl reads the keys from its standard input (`-K -`), never from its command line.
- * A curl without `--aws-sigv4` is named in the FAILURE signal.
+ * It needs only bash, curl 7.86.0 or later, python3 (to unzip) and shutdown: no AWS CLI, which
+ * Canonical's Ubuntu images do not have. The S3 requests are signed by curl (`--aws-sigv4`) with
+ * the instance role's credentials, read from the metadata service with an IMDSv2 session token;
+ * curl reads the keys from its standard input (`-K -`), never from its command line. An older curl
+ * does not sign the session token header S3 requires (docs/facts.md §2.5): the image's AWS CLI
+ * downloads instead (the Ubuntu 22.04 Deep Learning AMI has curl 7.81.0 and the CLI), and with
+ * neither the FAILURE signal names the curl found.
  *
  * Each input is placed in a single-quoted bash assignment. CloudFormation's values here (region,
  * S3 URIs, a presigned HTTPS URL, a bucket and a stack name) never contain a single quote; a
@@ -109,7 +111,11 @@ ${S3_GET_FUNCTIONS}
 mkdir -p ${MANIFESTS_DIR} ${BOOTSTRAP_DIR_ON_HOST}
 cd ${WORK_DIR}
 step="check curl"
-curl --help all | grep -- --aws-sigv4 >/dev/null || { echo "launcher: this curl ($(curl --version | head -n 1)) cannot sign S3 requests (--aws-sigv4 needs curl 7.75 or later)"; exit 1; }
+s3_copy=s3_get
+if [ "$(printf '7.86.0\n%s\n' "$(curl --version | head -n 1 | cut -d ' ' -f 2)" | sort -V | head -n 1)" != 7.86.0 ]; then
+  command -v aws >/dev/null || { echo "launcher: this curl ($(curl --version | head -n 1)) cannot sign S3 requests (--aws-sigv4 signs the session token header from curl 7.86.0 on) and there is no AWS CLI"; exit 1; }
+  s3_copy=aws_get
+fi
 step="download the bootstrap"
 fetch "$bootstrap_uri" bootstrap.zip
 python3 -m zipfile -e bootstrap.zip ${BOOTSTRAP_DIR_ON_HOST}
@@ -125,8 +131,10 @@ bash ${BOOTSTRAP_DIR_ON_HOST}/main.sh
  * \`fetch s3://bucket/key file\`: an S3 GetObject signed by curl (Signature Version 4, service
  * s3) with the instance role's temporary credentials from IMDSv2 (a PUT for a session token,
  * then the role's name and its keys; the session token goes in x-amz-security-token). The object
- * is addressed virtual-hosted style (bucket.s3.region.amazonaws.com). S3 right after boot can
- * answer slowly or not at all: a few tries, further apart each time, each with fresh credentials.
+ * is addressed virtual-hosted style (bucket.s3.region.amazonaws.com); the payload hash is the
+ * SHA-256 of the empty body, which every curl from 7.86.0 signs as S3 checks it (docs/facts.md
+ * §2.5). S3 right after boot can answer slowly or not at all: a few tries, further apart each
+ * time, each with fresh credentials.
  */
 const S3_GET_FUNCTIONS = `imds() {
   local token
@@ -142,12 +150,13 @@ k = json.load(sys.stdin)
 print("user = " + json.dumps(k["AccessKeyId"] + ":" + k["SecretAccessKey"]))
 print("header = " + json.dumps("x-amz-security-token: " + k["Token"]))' <<<"$keys" |
     curl -sS --fail --max-time 300 -K - --aws-sigv4 "aws:amz:$LAB_REGION:s3" \\
-      -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -o "$2" "https://\${path%%/*}.s3.$LAB_REGION.amazonaws.com/\${path#*/}"
+      -H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' -o "$2" "https://\${path%%/*}.s3.$LAB_REGION.amazonaws.com/\${path#*/}"
 }
+aws_get() { aws s3 cp --only-show-errors --region "$LAB_REGION" "$1" "$2"; }
 fetch() {
   local attempt
   for attempt in 1 2 3 4 5; do
-    if s3_get "$@"; then return 0; fi
+    if "$s3_copy" "$@"; then return 0; fi
     echo "launcher: S3 GET of $1 failed (attempt $attempt of 5)"
     if [ "$attempt" -lt 5 ]; then sleep $((attempt * 5)); fi
   done

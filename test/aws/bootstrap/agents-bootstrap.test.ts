@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { synthesizeCluster } from '../../../charts/synthesize.ts';
 import { agentBootstrapSteps, renderAgentSettings } from '../../../lib/aws/bootstrap/agent.ts';
@@ -8,7 +8,7 @@ import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
-import { makeSandbox, shellcheck } from './sandbox.ts';
+import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
 
 /** Issue 17's cluster: the GPU host as server, two GPU agents (one GPU each) and a CPU agent. */
 const config = parseLabConfig({
@@ -41,7 +41,11 @@ const ALL_JOINED = 'gpu-1=True:1 gpu-2=True:1 client-1=True:0';
  * No waiting between signal retries. Polls 2 s apart: the fakes answer the first poll when all is
  * well, and a wait that cannot succeed (the short budgets below) then polls 4 times, not hundreds.
  */
-const FAST = { WAIT_INTERVAL_SECONDS: '2', SIGNAL_RETRY_SECONDS: '0' };
+const FAST = { WAIT_INTERVAL_SECONDS: '2', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
+/** Where a GPU agent reports its model cache to this server (the fake S3's bucket/key). */
+const report = (host: string) =>
+  `results-bucket/LlmGatewayLab/agents/${host}/model-cache/i-0server0000000000`;
+const S3_URL = 'https://results-bucket.s3.us-west-2.amazonaws.com/';
 
 /**
  * The steps' budgets with one step cut to 12 seconds, so that a wait that cannot succeed ends soon
@@ -66,8 +70,10 @@ function rehearse(
   render: (c: LabConfig) => string,
   env: Record<string, string>,
   settings: Record<string, string> = {},
+  prepare?: (box: Sandbox) => void,
 ) {
   const box = makeSandbox();
+  prepare?.(box);
   const result = box.bootstrap(
     config,
     { LAB_MANIFESTS_DIR: manifests(), FAKE_SERVED: config.model.servedName, ...env },
@@ -79,11 +85,19 @@ function rehearse(
   return { box, result, calls, index };
 }
 
-const server = (fakes: Record<string, string> = {}, settings: Record<string, string> = {}) =>
+/** The server, with the model cache reports of the GPU agents in `reported` already in S3. */
+const server = (
+  fakes: Record<string, string> = {},
+  settings: Record<string, string> = {},
+  reported = ['gpu-1', 'gpu-2'],
+) =>
   rehearse(
     renderSettings,
     { ...ENV, FAKE_GPUS: '4', FAKE_ALLOCATABLE: '4', FAKE_NODES: ALL_JOINED, ...fakes },
     settings,
+    (box) => {
+      for (const host of reported) box.putS3Object(report(host), `{"host":"${host}"}`);
+    },
   );
 
 const agent = (
@@ -169,24 +183,23 @@ describe('the server of a cluster with agents, rehearsed', () => {
   test('reads the token, waits for every agent and each GPU agent cache before applying, then for their GPUs', () => {
     const { box, result, calls, index } = server();
     expect(result.status, box.log()).toBe(0);
-    expect(calls).toContain(
-      `aws secretsmanager get-secret-value --region us-west-2 --secret-id ${SECRET} --query SecretString --output text`,
-    );
+    // GetSecretValue signed by curl (no AWS CLI), the token only in its root-only file.
+    expect(box.awsRequests()).toContain('POST secretsmanager secretsmanager.GetSecretValue');
+    expect(calls.some((c) => c.startsWith('aws '))).toBe(false);
     const tokenFile = box.path('/opt/lab/agent-token');
     expect(readFileSync(tokenFile, 'utf8')).toBe('fake-agent-token');
     expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
-    expect(index(/^k3s-install .*--agent-token-file .*\/opt\/lab\/agent-token$/)).toBeGreaterThan(
-      index(/^aws secretsmanager get-secret-value/),
-    );
+    const fetched = index(/^curl .*https:\/\/secretsmanager\.us-west-2\.amazonaws\.com\/$/);
+    expect(fetched).toBeGreaterThan(-1);
+    expect(index(/^k3s-install .*--agent-token-file .*\/opt\/lab\/agent-token$/)).toBeGreaterThan(fetched);
+    expect(calls.join('\n')).not.toContain('fake-agent-token');
     // Each GPU agent's model cache report, keyed by this server, is read before anything is applied.
     for (const host of ['gpu-1', 'gpu-2']) {
-      const report = index(
-        new RegExp(
-          `^aws s3 cp .* s3://results-bucket/LlmGatewayLab/agents/${host}/model-cache/i-0server0000000000 -$`,
-        ),
+      const read = index(
+        new RegExp(`^curl .*${S3_URL}LlmGatewayLab/agents/${host}/model-cache/i-0server0000000000$`),
       );
-      expect(report, host).toBeGreaterThan(-1);
-      expect(report).toBeLessThan(index(/^kubectl apply/));
+      expect(read, host).toBeGreaterThan(-1);
+      expect(read).toBeLessThan(index(/^kubectl apply/));
     }
     expect(calls.some((c) => c.includes('agents/client-1/model-cache'))).toBe(false);
     expect(box.log()).toContain('every agent is Ready; every GPU agent has its model cache');
@@ -216,8 +229,9 @@ describe('the server of a cluster with agents, rehearsed', () => {
 
   test('a GPU agent without its model cache report keeps the replicas from being placed', () => {
     const { box, result } = server(
-      { FAKE_AWS_MISSING: '*agents/gpu-2/model-cache*' },
+      {},
       { STEP_BUDGETS: budgetsWithShort(bootstrapSteps(config), 'wait_for_agents') },
+      ['gpu-1'],
     );
     expect(result.status).not.toBe(0);
     expect(box.signals()[0]?.body.Reason).toContain('not ready: gpu-2 has not reported its model cache');
@@ -238,7 +252,7 @@ describe('the server of a cluster with agents, rehearsed', () => {
     const { box, result } = server({ FAKE_SECRET_DENIED: '1' });
     expect(result.status).not.toBe(0);
     expect(box.signals()[0]?.body.Reason).toContain(
-      `cannot read the K3s agent token from Secrets Manager (${SECRET}): An error occurred (AccessDeniedException)`,
+      `cannot read the K3s agent token from Secrets Manager (${SECRET}): GetSecretValue ${SECRET}: HTTP 400 AccessDeniedException: User is not authorized to perform: secretsmanager:GetSecretValue`,
     );
   });
 });
@@ -264,10 +278,15 @@ describe('a K3s agent, rehearsed', () => {
     expect(calls).toContain('nvidia-smi -L');
     const prefetch = index(/^k3s ctr --namespace k8s.io run .* lab-model-prefetch .*Qwen\/Qwen3-0\.6B-FP8$/);
     expect(prefetch).toBeGreaterThan(index(/^systemctl start --no-block k3s-agent$/));
-    const report = index(
-      /^aws s3 cp --only-show-errors --region us-west-2 .*\/model-cache\.json s3:\/\/results-bucket\/LlmGatewayLab\/agents\/gpu-1\/model-cache\/i-0server0000000000$/,
+    const reported = index(
+      new RegExp(`^curl .* -X PUT .*${S3_URL}LlmGatewayLab/agents/gpu-1/model-cache/i-0server0000000000$`),
     );
-    expect(report).toBeGreaterThan(prefetch);
+    expect(reported).toBeGreaterThan(prefetch);
+    expect(JSON.parse(box.s3Object(report('gpu-1')) ?? '{}')).toMatchObject({
+      host: 'gpu-1',
+      node: 'gpu-1-i-0agent00000000001',
+      model: 'Qwen/Qwen3-0.6B-FP8',
+    });
     // The routers may land here too (no CPU node in some clusters): the wheelhouse is staged.
     expect(calls.some((c) => c.includes('pip download') && c.includes('vllm-router=='))).toBe(true);
     const [signal] = box.signals();
@@ -316,16 +335,21 @@ describe('a K3s agent, rehearsed', () => {
         .slice(before)
         .some((c) => c.startsWith('shutdown')),
     ).toBe(false);
+    // What the agent wrote since its last sync reaches S3 before it shuts down.
+    writeFileSync(box.path('/var/lib/lab/results/host/late.json'), '{"late":true}');
     expect(box.runFile(follow, { FAKE_SERVER_GONE: '1' }).status).toBe(0);
 
     const after = box
       .calls()
       .slice(before)
-      .filter((c) => !c.startsWith('curl'));
+      .filter((c) => !c.startsWith('curl') || (c.includes('--aws-sigv4') && c.includes(' -X PUT ')));
     expect(after).toEqual([
-      `aws s3 sync ${box.path('/var/lib/lab/results')}/ s3://results-bucket/LlmGatewayLab/agents/client-1/ --region us-west-2 --only-show-errors`,
+      expect.stringMatching(
+        new RegExp(`^curl .* -X PUT .*${S3_URL}LlmGatewayLab/agents/client-1/host/late\\.json$`),
+      ),
       "shutdown -h now the lab's K3s server ended: this agent ends with it",
     ]);
+    expect(box.s3Object('results-bucket/LlmGatewayLab/agents/client-1/host/late.json')).toBe('{"late":true}');
     expect(box.log()).toContain('has not answered for 5 minutes: it ended');
   });
 

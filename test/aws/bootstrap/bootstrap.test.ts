@@ -54,6 +54,7 @@ describe('the bootstrap as a shell program', () => {
     const files = shellFiles();
     expect(files.map((f) => f.slice(BOOTSTRAP_SOURCES.length)).sort()).toEqual([
       'helpers.sh',
+      'host/lab-aws.sh',
       'host/lab-deadline.sh',
       'host/lab-follow-server.sh',
       'host/lab-sync-results.sh',
@@ -170,8 +171,10 @@ const ENV = {
   LAB_STACK_NAME: 'LlmGatewayLab',
 };
 const LOG_OBJECT = 's3://results-bucket/LlmGatewayLab/host/bootstrap.log';
-/** No waiting between polls or signal retries: the fakes answer at once. */
-const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0' };
+/** The PutObject of the log, as the fake S3 records it (lab-aws put and sync-up). */
+const LOG_PUT = 'PUT results-bucket/LlmGatewayLab/host/bootstrap.log';
+/** No waiting between polls or signal and S3 retries: the fakes answer at once. */
+const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
 
 /** The manifests folder of a configuration, synthesized once: the bootstrap only reads it. */
 const synthesized = new Map<LabConfig, string>();
@@ -406,26 +409,38 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     );
     expect(reason).toContain('GPU 2: NVIDIA L4 (UUID: GPU-host-2)');
     expect(signal?.raw.length).toBeLessThan(4000);
-    // The log goes to S3 at once, and with the results.
-    expect(calls).toContain(
-      `aws s3 cp --only-show-errors --region us-west-2 ${box.path('/var/log/lab-bootstrap.log')} ${LOG_OBJECT}`,
-    );
+    // The log goes to S3 at once (lab-aws put), and with the results (lab-sync-results): the
+    // object holds the log's failure line.
+    expect(box.awsRequests().filter((r) => r === LOG_PUT)).toHaveLength(2);
     expect(existsSync(box.path('/var/lib/lab/results/host/bootstrap.log'))).toBe(true);
-    expect(calls.some((c) => c.startsWith('aws s3 sync'))).toBe(true);
+    expect(box.s3Object('results-bucket/LlmGatewayLab/host/bootstrap.log')).toContain('FAILED [step 4/13]');
+    expect(calls.some((c) => c.startsWith('aws '))).toBe(false);
   });
 
   test('a relaunched host restores its studies from S3 before the runner starts; a failed restore is logged, not fatal', () => {
-    const { box, result, calls, index } = defaultRehearsal();
+    // What the old host synced: one study over two listing pages.
+    const earlier = makeSandbox();
+    earlier.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/study.json', '{"id":"s-1"}');
+    earlier.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/runs/r 1.json', '{"run":1}');
+    const { box, result, index } = rehearse(defaults, { FAKE_S3_PAGE: '1' }, undefined, {}, earlier);
     expect(result.status, box.log()).toBe(0);
-    const restore = `aws s3 sync s3://results-bucket/LlmGatewayLab/studies/ ${box.path('/var/lib/lab/results')}/studies/ --region us-west-2 --only-show-errors`;
-    expect(calls).toContain(restore);
-    expect(calls.indexOf(restore)).toBeLessThan(index(/^kubectl apply .*90-runner\.yaml$/));
-    expect(index(/^kubectl apply .*90-runner\.yaml$/)).toBeGreaterThan(-1);
+    const results = box.path('/var/lib/lab/results/studies');
+    expect(readFileSync(join(results, 's-1/study.json'), 'utf8')).toBe('{"id":"s-1"}');
+    expect(readFileSync(join(results, 's-1/runs/r 1.json'), 'utf8')).toBe('{"run":1}');
+    expect(box.awsRequests().filter((r) => r.startsWith('LIST '))).toEqual([
+      'LIST results-bucket/LlmGatewayLab/studies/',
+      'LIST results-bucket/LlmGatewayLab/studies/',
+    ]);
+    const restore = index(
+      /^curl .*https:\/\/results-bucket\.s3\.us-west-2\.amazonaws\.com\/\?list-type=2&prefix=LlmGatewayLab%2Fstudies%2F$/,
+    );
+    expect(restore).toBeGreaterThan(-1);
+    expect(restore).toBeLessThan(index(/^kubectl apply .*90-runner\.yaml$/));
     expect(box.log()).toMatch(
-      /restored 0 earlier study record\(s\) from s3:\/\/results-bucket\/LlmGatewayLab\/studies\//,
+      /restored 1 earlier study record\(s\) from s3:\/\/results-bucket\/LlmGatewayLab\/studies\//,
     );
 
-    const denied = rehearse(defaults, { FAKE_AWS_RESTORE_FAIL: '1' });
+    const denied = rehearse(defaults, { FAKE_S3_LIST_DENIED: '1' });
     expect(denied.result.status, denied.box.log()).toBe(0);
     expect(denied.box.log()).toContain(
       'could not restore earlier studies from s3://results-bucket/LlmGatewayLab/studies/: the runner starts from what this host has',
@@ -496,7 +511,7 @@ describe('4. the ready signal is delivered or the failure is known', () => {
     expect(box.log()).toContain('FAILED [step 13/13] signal SUCCESS to the WaitCondition: could not deliver');
     // Five tries for SUCCESS, five for the FAILURE that follows; the log still reaches S3.
     expect(calls.filter((c) => c.startsWith('curl -sS --fail --max-time 60 -X PUT'))).toHaveLength(10);
-    expect(calls.some((c) => c.endsWith(LOG_OBJECT))).toBe(true);
+    expect(box.awsRequests()).toContain(LOG_PUT);
   });
 });
 
@@ -552,14 +567,17 @@ describe('6. the cost guard survives a reboot', () => {
     const { box, result } = defaultRehearsal();
     expect(result.status, box.log()).toBe(0);
     const before = box.calls().length;
+    const requests = box.awsRequests().length;
     const fired = box.runFile(box.path(DEADLINE_SCRIPT));
     expect(fired.status).toBe(0);
     const calls = box.calls().slice(before);
-    expect(calls).toEqual([
-      `aws s3 sync ${box.path('/var/lib/lab/results')}/ s3://results-bucket/LlmGatewayLab/ --region us-west-2 --only-show-errors`,
-      `aws s3 cp --only-show-errors --region us-west-2 ${box.path('/var/log/lab-bootstrap.log')} ${LOG_OBJECT}`,
+    // The results sync (the log changed: it says the lifetime is reached), then the log itself.
+    expect(box.awsRequests().slice(requests)).toEqual([LOG_PUT, LOG_PUT]);
+    expect(box.s3Object('results-bucket/LlmGatewayLab/host/bootstrap.log')).toContain('lab lifetime reached');
+    expect(calls.at(-1)).toBe(
       'shutdown -h now lab lifetime reached (instance.maxLifetimeHours): results uploaded, terminating',
-    ]);
+    );
+    expect(calls.filter((c) => c.startsWith('shutdown'))).toHaveLength(1);
     const service = readFileSync(box.path('/etc/systemd/system/lab-deadline.service'), 'utf8');
     expect(service).toContain(`ExecStart=${box.path(DEADLINE_SCRIPT)}`);
   });
@@ -595,7 +613,7 @@ describe('7. diagnosis', () => {
     expect(signal?.body.Reason).toMatch(
       /^\[step 11\/13\] wait for 2 vLLM replica\(s\) .* failed: the step ran out of its budget of 0 min 2 s \(the step budgets share instance\.readyTimeoutMinutes\)\nfull log: s3:\/\/results-bucket\/LlmGatewayLab\/host\/bootstrap\.log\n/,
     );
-    expect(calls.some((c) => c.endsWith(LOG_OBJECT))).toBe(true);
+    expect(box.awsRequests()).toContain(LOG_PUT);
   });
 
   test('the bootstrap log reaches S3 on a timer, so a WaitCondition timeout leaves it readable', () => {
@@ -604,11 +622,9 @@ describe('7. diagnosis', () => {
     const timer = readFileSync(box.path('/etc/systemd/system/lab-log-upload.timer'), 'utf8');
     expect(timer).toContain('OnUnitActiveSec=2min');
     expect(box.calls()).toContain('systemctl enable --now lab-log-upload.timer');
-    const before = box.calls().length;
+    const before = box.awsRequests().length;
     expect(box.runFile(box.path('/usr/local/sbin/lab-upload-log')).status).toBe(0);
-    expect(box.calls().slice(before)).toEqual([
-      `aws s3 cp --only-show-errors --region us-west-2 ${box.path('/var/log/lab-bootstrap.log')} ${LOG_OBJECT}`,
-    ]);
+    expect(box.awsRequests().slice(before)).toEqual([LOG_PUT]);
     expect(box.log()).toContain(`bootstrap log: ${LOG_OBJECT} every 2 minutes`);
   });
 });

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { synthesizeNetworkCell } from '../../../charts/network/cell-app.ts';
@@ -14,7 +14,7 @@ import { NETWORK_STEP_NAMES, networkMinimumReadyTimeoutMinutes } from '../../../
 import { cellByName } from '../../../lib/network/topology.ts';
 import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
-import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
+import { makeSandbox, pathWithout, type Sandbox, shellcheck } from './sandbox.ts';
 
 /** Every datapath, and a mesh on kube-proxy iptables (the default mesh cell). */
 const config = parseLabConfig({
@@ -38,7 +38,9 @@ const ENV = {
   LAB_STACK_NAME: 'NetworkLab',
 };
 /** No waiting between signal retries; a proof that cannot pass polls twice (1 s apart), not hundreds of times. */
-const FAST = { WAIT_INTERVAL_SECONDS: '1', SIGNAL_RETRY_SECONDS: '0' };
+const FAST = { WAIT_INTERVAL_SECONDS: '1', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
+/** The instance role's keys the fake metadata service hands out (test/aws/bootstrap/sandbox.ts). */
+const ROLE_SECRETS = ['fake/secret+key-never-logged', 'fake-session-token-never-logged'];
 
 /** What each datapath's host shows once its rules are programmed. */
 const HOST_STATE: Record<string, Record<string, string>> = {
@@ -99,9 +101,11 @@ function rehearsed(cellName: string): ReturnType<typeof rehearse> {
   return run;
 }
 
+/** A cell's bootstrap on a Canonical Ubuntu image: no AWS CLI anywhere on the PATH. */
 function rehearse(cellName: string, fakes: Record<string, string> = {}, prepare?: (box: Sandbox) => void) {
   const cell = cellByName(config.network, cellName);
   const box = makeSandbox();
+  rmSync(join(box.root, 'bin', 'aws'));
   for (const [name, body] of Object.entries(CELL_FAKES)) {
     writeFileSync(join(box.root, 'bin', name), body);
     chmodSync(join(box.root, 'bin', name), 0o755);
@@ -118,7 +122,13 @@ function rehearse(cellName: string, fakes: Record<string, string> = {}, prepare?
   prepare?.(box);
   const result = box.bootstrap(
     config,
-    { ...ENV, LAB_MANIFESTS_DIR: manifests, ...HOST_STATE[cell.datapath], ...fakes },
+    {
+      ...ENV,
+      PATH: pathWithout('aws', box),
+      LAB_MANIFESTS_DIR: manifests,
+      ...HOST_STATE[cell.datapath],
+      ...fakes,
+    },
     { ...FAST, IPVS_PROC: `'${ipvs}'`, PROOF_WAIT_SECONDS: '1' },
     (c) => renderCellSettings(c, cell),
   );
@@ -142,10 +152,25 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
         new RegExp(`^cell ${name}: datapath ${cell.datapath} proven, mesh ${cell.mesh}`),
       );
       expect(existsSync(box.path(READY_MARKER))).toBe(true);
-      // The log goes under the cell's prefix.
-      expect(calls).toContainEqual(
-        expect.stringContaining(`s3://results-bucket/NetworkLab/${name}/host/bootstrap.log`),
-      );
+      // With no AWS CLI, the log and the results still reach S3 under the cell's prefix (curl signs
+      // each PutObject); the studies restore listed the cell's own prefix.
+      const log = `results-bucket/NetworkLab/${name}/host/bootstrap.log`;
+      expect(box.awsRequests()).toContain(`PUT ${log}`);
+      expect(box.s3Object(log)).toContain('lab ready');
+      expect(box.awsRequests()).toContain(`LIST results-bucket/NetworkLab/${name}/studies/`);
+      // The role's keys reached curl only through private config files, since removed: never a
+      // command line, the log, or a file others can read.
+      const configs = box.curlConfigFiles();
+      expect(configs.length).toBeGreaterThan(0);
+      for (const file of configs) {
+        expect(file.mode).toBe('600');
+        expect(existsSync(file.path)).toBe(false);
+      }
+      for (const secret of ROLE_SECRETS) {
+        expect(calls.join('\n')).not.toContain(secret);
+        expect(box.log()).not.toContain(secret);
+        expect(readableFilesContaining(box.root, secret, join(box.root, 'bin'))).toEqual([]);
+      }
     },
   );
 
@@ -185,6 +210,14 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
   });
 });
 
+/** Files under `dir` that others may read and that hold `text`, but those of `fakes` (the fake commands). */
+function readableFilesContaining(dir: string, text: string, fakes: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && e.parentPath !== fakes)
+    .map((e) => join(e.parentPath, e.name))
+    .filter((file) => (statSync(file).mode & 0o004) !== 0 && readFileSync(file, 'utf8').includes(text));
+}
+
 describe('preflights and proofs fail fast with the cause', () => {
   const failure = (name: string, fakes: Record<string, string>, prepare?: (box: Sandbox) => void) => {
     const { box, result, calls } = rehearse(name, fakes, prepare);
@@ -193,6 +226,15 @@ describe('preflights and proofs fail fast with the cause', () => {
     expect(signal?.body.Status).toBe('FAILURE');
     return { reason: String(signal?.body.Reason), calls };
   };
+
+  test('a curl too old to sign S3 requests fails the cost guard step, naming the version found', () => {
+    const { reason, calls } = failure('dp-iptables', { FAKE_OLD_CURL: '7.81.0' });
+    expect(reason).toMatch(
+      /^\[step 1\/10\] arm the cost guard: .* failed: curl 7\.81\.0 cannot sign AWS requests/,
+    );
+    expect(reason).toContain('from curl 7.86.0 on');
+    expect(calls.some((c) => c.startsWith('k3s-install'))).toBe(false);
+  });
 
   test('nftables on a kernel older than 5.13, before K3s is installed', () => {
     const { reason, calls } = failure('dp-nftables', { FAKE_KERNEL: '5.10.0-28-cloud-amd64' });

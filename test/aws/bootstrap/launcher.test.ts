@@ -146,8 +146,8 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     expect(env).toContain(`WAIT_HANDLE_URL=${WAIT_URL}`);
     expect(readFileSync(join(box.root, 'manifests.txt'), 'utf8')).toMatch(/00-namespace\.yaml[\s\S]*jobs/);
     expect(box.calls().filter((c) => c.includes('--aws-sigv4'))).toEqual([
-      `curl -sS --fail --max-time 300 -K - --aws-sigv4 aws:amz:us-west-2:s3 -H x-amz-content-sha256: UNSIGNED-PAYLOAD -o bootstrap.zip https://cdk-hnb659fds-assets-123456789012-us-west-2.s3.us-west-2.amazonaws.com/0a1b2c.zip`,
-      `curl -sS --fail --max-time 300 -K - --aws-sigv4 aws:amz:us-west-2:s3 -H x-amz-content-sha256: UNSIGNED-PAYLOAD -o manifests.zip https://cdk-hnb659fds-assets-123456789012-us-west-2.s3.us-west-2.amazonaws.com/3d4e5f.zip`,
+      `curl -sS --fail --max-time 300 -K - --aws-sigv4 aws:amz:us-west-2:s3 -H x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 -o bootstrap.zip https://cdk-hnb659fds-assets-123456789012-us-west-2.s3.us-west-2.amazonaws.com/0a1b2c.zip`,
+      `curl -sS --fail --max-time 300 -K - --aws-sigv4 aws:amz:us-west-2:s3 -H x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 -o manifests.zip https://cdk-hnb659fds-assets-123456789012-us-west-2.s3.us-west-2.amazonaws.com/3d4e5f.zip`,
     ]);
   });
 
@@ -230,14 +230,32 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     }
   });
 
-  test('names a curl that cannot sign S3 requests in its FAILURE signal', () => {
-    const { box, result } = launch({ FAKE_OLD_CURL: '7.68.0' });
+  test('names a curl that cannot sign S3 requests in its FAILURE signal when there is no AWS CLI', () => {
+    const box = makeSandbox();
+    instantSleep(box);
+    rmSync(join(box.root, 'bin', 'aws'));
+    const result = box.run(renderLauncher(concrete), {
+      PATH: pathWithout('aws', join(box.root, 'bin')),
+      FAKE_OLD_CURL: '7.81.0',
+      FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, 'exit 0\n'),
+    });
     expect(result.status).not.toBe(0);
     const [signal] = box.signals();
     expect(signal.body).toMatchObject({ Status: 'FAILURE', Data: 'launcher: check curl' });
     expect(signal.body.Reason).toContain(
-      'this curl (curl 7.68.0 (x86_64-pc-linux-gnu)) cannot sign S3 requests',
+      'this curl (curl 7.81.0 (x86_64-pc-linux-gnu)) cannot sign S3 requests (--aws-sigv4 signs the session token header from curl 7.86.0 on) and there is no AWS CLI',
     );
+  });
+
+  test("with a curl older than 7.86.0, downloads with the image's AWS CLI (the Ubuntu 22.04 Deep Learning AMI)", () => {
+    const { box, result } = launch({ FAKE_OLD_CURL: '7.81.0' });
+    expect(result.status, box.log()).toBe(0);
+    expect(box.signals()).toEqual([]);
+    expect(box.calls().filter((c) => c.includes('--aws-sigv4'))).toEqual([]);
+    expect(box.calls().filter((c) => c.startsWith('aws '))).toEqual([
+      `aws s3 cp --only-show-errors --region us-west-2 ${concrete.bootstrapS3Uri} bootstrap.zip`,
+      `aws s3 cp --only-show-errors --region us-west-2 ${concrete.manifestsS3Uri} manifests.zip`,
+    ]);
   });
 });
 

@@ -9,6 +9,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { renderSettings, writeBootstrapFolder } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';
@@ -59,6 +60,12 @@ function python3(): string | undefined {
  * of wall time on a machine shared with others, so the bound is generous.
  */
 const RUN_TIMEOUT_MS = 600_000;
+
+/** This machine's PATH with the sandbox's fakes first and no folder holding `name` (a host without it). */
+export function pathWithout(name: string, box: Sandbox): string {
+  const dirs = (process.env.PATH ?? '').split(':').filter((dir) => dir && !existsSync(join(dir, name)));
+  return [join(box.root, 'bin'), ...dirs].join(':');
+}
 
 /** Absolute host paths of the scripts, moved under the sandbox so that a run touches nothing else. */
 const HOST_PATHS = [
@@ -121,6 +128,14 @@ export interface Sandbox {
   /** Where `bootstrap` put the folder. */
   readonly bootstrapDir: string;
   calls(): string[];
+  /** The requests the fake S3 and Secrets Manager received, in order ("PUT bucket/key", "LIST bucket/prefix", ...). */
+  awsRequests(): string[];
+  /** The fake S3 object `bucket/key`, or undefined when nobody put it. */
+  s3Object(bucketAndKey: string): string | undefined;
+  /** Puts an object into the fake S3 (an earlier host's upload). */
+  putS3Object(bucketAndKey: string, text: string): void;
+  /** Each config file lab-aws handed curl (-K): its mode and path. */
+  curlConfigFiles(): { mode: string; path: string }[];
   signals(): Signal[];
   log(): string;
 }
@@ -133,6 +148,9 @@ export interface Sandbox {
 export const fakeCommand = (body: string) =>
   `#!/bin/bash\necho "\${0##*/} $*" >>"$SANDBOX/calls.log"\n${body}\n`;
 const FAKE = fakeCommand;
+
+/** The fake S3 and Secrets Manager endpoints the fake curl hands lab-aws's signed requests to. */
+const FAKE_AWS_PY = fileURLToPath(new URL('./fake_aws.py', import.meta.url));
 
 const FAKES: Record<string, string> = {
   shutdown: FAKE('exit 0'),
@@ -231,22 +249,57 @@ case "$1" in
 --help) [ -n "\${FAKE_OLD_CURL:-}" ] || echo "     --aws-sigv4 <provider1[:prov2[:reg[:srv]]]> AWS V4 signature auth"; echo " -o, --output <file>"; exit 0 ;;
 --version) echo "curl \${FAKE_OLD_CURL:-8.5.0} (x86_64-pc-linux-gnu)"; exit 0 ;;
 esac
-out='' body='' url='' headers='' fail='' sigv4='' cfg=''
+out='' body='' data='' url='' headers='' fail='' sigv4='' cfg='' method='' wfmt=''
 while [ $# -gt 0 ]; do
   case "$1" in
   -o) out=$2; shift ;;
-  # curl reads further options from stdin: the launcher's S3 keys, never on the command line.
-  -K) cfg=$(cat); shift ;;
+  # curl reads further options from stdin (the launcher's S3 keys) or a file (lab-aws's): never
+  # the command line. The file's mode and path are kept, to check it is private and removed.
+  -K)
+    if [ "$2" = - ]; then cfg=$(cat); else cfg=$(cat "$2"); echo "$(stat -c %a "$2") $2" >>"$SANDBOX/curl-config-files"; fi
+    shift ;;
   --aws-sigv4) sigv4=$2; shift ;;
-  --data-binary) body=\${2#@}; shift ;;
+  --data-binary) data=$2; body=\${2#@}; shift ;;
   -H) headers+="$2;"; shift ;;
-  -X | --retry | --max-time) shift ;;
+  -X) method=$2; shift ;;
+  -w) wfmt=$2; shift ;;
+  --retry | --max-time) shift ;;
   --fail | -fsS | -fsSL) fail=1 ;;
   -*) ;;
   *) url=$1 ;;
   esac
   shift
 done
+# lab-aws's signed calls (they ask for the status): S3 and Secrets Manager as fake_aws.py answers them.
+case "$url" in
+https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
+  if [ -n "$wfmt" ]; then
+    [ -n "$method" ] || if [ -n "$data" ]; then method=POST; else method=GET; fi
+    # A plain PutObject or GetObject is answered here, as fake_aws.py would (python starts slowly
+    # on a loaded machine); a listing, Secrets Manager and the forced answers go to fake_aws.py.
+    if [[ "$url" == https://*.s3.*.amazonaws.com/* && "$url" != *'?'* && ( "$method" = PUT || "$method" = GET ) &&
+      -z "\${FAKE_AWS_ANSWERS:-}\${FAKE_S3_PUT_DENIED:-}" ]]; then
+      host=\${url#https://}; bucket=\${host%%.s3.*}; region=\${host#*.s3.}; region=\${region%%.amazonaws.com*}
+      key=\${host#*/}; key=$(printf '%b' "\${key//%/\\x}"); object="$SANDBOX/s3/$bucket/$key"
+      echo "$method $bucket/$key" >>"$SANDBOX/aws-requests.log"
+      if [ "$sigv4" != "aws:amz:$region:s3" ] || [[ "$cfg" != *'user = "ASIAFAKEKEYID:fake/secret+key-never-logged"'* ]] ||
+        [[ "$cfg" != *'x-amz-security-token: fake-session-token-never-logged'* ]]; then
+        echo '<Error><Code>AccessDenied</Code><Message>unsigned or signed with other keys</Message></Error>' >"$out"; printf 403; exit 0
+      fi
+      if [ "$method" = PUT ]; then
+        sha=$(sha256sum "\${data#@}" | cut -d ' ' -f 1)
+        if [[ "$headers" != *"x-amz-content-sha256: $sha;"* ]]; then
+          echo '<Error><Code>XAmzContentSHA256Mismatch</Code><Message>mismatch</Message></Error>' >"$out"; printf 400; exit 0
+        fi
+        mkdir -p "$(dirname "$object")"; cp "\${data#@}" "$object"; : >"$out"; printf 200; exit 0
+      fi
+      if [ -f "$object" ]; then cp "$object" "$out"; printf 200; exit 0; fi
+      echo '<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>' >"$out"; printf 404; exit 0
+    fi
+    printf '%s' "$cfg" | python3 "$FAKE_AWS_PY" "$method" "$url" "$out" "$data" "$headers" "$sigv4"
+    exit $?
+  fi ;;
+esac
 if [ -n "$body" ]; then
   # FAKE_SIGNAL_403=N: the first N PUTs are refused as an expired presigned URL is (HTTP 403);
   # without --fail curl still exits 0 on it.
@@ -382,7 +435,7 @@ export function makeSandbox(): Sandbox {
       const result = spawnSync('bash', [file], {
         encoding: 'utf8',
         timeout: RUN_TIMEOUT_MS,
-        env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, ...env },
+        env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, FAKE_AWS_PY, ...env },
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
     },
@@ -392,13 +445,34 @@ export function makeSandbox(): Sandbox {
       const result = spawnSync('bash', [file], {
         encoding: 'utf8',
         timeout: RUN_TIMEOUT_MS,
-        env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, ...env },
+        env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, FAKE_AWS_PY, ...env },
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
     },
     calls: () => {
       const file = join(root, 'calls.log');
       return existsSync(file) ? readFileSync(file, 'utf8').trimEnd().split('\n') : [];
+    },
+    awsRequests: () => {
+      const file = join(root, 'aws-requests.log');
+      return existsSync(file) ? readFileSync(file, 'utf8').trimEnd().split('\n') : [];
+    },
+    s3Object: (bucketAndKey) => {
+      const file = join(root, 's3', bucketAndKey);
+      return existsSync(file) ? readFileSync(file, 'utf8') : undefined;
+    },
+    putS3Object: (bucketAndKey, text) => {
+      const file = join(root, 's3', bucketAndKey);
+      mkdirSync(join(file, '..'), { recursive: true });
+      writeFileSync(file, text);
+    },
+    curlConfigFiles: () => {
+      const file = join(root, 'curl-config-files');
+      if (!existsSync(file)) return [];
+      return readFileSync(file, 'utf8')
+        .trimEnd()
+        .split('\n')
+        .map((line) => ({ mode: line.slice(0, line.indexOf(' ')), path: line.slice(line.indexOf(' ') + 1) }));
     },
     signals: () =>
       readdirSync(root)

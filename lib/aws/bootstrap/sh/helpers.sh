@@ -118,10 +118,53 @@ log_location() {
   printf 's3://%s/%s/%s%s\n' "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$RESULTS_SUBDIR" "$LOG_OBJECT"
 }
 
+# lab_aws [--within <seconds>] <command> <arguments...>: the S3 and Secrets Manager calls, signed
+# by curl with the instance role's keys (host/lab-aws.sh: no AWS CLI needed), ended after
+# <seconds> (15 min unless given). The bootstrap runs it from its own folder, so it works before
+# step 1 installs it for the host's programs.
+lab_aws() {
+  local seconds=900
+  if [ "$1" = --within ]; then
+    seconds=$2
+    shift 2
+  fi
+  LAB_SETTINGS="$BOOTSTRAP_DIR/settings.env" timeout "$seconds" bash "$BOOTSTRAP_DIR/host/lab-aws.sh" "$@"
+}
+
 # Uploads the bootstrap log now (best effort): a failed or timed-out boot stays readable.
 upload_log() {
-  timeout 120 aws s3 cp --only-show-errors --region "$LAB_REGION" "$LOG_FILE" "$(log_location)" ||
-    log "could not upload $LOG_FILE to $(log_location)"
+  lab_aws --within 120 put "$LOG_FILE" "$(log_location)" || log "could not upload $LOG_FILE to $(log_location)"
+}
+
+# install_unit <file name>: the unit's text from stdin into SYSTEMD_DIR.
+install_unit() {
+  cat >"$SYSTEMD_DIR/$1"
+}
+
+# minute_timer <name> <description> <program>: a systemd service running <program> and a timer
+# starting it every minute from one minute on, enabled now (terminate-when-done, follow-server).
+minute_timer() {
+  install_unit "$1.service" <<UNIT
+[Unit]
+Description=$2
+
+[Service]
+Type=oneshot
+ExecStart=$3
+UNIT
+  install_unit "$1.timer" <<UNIT
+[Unit]
+Description=Every minute: $2
+
+[Timer]
+OnActiveSec=1min
+OnUnitActiveSec=1min
+
+[Install]
+WantedBy=timers.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now "$1.timer"
 }
 
 # Best effort: the log goes with the results, and both are uploaded now.

@@ -6,5 +6,4 @@ set -euo pipefail
 source "${LAB_SETTINGS:?LAB_SETTINGS must name the bootstrap settings.env}"
 # shellcheck source=/dev/null
 source "$HOST_ENV_FILE"
-exec timeout 120 "$AWS_CLI" s3 cp --only-show-errors --region "$LAB_REGION" "$LOG_FILE" \
-  "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR$LOG_OBJECT"
+exec timeout 120 "$AWS_HELPER" put "$LOG_FILE" "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR$LOG_OBJECT"

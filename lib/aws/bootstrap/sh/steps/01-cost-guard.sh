@@ -16,6 +16,7 @@ arm_cost_guard() {
     printf '%s\n' "$deadline" >"$DEADLINE_FILE"
   fi
   write_host_environment
+  install_program lab-aws "$AWS_HELPER"
   install_program lab-sync-results "$SYNC_SCRIPT"
   install_program lab-deadline "$DEADLINE_SCRIPT"
   install_program lab-upload-log "$LOG_UPLOAD_SCRIPT"
@@ -30,14 +31,15 @@ arm_cost_guard() {
 }
 
 # What the installed programs need beyond settings.env: the stack's bucket, name and region
-# (never the WaitCondition URL).
+# (never the WaitCondition URL). Their S3 calls go through lab-aws (curl signs them): no AWS CLI,
+# which a Canonical Ubuntu cell does not have; a curl too old to sign fails this step by name.
 write_host_environment() {
-  local aws_cli
-  aws_cli=$(command -v aws) || die "the AWS CLI is not on the PATH (expected on the AMI of $AMI_PARAMETER): results could not be uploaded"
+  local problem
+  problem=$(lab_aws check 2>&1) || die "${problem#lab-aws: } - results could not be uploaded"
   {
     echo '# Written by the lab bootstrap: what its installed programs need beyond settings.env.'
-    printf 'LAB_REGION=%q\nLAB_RESULTS_BUCKET=%q\nLAB_STACK_NAME=%q\nAWS_CLI=%q\n' \
-      "$LAB_REGION" "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$aws_cli"
+    printf 'LAB_REGION=%q\nLAB_RESULTS_BUCKET=%q\nLAB_STACK_NAME=%q\n' \
+      "$LAB_REGION" "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME"
     # An agent follows its server (lab-follow-server.sh).
     if [ -n "${LAB_SERVER_URL:-}" ]; then printf 'LAB_SERVER_URL=%q\n' "$LAB_SERVER_URL"; fi
   } >"$HOST_ENV_FILE"
@@ -53,11 +55,6 @@ install_program() {
     cat "$BOOTSTRAP_DIR/host/$1.sh"
   } >"$2"
   chmod 755 "$2"
-}
-
-# install_unit <file name>: the unit's text from stdin into SYSTEMD_DIR.
-install_unit() {
-  cat >"$SYSTEMD_DIR/$1"
 }
 
 install_deadline_timer() {
@@ -166,26 +163,7 @@ UNIT
 # uploads the results and shuts the host down.
 install_terminate_when_done() {
   install_program lab-terminate-when-done "$DONE_SCRIPT"
-  install_unit lab-terminate-when-done.service <<UNIT
-[Unit]
-Description=Upload the lab results and terminate the host once the study is over
-
-[Service]
-Type=oneshot
-ExecStart=$DONE_SCRIPT
-UNIT
-  install_unit lab-terminate-when-done.timer <<'UNIT'
-[Unit]
-Description=Check every minute whether the lab study is over (runner.terminateWhenDone)
-
-[Timer]
-OnActiveSec=1min
-OnUnitActiveSec=1min
-
-[Install]
-WantedBy=timers.target
-UNIT
-  systemctl daemon-reload
-  systemctl enable --now lab-terminate-when-done.timer
+  minute_timer lab-terminate-when-done \
+    'Upload the lab results and terminate the host once the study is over (runner.terminateWhenDone)' "$DONE_SCRIPT"
   log "runner.terminateWhenDone: the host uploads the results and terminates once status.json says finished or failed"
 }

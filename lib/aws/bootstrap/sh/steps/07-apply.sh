@@ -90,10 +90,8 @@ apply_charts() {
 # nothing to restore, and a fresh study is still a study.
 restore_studies() {
   local source="s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/${RESULTS_SUBDIR}$STUDIES_DIR/"
-  # shellcheck source=/dev/null
-  source "$HOST_ENV_FILE"
   mkdir -p "$RESULTS_DIR/$STUDIES_DIR"
-  if "$AWS_CLI" s3 sync "$source" "$RESULTS_DIR/$STUDIES_DIR/" --region "$LAB_REGION" --only-show-errors; then
+  if lab_aws --within "$(budget_left)" sync-down "$source" "$RESULTS_DIR/$STUDIES_DIR/"; then
     log "restored $(find "$RESULTS_DIR/$STUDIES_DIR" -name study.json | wc -l) earlier study record(s) from $source"
   else
     log "could not restore earlier studies from $source: the runner starts from what this host has"

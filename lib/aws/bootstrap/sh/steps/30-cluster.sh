@@ -8,18 +8,12 @@
 # gpu|cpu); NODE_ROLE_LABEL is the literal string of lib/config/placement.ts, which the charts'
 # node selectors use.
 
-# The agent token, read once into a root-only file; never printed.
+# The agent token, read once into a root-only file (mode 600, no newline added); never printed.
+# GetSecretValue signed by curl (lab-aws secret): no AWS CLI on the host.
 fetch_agent_token() {
-  local token
-  token=$(aws secretsmanager get-secret-value --region "$LAB_REGION" --secret-id "$LAB_AGENT_TOKEN_SECRET" \
-    --query SecretString --output text 2>"$WORK_DIR/agent-token.err") ||
-    die "cannot read the K3s agent token from Secrets Manager ($LAB_AGENT_TOKEN_SECRET): $(head -c 300 "$WORK_DIR/agent-token.err")"
-  if [ -z "$token" ] || [ "$token" = None ]; then die "the K3s agent token in $LAB_AGENT_TOKEN_SECRET is empty"; fi
-  # The exact token, no newline: nothing depends on the reader trimming it.
-  (
-    umask 077
-    printf '%s' "$token" >"$AGENT_TOKEN_FILE"
-  )
+  local problem
+  problem=$(lab_aws --within "$(budget_left)" secret "$LAB_AGENT_TOKEN_SECRET" "$AGENT_TOKEN_FILE" 2>&1) ||
+    die "cannot read the K3s agent token from Secrets Manager ($LAB_AGENT_TOKEN_SECRET): $(printf '%s' "${problem#lab-aws: }" | tail -n 1 | head -c 300)"
   log "agent token read from Secrets Manager into $AGENT_TOKEN_FILE (mode 600)"
 }
 
@@ -71,8 +65,7 @@ node_ready() {
 }
 
 model_cache_reported() {
-  aws s3 cp --only-show-errors --region "$LAB_REGION" \
-    "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
+  lab_aws --within 60 get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
 }
 
 # Allocatable nvidia.com/gpu of the Ready node that carries a host's label.
@@ -136,27 +129,7 @@ join_cluster() {
 # ends SERVER_GONE_MINUTES after the server stopped answering (lab-follow-server.sh).
 install_follow_server() {
   install_program lab-follow-server "$FOLLOW_SERVER_SCRIPT"
-  install_unit lab-follow-server.service <<UNIT
-[Unit]
-Description=End this K3s agent once the lab's server has ended
-
-[Service]
-Type=oneshot
-ExecStart=$FOLLOW_SERVER_SCRIPT
-UNIT
-  install_unit lab-follow-server.timer <<'UNIT'
-[Unit]
-Description=Check every minute that the lab's K3s server still runs
-
-[Timer]
-OnActiveSec=1min
-OnUnitActiveSec=1min
-
-[Install]
-WantedBy=timers.target
-UNIT
-  systemctl daemon-reload
-  systemctl enable --now lab-follow-server.timer
+  minute_timer lab-follow-server "End this K3s agent once the lab's K3s server has ended" "$FOLLOW_SERVER_SCRIPT"
   log "this agent ends $SERVER_GONE_MINUTES minutes after its server stops answering ($LAB_SERVER_URL)"
 }
 
@@ -186,7 +159,7 @@ report_model_cache() {
   # shellcheck disable=SC2153 # MODEL_NAME is a setting (settings.env), NODE_NAME set by join_cluster
   python3 -c 'import json, sys; print(json.dumps(dict(zip(("host", "node", "model", "cache"), sys.argv[1:]))))' \
     "$HOST_NAME" "$NODE_NAME" "$MODEL_NAME" "$MODEL_CACHE" >"$report"
-  within_budget aws s3 cp --only-show-errors --region "$LAB_REGION" "$report" "$target" ||
+  lab_aws --within "$(budget_left)" put "$report" "$target" ||
     die "could not report the model cache to $target: the server places no replica before it"
   log "model cache reported to the server ($target)"
   READY_SUMMARY="$READY_SUMMARY; $EXPECTED_GPUS GPU(s), model cache of $MODEL_NAME ready"

@@ -1,0 +1,292 @@
+#!/bin/bash
+# lab-aws: the S3 and Secrets Manager calls of a lab host, with no AWS CLI (a Canonical Ubuntu cell
+# has none). curl signs each request (--aws-sigv4, docs/facts.md §2.5) with the instance role's
+# temporary keys, read from the metadata service with an IMDSv2 session token. The keys reach curl
+# through a config file (-K) in a private temporary folder, removed on exit: never on a command
+# line, never in a log.
+#
+#   lab-aws check                                 curl can sign (exit 1 with the version found)
+#   lab-aws put <file> s3://<bucket>/<key>        PutObject
+#   lab-aws get s3://<bucket>/<key> <file|->      GetObject (exit 4 when there is no such key)
+#   lab-aws sync-up <dir> s3://<bucket>/<prefix>/ a PutObject per new or changed file
+#   lab-aws sync-down s3://<bucket>/<prefix>/ <dir>   ListObjectsV2, a GetObject per missing file
+#   lab-aws secret <secret id> <file>             GetSecretValue's SecretString into <file> (mode 600)
+#
+# Called by the bootstrap (helpers.sh lab_aws) and by the programs it installs. LAB_SETTINGS names
+# the bootstrap's settings.env; LAB_REGION comes from the environment or HOST_ENV_FILE.
+set -euo pipefail
+# shellcheck source=/dev/null
+source "${LAB_SETTINGS:?LAB_SETTINGS must name the bootstrap settings.env}"
+if [ -z "${LAB_REGION:-}" ] && [ -f "$HOST_ENV_FILE" ]; then
+  # shellcheck source=/dev/null
+  source "$HOST_ENV_FILE"
+fi
+: "${LAB_REGION:?LAB_REGION is not set (the launcher exports it; host.env keeps it)}"
+
+# docs/facts.md §2.5: curl signs the x-amz-* headers it is given (x-amz-security-token,
+# x-amz-content-sha256) only from 7.86.0; S3 refuses unsigned x-amz-* headers.
+readonly CURL_MINIMUM=7.86.0
+# SHA-256 of nothing: the payload hash of a GET.
+readonly EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+
+umask 077
+private=$(mktemp -d "${TMPDIR:-/tmp}/lab-aws.XXXXXX")
+trap 'rm -rf "$private"' EXIT
+
+fail() {
+  echo "lab-aws: $*" >&2
+  exit 1
+}
+
+version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]; }
+
+# Sets use_cli when curl is too old to sign and the image has an AWS CLI (the GPU host's Ubuntu
+# 22.04 Deep Learning AMI: curl 7.81.0 and the CLI, docs/facts.md §2.1); fails when it has neither.
+check_curl() {
+  local line version
+  line=$(curl --version --max-time 5 2>/dev/null | head -n 1) || fail "curl is not on the PATH"
+  version=$(awk '{ print $2 }' <<<"$line")
+  if version_at_least "$version" "$CURL_MINIMUM"; then return 0; fi
+  if command -v aws >/dev/null; then
+    use_cli=1
+    return 0
+  fi
+  fail "curl $version cannot sign AWS requests with an instance role: --aws-sigv4 signs the x-amz-security-token and x-amz-content-sha256 headers from curl $CURL_MINIMUM on (this host has: $line), and there is no AWS CLI to use instead"
+}
+
+# The same commands through the AWS CLI, for a host whose curl cannot sign.
+cli() {
+  local rc=0 value
+  case "$1" in
+  check) ;;
+  put) aws s3 cp --only-show-errors --region "$LAB_REGION" "$2" "$3" ;;
+  get)
+    aws s3 cp --only-show-errors --region "$LAB_REGION" "$2" "$3" 2>"$private/error" || rc=$?
+    if ((rc != 0)); then
+      cat "$private/error" >&2
+      if grep -q '(404)' "$private/error"; then return 4; fi
+      return "$rc"
+    fi ;;
+  sync-up) aws s3 sync "${2%/}/" "${3%/}/" --region "$LAB_REGION" --only-show-errors ;;
+  sync-down) aws s3 sync "${2%/}/" "${3%/}/" --region "$LAB_REGION" --only-show-errors ;;
+  secret)
+    value=$(aws secretsmanager get-secret-value --region "$LAB_REGION" --secret-id "$2" \
+      --query SecretString --output text) || fail "GetSecretValue $2 failed (AWS CLI)"
+    if [ -z "$value" ] || [ "$value" = None ]; then fail "GetSecretValue $2: the secret has no SecretString"; fi
+    printf '%s' "$value" >"$3"
+    chmod 600 "$3" ;;
+  *) fail "unknown command '${1:-}' (check, put, get, sync-up, sync-down, secret)" ;;
+  esac
+}
+
+# imds <session token> <path>: one metadata value (IMDSv2).
+imds() { curl -sS --fail --max-time 5 -H "X-aws-ec2-metadata-token: $1" "$IMDS/meta-data/$2"; }
+
+# The role's current keys as curl config lines (user, and the session token header), mode 600.
+# Read once per run and again before each retry: the metadata service rotates them. The values
+# are base64-like: one with a quote, a backslash or a blank would need escaping, and is refused.
+write_credentials() {
+  local session role keys id secret token
+  session=$(curl -sS --fail --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") ||
+    fail "no session token from the metadata service (IMDSv2)"
+  role=$(imds "$session" iam/security-credentials/) || fail "no instance role credentials from the metadata service (IMDSv2)"
+  role=${role%%$'\n'*}
+  keys=$(imds "$session" "iam/security-credentials/$role") || fail "the metadata service gave no keys for role $role"
+  id=$(printf '%s' "$keys" | json_field AccessKeyId)
+  secret=$(printf '%s' "$keys" | json_field SecretAccessKey)
+  token=$(printf '%s' "$keys" | json_field Token)
+  if [[ -z "$id" || -z "$secret" || -z "$token" || "$id$secret$token" =~ [\"\\[:space:][:cntrl:]] ]]; then
+    fail "the metadata service's keys for role $role are not in the expected form"
+  fi
+  printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' "$id" "$secret" "$token" >"$private/credentials"
+}
+
+# json_field <name>: a string field of the flat JSON object on stdin (the metadata service's keys).
+json_field() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p"; }
+
+# AWS's URI encoding: unreserved characters stay, every other byte is %XX; $2 adds characters to
+# keep ('/' in an S3 key's path).
+uri_encode() {
+  local LC_ALL=C text=$1 keep=${2:-} out='' c i
+  for ((i = 0; i < ${#text}; i++)); do
+    c=${text:i:1}
+    if [[ "$c" == [A-Za-z0-9._~-] ]] || [[ -n "$keep" && "$keep" == *"$c"* ]]; then
+      out+=$c
+    else
+      printf -v c '%%%02X' "'$c"
+      out+=$c
+    fi
+  done
+  printf '%s' "$out"
+}
+
+# s3_url <bucket> <key> [query]: virtual-hosted style (docs/facts.md §2.5).
+s3_url() {
+  printf 'https://%s.s3.%s.amazonaws.com/%s%s' "$1" "$LAB_REGION" "$(uri_encode "$2" /)" "${3:+?$3}"
+}
+
+# What AWS said in an error body: S3's XML <Code>/<Message>, or the JSON protocol's __type/message.
+error_text() {
+  python3 -c 'import json, re, sys
+text = open(sys.argv[1], errors="replace").read()
+try:
+    body = json.loads(text)
+    print((body.get("__type", "").split("#")[-1] + ": " + str(body.get("message", body.get("Message", "")))).strip(": "))
+except ValueError:
+    code = re.search(r"<Code>(.*?)</Code>", text)
+    message = re.search(r"<Message>(.*?)</Message>", text)
+    print(": ".join(m.group(1) for m in (code, message) if m) or text[:200].strip())' "$1" 2>/dev/null || true
+}
+
+# request <what> <service> <body file> <curl arguments...>: one signed request, tried AWS_ATTEMPTS
+# times while the answer is a 5xx, a 429 or no answer at all, further apart each time. Returns 0
+# on a 2xx, 4 on a 404; any other answer fails at once, naming what was asked and what AWS said.
+request() {
+  local what=$1 service=$2 body=$3 attempt status answer
+  shift 3
+  for ((attempt = 1; ; attempt++)); do
+    if ((attempt > 1)) || [ ! -s "$private/credentials" ]; then write_credentials; fi
+    rm -f "$body"
+    status=$(curl -q -sS --max-time "$AWS_MAX_SECONDS" -K "$private/credentials" \
+      --aws-sigv4 "aws:amz:$LAB_REGION:$service" -o "$body" -w '%{http_code}' "$@") || status=${status:-000}
+    case "$status" in
+    2??) return 0 ;;
+    404) return 4 ;;
+    esac
+    answer="HTTP $status"
+    if [ -s "$body" ]; then answer+=" $(error_text "$body")"; fi
+    case "$status" in
+    5?? | 429 | 000) ;;
+    *) fail "$what: $answer" ;;
+    esac
+    if ((attempt >= AWS_ATTEMPTS)); then fail "$what: $answer (after $attempt attempts)"; fi
+    echo "lab-aws: $what: $answer, trying again ($attempt of $AWS_ATTEMPTS)" >&2
+    sleep $((attempt * AWS_RETRY_SECONDS))
+  done
+}
+
+# split_s3_uri s3://bucket/key: sets bucket and key.
+split_s3_uri() {
+  [[ "$1" == s3://?*/* ]] || fail "not an s3://bucket/key address: $1"
+  local path=${1#s3://}
+  bucket=${path%%/*}
+  key=${path#*/}
+}
+
+# The object's real SHA-256 as its payload hash, and the body from memory: curl then signs the
+# same hash whatever its version (docs/facts.md §2.5).
+put() {
+  local file=$1 bucket key hash
+  split_s3_uri "$2"
+  [ -f "$file" ] || fail "put: no file $file"
+  hash=$(sha256sum "$file" | cut -d ' ' -f 1)
+  request "PutObject $2" s3 "$private/answer" -X PUT -H "x-amz-content-sha256: $hash" \
+    -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$(s3_url "$bucket" "$key")"
+}
+
+get() {
+  local bucket key rc=0
+  split_s3_uri "$1"
+  request "GetObject $1" s3 "$private/object" -H "x-amz-content-sha256: $EMPTY_SHA256" \
+    "$(s3_url "$bucket" "$key")" || rc=$?
+  if ((rc == 4)); then
+    echo "lab-aws: GetObject $1: no such key" >&2
+    return 4
+  fi
+  if [ "$2" = - ]; then cat "$private/object"; else mv "$private/object" "$2"; fi
+}
+
+# sync-up: a PutObject per file whose size or modification time differs from what the last
+# successful upload of it recorded (the periodic sync stays cheap). Every file is tried; the
+# record keeps what reached S3.
+sync_up() {
+  local dir=${1%/} prefix=${2%/} state size mtime path failed=0 uploaded=0
+  local -A sent=()
+  [ -d "$dir" ] || fail "sync-up: no folder $dir"
+  mkdir -p "$S3_SYNC_STATE_DIR"
+  state="$S3_SYNC_STATE_DIR/$(printf '%s %s' "$dir" "$prefix" | sha256sum | cut -c 1-16)"
+  if [ -f "$state" ]; then
+    while IFS=' ' read -r size mtime path; do sent["$path"]="$size $mtime"; done <"$state"
+  fi
+  while IFS=' ' read -r -d '' size mtime path; do
+    if [ "${sent["$path"]:-}" = "$size $mtime" ]; then continue; fi
+    if (put "$dir/$path" "$prefix/$path"); then
+      sent["$path"]="$size $mtime"
+      uploaded=$((uploaded + 1))
+    else
+      failed=$((failed + 1))
+    fi
+  done < <(find "$dir" -type f -printf '%s %T@ %P\0' | sort -z -k 3)
+  for path in "${!sent[@]}"; do printf '%s %s\n' "${sent["$path"]}" "$path"; done >"$state.new"
+  mv "$state.new" "$state"
+  if ((failed > 0)); then fail "sync-up $dir -> $prefix/: $failed file(s) not uploaded ($uploaded uploaded)"; fi
+}
+
+# sync-down: ListObjectsV2 pages (the query already in canonical order, so every curl signs it as
+# S3 reads it), then a GetObject per key with no local file of the same size.
+sync_down() {
+  local bucket key dir=${2%/} prefix token='' query listing name size
+  split_s3_uri "${1%/}/"
+  prefix=$key
+  mkdir -p "$dir"
+  while :; do
+    query="${token:+continuation-token=$(uri_encode "$token")&}list-type=2&prefix=$(uri_encode "$prefix")"
+    request "ListObjectsV2 s3://$bucket/$prefix" s3 "$private/listing" \
+      -H "x-amz-content-sha256: $EMPTY_SHA256" "$(s3_url "$bucket" '' "$query")" ||
+      fail "ListObjectsV2 s3://$bucket/$prefix: no such bucket"
+    listing=$(python3 -c 'import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+for item in root.iter(ns + "Contents"):
+    print(item.findtext(ns + "Size"), item.findtext(ns + "Key"))
+print("next", root.findtext(ns + "NextContinuationToken") or "")' "$private/listing") ||
+      fail "ListObjectsV2 s3://$bucket/$prefix: an answer that is not a listing"
+    token=''
+    while read -r size name; do
+      if [ "$size" = next ]; then
+        token=$name
+        continue
+      fi
+      key=${name#"$prefix"}
+      if [ -z "$key" ] || [[ "$key" == */ ]]; then continue; fi
+      if [ -f "$dir/$key" ] && [ "$(stat -c %s "$dir/$key")" = "$size" ]; then continue; fi
+      mkdir -p "$(dirname "$dir/$key")"
+      get "s3://$bucket/$name" "$dir/$key"
+    done <<<"$listing"
+    if [ -z "$token" ]; then break; fi
+  done
+}
+
+# GetSecretValue (the JSON 1.1 protocol, docs/facts.md §2.5): the answer holds the secret, so it
+# stays in the private folder and only SecretString reaches <file>, mode 600.
+secret() {
+  local id=$1 file=$2
+  [[ "$id" =~ ^[A-Za-z0-9:/_+=.@-]+$ ]] || fail "secret: not a secret name or ARN: $id"
+  request "GetSecretValue $id" secretsmanager "$private/secret" \
+    -H 'X-Amz-Target: secretsmanager.GetSecretValue' -H 'Content-Type: application/x-amz-json-1.1' \
+    --data-binary "{\"SecretId\":\"$id\"}" "https://secretsmanager.$LAB_REGION.amazonaws.com/" ||
+    fail "GetSecretValue $id: not found"
+  python3 -c 'import json, sys
+value = json.load(open(sys.argv[1])).get("SecretString") or ""
+if not value:
+    sys.exit("lab-aws: GetSecretValue " + sys.argv[3] + ": the secret has no SecretString")
+with open(sys.argv[2], "w") as out:
+    out.write(value)' "$private/secret" "$file" "$id"
+  chmod 600 "$file"
+}
+
+use_cli=0
+check_curl
+if ((use_cli)); then
+  cli "$@"
+  exit
+fi
+case "${1:-}" in
+check) ;;
+put) put "$2" "$3" ;;
+get) get "$2" "$3" ;;
+sync-up) sync_up "$2" "$3" ;;
+sync-down) sync_down "$2" "$3" ;;
+secret) secret "$2" "$3" ;;
+*) fail "unknown command '${1:-}' (check, put, get, sync-up, sync-down, secret)" ;;
+esac

@@ -1,0 +1,215 @@
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { beforeEach, describe, expect, test } from 'vitest';
+import { parseLabConfig } from '../../../lib/config/load.ts';
+import { makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
+
+/**
+ * host/lab-aws.sh on its own, against the sandbox's fake curl, metadata service, S3 and Secrets
+ * Manager (test/aws/bootstrap/fake_aws.py): retries, refusals, the incremental sync and the
+ * handling of the role's keys. No AWS CLI on the PATH.
+ */
+
+const ROLE_SECRETS = ['fake/secret+key-never-logged', 'fake-session-token-never-logged'];
+const SECRET_ID = 'arn:aws:secretsmanager:us-west-2:123456789012:secret:ClusterAgentToken-AbCdEf';
+
+let box: Sandbox;
+beforeEach(() => {
+  box = makeSandbox();
+  box.writeBootstrap(parseLabConfig({}), { AWS_RETRY_SECONDS: '0', AWS_ATTEMPTS: '3' });
+  mkdirSync(box.path('/opt/lab'), { recursive: true });
+  rmSync(join(box.root, 'bin', 'aws'));
+});
+
+function labAws(args: string[], env: Record<string, string> = {}) {
+  const quoted = args.map((a) => `'${a}'`).join(' ');
+  const file = join(box.root, 'run-lab-aws.sh');
+  writeFileSync(file, `exec bash '${join(box.bootstrapDir, 'host', 'lab-aws.sh')}' ${quoted}\n`);
+  return box.runFile(file, {
+    PATH: pathWithout('aws', box),
+    LAB_REGION: 'us-west-2',
+    LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+    ...env,
+  });
+}
+
+/** The role's keys never on a command line or in what lab-aws prints; its config files private and gone. */
+function expectKeysKept(output: string) {
+  for (const secret of ROLE_SECRETS) {
+    expect(box.calls().join('\n')).not.toContain(secret);
+    expect(output).not.toContain(secret);
+  }
+  for (const file of box.curlConfigFiles()) {
+    expect(file.mode).toBe('600');
+    expect(existsSync(file.path)).toBe(false);
+  }
+}
+
+describe('lab-aws put', () => {
+  test('rides out a 503 and a lost connection, then stores the object with its real SHA-256', () => {
+    const file = join(box.root, 'report one.json');
+    writeFileSync(file, '{"ok":true}');
+    const result = labAws(['put', file, 's3://results-bucket/Lab/dir/report one.json'], {
+      FAKE_AWS_ANSWERS: '503,000',
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(box.awsRequests()).toEqual([
+      'PUT results-bucket/Lab/dir/report one.json',
+      'PUT results-bucket/Lab/dir/report one.json',
+      'PUT results-bucket/Lab/dir/report one.json',
+    ]);
+    expect(result.stderr).toContain('HTTP 503 InternalError');
+    expect(result.stderr).toContain('trying again (2 of 3)');
+    expect(box.s3Object('results-bucket/Lab/dir/report one.json')).toBe('{"ok":true}');
+    // The key is URI-encoded in the request, as S3 reads it.
+    expect(box.calls().some((c) => c.endsWith('amazonaws.com/Lab/dir/report%20one.json'))).toBe(true);
+    // A fresh read of the keys before each retry: 3 requests, 3 config files.
+    expect(box.curlConfigFiles()).toHaveLength(3);
+    expectKeysKept(result.stdout + result.stderr);
+  });
+
+  test('a 403 fails at once with what S3 said', () => {
+    const file = join(box.root, 'log');
+    writeFileSync(file, 'x');
+    const result = labAws(['put', file, 's3://results-bucket/Lab/log'], { FAKE_S3_PUT_DENIED: '1' });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain(
+      'lab-aws: PutObject s3://results-bucket/Lab/log: HTTP 403 AccessDenied: Access Denied',
+    );
+    expect(box.awsRequests()).toHaveLength(1);
+    expectKeysKept(result.stdout + result.stderr);
+  });
+
+  test('a 5xx on every try gives up after AWS_ATTEMPTS', () => {
+    const file = join(box.root, 'log');
+    writeFileSync(file, 'x');
+    const result = labAws(['put', file, 's3://results-bucket/Lab/log'], {
+      FAKE_AWS_ANSWERS: '500,502,503,200',
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('PutObject s3://results-bucket/Lab/log: HTTP 503 InternalError');
+    expect(result.stderr).toContain('(after 3 attempts)');
+    expect(box.s3Object('results-bucket/Lab/log')).toBeUndefined();
+  });
+});
+
+describe('lab-aws sync-up', () => {
+  test('puts new and changed files only, and retries a file that failed on the next run', () => {
+    const results = box.path('/var/lib/lab/results');
+    mkdirSync(join(results, 'studies/s-1'), { recursive: true });
+    writeFileSync(join(results, 'status.json'), '{"state":"running"}');
+    writeFileSync(join(results, 'studies/s-1/study.json'), '{"id":"s-1"}');
+    const sync = (env: Record<string, string> = {}) =>
+      labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/'], env);
+
+    expect(sync().status).toBe(0);
+    expect(box.awsRequests().sort()).toEqual([
+      'PUT results-bucket/Lab/cell/status.json',
+      'PUT results-bucket/Lab/cell/studies/s-1/study.json',
+    ]);
+    // Nothing changed: no request at all.
+    expect(sync().status).toBe(0);
+    expect(box.awsRequests()).toHaveLength(2);
+
+    // status.json changes; a new file is refused once.
+    writeFileSync(join(results, 'status.json'), '{"state":"finished"}');
+    utimesSync(join(results, 'status.json'), new Date(), new Date(Date.now() + 5_000));
+    writeFileSync(join(results, 'studies/s-1/run.json'), '{"run":1}');
+    const refused = sync({ FAKE_S3_PUT_DENIED: '1' });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain('2 file(s) not uploaded (0 uploaded)');
+    expect(sync().status).toBe(0);
+    expect(box.s3Object('results-bucket/Lab/cell/status.json')).toBe('{"state":"finished"}');
+    expect(box.s3Object('results-bucket/Lab/cell/studies/s-1/run.json')).toBe('{"run":1}');
+    expect(box.awsRequests().slice(4).sort()).toEqual([
+      'PUT results-bucket/Lab/cell/status.json',
+      'PUT results-bucket/Lab/cell/studies/s-1/run.json',
+    ]);
+  });
+});
+
+describe('lab-aws get and sync-down', () => {
+  test('a missing key exits 4; sync-down pages through the listing and fetches only what is missing', () => {
+    expect(labAws(['get', 's3://results-bucket/Lab/none', '-']).status).toBe(4);
+    box.putS3Object('results-bucket/Lab/studies/a/study.json', '{"id":"a"}');
+    box.putS3Object('results-bucket/Lab/studies/b/study.json', '{"id":"b"}');
+    box.putS3Object('results-bucket/Lab/other.json', '{}');
+    const into = join(box.root, 'restored');
+    mkdirSync(join(into, 'a'), { recursive: true });
+    writeFileSync(join(into, 'a/study.json'), '{"id":"a"}');
+    const result = labAws(['sync-down', 's3://results-bucket/Lab/studies/', into], { FAKE_S3_PAGE: '1' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(readFileSync(join(into, 'b/study.json'), 'utf8')).toBe('{"id":"b"}');
+    expect(existsSync(join(into, 'other.json'))).toBe(false);
+    expect(box.awsRequests().slice(1)).toEqual([
+      'LIST results-bucket/Lab/studies/',
+      'LIST results-bucket/Lab/studies/',
+      'GET results-bucket/Lab/studies/b/study.json',
+    ]);
+  });
+});
+
+describe('lab-aws secret', () => {
+  test('writes SecretString alone into a mode 600 file and prints nothing of it', () => {
+    const file = join(box.root, 'agent-token');
+    const result = labAws(['secret', SECRET_ID, file], { FAKE_AGENT_TOKEN: 'K10token::server:abc' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe('K10token::server:abc');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(result.stdout + result.stderr).not.toContain('K10token');
+    expect(box.calls().join('\n')).not.toContain('K10token');
+    expectKeysKept(result.stdout + result.stderr);
+  });
+
+  test('a refusal names the error Secrets Manager gave', () => {
+    const result = labAws(['secret', SECRET_ID, join(box.root, 'agent-token')], { FAKE_SECRET_DENIED: '1' });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain(
+      `GetSecretValue ${SECRET_ID}: HTTP 400 AccessDeniedException: User is not authorized to perform: secretsmanager:GetSecretValue`,
+    );
+    expect(existsSync(join(box.root, 'agent-token'))).toBe(false);
+  });
+});
+
+test('a curl older than 7.86.0 is refused by name before any request', () => {
+  const result = labAws(['check'], { FAKE_OLD_CURL: '7.75.0' });
+  expect(result.status).toBe(1);
+  expect(result.stderr).toContain(
+    'lab-aws: curl 7.75.0 cannot sign AWS requests with an instance role: --aws-sigv4 signs the x-amz-security-token and x-amz-content-sha256 headers from curl 7.86.0 on (this host has: curl 7.75.0 (x86_64-pc-linux-gnu))',
+  );
+  expect(result.stderr).toContain('and there is no AWS CLI to use instead');
+  expect(box.awsRequests()).toEqual([]);
+  expect(labAws(['check']).status).toBe(0);
+});
+
+test("with a curl too old to sign, the image's AWS CLI does the same work (the GPU host's Ubuntu 22.04 AMI)", () => {
+  const cli = join(box.root, 'cli');
+  mkdirSync(cli);
+  writeFileSync(
+    join(cli, 'aws'),
+    `#!/bin/bash\necho "aws $*" >>"$SANDBOX/calls.log"\nif [ "$1" = secretsmanager ]; then echo 'K10token::server:abc'; fi\n`,
+  );
+  chmodSync(join(cli, 'aws'), 0o755);
+  const env = { FAKE_OLD_CURL: '7.81.0', PATH: `${pathWithout('aws', box)}:${cli}` };
+  const log = join(box.root, 'bootstrap.log');
+  writeFileSync(log, 'log');
+  expect(labAws(['put', log, 's3://results-bucket/Lab/host/bootstrap.log'], env).status).toBe(0);
+  const token = join(box.root, 'agent-token');
+  expect(labAws(['secret', SECRET_ID, token], env).status).toBe(0);
+  expect(readFileSync(token, 'utf8')).toBe('K10token::server:abc');
+  expect(statSync(token).mode & 0o777).toBe(0o600);
+  expect(box.calls().filter((c) => c.startsWith('aws '))).toEqual([
+    `aws s3 cp --only-show-errors --region us-west-2 ${log} s3://results-bucket/Lab/host/bootstrap.log`,
+    `aws secretsmanager get-secret-value --region us-west-2 --secret-id ${SECRET_ID} --query SecretString --output text`,
+  ]);
+  expect(box.awsRequests()).toEqual([]);
+});
