@@ -260,11 +260,13 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     expect(box.log()).toContain('==> [step 7/13] pre-fetch Qwen/Qwen3-0.6B-FP8 and the ShareGPT file');
     expect(box.log()).toMatch(/shared cache; pull images in parallel \(budget 10 min 0 s\)/);
 
-    // The cost guard comes first, results sync on a timer and at shutdown.
-    expect(calls[0]).toBe('systemctl daemon-reload');
-    expect(calls[1]).toBe('systemctl enable --now lab-deadline.timer');
+    // The cost guard comes first (after lab-aws's read-only look at curl's version), results sync
+    // on a timer and at shutdown.
+    expect(calls[0]).toBe('curl --version --max-time 5');
+    expect(calls[1]).toBe('systemctl daemon-reload');
+    expect(calls[2]).toBe('systemctl enable --now lab-deadline.timer');
     // The launcher's early `shutdown -h +N` gives way to the timer, only once the timer runs.
-    expect(calls[2]).toBe('shutdown -c the lab cost guard timer takes over');
+    expect(calls[3]).toBe('shutdown -c the lab cost guard timer takes over');
     expect(calls).toContain('systemctl enable --now lab-results-sync.timer lab-results-final-upload.service');
     const syncScript = readFileSync(box.path('/usr/local/sbin/lab-sync-results'), 'utf8');
     expect(syncScript).toContain(`export LAB_SETTINGS=${join(box.bootstrapDir, 'settings.env')}`);
