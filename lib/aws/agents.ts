@@ -16,7 +16,7 @@ import {
 import { AGENT_TOKEN_SECRET_VARIABLE, lifetimeMinutes } from './bootstrap/bootstrap.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import { hostConstructId } from './cell-outputs.ts';
-import { type HostInstanceSettings, LabHost } from './gpu-host.ts';
+import { type HostInstanceSettings, LabHost, RELAUNCH_ADVICE } from './gpu-host.ts';
 
 /**
  * The K3s agents of the LLM-gateway lab (issue 17): the agent token every host of the cluster
@@ -147,6 +147,7 @@ export class ClusterAgents extends Construct {
       instanceRole: host.role,
       totalTimeout: Duration.minutes(50),
       generation: host.generation,
+      relaunchAdvice: RELAUNCH_ADVICE,
     });
     // After the server: its AZ and address are inputs (so also an implicit dependency).
     launch.node.addDependency(server.launch);

@@ -23,7 +23,7 @@ import { cellLifetimeMinutes, writeCellBootstrapFolder } from './bootstrap/cell.
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
 import type { OnDemandQuota } from './capacity-launch/launch.ts';
 import { cellConstructId, cellOutputDescription } from './cell-outputs.ts';
-import { GpuHost, type HostInstanceSettings, LabHost } from './gpu-host.ts';
+import { GpuHost, type HostInstanceSettings, LabHost, RELAUNCH_ADVICE } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
 import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
 
@@ -151,6 +151,7 @@ export class LabStack extends Stack {
       totalTimeout: Duration.minutes(50),
       // Relaunch exactly when the wait condition below is new, so every new host is waited for.
       generation: this.host.generation,
+      relaunchAdvice: RELAUNCH_ADVICE,
     });
     this.launch = launch;
     const agentHosts = this.agents?.addAgents({ launch, generation: this.host.generation }) ?? [];
@@ -204,6 +205,7 @@ export class LabStack extends Stack {
       instanceRole: host.role,
       totalTimeout: Duration.minutes(50),
       generation: host.generation,
+      relaunchAdvice: RELAUNCH_ADVICE,
     });
     const ready = new CfnWaitCondition(this, `${id}Ready${host.generation}`, {
       handle: host.readyHandle.ref,

@@ -95,6 +95,15 @@ export interface CapacityLaunchProps {
    * @default - the launch template's latest version number
    */
   readonly generation?: string;
+  /**
+   * When set, an Update that finds the host gone (its lifetime guard or a person ended it) while
+   * its generation stays the same fails with this advice instead of relaunching: for a caller
+   * whose WaitCondition is keyed on `generation`, that wait is over, and a host launched under it
+   * would run with nothing waiting for its bootstrap. The advice says how to get a new generation.
+   *
+   * @default - such an Update relaunches under the same generation
+   */
+  readonly relaunchAdvice?: string;
 }
 
 function problem(prop: string, detail: string): Error {
@@ -354,6 +363,8 @@ export class CapacityLaunch extends Construct {
         [LaunchProps.vcpusNeeded]: props.vcpusNeeded,
         [LaunchProps.quotaName]: props.quota?.name ?? '',
         [LaunchProps.quotaCode]: props.quota?.code ?? '',
+        // Only when set: a stack without it keeps its properties, and so its host.
+        ...(props.relaunchAdvice ? { [LaunchProps.relaunchAdvice]: props.relaunchAdvice } : {}),
         [LaunchProps.stackTagKey]: stackTag.key,
         [LaunchProps.stackTagValue]: stackTag.value,
       },
