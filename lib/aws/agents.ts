@@ -15,6 +15,7 @@ import {
 } from './bootstrap/agent.ts';
 import { AGENT_TOKEN_SECRET_VARIABLE, lifetimeMinutes } from './bootstrap/bootstrap.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
+import type { StackQuotaNeed } from './capacity-launch/launch.ts';
 import { hostConstructId } from './cell-outputs.ts';
 import { type HostInstanceSettings, LabHost, RELAUNCH_ADVICE } from './gpu-host.ts';
 
@@ -42,6 +43,8 @@ export interface ClusterAgentsProps {
   readonly securityGroup: ec2.SecurityGroup;
   readonly subnets: ec2.ISubnet[];
   readonly resultsBucket: s3.IBucket;
+  /** Per quota name, what every host of the stack needs of it at once (for the quota message). */
+  readonly quotaNeeds?: ReadonlyMap<string, StackQuotaNeed>;
 }
 
 /** One agent host as the stack builds it. */
@@ -144,6 +147,9 @@ export class ClusterAgents extends Construct {
       availabilityZone: server.launch.availabilityZone,
       vcpusNeeded: node.vcpus,
       quota: node.quota,
+      ...(this.props.quotaNeeds?.has(node.quota.name)
+        ? { stackNeed: this.props.quotaNeeds.get(node.quota.name) as StackQuotaNeed }
+        : {}),
       instanceRole: host.role,
       totalTimeout: Duration.minutes(50),
       generation: host.generation,
