@@ -15,8 +15,9 @@ import {
 } from './bootstrap/agent.ts';
 import { AGENT_TOKEN_SECRET_VARIABLE, lifetimeMinutes } from './bootstrap/bootstrap.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
+import type { StackQuotaNeed } from './capacity-launch/launch.ts';
 import { hostConstructId } from './cell-outputs.ts';
-import { type HostInstanceSettings, LabHost } from './gpu-host.ts';
+import { type HostInstanceSettings, LabHost, RELAUNCH_ADVICE } from './gpu-host.ts';
 
 /**
  * The K3s agents of the LLM-gateway lab (issue 17): the agent token every host of the cluster
@@ -42,6 +43,8 @@ export interface ClusterAgentsProps {
   readonly securityGroup: ec2.SecurityGroup;
   readonly subnets: ec2.ISubnet[];
   readonly resultsBucket: s3.IBucket;
+  /** Per quota name, what every host of the stack needs of it at once (for the quota message). */
+  readonly quotaNeeds?: ReadonlyMap<string, StackQuotaNeed>;
 }
 
 /** One agent host as the stack builds it. */
@@ -144,9 +147,13 @@ export class ClusterAgents extends Construct {
       availabilityZone: server.launch.availabilityZone,
       vcpusNeeded: node.vcpus,
       quota: node.quota,
+      ...(this.props.quotaNeeds?.has(node.quota.name)
+        ? { stackNeed: this.props.quotaNeeds.get(node.quota.name) as StackQuotaNeed }
+        : {}),
       instanceRole: host.role,
       totalTimeout: Duration.minutes(50),
       generation: host.generation,
+      relaunchAdvice: RELAUNCH_ADVICE,
     });
     // After the server: its AZ and address are inputs (so also an implicit dependency).
     launch.node.addDependency(server.launch);

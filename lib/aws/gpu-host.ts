@@ -23,6 +23,12 @@ export const ROOT_VOLUME_THROUGHPUT_MIBPS = 500;
 /** CDK context key whose new value makes the next deploy launch a fresh host. */
 export const RELAUNCH_CONTEXT_KEY = 'relaunch';
 
+/**
+ * What a lab host's launch says when an Update finds the host gone under its old generation: only a
+ * new generation gets a WaitCondition that waits for the new host (docs/facts.md §2.6).
+ */
+export const RELAUNCH_ADVICE = `Launch a new host, waited for by a new WaitCondition, with: npx cdk deploy -c ${RELAUNCH_CONTEXT_KEY}=$(date +%s)`;
+
 /** The instance settings a host is launched and identified with (GPU host or network-lab cell). */
 export interface HostInstanceSettings {
   readonly type: string;

@@ -1,4 +1,5 @@
 import {
+  Annotations,
   CfnOutput,
   CfnWaitCondition,
   Duration,
@@ -11,9 +12,11 @@ import {
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
 import { synthesizeNetworkCell } from '../../charts/network/cell-app.ts';
-import { agentNodes, clusterNodes, clusterPricePerHourUsd } from '../config/cluster.ts';
+import { agentNodes, clusterNodes, clusterPricePerHourUsd, vcpusByQuota } from '../config/cluster.ts';
 import type { NetworkCell } from '../config/network.ts';
 import type { LabConfig } from '../config/schema.ts';
+import { type DoctorHost, doctorHosts } from '../doctor/hosts.ts';
+import { onDemandQuotaFor } from '../facts/instances.ts';
 import { KUBE_PROXY_NODE_PORT } from '../study/topology.ts';
 import { acknowledgeControlTowerRules } from './acknowledgements.ts';
 import { type AgentHostParts, ClusterAgents } from './agents.ts';
@@ -21,13 +24,16 @@ import { agentResultsSubdir } from './bootstrap/agent.ts';
 import { AGENT_TOKEN_SECRET_VARIABLE, LOG_OBJECT } from './bootstrap/bootstrap.ts';
 import { cellLifetimeMinutes, writeCellBootstrapFolder } from './bootstrap/cell.ts';
 import { CapacityLaunch } from './capacity-launch/capacity-launch.ts';
-import type { OnDemandQuota } from './capacity-launch/launch.ts';
+import type { OnDemandQuota, StackQuotaNeed } from './capacity-launch/launch.ts';
 import { cellConstructId, cellOutputDescription } from './cell-outputs.ts';
-import { GpuHost, type HostInstanceSettings, LabHost } from './gpu-host.ts';
+import { GpuHost, type HostInstanceSettings, LabHost, RELAUNCH_ADVICE } from './gpu-host.ts';
 import { LabNetwork } from './network.ts';
 import { RoleCleanup } from './role-cleanup/role-cleanup.ts';
 
-/** The On-Demand vCPU quota a network-lab cell's CPU instances count against (docs/facts.md §N1). */
+/**
+ * The Standard On-Demand vCPU quota, which the network lab's default CPU cells count against
+ * (docs/facts.md §N1). A cell's own quota follows its type's family (`onDemandQuotaFor`).
+ */
 export const NETWORK_CELL_QUOTA: OnDemandQuota = {
   name: 'Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances',
   code: 'L-1216C47A',
@@ -48,6 +54,19 @@ export function cellInstance(config: LabConfig, cell: NetworkCell): HostInstance
 }
 
 export { cellConstructId } from './cell-outputs.ts';
+
+/**
+ * Per quota name, what every host of the stack needs of it at once: the server and its agents, or
+ * every cell at its own type (the hosts `lab doctor` checks, lib/doctor/hosts.ts).
+ */
+export function stackQuotaNeeds(config: LabConfig): ReadonlyMap<string, StackQuotaNeed> {
+  return new Map(
+    vcpusByQuota(doctorHosts(config)).map((need) => [
+      need.quota.name,
+      { vcpus: need.vcpus, hosts: need.hosts.map((host) => `${host.name} ${host.vcpus}`).join(' + ') },
+    ]),
+  );
+}
 
 /** Days a replaced or deleted result file is kept as a noncurrent version of the results bucket. */
 export const RESULTS_NONCURRENT_DAYS = 7;
@@ -109,8 +128,20 @@ export class LabStack extends Stack {
       reason:
         'WaitCondition Data is a JSON string in outputs, as in the AWS::CloudFormation::WaitCondition documentation example',
     });
+    const needs = stackQuotaNeeds(config);
     if (config.lab === 'network') {
-      this.cells = config.network.cells.map((cell) => this.addCell(config, cell));
+      const hosts = doctorHosts(config);
+      this.cells = config.network.cells.map((cell, i) =>
+        this.addCell(config, cell, hosts[i] as DoctorHost, needs),
+      );
+      for (const need of vcpusByQuota(hosts)) {
+        const code = need.quota.code ? ` (quota code ${need.quota.code})` : '';
+        // The account's quota is not known at synth; lab doctor reads it.
+        Annotations.of(this).addWarningV2(
+          '@llm-gateway-lab/cell-quota',
+          `The cells need ${need.vcpus} vCPUs of "${need.quota.name}"${code} at once (${needs.get(need.quota.name)?.hosts}): check the account's quota in this region with lab doctor before deploying`,
+        );
+      }
       const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: this.cells.map((c) => c.host.role) });
       roleCleanup.mustRunAfterDeletionOf(...this.cells.map((c) => c.launch.resource));
       return;
@@ -126,6 +157,7 @@ export class LabStack extends Stack {
             securityGroup: this.network.securityGroup,
             subnets: this.network.subnets,
             resultsBucket: this.resultsBucket,
+            quotaNeeds: needs,
           })
         : undefined;
     this.host = new GpuHost(this, 'Host', {
@@ -145,12 +177,14 @@ export class LabStack extends Stack {
       fallbackInstanceTypes: config.instance.fallbackTypes,
       preferredAzs: config.instance.preferredAzs,
       vcpusNeeded: config.instance.vcpus,
+      ...optionalNeed(needs, onDemandQuotaFor(config.instance.type)),
       instanceRole: this.host.role,
       // A replacement waits for the old host to terminate (its final upload may take up to 10
       // minutes), then launches and waits for the new one: more than the default 30 minutes.
       totalTimeout: Duration.minutes(50),
       // Relaunch exactly when the wait condition below is new, so every new host is waited for.
       generation: this.host.generation,
+      relaunchAdvice: RELAUNCH_ADVICE,
     });
     this.launch = launch;
     const agentHosts = this.agents?.addAgents({ launch, generation: this.host.generation }) ?? [];
@@ -180,7 +214,12 @@ export class LabStack extends Stack {
    * One network-lab cell: its host (the cell's manifests folder and bootstrap, results under
    * `<stack>/<cell>/`), its launch within the Standard-instance quota, its WaitCondition and outputs.
    */
-  private addCell(config: LabConfig, cell: NetworkCell): NetworkCellHost {
+  private addCell(
+    config: LabConfig,
+    cell: NetworkCell,
+    facts: DoctorHost,
+    needs: ReadonlyMap<string, StackQuotaNeed>,
+  ): NetworkCellHost {
     const instance = cellInstance(config, cell);
     const id = cellConstructId(cell.name);
     const host = new LabHost(this, `${id}Host`, {
@@ -199,11 +238,14 @@ export class LabStack extends Stack {
       instanceType: instance.type,
       fallbackInstanceTypes: [...instance.fallbackTypes],
       preferredAzs: [...instance.preferredAzs],
-      vcpusNeeded: config.network.instance.vcpus,
-      quota: NETWORK_CELL_QUOTA,
+      // The cell's own type: its vCPUs and its family's quota (not always Standard).
+      vcpusNeeded: facts.vcpus,
+      quota: facts.quota,
+      ...optionalNeed(needs, facts.quota),
       instanceRole: host.role,
       totalTimeout: Duration.minutes(50),
       generation: host.generation,
+      relaunchAdvice: RELAUNCH_ADVICE,
     });
     const ready = new CfnWaitCondition(this, `${id}Ready${host.generation}`, {
       handle: host.readyHandle.ref,
@@ -211,7 +253,7 @@ export class LabStack extends Stack {
       timeout: String(config.network.instance.readyTimeoutMinutes * 60),
     });
     ready.node.addDependency(launch);
-    this.addCellOutputs(config, cell, id, launch, ready);
+    this.addCellOutputs(config, cell, id, launch, ready, facts.pricePerHourUsd);
     return { cell, host, launch, ready };
   }
 
@@ -221,6 +263,7 @@ export class LabStack extends Stack {
     id: string,
     launch: CapacityLaunch,
     ready: CfnWaitCondition,
+    pricePerHourUsd: number,
   ): void {
     const { instance } = config.network;
     const type = cellInstance(config, cell).type;
@@ -239,8 +282,8 @@ export class LabStack extends Stack {
     );
     output(
       'EstimatedCostPerHour',
-      `${instance.pricePerHourUsd.toFixed(3)} USD/hour on demand (${type}, instance only)`,
-      'from network.instance.pricePerHourUsd',
+      `${pricePerHourUsd.toFixed(3)} USD/hour on demand (${type}, instance only)`,
+      type === instance.type ? 'from network.instance.pricePerHourUsd' : `from the instance table (${type})`,
     );
     output(
       'MaxLifetime',
@@ -362,4 +405,13 @@ export class LabStack extends Stack {
       'What the bootstrap reported: replicas, GPU UUIDs, shutdown deadline',
     );
   }
+}
+
+/** The stack's need of a quota as CapacityLaunch props, when the stack has one. */
+function optionalNeed(
+  needs: ReadonlyMap<string, StackQuotaNeed>,
+  quota: OnDemandQuota,
+): { stackNeed?: StackQuotaNeed } {
+  const need = needs.get(quota.name);
+  return need ? { stackNeed: need } : {};
 }

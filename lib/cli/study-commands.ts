@@ -183,15 +183,18 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
     const instance = cell === undefined ? config.instance : config.network.instance;
     const { runnerJob } = await import('../control/host-scripts.ts');
     const { showStatus } = await import('../control/study-control.ts');
+    const { pricePerHour } = await import('../doctor/hosts.ts');
     await withContext(
       'lab status',
       opts.stack ?? config.stackName,
       opts.region,
       (ctx) =>
-        showStatus(ctx, runnerJob(config), {
-          pricePerHourUsd: instance.pricePerHourUsd,
-          maxLifetimeHours: instance.maxLifetimeHours,
-        }),
+        showStatus(
+          ctx,
+          runnerJob(config),
+          { pricePerHourUsd: instance.pricePerHourUsd, maxLifetimeHours: instance.maxLifetimeHours },
+          (type) => pricePerHour(config, type),
+        ),
       cell,
     );
   });

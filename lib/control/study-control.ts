@@ -1,3 +1,4 @@
+import type { PriceOf } from '../doctor/live-hosts.ts';
 import { STATUS_FILE } from '../runner/layout.ts';
 import type { StudyStatus } from '../runner/status.ts';
 import { type ControlContext, controlError } from './context.ts';
@@ -14,6 +15,7 @@ import {
   renderSyncResults,
   type StartRequest,
 } from './host-scripts.ts';
+import { showLabHosts } from './lab-hosts.ts';
 import { commandFailed, runOnHost } from './run-command.ts';
 import { checklistLines } from './smoke-uploads.ts';
 import { formatStudyStatus, parseStudyStatus } from './status-format.ts';
@@ -111,11 +113,21 @@ export async function showStatus(
   ctx: ControlContext,
   job: RunnerJob,
   price: Omit<HostClock, 'launchedAt'> = { pricePerHourUsd: 0, maxLifetimeHours: 0 },
+  priceOf?: PriceOf,
 ): Promise<void> {
   const testbed = await describeTestbed(ctx);
   const { state, launchedAt } = await describeInstance(ctx, testbed.instanceId);
   if (state !== 'running') {
-    await showSyncedStatus(ctx, testbed, notRunningReason(testbed.instanceId, state));
+    let failure: unknown;
+    try {
+      await showSyncedStatus(ctx, testbed, notRunningReason(testbed.instanceId, state));
+    } catch (error) {
+      failure = error;
+    }
+    // Whatever the study's copy says: the hosts that still bill (an agent outliving its server).
+    // Their lookup failing does not hide why the study's status could not be read.
+    if (priceOf) await showLabHosts(ctx, testbed.stackName, priceOf).catch((error) => (failure ??= error));
+    if (failure !== undefined) throw failure;
     return;
   }
   const result = await runOnHost(ctx, testbed.instanceId, {
@@ -143,6 +155,7 @@ export async function showStatus(
   if (stale) ctx.write(stale);
   if (status.checklist)
     for (const line of await checklistLines(ctx, testbed, status.checklist, true)) ctx.write(line);
+  if (priceOf) await showLabHosts(ctx, testbed.stackName, priceOf);
 }
 
 async function showSyncedStatus(ctx: ControlContext, testbed: Testbed, why: string): Promise<void> {

@@ -1,7 +1,7 @@
-import { DescribeInstancesCommand } from '@aws-sdk/client-ec2';
-import { STACK_TAG_KEY } from '../aws/tags.ts';
+import { DescribeInstancesCommand, type EC2Client, type Filter } from '@aws-sdk/client-ec2';
+import { RESOURCE_TAG_KEY, STACK_TAG_KEY } from '../aws/tags.ts';
 import { INSTANCE_FACTS } from '../config/cluster.ts';
-import type { DoctorClients } from './model.ts';
+import { LIVE_STATES } from '../facts/instances.ts';
 
 /**
  * The region's instances that still exist (pending, running, stopping, stopped), read once for two
@@ -16,22 +16,29 @@ export interface InstanceSummary {
   readonly vcpus: number;
   /** The lab stack the instance belongs to (its STACK_TAG_KEY tag); undefined for anything else. */
   readonly labStack?: string;
+  /** The stack resource that launched it (its RESOURCE_TAG_KEY tag: the launch's logical id). */
+  readonly labResource?: string;
+  readonly availabilityZone?: string;
   readonly launchTime?: Date;
 }
 
-/** States of an instance that still exists; terminated and shutting-down ones are gone. */
-export const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'];
 /** States that count against a Running On-Demand quota. */
 export const RUNNING_STATES: ReadonlySet<string> = new Set(['pending', 'running']);
 
-/** Reads every live instance of the region (paged). Reads only; throws the SDK's error. */
-export async function readInstances(clients: DoctorClients): Promise<InstanceSummary[]> {
+/**
+ * Reads every live instance of the region (paged), or only those `filters` select (`lab status`:
+ * one stack's tag). Reads only; throws the SDK's error.
+ */
+export async function readInstances(
+  clients: { readonly ec2: EC2Client },
+  filters: readonly Filter[] = [],
+): Promise<InstanceSummary[]> {
   const instances: InstanceSummary[] = [];
   let NextToken: string | undefined;
   do {
     const page = await clients.ec2.send(
       new DescribeInstancesCommand({
-        Filters: [{ Name: 'instance-state-name', Values: LIVE_STATES }],
+        Filters: [...filters, { Name: 'instance-state-name', Values: [...LIVE_STATES] }],
         ...(NextToken ? { NextToken } : {}),
       }),
     );
@@ -45,13 +52,18 @@ export async function readInstances(clients: DoctorClients): Promise<InstanceSum
           cpu?.CoreCount !== undefined
             ? cpu.CoreCount * (cpu.ThreadsPerCore ?? 1)
             : (INSTANCE_FACTS[type]?.vcpus ?? 0);
-        const labStack = instance.Tags?.find((tag) => tag.Key === STACK_TAG_KEY)?.Value;
+        const tag = (key: string) => instance.Tags?.find((t) => t.Key === key)?.Value;
+        const labStack = tag(STACK_TAG_KEY);
+        const labResource = tag(RESOURCE_TAG_KEY);
+        const availabilityZone = instance.Placement?.AvailabilityZone;
         instances.push({
           instanceId: instance.InstanceId,
           instanceType: type,
           state: instance.State?.Name ?? 'unknown',
           vcpus,
           ...(labStack === undefined ? {} : { labStack }),
+          ...(labResource === undefined ? {} : { labResource }),
+          ...(availabilityZone === undefined ? {} : { availabilityZone }),
           ...(instance.LaunchTime ? { launchTime: instance.LaunchTime } : {}),
         });
       }

@@ -6,6 +6,12 @@
 /** An EC2 instance id (8 or 17 hex digits); anything else is a physical id of a failed create. */
 export const INSTANCE_ID = /^i-[0-9a-f]{8,17}$/;
 
+/**
+ * States of an instance that still exists and can run or bill again; terminated and shutting-down
+ * ones are gone. `lab doctor`, `lab status` and `lab teardown` list these.
+ */
+export const LIVE_STATES: readonly string[] = ['pending', 'running', 'stopping', 'stopped'];
+
 /** EC2 error codes that mean the instance does not exist (any more). */
 export const INSTANCE_GONE_CODES: ReadonlySet<string> = new Set([
   'InvalidInstanceID.NotFound',

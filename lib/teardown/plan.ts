@@ -9,7 +9,7 @@ import { DescribeInstancesCommand, type EC2Client } from '@aws-sdk/client-ec2';
 import type { IAMClient } from '@aws-sdk/client-iam';
 import { findRolePolicies, type RolePolicies } from '../aws/role-cleanup/cleanup.ts';
 import { STACK_TAG_KEY } from '../aws/tags.ts';
-import { INSTANCE_ID } from '../facts/instances.ts';
+import { INSTANCE_ID, LIVE_STATES } from '../facts/instances.ts';
 import { awsCall, type CallContext, explainAwsError, stackNotFound, TeardownError } from './errors.ts';
 import {
   type CfnTemplate,
@@ -52,9 +52,6 @@ export interface TeardownPlan {
   /** Instances tagged with the stack that the stack still tracks: left to `cdk destroy`. */
   readonly tracked: readonly InstanceRef[];
 }
-
-/** States of an instance that still costs or can still run; terminated and shutting-down are gone. */
-const LIVE_STATES = ['pending', 'running', 'stopping', 'stopped'];
 
 /** True when the plan strips nothing and terminates nothing. */
 export function planIsEmpty(plan: TeardownPlan): boolean {
@@ -205,7 +202,7 @@ async function taggedInstances(
         new DescribeInstancesCommand({
           Filters: [
             { Name: `tag:${STACK_TAG_KEY}`, Values: [stackName] },
-            { Name: 'instance-state-name', Values: LIVE_STATES },
+            { Name: 'instance-state-name', Values: [...LIVE_STATES] },
           ],
           NextToken: nextToken,
         }),

@@ -195,6 +195,12 @@ describe('LabStack', () => {
     expect(conditionId).toMatch(new RegExp(`^Ready${generation}`));
   });
 
+  it('refuses to relaunch a gone host under an old generation, naming -c relaunch', () => {
+    template.hasResourceProperties('Custom::CapacityLaunch', {
+      RelaunchAdvice: Match.stringLikeRegexp('npx cdk deploy -c relaunch=\\$\\(date \\+%s\\)'),
+    });
+  });
+
   it('launches a fresh host when asked with -c relaunch=<new value>', () => {
     const generationOf = (context: Record<string, string>) => {
       const app = testApp({ context });

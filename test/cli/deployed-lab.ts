@@ -3,7 +3,7 @@ import {
   DescribeStacksCommand,
   type StackStatus,
 } from '@aws-sdk/client-cloudformation';
-import { DescribeInstancesCommand, EC2Client } from '@aws-sdk/client-ec2';
+import { DescribeInstancesCommand, EC2Client, type Instance } from '@aws-sdk/client-ec2';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -49,8 +49,46 @@ export function stackWith(outputs: Record<string, string>, status = 'CREATE_COMP
   });
 }
 
-/** The stack's instance and results bucket, the instance in `state`. */
+/** When the lab's server was launched in these tests: an hour before the CLI tests' clock. */
+export const SERVER_LAUNCH = new Date('2025-10-14T08:14:40.000Z');
+
+/** A live host of the stack as DescribeInstances lists it: tagged by its launch. */
+export function labHost(
+  id: string,
+  type: string,
+  resource: string,
+  launchTime = SERVER_LAUNCH,
+  stackName = STACK,
+): Instance {
+  return {
+    InstanceId: id,
+    InstanceType: type as 'g6.12xlarge',
+    Placement: { AvailabilityZone: 'us-west-2a' },
+    State: { Name: 'running' },
+    LaunchTime: launchTime,
+    Tags: [
+      { Key: 'llm-gateway-lab:stack', Value: stackName },
+      { Key: 'llm-gateway-lab:resource', Value: resource },
+    ],
+  };
+}
+
+/** The stack's live hosts, as `lab status` looks them up by the stack tag. */
+export function liveHosts(...hosts: Instance[]) {
+  ec2
+    .on(DescribeInstancesCommand)
+    .callsFake((input) =>
+      input.InstanceIds ? { Reservations: [] } : { Reservations: hosts.map((i) => ({ Instances: [i] })) },
+    );
+}
+
+/** The stack's instance and results bucket, the instance in `state` (and, running, its one live host). */
 export function deployed(state = 'running', stackName = STACK) {
+  liveHosts(
+    ...(state === 'running'
+      ? [labHost(INSTANCE, 'g6.12xlarge', 'CapacityLaunchResource1A2B3C4D', SERVER_LAUNCH, stackName)]
+      : []),
+  );
   stackWith(
     { InstanceId: INSTANCE, ResultsBucketName: BUCKET, ResultsLocation: `s3://${BUCKET}/${stackName}/` },
     'CREATE_COMPLETE',

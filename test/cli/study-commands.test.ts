@@ -21,7 +21,7 @@ import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { cellOutputDescription, cellOutputKey } from '../../lib/aws/cell-outputs.ts';
+import { cellConstructId, cellOutputDescription, cellOutputKey } from '../../lib/aws/cell-outputs.ts';
 import { sdkControlClients } from '../../lib/cli/aws-clients.ts';
 import { runLab } from '../../lib/cli/program.ts';
 import { defaultResultsDir, registerStudyCommands } from '../../lib/cli/study-commands.ts';
@@ -39,6 +39,8 @@ import {
   deployed,
   ec2,
   INSTANCE,
+  labHost,
+  liveHosts,
   mockDeployedLab,
   STACK,
   s3,
@@ -420,6 +422,8 @@ describe('lab status', () => {
         'elapsed:   14m40s since the runner started at 2025-10-14T09:00:00.000Z',
         'ETA:       36m',
         'message:   run 8/27 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
+        'hosts:     1 live, 4.60 USD/h on demand together, about 4.60 USD so far (instances only)',
+        `  server: ${INSTANCE} g6.12xlarge in us-west-2a, running, up 1h00m00s, 4.60 USD/h, about 4.60 USD so far`,
         '',
       ].join('\n'),
     );
@@ -504,9 +508,32 @@ describe('lab status', () => {
         'runs:      27 of 27 recorded: 26 valid, 1 invalid',
         'elapsed:   1h00m00s since the runner started at 2025-10-14T08:00:00.000Z',
         'message:   study finished: 26 of 27 runs valid',
+        'hosts:     none live (every host of the stack has ended)',
         '',
       ].join('\n'),
     );
+  });
+
+  it('server gone, an agent still billing: the agent shows with its state and cost', async () => {
+    deployed('terminated');
+    liveHosts(labHost('i-0bbbbbbbbbbbbbbb1', 'g6.xlarge', 'AgentGpu1Launch9F8E7D6C'));
+    s3.on(GetObjectCommand, { Bucket: BUCKET, Key: `${STACK}/status.json` }).resolves({
+      Body: body(JSON.stringify({ ...STATUS, state: 'finished' })),
+      LastModified: new Date('2025-10-14T09:02:00.000Z'),
+    });
+    const run = await lab('status', '--stack', STACK);
+    expect(run.code, run.stderr).toBe(0);
+    expect(ec2).toHaveReceivedCommandWith(DescribeInstancesCommand, {
+      Filters: [
+        { Name: 'tag:llm-gateway-lab:stack', Values: [STACK] },
+        { Name: 'instance-state-name', Values: ['pending', 'running', 'stopping', 'stopped'] },
+      ],
+    });
+    expect(run.stdout.split('\n').slice(-3)).toEqual([
+      'hosts:     1 live, 0.81 USD/h on demand together, about 0.81 USD so far (instances only)',
+      '  AgentGpu1: i-0bbbbbbbbbbbbbbb1 g6.xlarge in us-west-2a, running, up 1h00m00s, 0.81 USD/h, about 0.81 USD so far',
+      '',
+    ]);
   });
 
   it('instance gone and never synced a status: not started', async () => {
@@ -698,6 +725,17 @@ describe('a network-lab cell with --cell', () => {
 
   /** The network stack's outputs as lib/aws/lab-stack.ts names and describes them, one host per cell. */
   function networkDeployed(cells = Object.keys(CELL_INSTANCES)) {
+    liveHosts(
+      ...cells.map((cell, i) =>
+        labHost(
+          CELL_INSTANCES[cell] ?? '',
+          i === 0 ? 'c7i.4xlarge' : 'c7i.2xlarge',
+          `${cellConstructId(cell)}LaunchC0FFEE1${i}`,
+          new Date(NOW.getTime() - 1_800_000),
+          NETWORK_STACK,
+        ),
+      ),
+    );
     const outputs = cells.flatMap((cell) => [
       {
         OutputKey: cellOutputKey(cell, 'InstanceId'),
@@ -747,6 +785,11 @@ describe('a network-lab cell with --cell', () => {
       `study on ${CELL_INSTANCES['dp-cilium']} (stack NetworkLab cell dp-cilium), runner job: active`,
     );
     expect(run.stdout).toContain('at 0.357 USD/h');
+    // Every cell's host, each at its own type's price.
+    expect(run.stdout).toContain('hosts:     3 live, 1.43 USD/h on demand together, about 0.71 USD so far');
+    expect(run.stdout).toContain(
+      `  CellMesh: ${CELL_INSTANCES.mesh} c7i.4xlarge in us-west-2a, running, up 30m00s, 0.71 USD/h, about 0.36 USD so far`,
+    );
   });
 
   it('lab run starts the study on the cell host and says how to watch that cell', async () => {

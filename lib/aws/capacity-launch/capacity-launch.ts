@@ -9,7 +9,7 @@ import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
 import { acknowledgeHandler, acknowledgeProviderFramework } from '../acknowledgements.ts';
 import { STACK_TAG_KEY } from '../tags.ts';
-import type { OnDemandQuota, StackTag } from './launch.ts';
+import type { OnDemandQuota, StackQuotaNeed, StackTag } from './launch.ts';
 import { LaunchAttributes, LaunchProps, SubnetFields } from './props.ts';
 
 /** The tag key every launched instance and volume carries; termination is allowed only on it. */
@@ -59,6 +59,13 @@ export interface CapacityLaunchProps {
    * @default - derived from the failing type's family (launch.ts onDemandQuotaFor)
    */
   readonly quota?: OnDemandQuota;
+  /**
+   * What every host of the stack needs of this host's quota at once, named in the quota message
+   * (an increase to one host's size would stop the next launch).
+   *
+   * @default - the message names this host's vCPUs only
+   */
+  readonly stackNeed?: StackQuotaNeed;
   /** The role of the instance profile in the launch template: the launch function may pass only it. */
   readonly instanceRole: iam.IRole;
   /**
@@ -95,6 +102,15 @@ export interface CapacityLaunchProps {
    * @default - the launch template's latest version number
    */
   readonly generation?: string;
+  /**
+   * When set, an Update that finds the host gone (its lifetime guard or a person ended it) while
+   * its generation stays the same fails with this advice instead of relaunching: for a caller
+   * whose WaitCondition is keyed on `generation`, that wait is over, and a host launched under it
+   * would run with nothing waiting for its bootstrap. The advice says how to get a new generation.
+   *
+   * @default - such an Update relaunches under the same generation
+   */
+  readonly relaunchAdvice?: string;
 }
 
 function problem(prop: string, detail: string): Error {
@@ -354,6 +370,14 @@ export class CapacityLaunch extends Construct {
         [LaunchProps.vcpusNeeded]: props.vcpusNeeded,
         [LaunchProps.quotaName]: props.quota?.name ?? '',
         [LaunchProps.quotaCode]: props.quota?.code ?? '',
+        ...(props.stackNeed
+          ? {
+              [LaunchProps.stackVcpusNeeded]: props.stackNeed.vcpus,
+              [LaunchProps.stackVcpusHosts]: props.stackNeed.hosts,
+            }
+          : {}),
+        // Only when set: a stack without it keeps its properties, and so its host.
+        ...(props.relaunchAdvice ? { [LaunchProps.relaunchAdvice]: props.relaunchAdvice } : {}),
         [LaunchProps.stackTagKey]: stackTag.key,
         [LaunchProps.stackTagValue]: stackTag.value,
       },

@@ -37,6 +37,8 @@ export interface ResourceEvent {
   readonly LaunchMark?: string;
   /** Set by onEvent: the instance this request launched (or adopted), which it ends if superseded. */
   readonly LaunchedInstance?: string;
+  /** Set by onEvent when a rollback answered without a host: isComplete has nothing to wait for. */
+  readonly NoHost?: boolean;
 }
 
 export type LaunchData = Record<(typeof LaunchAttributes)[keyof typeof LaunchAttributes], string>;
@@ -47,6 +49,7 @@ export interface OnEventResponse {
   /** Passed on to isComplete by the framework (see ResourceEvent), never to CloudFormation. */
   readonly LaunchMark?: string;
   readonly LaunchedInstance?: string;
+  readonly NoHost?: boolean;
 }
 
 export interface HandlerDeps {

@@ -39,6 +39,8 @@ export interface LaunchRequest {
   readonly vcpusNeeded: number;
   /** The quota the quota message names; derived from the failing type when not given. */
   readonly quota?: OnDemandQuota;
+  /** What the whole stack needs of the primary type's quota at once; absent: this host alone. */
+  readonly stackNeed?: StackQuotaNeed;
   readonly stackTag: StackTag;
   /**
    * What this host boots with (`llm-gateway-lab:generation` = the resource's Generation): put on
@@ -158,11 +160,19 @@ export function classifyLaunchError(err: unknown): FailureClass {
   return 'next-az';
 }
 
+/** Every host of the stack that counts against one quota: their vCPUs together, and who needs them. */
+export interface StackQuotaNeed {
+  readonly vcpus: number;
+  /** `server 48 + gpu-1 48` */
+  readonly hosts: string;
+}
+
 /** The actionable message for an error that stops the launch in every AZ. */
 export function stopMessage(
   attempt: Required<LaunchAttempt>,
   vcpus: number | undefined,
   knownQuota?: OnDemandQuota,
+  stackNeed?: StackQuotaNeed,
 ): string {
   const { code, instanceType, az, message } = attempt;
   const said = `EC2 said (${code} in ${az}): ${message}`;
@@ -171,10 +181,15 @@ export function stopMessage(
     const needed = vcpus === undefined ? `as many vCPUs as one ${instanceType} has` : `${vcpus} vCPUs`;
     const where =
       quota.code === undefined ? 'Service Quotas > Amazon EC2' : `Service Quotas, quota code ${quota.code}`;
+    // The stack's hosts launch side by side: an increase to one host's size fails the next one.
+    const total =
+      stackNeed === undefined
+        ? needed
+        : `the stack's ${stackNeed.vcpus} vCPUs of it at once (${stackNeed.hosts}) plus what other instances use`;
     return (
       `Launch stopped: the account's "${quota.name}" quota in this region does not leave ${needed} ` +
       `free for ${instanceType} (instances of that class already running count against it). ` +
-      `Request an increase to at least ${needed} (${where}) or stop other instances of the class, ` +
+      `Request an increase to at least ${total} (${where}) or stop other instances of the class, ` +
       `then deploy again. ${said}`
     );
   }
@@ -479,8 +494,9 @@ function quotaOrStopError(
 ): CapacityLaunchError {
   const vcpus = typeIndex === 0 ? request.vcpusNeeded : undefined;
   const quota = typeIndex === 0 ? request.quota : undefined;
+  const stackNeed = typeIndex === 0 ? request.stackNeed : undefined;
   return new CapacityLaunchError(
-    `${stopMessage(attempt, vcpus, quota)}\nAttempts:\n${failureTable(attempts)}`,
+    `${stopMessage(attempt, vcpus, quota, stackNeed)}\nAttempts:\n${failureTable(attempts)}`,
     attempts,
     log,
   );

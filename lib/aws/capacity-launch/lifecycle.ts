@@ -14,6 +14,7 @@ import {
   terminateInstance,
 } from './hosts.ts';
 import { instancesByClientToken, type LaunchRequest, liveHosts, requestClientTokens } from './launch.ts';
+import { LaunchProps } from './props.ts';
 import { attemptLogAttribute, isReplacement, launchRequestOf } from './request.ts';
 import { launchVerdict, readStanding } from './standing.ts';
 
@@ -60,7 +61,7 @@ export async function launch(event: ResourceEvent, deps: HandlerDeps): Promise<O
       const id = event.PhysicalResourceId ?? '';
       deps.log?.(`not relaunching: ${verdict.why}`);
       await endEveryHost(launchRequestOf(event, deps), deps, verdict.why);
-      return { PhysicalResourceId: id, Data: noHostData(id, verdict.why) };
+      return { PhysicalResourceId: id, Data: noHostData(id, verdict.why), NoHost: true };
     }
     throw new Error(`CapacityLaunch: launching nothing: ${verdict.why}`);
   }
@@ -137,6 +138,18 @@ export async function update(event: ResourceEvent, deps: HandlerDeps): Promise<O
     };
   }
   // The lifetime guard or a person ended it: an unchanged stack still means a running lab.
+  const advice = event.ResourceProperties[LaunchProps.relaunchAdvice];
+  if (typeof advice === 'string' && advice !== '') {
+    // A WaitCondition waits for each generation's host, once: a host launched under the same
+    // generation would run with nothing waiting for its bootstrap (docs/facts.md §2.6). A rollback
+    // still goes through `launch`, which answers it without a host.
+    const verdict = launchVerdict('Update', await readStanding(deps.cfn, stackRefOf(event)));
+    if (verdict.launch) {
+      throw new Error(
+        `CapacityLaunch: ${current} is ${state ?? 'gone'} (ended by its lifetime guard or by hand), and this update keeps its generation, whose WaitCondition has already completed: a host launched now would run with nothing waiting for its bootstrap. ${advice}`,
+      );
+    }
+  }
   deps.log?.(`${current} is ${state ?? 'gone'}: launching a new instance`);
   return launch(event, deps);
 }
@@ -226,6 +239,8 @@ export async function hostComplete(
   deps: HandlerDeps,
   hostState: HostState,
 ): Promise<IsCompleteResponse> {
+  // A rollback that found the host gone answered without one: there is nothing to wait for.
+  if (event.NoHost) return { IsComplete: true };
   const instanceId = event.PhysicalResourceId ?? '';
   const ours = event.LaunchedInstance;
   if (ours !== undefined && INSTANCE_ID.test(ours)) {

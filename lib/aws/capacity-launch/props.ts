@@ -20,6 +20,16 @@ export const LaunchProps = {
   quotaName: 'QuotaName',
   /** Its Service Quotas code, when known (empty otherwise). */
   quotaCode: 'QuotaCode',
+  /** vCPUs every host of the stack needs of that quota at once (absent: this host alone). */
+  stackVcpusNeeded: 'StackVcpusNeeded',
+  /** Who needs them: `server 48 + gpu-1 48`. */
+  stackVcpusHosts: 'StackVcpusHosts',
+  /**
+   * What to do instead when an Update finds the host gone under an unchanged generation; absent or
+   * empty: relaunch. Set when a WaitCondition is keyed on the generation: that wait is over, so a
+   * host launched under the same generation would run unwaited for (docs/facts.md §2.6).
+   */
+  relaunchAdvice: 'RelaunchAdvice',
   stackTagKey: 'StackTagKey',
   stackTagValue: 'StackTagValue',
 } as const;

@@ -40,6 +40,14 @@ function quotaOf(props: Record<string, unknown>): { quota?: OnDemandQuota } {
   return { quota: { name, ...(typeof code === 'string' && code !== '' ? { code } : {}) } };
 }
 
+/** The stack's total need of the quota, when the stack gave it. */
+function stackNeedOf(props: Record<string, unknown>): { stackNeed?: { vcpus: number; hosts: string } } {
+  const vcpus = Number(props[LaunchProps.stackVcpusNeeded]);
+  const hosts = props[LaunchProps.stackVcpusHosts];
+  if (!Number.isFinite(vcpus) || vcpus <= 0 || typeof hosts !== 'string') return {};
+  return { stackNeed: { vcpus, hosts } };
+}
+
 /**
  * The subnets a launch may use: all of them, or only the required AZ's (a K3s agent joins its
  * server in the server's AZ; the type fallback still applies there, the AZ fallback cannot).
@@ -79,6 +87,7 @@ export function parseLaunchRequest(
         : list(props, LaunchProps.preferredAzs).map(String),
     vcpusNeeded: Number.isFinite(vcpus) ? vcpus : 0,
     ...quotaOf(props),
+    ...stackNeedOf(props),
     stackTag: { key: text(props, LaunchProps.stackTagKey), value: text(props, LaunchProps.stackTagValue) },
     generationTag: { key: GENERATION_TAG_KEY, value: text(props, LaunchProps.generation) },
     ...(logicalResourceId ? { resourceTag: { key: RESOURCE_TAG_KEY, value: logicalResourceId } } : {}),

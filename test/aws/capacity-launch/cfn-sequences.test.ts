@@ -1,21 +1,12 @@
-import {
-  CloudFormationClient,
-  DescribeStackResourceCommand,
-  DescribeStacksCommand,
-} from '@aws-sdk/client-cloudformation';
-import {
-  DescribeInstancesCommand,
-  DescribeInstanceTypeOfferingsCommand,
-  EC2Client,
-  RunInstancesCommand,
-  TerminateInstancesCommand,
-} from '@aws-sdk/client-ec2';
+import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
+import { EC2Client, RunInstancesCommand } from '@aws-sdk/client-ec2';
 import { mockClient } from 'aws-sdk-client-mock';
 import 'aws-sdk-client-mock-vitest/extend';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { LOGICAL_ID, ProviderSim, request, simDeps, unended } from './cfn-sim.ts';
 import { FakeCloudFormation } from './fake-cfn.ts';
 import { FakeEc2 } from './fake-ec2.ts';
+import { launchProps, offerEverywhere, wireEc2, wireStack } from './kit.ts';
 
 /**
  * CloudFormation sequences in which a launch is cancelled while it runs, driven against the real
@@ -28,24 +19,11 @@ import { FakeEc2 } from './fake-ec2.ts';
 const ec2Mock = mockClient(EC2Client);
 const cfnMock = mockClient(CloudFormationClient);
 
-// As CloudFormation delivers them: scalars become strings.
-const PROPS = {
-  ServiceToken: 'arn:aws:lambda:us-west-2:111122223333:function:framework',
-  LaunchTemplateId: 'lt-0123456789abcdef0',
-  LaunchTemplateVersion: '1',
-  Generation: '1',
-  Subnets: [
-    { SubnetId: 'subnet-a', AvailabilityZone: 'us-west-2a' },
-    { SubnetId: 'subnet-b', AvailabilityZone: 'us-west-2b' },
-  ],
-  SecurityGroupId: 'sg-0123',
-  InstanceTypes: ['g6.12xlarge'],
-  PreferredAzs: [],
-  VcpusNeeded: '48',
-  StackTagKey: 'llm-gateway-lab:stack',
-  StackTagValue: 'LlmGatewayLab',
-};
-const generation = (n: number) => ({ ...PROPS, LaunchTemplateVersion: String(n), Generation: String(n) });
+const generation = (n: number) => ({
+  ...launchProps(),
+  LaunchTemplateVersion: String(n),
+  Generation: String(n),
+});
 
 // What CloudFormation puts in a Delete for a resource whose create it cancelled.
 const GENERATED_ID = 'LlmGatewayLab-HostLaunch-1XK3T9QZ0ABCD';
@@ -60,18 +38,9 @@ beforeEach(() => {
   ec2 = new FakeEc2();
   cfn = new FakeCloudFormation();
   sim = new ProviderSim(simDeps(ec2), ec2, cfn);
-  ec2Mock.on(DescribeInstancesCommand).callsFake((input) => ec2.describe(input));
-  ec2Mock.on(RunInstancesCommand).callsFake((input) => ec2.runAsync(input));
-  ec2Mock.on(TerminateInstancesCommand).callsFake((input) => ec2.terminate(input));
-  ec2Mock.on(DescribeInstanceTypeOfferingsCommand).resolves({
-    InstanceTypeOfferings: ['us-west-2a', 'us-west-2b'].map((az) => ({
-      InstanceType: 'g6.12xlarge',
-      LocationType: 'availability-zone',
-      Location: az,
-    })),
-  });
-  cfnMock.on(DescribeStacksCommand).callsFake((input) => cfn.describeStacks(input));
-  cfnMock.on(DescribeStackResourceCommand).callsFake((input) => cfn.describeStackResource(input));
+  wireEc2(ec2Mock, () => ec2);
+  wireStack(cfnMock, () => cfn);
+  offerEverywhere(ec2Mock);
 });
 
 /** Time passes until every instance asked to end has ended. */

@@ -148,6 +148,13 @@ export class FakeEc2 {
     return { $metadata: {} };
   }
 
+  /** The host ends itself (its cost guard's shutdown, terminate-on-shutdown): gone at once. */
+  endsItself(id: string): void {
+    const instance = this.instances.find((i) => i.InstanceId === id);
+    if (!instance) throw new Error(`FakeEc2: no instance ${id}`);
+    this.setState(instance, 'terminated');
+  }
+
   /** Time passes: pending instances run, shutting-down ones are terminated. */
   advance(): void {
     for (const instance of this.instances) {

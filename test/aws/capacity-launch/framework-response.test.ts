@@ -1,13 +1,8 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import {
-  CloudFormationClient,
-  DescribeStackResourceCommand,
-  DescribeStacksCommand,
-} from '@aws-sdk/client-cloudformation';
+import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import {
   DescribeInstancesCommand,
-  DescribeInstanceTypeOfferingsCommand,
   EC2Client,
   EC2ServiceException,
   RunInstancesCommand,
@@ -16,6 +11,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isComplete, onEvent } from '../../../lib/aws/capacity-launch/handler.ts';
 import { FakeCloudFormation, STACK_ID } from './fake-cfn.ts';
+import { launchProps, offerEverywhere, wireStack } from './kit.ts';
 
 /**
  * The FAILED response CloudFormation receives, built by the CDK Provider framework's own code
@@ -104,19 +100,7 @@ afterAll(() => {
 const AZS = ['us-west-2a', 'us-west-2b', 'us-west-2c', 'us-west-2d'];
 const TYPES = ['g6.12xlarge', 'g5.12xlarge'];
 
-const PROPS = {
-  ServiceToken: 'arn:aws:lambda:us-west-2:111122223333:function:framework',
-  LaunchTemplateId: 'lt-0123456789abcdef0',
-  LaunchTemplateVersion: '1',
-  Generation: '1',
-  Subnets: AZS.map((az) => ({ SubnetId: `subnet-${az.slice(-1)}`, AvailabilityZone: az })),
-  SecurityGroupId: 'sg-0123',
-  InstanceTypes: TYPES,
-  PreferredAzs: [],
-  VcpusNeeded: '48',
-  StackTagKey: 'llm-gateway-lab:stack',
-  StackTagValue: 'LlmGatewayLab',
-};
+const PROPS = launchProps(AZS, TYPES);
 
 function cfnRequest(type: 'Create' | 'Update', extra: Record<string, unknown> = {}) {
   return {
@@ -140,16 +124,9 @@ beforeEach(() => {
   cfnMock.reset();
   cfn = new FakeCloudFormation();
   cfn.setResource('CapacityLaunchResourceC3B2A1F0', 'CREATE_IN_PROGRESS');
-  cfnMock.on(DescribeStacksCommand).callsFake((input) => cfn.describeStacks(input));
-  cfnMock.on(DescribeStackResourceCommand).callsFake((input) => cfn.describeStackResource(input));
+  wireStack(cfnMock, () => cfn);
   ec2Mock.on(DescribeInstancesCommand).resolves({ Reservations: [] });
-  ec2Mock.on(DescribeInstanceTypeOfferingsCommand).callsFake((input) => ({
-    InstanceTypeOfferings: AZS.map((az) => ({
-      InstanceType: input.Filters?.[0]?.Values?.[0],
-      LocationType: 'availability-zone',
-      Location: az,
-    })),
-  }));
+  offerEverywhere(ec2Mock, AZS);
 });
 
 const noCapacity = (type: string, az: string) =>

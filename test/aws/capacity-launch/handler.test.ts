@@ -1,14 +1,9 @@
-import {
-  CloudFormationClient,
-  DescribeStackResourceCommand,
-  DescribeStacksCommand,
-} from '@aws-sdk/client-cloudformation';
+import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import {
   DescribeInstancesCommand,
   type DescribeInstancesCommandInput,
   DescribeInstanceTypeOfferingsCommand,
   EC2Client,
-  EC2ServiceException,
   type Instance,
   RunInstancesCommand,
   TerminateInstancesCommand,
@@ -30,7 +25,8 @@ import {
 import { clientTokenFor } from '../../../lib/aws/capacity-launch/launch.ts';
 import { REASON_LIMIT, withCappedReason } from '../../../lib/aws/capacity-launch/reason.ts';
 import { FakeCloudFormation, STACK_ID } from './fake-cfn.ts';
-import { FakeEc2 } from './fake-ec2.ts';
+import { ec2Error, FakeEc2 } from './fake-ec2.ts';
+import { described, endedAtStart, launchProps, wireStack } from './kit.ts';
 
 const ec2Mock = mockClient(EC2Client);
 const cfnMock = mockClient(CloudFormationClient);
@@ -50,32 +46,8 @@ function inStack(event: ResourceEvent): ResourceEvent {
 const handle = (event: ResourceEvent, d: HandlerDeps) => handleEvent(inStack(event), d);
 const check = (event: ResourceEvent, d: HandlerDeps) => checkComplete(inStack(event), d);
 
-function ec2Error(name: string, message: string, httpStatusCode = 400) {
-  return new EC2ServiceException({
-    name,
-    $fault: httpStatusCode >= 500 ? 'server' : 'client',
-    $metadata: { httpStatusCode },
-    message,
-  });
-}
-
 // As CloudFormation delivers them: scalars become strings.
-const PROPS = {
-  ServiceToken: 'arn:aws:lambda:us-west-2:111122223333:function:framework',
-  LaunchTemplateId: 'lt-0123456789abcdef0',
-  LaunchTemplateVersion: '1',
-  Generation: '1',
-  Subnets: [
-    { SubnetId: 'subnet-a', AvailabilityZone: 'us-west-2a' },
-    { SubnetId: 'subnet-b', AvailabilityZone: 'us-west-2b' },
-  ],
-  SecurityGroupId: 'sg-0123',
-  InstanceTypes: ['g6.12xlarge'],
-  PreferredAzs: [],
-  VcpusNeeded: '48',
-  StackTagKey: 'llm-gateway-lab:stack',
-  StackTagValue: 'LlmGatewayLab',
-};
+const PROPS = launchProps();
 
 const OLD_ID = 'i-0123456789abcdef0';
 const REQUEST_ID = 'c0ffee00-1111-4222-8333-444455556666';
@@ -92,10 +64,6 @@ function deps(): HandlerDeps {
     sleep: async () => passTime(),
     log: () => {},
   };
-}
-
-function described(instance: Instance) {
-  return { Reservations: [{ Instances: [instance] }] };
 }
 
 /** What the mocked RunInstances calls launched, as a client-token lookup lists them. */
@@ -118,8 +86,7 @@ beforeEach(() => {
   ec2Mock.reset();
   cfnMock.reset();
   stack = new FakeCloudFormation();
-  cfnMock.on(DescribeStacksCommand).callsFake((input) => stack.describeStacks(input));
-  cfnMock.on(DescribeStackResourceCommand).callsFake((input) => stack.describeStackResource(input));
+  wireStack(cfnMock, () => stack);
   // No instance of the stack exists unless a test says so; a launch is listed by its client token.
   ec2Mock.on(DescribeInstancesCommand).callsFake(launchedByToken);
   ec2Mock.on(DescribeInstanceTypeOfferingsCommand).resolves({
@@ -344,18 +311,13 @@ describe('isComplete', () => {
   });
 
   it('fails with the state reason when the instance died at start', async () => {
-    ec2Mock.on(DescribeInstancesCommand).resolves(
-      described({
-        InstanceId: OLD_ID,
-        InstanceType: 'g6.12xlarge',
-        Placement: { AvailabilityZone: 'us-west-2a' },
-        State: { Name: 'terminated', Code: 48 },
-        StateReason: {
-          Code: 'Server.InternalError',
-          Message: 'Server.InternalError: Internal error on launch',
-        },
-      }),
-    );
+    ec2Mock
+      .on(DescribeInstancesCommand)
+      .resolves(
+        described(
+          endedAtStart(OLD_ID, 'Server.InternalError', 'Server.InternalError: Internal error on launch'),
+        ),
+      );
 
     await expect(check(create, deps())).rejects.toThrow(
       `${OLD_ID} (g6.12xlarge in us-west-2a) went to terminated instead of running: Server.InternalError: ` +
@@ -364,18 +326,17 @@ describe('isComplete', () => {
   });
 
   it('says to deploy again when the capacity was withdrawn while the instance was pending', async () => {
-    ec2Mock.on(DescribeInstancesCommand).resolves(
-      described({
-        InstanceId: OLD_ID,
-        InstanceType: 'g6.12xlarge',
-        Placement: { AvailabilityZone: 'us-west-2a' },
-        State: { Name: 'terminated', Code: 48 },
-        StateReason: {
-          Code: 'Server.InsufficientInstanceCapacity',
-          Message: 'Server.InsufficientInstanceCapacity: Insufficient capacity.',
-        },
-      }),
-    );
+    ec2Mock
+      .on(DescribeInstancesCommand)
+      .resolves(
+        described(
+          endedAtStart(
+            OLD_ID,
+            'Server.InsufficientInstanceCapacity',
+            'Server.InsufficientInstanceCapacity: Insufficient capacity.',
+          ),
+        ),
+      );
 
     await expect(check(create, deps())).rejects.toThrow(
       /Insufficient capacity\.\. The capacity was withdrawn after the launch; deploy again/,
