@@ -136,6 +136,7 @@ describe('LabConfig defaults', () => {
       repeats: 1,
       predictionSeeds: 5,
       parallelism: 1,
+      profile: 'full',
     });
   });
 });

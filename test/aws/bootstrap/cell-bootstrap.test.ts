@@ -143,6 +143,10 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
       const { box, result, calls } = rehearsed(name);
       expect(result.status, box.log()).toBe(0);
       const steps = cellBootstrapSteps(config, cell);
+      // Only real image references are pulled, not the `image:` lines of the runner's bundled code.
+      const pulled = [...box.log().matchAll(/pulled (\S+)$/gm)].map((m) => m[1]);
+      expect(pulled.length).toBeGreaterThan(0);
+      for (const image of pulled) expect(image).toMatch(/^[a-z0-9][\w./-]*(:[\w.-]+)?(@sha256:[0-9a-f]+)?$/);
       const markers = [...box.log().matchAll(/==> \[step (\d+)\/(\d+)\] ([^(]+)/g)];
       expect(markers.map((m) => m[3]?.trim())).toEqual(steps.map((s) => s.title.replace(/\(.*$/, '').trim()));
       expect(calls).toContain(`k3s-install v1.36.4+k3s1|${cellK3sExec(config, cell)}`);

@@ -42,7 +42,7 @@ describe('the network report.html in headless Chromium', () => {
           const rows = await page.locator(`section#${id} table tbody tr`).count();
           expect(rows, `section ${id}`).toBeGreaterThan(0);
         }
-        expect(await page.locator('section#mtls-matrix tbody tr').count()).toBe(8);
+        expect(await page.locator('section#mtls-matrix tbody tr').count()).toBe(9);
         expect(await page.locator('section#invalid tbody tr').count()).toBe(5);
         const finding = await page
           .locator('section#mtls-matrix tbody tr', { hasText: 'FINDING' })

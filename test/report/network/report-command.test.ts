@@ -51,7 +51,7 @@ describe('lab report on a network study', () => {
     const run = runLabCli(['report', join(dir, 'dp-cilium')]);
     expect(run.code, run.stderr).toBe(0);
     const md = await readFile(join(dir, 'dp-cilium', 'report.md'), 'utf8');
-    expect(md).toContain('| dp-cilium (cilium) | 10,000 | 20,012 | 2 | 2 (from source) | no baseline | no |');
+    expect(md).toContain('| dp-cilium (cilium) | 10,000 | 20,012 | 2 | 3 (estimate) | no baseline | no |');
     expect(md).toContain('No valid gRPC runs.');
   });
 

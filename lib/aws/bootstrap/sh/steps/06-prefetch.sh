@@ -39,8 +39,10 @@ prefetch() {
 }
 
 # Every image the lab's pods use, the benchmark Jobs' included (read, never applied).
+# Only whole image references (a name with a tag, path or digest, alone on its line): the runner's
+# ConfigMap carries its bundled code, whose `image: ctx.config...,` lines are not images.
 manifest_images() {
-  sed -n -E "s/^[[:space:]]*(- )?image:[[:space:]]*[\"']?([^\"'[:space:]]+).*/\\2/p" \
+  sed -n -E "s/^[[:space:]]*(- )?image:[[:space:]]*[\"']?([A-Za-z0-9][A-Za-z0-9._\/:@-]*[\/:@][A-Za-z0-9._\/:@-]*)[\"']?[[:space:]]*$/\\2/p" \
     "$LAB_MANIFESTS_DIR"/*.yaml "$LAB_MANIFESTS_DIR"/jobs/*.yaml </dev/null | sort -u
 }
 
