@@ -13,21 +13,7 @@ import { upperBound, workingSetTokens } from '../study/workload.ts';
  * study plan rebuilt from the configuration recorded in the study's metadata.
  */
 
-export type {
-  ArmRow,
-  BoundRow,
-  ComparedMetric,
-  Comparison,
-  InvalidRun,
-  LeftOnTable,
-  MetadataEntry,
-  NoiseSource,
-  OverlapRow,
-  PredictionCheck,
-  ReportTables,
-  RunNumbers,
-  Shortfall,
-} from './table-rows.ts';
+export type * from './table-rows.ts';
 
 import type {
   ArmRow,

@@ -23,28 +23,7 @@ export { attributionOf, intervalOf } from './attribution.ts';
 export { BaselineError, chooseBaseline, DEFAULT_BASELINE_RULE } from './baseline.ts';
 export { fortioFigures } from './runs.ts';
 export { newConnectionRunId } from './scale-rows.ts';
-export type {
-  Attribution,
-  AttributionComponent,
-  AttributionInterval,
-  AttributionPart,
-  BaselineChoice,
-  CalibrationRow,
-  CellRow,
-  ConntrackRow,
-  DownloadRow,
-  FlaggedRun,
-  FortioFigures,
-  GrpcRow,
-  InvalidRun,
-  LatencyGroup,
-  LatencyRow,
-  MtlsRow,
-  NetworkReportTables,
-  RepeatSummary,
-  ScaleRow,
-  SseRow,
-} from './table-rows.ts';
+export type * from './table-rows.ts';
 
 import type {
   DownloadRow,
