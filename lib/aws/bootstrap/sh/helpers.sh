@@ -207,3 +207,12 @@ check_environment() {
     exit 2
   fi
 }
+
+# output_matches <ERE> <command> [args...]: whether the command succeeds and its output matches.
+# The output is captured first: under pipefail, `command | grep -q` fails at random when grep
+# exits at its first match and the command then dies of SIGPIPE while still writing.
+output_matches() {
+  local out
+  out=$("${@:2}") || return 1
+  grep -Eq -- "$1" <<<"$out"
+}

@@ -102,7 +102,7 @@ verify_cilium() {
   status=$(cilium_status)
   grep -Eq '^KubeProxyReplacement:[[:space:]]+True' <<<"$status" ||
     die "Cilium does not replace kube-proxy: cilium-dbg status says '$(grep -m1 '^KubeProxyReplacement' <<<"$status" || echo 'no KubeProxyReplacement line')', expected KubeProxyReplacement: True"
-  if iptables-save | grep -q 'KUBE-SVC'; then
+  if output_matches 'KUBE-SVC' iptables-save; then
     die "kube-proxy rules on a Cilium cell: iptables-save has $(iptables-save | grep -c 'KUBE-SVC') KUBE-SVC line(s) (K3s must run with --disable-kube-proxy)"
   fi
   if nft list table ip kube-proxy >/dev/null 2>&1; then
@@ -112,7 +112,7 @@ verify_cilium() {
 }
 
 # kube-proxy's chains appear once it synced the kubernetes Service.
-iptables_services() { iptables-save -t nat | grep -q '^:KUBE-SERVICES'; }
+iptables_services() { output_matches '^:KUBE-SERVICES' iptables-save -t nat; }
 verify_iptables() {
   wait_until "$PROOF_WAIT_SECONDS" iptables_services ||
     die "datapath iptables: no KUBE-SERVICES chain in iptables-save -t nat (kube-proxy did not program iptables)"
@@ -122,7 +122,7 @@ verify_iptables() {
 nft_table() { nft list table ip kube-proxy >/dev/null 2>&1; }
 verify_nftables() {
   wait_until "$PROOF_WAIT_SECONDS" nft_table || die "datapath nftables: no nft table ip kube-proxy (kube-proxy did not program nftables)"
-  if iptables-save -t nat | grep -q '^:KUBE-SERVICES'; then
+  if output_matches '^:KUBE-SERVICES' iptables-save -t nat; then
     die "datapath nftables: kube-proxy's iptables chain KUBE-SERVICES exists as well (proxy-mode not nftables)"
   fi
   log "nftables: table ip kube-proxy present, no KUBE-SERVICES iptables chain"
@@ -141,8 +141,8 @@ verify_ipvs() {
 # manifests/charts/istio-control/istio-discovery/templates/mutatingwebhook.yaml does
 # (sidecar-injector.istio.io), read at an older stored version, not at the pinned 1.31.1.
 injected_pod() {
-  kubectl -n "$MESH_NAMESPACE" run lab-injector-probe --image=registry.k8s.io/pause:3.10 \
-    --restart=Never --dry-run=server -o json 2>/dev/null | grep -q '"name": *"istio-proxy"'
+  output_matches '"name": *"istio-proxy"' kubectl -n "$MESH_NAMESPACE" run lab-injector-probe \
+    --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server -o json 2>/dev/null
 }
 
 verify_mesh_injector() {
