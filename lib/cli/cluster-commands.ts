@@ -1,21 +1,11 @@
 import { type Command, CommanderError } from 'commander';
-
-interface ClusterOptions {
-  readonly kubeconfig?: string;
-  readonly context?: string;
-}
+import { type ClusterOptions, kubeConfigSource, withClusterOptions } from './cluster-options.ts';
 
 /** Fetches a prerequisite's release asset (GitHub redirects release downloads; fetch follows). */
 async function download(url: string): Promise<string> {
   const response = await fetch(url, { signal: AbortSignal.timeout(120_000) });
   if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`);
   return response.text();
-}
-
-function withClusterOptions(command: Command): Command {
-  return command
-    .option('--kubeconfig <file>', 'kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)')
-    .option('--context <name>', "kubeconfig context (default: the kubeconfig's current context)");
 }
 
 /**
@@ -38,12 +28,7 @@ export function registerClusterCommands(program: Command): void {
     try {
       const { config } = loadLabConfig({ file: program.opts().config });
       const plan = installPlan(config);
-      const api = clusterApiFor(
-        loadKubeConfig({
-          ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}),
-          ...(options.context ? { context: options.context } : {}),
-        }),
-      );
+      const api = clusterApiFor(loadKubeConfig(kubeConfigSource(options)));
       if (action === 'install') await installLab(plan, { api, clock, write, download });
       else await uninstallLab(plan, config.namespace, { api, clock, write });
     } catch (error) {
