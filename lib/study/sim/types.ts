@@ -50,6 +50,11 @@ export interface CacheAwareRouterModel {
   readonly maxTreeSize: number;
   /** Seconds between the health checker's load-counter resets (10 checks); absent or 0: never. */
   readonly loadResetIntervalSecs?: number;
+  /**
+   * Seconds from the load's start to the first reset; absent: one `loadResetIntervalSecs`. The checker
+   * counts a check at its start (tokio's first tick is immediate), so the 10th comes 9 intervals later.
+   */
+  readonly loadResetFirstSecs?: number;
 }
 
 /**
