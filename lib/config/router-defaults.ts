@@ -13,13 +13,20 @@ export const CACHE_AWARE_DEFAULTS = {
 
 /**
  * vllm-router's health-check interval when `--health-check-interval-secs` is not given (the lab does
- * not give it). 60 s is the sgl-router default the package inherits (sgl-project/sglang PR 9198,
- * `health_check_interval_secs`): UNCONFIRMED at 0.1.15, whose source (tag commit 1fbcde74) could not
- * be read here (docs/facts.md §3.3). The reset of every worker's load counter every 10th check is
- * confirmed for 0.1.15 by vllm-project/router issue 197 and the still-open fix, PR 216. Only a run
- * longer than 10 intervals sees a reset; a prediction that misses one is off by the in-flight
- * requests at that moment.
+ * not give it): 60 s in vllm-project/router's own `src/main.rs` (`health_check_interval_secs`,
+ * `default_value_t = 60`) at 0.1.12 (commit 4df9bbc); the 0.1.15 tag (commit 1fbcde74) could not be read
+ * here, so 60 s at 0.1.15 is UNCONFIRMED (docs/facts.md §3.3). The registry's health checker
+ * (`WorkerRegistry::start_health_checker`, `src/core/worker_registry.rs`, started by `src/server.rs`)
+ * resets every worker's load counter on every 10th check, in flight or not; confirmed for 0.1.15 by
+ * vllm-project/router issue 197 and the still-open fix, PR 216. A run shorter than the first reset
+ * sees none; a prediction that misses one is off by the in-flight requests at that moment.
  */
 export const ROUTER_HEALTH_CHECK_INTERVAL_SECS = 60;
 /** Health checks between two resets of the router's load counters. */
 export const ROUTER_LOAD_RESET_EVERY_CHECKS = 10;
+/**
+ * Health-check intervals from the checker's start to the first reset: tokio's `interval` completes its
+ * first tick at once, so check 1 is at the start and check 10 nine intervals later. The router starts
+ * before the load, so relative to the load the first reset comes at most this long after it starts.
+ */
+export const ROUTER_INTERVALS_TO_FIRST_RESET = ROUTER_LOAD_RESET_EVERY_CHECKS - 1;

@@ -10,6 +10,9 @@ import {
   type ArmDeviation,
   armDeviations,
   DEVIATION_METRICS,
+  type DeviationContext,
+  deviationDirections,
+  fitErrorsByMetric,
   type SelfCalibration,
   type SelfCalibrationOptions,
   selfCalibrate,
@@ -42,8 +45,8 @@ export function calibrationReport(
   if (!calibration.available) return { calibration, rows: [] };
   const baseline = calibration.calibrated.arms.find((a) => a.arm === BASELINE_ARM);
   const loadBalanced = baseline?.hitRate.mean;
-  const armRows: ArmRow[] = [...tables.prefixArms, ...(tables.partition ? [tables.partition] : [])];
-  const rows = armRows.flatMap((row) =>
+  const fitErrors = fitErrorsByMetric(calibration.fit.rows);
+  const deviations = (row: ArmRow, context: DeviationContext) =>
     armDeviations(
       row.arm,
       {
@@ -57,8 +60,12 @@ export function calibrationReport(
       calibration.calibrated,
       calibration.apriori,
       loadBalanced,
-    ).map((d) => ({ ...d, label: row.arm === 'partition' ? 'Ideal partition (reference)' : armLabel(row) })),
-  );
+      context,
+    ).map((d) => ({ ...d, label: row.arm === 'partition' ? 'Ideal partition (reference)' : armLabel(row) }));
+  // The partition first: it runs without a front end, so where it deviates the model does.
+  const reference = tables.partition ? deviations(tables.partition, { fitErrors }) : [];
+  const context = { fitErrors, reference: deviationDirections(reference) };
+  const rows = [...tables.prefixArms.flatMap((row) => deviations(row, context)), ...reference];
   return { calibration, rows };
 }
 
@@ -94,8 +101,10 @@ export function calibrationSection(report: CalibrationReport): ReportSection {
     'replica, no front end), then every arm predicted again. Per arm and figure: the a-priori prediction ' +
     '(calibrated on docs/facts.md §4.1), the calibrated prediction, the measurement, and whether the measurement ' +
     "lies outside the calibrated band (twice the simulated spread plus the model's tolerance: hit rate 2 " +
-    'points, tok/s 5%, mean TTFT 15%, p99 TTFT 25%, ITL 10%, busiest replica share 5 points). With the ' +
-    "engine's timing fitted to this host, a deviation left is the front end's own doing.";
+    'points, tok/s 5%, mean TTFT 15%, p99 TTFT 25%, ITL 10%, busiest replica share 5 points; a timing ' +
+    "figure's tolerance grows by the fit's own RMS error on the bound runs for that figure). With the " +
+    "engine's timing fitted to this host, a deviation left is the front end's own doing, unless the ideal " +
+    "partition, which has no front end, deviates the same way: then it is the timing model's.";
   const { calibration } = report;
   if (!calibration.available) {
     return {

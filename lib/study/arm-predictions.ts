@@ -1,6 +1,7 @@
 import {
   CACHE_AWARE_DEFAULTS,
   ROUTER_HEALTH_CHECK_INTERVAL_SECS,
+  ROUTER_INTERVALS_TO_FIRST_RESET,
   ROUTER_LOAD_RESET_EVERY_CHECKS,
 } from '../config/router-defaults.ts';
 import type { LabConfig } from '../config/schema.ts';
@@ -92,6 +93,8 @@ export function armRouting(config: LabConfig, arm: Arm): Routing {
             evictionIntervalSecs: variant.evictionIntervalSecs ?? CACHE_AWARE_DEFAULTS.evictionIntervalSecs,
             maxTreeSize: variant.maxTreeSize ?? CACHE_AWARE_DEFAULTS.maxTreeSize,
             loadResetIntervalSecs: ROUTER_HEALTH_CHECK_INTERVAL_SECS * ROUTER_LOAD_RESET_EVERY_CHECKS,
+            // The latest the first reset can come: the router started before the load (docs/facts.md §3.3).
+            loadResetFirstSecs: ROUTER_HEALTH_CHECK_INTERVAL_SECS * ROUTER_INTERVALS_TO_FIRST_RESET,
           };
         default:
           // power_of_two polls /get_load, which vLLM lacks, and degrades to random (docs/facts.md §3.3);

@@ -11,6 +11,7 @@ import {
   type RoutingPolicy,
   type SimulationInput,
   type SimulationModel,
+  simulate,
 } from './simulator.ts';
 import { cachePressure, lookedUpTokens, repeatsPerPrefix, upperBound } from './workload.ts';
 
@@ -63,6 +64,8 @@ export interface StudyPlanPrediction extends WorkloadPlan {
   readonly arms: StudyPredictions;
   /** Which arms are predicted best, from the same numbers as the per-arm table. */
   readonly armsVerdict: string;
+  /** Set when the opening burst makes the p99 TTFT column (docs/planning.md, "The p99 TTFT tail"). */
+  readonly tailNote?: string;
 }
 
 /** The simulation input the configuration describes, with what-if values applied. */
@@ -186,7 +189,23 @@ export function planStudy(
   const engine = planEngine(config);
   const arms = predictStudy(config, input, { ...engine, ...timing });
   const workload = planWorkload(input, engine, arms.seeds, timing);
-  return { ...workload, arms, armsVerdict: armsVerdict(arms) };
+  const note = tailNote(input, { ...engine, ...timing }, arms.seeds[0] ?? input.seed);
+  return { ...workload, arms, armsVerdict: armsVerdict(arms), ...(note ? { tailNote: note } : {}) };
+}
+
+/**
+ * The client sends its first `concurrency` requests at once, all cold; when their queue sets the
+ * whole run's p99 (over twice the p99 of the requests after them), the p99 column says little about
+ * routing. Judged on the least-loaded policy, which puts the same burst on every replica.
+ */
+function tailNote(input: SimulationInput, model: Partial<SimulationModel>, seed: number): string | undefined {
+  const { timing } = simulate({ ...input, seed }, 'least-loaded', model);
+  if (!(timing.p99TtftMs > 2 * timing.p99TtftAfterOpeningMs)) return undefined;
+  return (
+    `p99 TTFT is set by the opening burst (the first ${input.concurrency} requests, sent at once): least-loaded's is ` +
+    `${msValue(timing.p99TtftMs)} over the run, ${msValue(timing.p99TtftAfterOpeningMs)} after the burst;\n` +
+    '  the column tells the arms apart little (docs/planning.md, "The p99 TTFT tail").'
+  );
 }
 
 /**
@@ -259,6 +278,7 @@ export function formatPlan(plan: WorkloadPlan | StudyPlanPrediction): string {
       formatArmTable(plan.arms),
       '',
       `Arms: ${plan.armsVerdict}.`,
+      ...(plan.tailNote ? [plan.tailNote] : []),
     );
   }
   return `${lines.join('\n')}\n`;

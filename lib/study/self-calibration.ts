@@ -11,6 +11,7 @@ import { type Estimate, predictStudy, type StudyPredictions } from './arm-predic
 import {
   type CalibrationFit,
   type CalibrationPoint,
+  type CalibrationRow,
   fitTimingModel,
   TIMING_COEFFICIENTS,
   type TimingCoefficients,
@@ -139,10 +140,55 @@ export interface ArmDeviation {
   readonly meaning?: string;
 }
 
+/** Which way a measurement left its band: slower (lower tok/s, higher TTFT or ITL) or faster. */
+export type DeviationDirection = 'slower' | 'faster';
+
+export interface DeviationContext {
+  /**
+   * Per timing metric, the fit's RMS relative error on the bound runs (fitErrorsByMetric): the
+   * calibrated model is trusted no closer than it fits this host's own single-replica runs, so the
+   * band widens by it.
+   */
+  readonly fitErrors?: Partial<Readonly<Record<DeviationMetric, number>>>;
+  /**
+   * Per metric, which way the ideal partition (no front end) left its band, if it did: an arm that
+   * deviates the same way shares the timing model's error, not a front end's.
+   */
+  readonly reference?: Partial<Readonly<Record<DeviationMetric, DeviationDirection>>>;
+}
+
+/** Per timing metric, the RMS relative error of the fit's rows. */
+export function fitErrorsByMetric(rows: readonly CalibrationRow[]): Partial<Record<DeviationMetric, number>> {
+  const sums = new Map<DeviationMetric, { sq: number; n: number }>();
+  for (const r of rows) {
+    const e = sums.get(r.metric) ?? { sq: 0, n: 0 };
+    sums.set(r.metric, { sq: e.sq + r.relativeError ** 2, n: e.n + 1 });
+  }
+  return Object.fromEntries([...sums].map(([m, { sq, n }]) => [m, Math.sqrt(sq / n)]));
+}
+
+/** Which way each metric left its band in `rows` (the ideal partition's), for DeviationContext.reference. */
+export function deviationDirections(
+  rows: readonly ArmDeviation[],
+): Partial<Record<DeviationMetric, DeviationDirection>> {
+  const out: Partial<Record<DeviationMetric, DeviationDirection>> = {};
+  for (const r of rows) {
+    if (!r.outside || r.metric === 'requestsPerReplica' || r.metric === 'hitRate') continue;
+    out[r.metric] = direction(r.metric, r.measured, r.calibrated.mean);
+  }
+  return out;
+}
+
+function direction(metric: DeviationMetric, measured: number, predicted: number): DeviationDirection {
+  const slower = metric === 'totalTokensPerSecond' ? measured < predicted : measured > predicted;
+  return slower ? 'slower' : 'faster';
+}
+
 /**
  * One arm's measured figures against its a-priori and calibrated predictions. `loadBalancedHitRate`
  * is the calibrated hit rate of routing on load alone (the least-loaded reference, or kube-proxy's
- * prediction): a prefix-aware arm that lands there routes on load alone.
+ * prediction): a prefix-aware arm that lands there routes on load alone. `arm` 'partition' is the
+ * ideal partition, which runs without a front end.
  */
 export function armDeviations(
   arm: string,
@@ -150,6 +196,7 @@ export function armDeviations(
   calibrated: StudyPredictions,
   apriori: StudyPredictions | undefined,
   loadBalancedHitRate: number | undefined,
+  context: DeviationContext = {},
 ): ArmDeviation[] {
   const find = (p: StudyPredictions | undefined) =>
     arm === 'partition' ? p?.partition : p?.arms.find((a) => a.arm === arm);
@@ -162,10 +209,16 @@ export function armDeviations(
     if (value === undefined || !Number.isFinite(value)) continue;
     const { tolerance, relative } = DEVIATION_METRICS[metric];
     const predicted = cal[metric];
-    const band = 2 * predicted.spread + tolerance * (relative ? predicted.mean : 1);
+    const fitError = relative ? (context.fitErrors?.[metric] ?? 0) : 0;
+    const band = 2 * predicted.spread + (tolerance + fitError) * (relative ? predicted.mean : 1);
     const outside = Math.abs(value - predicted.mean) > band;
     const meaning = outside
-      ? deviationMeaning(metric, value, predicted.mean, cal.promptBlind !== undefined, loadBalancedHitRate)
+      ? deviationMeaning(metric, value, predicted.mean, {
+          promptBlind: cal.promptBlind !== undefined,
+          loadBalancedHitRate,
+          isReference: arm === 'partition',
+          referenceDirection: context.reference?.[metric],
+        })
       : undefined;
     rows.push({
       arm,
@@ -211,9 +264,15 @@ function deviationMeaning(
   metric: DeviationMetric,
   measured: number,
   predicted: number,
-  promptBlind: boolean,
-  loadBalancedHitRate: number | undefined,
+  arm: {
+    promptBlind: boolean;
+    loadBalancedHitRate: number | undefined;
+    /** The ideal partition: no front end. */
+    isReference: boolean;
+    referenceDirection: DeviationDirection | undefined;
+  },
 ): string {
+  const { promptBlind, loadBalancedHitRate } = arm;
   if (metric === 'hitRate') {
     if (measured < predicted) {
       const nearLoad =
@@ -225,8 +284,12 @@ function deviationMeaning(
     }
     return 'more hits than its model: it sees more of the prompt than its source reading says?';
   }
-  const slower = metric === 'totalTokensPerSecond' ? measured < predicted : measured > predicted;
-  if (!slower) return 'faster than its model';
+  const way = direction(metric, measured, predicted);
+  if (arm.isReference)
+    return `${way} than its model with no front end: the engine on this host differs from its bound runs (load, clients, the second replica?)`;
+  if (arm.referenceDirection === way)
+    return `${way} than its model, as the ideal partition is: the timing model's error, not this front end's`;
+  if (way === 'faster') return 'faster than its model';
   if (metric === 'p99TtftMs')
     return 'slower than its model in the tail: queueing in the front end or behind long prefills?';
   return 'slower than its model: front-end overhead?';

@@ -142,6 +142,7 @@ export function simulate(
       (replicas[r] as Replica).pool.chainLength(prefix * sharedBlocks, sharedBlocks),
   };
   const router = createRouter(routing, input, m, replicaCount, cluster);
+  // By send order, so the opening burst (the first `slots` requests) can be told from the rest.
   const ttfts = new Float64Array(prompts);
 
   // Per client slot (at most one request in flight on each).
@@ -150,6 +151,7 @@ export function simulate(
   const slotChunk = new Int32Array(slots);
   const slotFinishStep = new Float64Array(slots);
   const slotSentAt = new Float64Array(slots);
+  const slotRequest = new Int32Array(slots);
   const slotFirstTokenAt = new Float64Array(slots);
   const slotBlocks = new Int32Array(slots * totalBlocks);
 
@@ -173,6 +175,7 @@ export function simulate(
     const r = router.pick(prefix, slot, now, request);
     slotPrefix[slot] = prefix;
     slotSentAt[slot] = now;
+    slotRequest[slot] = request;
     // HTTP, chat template and tokenization; the engine is told at once (ahead by at most this backlog).
     apiFreeAt[r] = Math.max(apiFreeAt[r] as number, now) + m.frontEndMsPerRequest;
     inFlight[r] = (inFlight[r] as number) + 1;
@@ -247,7 +250,7 @@ export function simulate(
     lastFinish = now;
     const first = slotFirstTokenAt[slot] as number;
     const ttft = first - (slotSentAt[slot] as number);
-    ttfts[finished - 1] = ttft;
+    ttfts[slotRequest[slot] as number] = ttft;
     ttftSum += ttft;
     if (outputLen > 1) itlSum += (now - first) / (outputLen - 1);
     dispatch(slot, now);
@@ -312,6 +315,7 @@ export function simulate(
     durationMs: lastFinish,
     ttftSum,
     ttfts,
+    openingRequests: slots,
     itlSum,
     prompts,
     outputTokens: prompts * outputLen,
@@ -334,6 +338,7 @@ function summarize(
     durationMs: number;
     ttftSum: number;
     ttfts: Float64Array;
+    openingRequests: number;
     itlSum: number;
     prompts: number;
     outputTokens: number;
@@ -365,6 +370,7 @@ function summarize(
       meanTtftMs: t.ttftSum / n,
       medianTtftMs: percentile(t.ttfts, 0.5),
       p99TtftMs: percentile(t.ttfts, 0.99),
+      p99TtftAfterOpeningMs: percentile(t.ttfts.subarray(Math.min(t.openingRequests, t.ttfts.length)), 0.99),
       meanItlMs: t.itlSum / n,
       totalTokensPerSecond: rate(t.clientTokens),
       outputTokensPerSecond: rate(t.outputTokens),

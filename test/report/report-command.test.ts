@@ -39,6 +39,14 @@ describe('lab report', () => {
     expect(md).toMatch(
       /Fitted on 4 single-replica run\(s\) \(bound-p128, bound-p64, bound-p16, bound-p8\): stepOverheadMs /,
     );
+    // The partition has no front end: where it leaves its band the model does, and arms that leave it
+    // the same way are not blamed on their front end.
+    expect(md).toMatch(
+      /^\| Ideal partition \(reference\) \| mean TTFT \| .* \| outside: slower than its model with no front end: /m,
+    );
+    expect(md).toMatch(
+      /^\| Kubernetes Service \(kube-proxy\) \| mean TTFT \| .* \| outside: slower than its model, as the ideal partition is: /m,
+    );
     const html = await readFile(join(dir, 'report.html'), 'utf8');
     expect(html.match(/<svg /g)).toHaveLength(3);
     expect(html).toContain('calibrated on this study');

@@ -177,6 +177,16 @@ describe('planStudy: every arm of the configured study', () => {
     expect(arm('kube-proxy').p99TtftMs.mean).toBeGreaterThan(arm('kube-proxy').meanTtftMs.mean);
     expect(plan.armsVerdict).toMatch(/^best predicted hit rate \(indistinguishable within the noise\): /);
     expect(plan.armsVerdict).not.toMatch(/prompt-blind|kube-proxy/);
+    // The default study's p99 is its opening burst's, and the plan says so beside the table.
+    expect(plan.tailNote).toMatch(
+      /^p99 TTFT is set by the opening burst \(the first 32 requests, sent at once\)/,
+    );
+    expect(formatPlan(plan)).toContain(plan.tailNote);
+  });
+
+  it('leaves the burst note out where the burst does not set the p99 (one request at a time)', () => {
+    const config = parseLabConfig({ study: { predictionSeeds: 2 } });
+    expect(planStudy(config, { concurrency: 1, prompts: 128 }).tailNote).toBeUndefined();
   });
 
   it('the study JSON predictions use the KV cache size the replicas logged', () => {

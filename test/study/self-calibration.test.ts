@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { ArmPrediction, Estimate, StudyPredictions } from '../../lib/study/arm-predictions.ts';
-import { armDeviations, boundCalibrationPoints } from '../../lib/study/self-calibration.ts';
+import {
+  armDeviations,
+  boundCalibrationPoints,
+  deviationDirections,
+  fitErrorsByMetric,
+} from '../../lib/study/self-calibration.ts';
 import { fixtureStudy } from '../report/fixture.ts';
 
 const e = (mean: number, spread = 0): Estimate => ({ mean, spread });
@@ -83,5 +88,44 @@ describe('self-calibration', () => {
     );
     expect(inside.every((r) => !r.outside && r.meaning === undefined)).toBe(true);
     expect(inside[0]?.apriori).toEqual(e(0.78, 0.005));
+  });
+
+  it("widens a timing band by the fit's own error on the bound runs, and blames the model where the partition deviates too", () => {
+    const calibrated = predictions([prediction('round-robin', 0.42, 21_000)]);
+    const slowTtft = {
+      hitRate: 0.42,
+      totalTokensPerSecond: 21_000,
+      meanTtftMs: 260,
+      p99TtftMs: 600,
+      meanItlMs: 28,
+      requests: [512, 512],
+    };
+    const ttft = (rows: ReturnType<typeof armDeviations>) => rows.find((r) => r.metric === 'meanTtftMs');
+    // 260 ms against 200 +-(2x2 + 15%): outside, the front end's doing.
+    const plain = ttft(armDeviations('round-robin', slowTtft, calibrated, calibrated, 0.42));
+    expect(plain?.meaning).toBe('slower than its model: front-end overhead?');
+    // A fit that misses the bound runs' mean TTFT by 20% cannot tell 30% apart: the band takes it in.
+    const fitErrors = fitErrorsByMetric([
+      { label: 'bound-p128', metric: 'meanTtftMs', predicted: 240, measured: 200, relativeError: 0.2 },
+      { label: 'bound-p64', metric: 'meanTtftMs', predicted: 160, measured: 200, relativeError: -0.2 },
+      { label: 'bound-p64', metric: 'meanItlMs', predicted: 28, measured: 28, relativeError: 0 },
+    ]);
+    expect(fitErrors).toEqual({ meanTtftMs: 0.2, meanItlMs: 0 });
+    const widened = ttft(armDeviations('round-robin', slowTtft, calibrated, calibrated, 0.42, { fitErrors }));
+    expect(widened?.band).toBeCloseTo(4 + 0.35 * 200, 6);
+    expect(widened?.outside).toBe(false);
+    // The ideal partition has no front end: its deviation is the engine's on this host.
+    const reference = armDeviations('partition', { ...slowTtft, requests: [] }, calibrated, calibrated, 0.42);
+    expect(ttft(reference)?.meaning).toMatch(/^slower than its model with no front end/);
+    expect(deviationDirections(reference)).toEqual({ meanTtftMs: 'slower' });
+    // An arm slower the same way as the partition shares the model's error, not a front end's.
+    const shared = ttft(
+      armDeviations('round-robin', slowTtft, calibrated, calibrated, 0.42, {
+        reference: deviationDirections(reference),
+      }),
+    );
+    expect(shared?.meaning).toBe(
+      "slower than its model, as the ideal partition is: the timing model's error, not this front end's",
+    );
   });
 });

@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { defaultLabConfig } from '../../lib/config/load.ts';
+import { armRouting } from '../../lib/study/arm-predictions.ts';
+import { studyArms } from '../../lib/study/arms.ts';
 import {
   BlockPool,
   type CacheAwareRouterModel,
@@ -309,6 +312,25 @@ describe('front-end models (each derived from its source at the pinned version)'
     const run = simulate(TWO, cacheAware(false));
     expect(run.timing.durationSeconds).toBeLessThan(600);
     expect(simulate(TWO, { ...cacheAware(false), loadResetIntervalSecs: 600 })).toEqual(run);
+  });
+
+  it("vllm-router cache_aware over chat: the first counter reset comes at the 10th health check, nine intervals after the checker's start", () => {
+    const never = simulate(TWO, { ...cacheAware(false), loadResetIntervalSecs: 1e6 });
+    // One reset early in the run, none after it: the router forgets the opening burst and piles on.
+    const early = simulate(TWO, {
+      ...cacheAware(false),
+      loadResetIntervalSecs: 1e6,
+      loadResetFirstSecs: 0.001,
+    });
+    expect(early.perReplica.map((r) => r.requests)).not.toEqual(never.perReplica.map((r) => r.requests));
+    // What `lab plan` uses for a cache_aware arm: a 60 s interval, the first reset at 540 s, not 600 s.
+    const config = defaultLabConfig();
+    const arm = studyArms(config).find((a) => {
+      const r = armRouting(config, a);
+      return typeof r !== 'string' && r.kind === 'vllm-router-cache-aware';
+    });
+    if (!arm) throw new Error('the default study has no cache_aware arm');
+    expect(armRouting(config, arm)).toMatchObject({ loadResetIntervalSecs: 600, loadResetFirstSecs: 540 });
   });
 
   it('vllm-router cache_aware over chat: the imbalance branch also picks the least loaded, so the balance thresholds change nothing', () => {

@@ -2,7 +2,8 @@
  * vllm-router's cache_aware policy (see CacheAwareRouterModel for the source it follows).
  *
  * The router counts its own load per worker: +1 after it picks a worker, -1 when the response stream
- * ends, never below 0, and the health checker sets every counter to 0 every `loadResetIntervalSecs`.
+ * ends, never below 0, and the health checker sets every counter to 0 every `loadResetIntervalSecs`,
+ * the first time `loadResetFirstSecs` after the load starts.
  * Both branches that do not follow a tree match pick the least loaded worker by that counter, the
  * first one in registry order on a tie.
  */
@@ -43,7 +44,10 @@ export function cacheAwareRouter(
   // The router's own in-flight counter per worker, which the health checker zeroes now and then.
   const load = new Int32Array(replicas);
   const resetMs = (spec.loadResetIntervalSecs ?? 0) * 1000;
-  let nextReset = resetMs > 0 ? resetMs : Number.POSITIVE_INFINITY;
+  let nextReset =
+    resetMs > 0
+      ? (spec.loadResetFirstSecs ?? spec.loadResetIntervalSecs ?? 0) * 1000
+      : Number.POSITIVE_INFINITY;
 
   const insert = (r: number, prefix: number, now: number): void => {
     if (textChars === 0) return; // tree.insert("") adds no character

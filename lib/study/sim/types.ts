@@ -50,6 +50,11 @@ export interface CacheAwareRouterModel {
   readonly maxTreeSize: number;
   /** Seconds between the health checker's load-counter resets (10 checks); absent or 0: never. */
   readonly loadResetIntervalSecs?: number;
+  /**
+   * Seconds from the load's start to the first reset; absent: one `loadResetIntervalSecs`. The checker
+   * counts a check at its start (tokio's first tick is immediate), so the 10th comes 9 intervals later.
+   */
+  readonly loadResetFirstSecs?: number;
 }
 
 /**
@@ -168,6 +173,11 @@ export interface SimulationTiming {
   medianTtftMs: number;
   /** 99th percentile of the requests' TTFTs (nearest rank). */
   p99TtftMs: number;
+  /**
+   * The same over the requests sent after the opening burst (the first `concurrency`, sent at once,
+   * all cold): the steady-state tail, which docs/planning.md holds apart from the burst's.
+   */
+  p99TtftAfterOpeningMs: number;
   /** Mean time between output tokens after the first; with every request generating the same
    * number of tokens (--ignore-eos) it is also the mean TPOT. */
   meanItlMs: number;
