@@ -3,9 +3,15 @@ import { join } from 'node:path';
 import { networkJobContext, serviceTemplateManifest } from '../../../charts/network/study-runner.ts';
 import type { NetworkCell } from '../../../lib/config/network.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
-import { cellByName, meshNamespaceLabels, SCALE_SERVICE_LABEL } from '../../../lib/network/topology.ts';
+import {
+  cellByName,
+  ISTIO_SYSTEM_NAMESPACE,
+  meshNamespaceLabels,
+  SCALE_SERVICE_LABEL,
+} from '../../../lib/network/topology.ts';
 import { KubeApiError } from '../../../lib/runner/kube-cluster.ts';
 import { HOST_FILE } from '../../../lib/runner/layout.ts';
+import { AMBIENT_REDIRECTION_ANNOTATION } from '../../../lib/runner/network/client-steps.ts';
 import type { NetworkJobContext } from '../../../lib/runner/network/jobs.ts';
 import { SIDECAR_INJECT_LABEL } from '../../../lib/runner/network/jobs.ts';
 import { jobOutputDir } from '../../../lib/runner/network/layout.ts';
@@ -93,6 +99,8 @@ export interface ServerPod extends NetworkPodState {
   requests: Record<string, number>;
   /** istio_tcp_connections_opened_total by connection_security_policy. */
   tcpOpened: Record<string, number>;
+  /** A ztunnel's TCP series (fake-mesh.ts `ztunnelSeries`): labels -> connections opened. */
+  ztunnelOpened?: Map<string, number>;
 }
 
 export interface FakeCellOptions {
@@ -108,7 +116,10 @@ export type FakeTcpTelemetry =
   | 'labelled'
   /** The TCP counter without its `connection_security_policy` label: no proof either way. */
   | 'unlabelled'
-  /** The L4 port's connections arrive in plaintext (a DestinationRule DISABLE on it, say). */
+  /**
+   * The L4 connections arrive in plaintext: on a sidecar cell the tcp- port's (a DestinationRule
+   * DISABLE on it, say); on an ambient cell every connection ztunnel takes in (passed through, not HBONE).
+   */
   | 'plaintext-l4';
 
 export class FakeCell implements NetworkCluster, SidecarMetrics {
@@ -150,7 +161,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   readonly jobs = new Map<string, FakeJob>();
   private readonly services = new Map<string, FakeService>();
   readonly servers: ServerPod[] = [];
-  private readonly namespaces: Record<string, Record<string, string>>;
+  /** Each namespace's labels. */
+  readonly namespaces: Record<string, Record<string, string>>;
   private uid = 0;
   private ip = 0;
   private dynamicIps = 0;
@@ -171,6 +183,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
         ? {
             mesh: meshNamespaceLabels(this.cell.mesh),
             'mesh-default': meshNamespaceLabels(this.cell.mesh),
+            [ISTIO_SYSTEM_NAMESPACE]: {},
           }
         : {}),
     };
@@ -180,11 +193,16 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     for (let i = 0; i < backends; i++) this.addServer('plain', 'scale-backend', false);
     if (mesh) {
       for (const app of ['fortio', 'fortio-permissive', 'fortio-authz', 'sse-server'])
-        this.addServer('mesh', app, this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
-      this.addServer('mesh-default', 'fortio', this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
+        this.addServer('mesh', app, !options.meshPodsBeforeLabel);
+      this.addServer('mesh-default', 'fortio', !options.meshPodsBeforeLabel);
     }
     if (this.cell.datapath === 'cilium')
       this.addServer('kube-system', 'cilium', false, { 'k8s-app': 'cilium' });
+    // Ambient: the node's ztunnel (its DaemonSet's one pod), which counts the captured connections.
+    if (this.cell.mesh === 'ambient') {
+      this.addServer(ISTIO_SYSTEM_NAMESPACE, 'ztunnel', false);
+      (this.servers[this.servers.length - 1] as ServerPod).ztunnelOpened = new Map();
+    }
     mkdirSync(join(root, 'host'), { recursive: true });
     writeFileSync(
       join(root, HOST_FILE),
@@ -196,8 +214,20 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     );
   }
 
-  private addServer(namespace: string, app: string, hasSidecar: boolean, extra: Record<string, string> = {}) {
+  /** Whether a namespace carries the cell's mesh labels (pods created there join the mesh). */
+  private meshLabelled(namespace: string): boolean {
+    if (this.cell.mesh === 'none') return false;
+    const labels = this.namespaces[namespace] ?? {};
+    return Object.entries(meshNamespaceLabels(this.cell.mesh)).every(([k, v]) => labels[k] === v);
+  }
+
+  /**
+   * A Deployment's pod. `inMesh`: created into the mesh, with the sidecar on a sidecar cell, or on
+   * an ambient cell with istio-cni's redirection annotation (ztunnel captures its traffic).
+   */
+  private addServer(namespace: string, app: string, inMesh: boolean, extra: Record<string, string> = {}) {
     const n = ++this.uid;
+    const hasSidecar = inMesh && this.cell.mesh === 'sidecar';
     this.servers.push({
       name: `${app}-7d9f8-${n}`,
       namespace,
@@ -207,7 +237,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       createdAt: this.clock.now().toISOString(),
       podIp: `10.42.0.${++this.ip}`,
       hasSidecar,
-      annotations: {},
+      annotations:
+        inMesh && this.cell.mesh === 'ambient' ? { [AMBIENT_REDIRECTION_ANNOTATION]: 'enabled' } : {},
       phase: 'Running',
       app,
       requests: {},
@@ -247,6 +278,9 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       this.cell.mesh === 'sidecar' &&
       template.metadata?.labels?.[SIDECAR_INJECT_LABEL] !== 'false' &&
       !template.spec.hostNetwork;
+    // Ambient: istio-cni redirects a new pod of a labelled namespace (never a host-network pod).
+    const redirected =
+      this.cell.mesh === 'ambient' && this.meshLabelled(job.metadata.namespace) && !template.spec.hostNetwork;
     const n = ++this.uid;
     const pod: NetworkPodState & { labels: Record<string, string> } = {
       name: `${job.metadata.name}-${n}`,
@@ -257,7 +291,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       createdAt: this.clock.now().toISOString(),
       podIp: `10.42.0.${++this.ip}`,
       hasSidecar: injected,
-      annotations: {},
+      annotations: redirected ? { [AMBIENT_REDIRECTION_ANNOTATION]: 'enabled' } : {},
       phase: 'Running',
       labels: { 'job-name': job.metadata.name, ...job.metadata.labels },
     };
@@ -331,8 +365,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     const i = this.servers.findIndex((p) => p.namespace === namespace && p.name === name);
     if (i === -1) return;
     const [old] = this.servers.splice(i, 1);
-    // The Deployment replaces it; in an injected namespace the new pod has the sidecar.
-    this.addServer(namespace, old.app, namespace === 'mesh' && this.cell.mesh === 'sidecar');
+    // The Deployment replaces it; in a namespace labelled for the mesh the new pod joins it.
+    this.addServer(namespace, old.app, this.meshLabelled(namespace));
   }
 
   async podLog(namespace: string, name: string): Promise<string> {
