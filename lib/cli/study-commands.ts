@@ -245,7 +245,10 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
       )
       .option('--container <name>', "a pod log: the container (default: the pod's default container)")
       .option('--previous', "a pod log: the previous container's, after a restart or crash")
-      .option('--namespace <ns>', "pod: the pod's namespace (default: the configuration's namespace)")
+      .option(
+        '--namespace <ns>',
+        "pod: the pod's namespace (default: the configuration's namespace; a network-lab cell's: plain, also mesh and mesh-default)",
+      )
       .option(...CELL_OPTION),
   ).action(async (source: string, name: string | undefined, opts: LogsCommandOptions & CellOption) => {
     const config = await loadProgramConfig(program);

@@ -1,6 +1,6 @@
 import { BOOTSTRAP_LOG } from '../aws/bootstrap/shell.ts';
 import type { LabConfig } from '../config/schema.ts';
-import { MESH_NAMESPACE, PLAIN_NAMESPACE } from '../network/topology.ts';
+import { MESH_NAMESPACES, PLAIN_NAMESPACE } from '../network/topology.ts';
 import { RUNNER_LOG_FILE } from '../runner/layout.ts';
 import { studyArms } from '../study/arms.ts';
 import { studyPlan } from '../study/plan.ts';
@@ -29,6 +29,8 @@ export type LogSource =
       readonly target: string;
       readonly container?: string;
       readonly previous?: boolean;
+      /** A network-lab cell's other test-pod namespaces, named when the pod is not found. */
+      readonly otherNamespaces?: readonly string[];
     };
 
 /** A `lab logs` argument that names no log of this lab; the message says what would. */
@@ -42,6 +44,22 @@ export interface PodLogOptions {
   readonly container?: string;
   readonly previous?: boolean;
   readonly namespace?: string;
+  /** The network-lab cell (`--cell`): its pods' namespaces are named in the hints. */
+  readonly cell?: string;
+}
+
+/**
+ * The namespaces of a network-lab cell's test pods: plain, and on a cell with a mesh the two mesh
+ * namespaces (mesh with its policies, mesh-default for E2's no-policy row). Unknown cell: all.
+ */
+export function networkPodNamespaces(config: LabConfig, cellName: string | undefined): string[] {
+  const cell = cellName === undefined ? undefined : config.network.cells.find((c) => c.name === cellName);
+  return cell?.mesh === 'none' ? [PLAIN_NAMESPACE] : [PLAIN_NAMESPACE, ...MESH_NAMESPACES];
+}
+
+/** "a, b or c" */
+function orList(items: readonly string[]): string {
+  return items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} or ${items[items.length - 1]}`;
 }
 
 /** A Kubernetes object name: a DNS-1123 subdomain. */
@@ -113,7 +131,7 @@ export async function logSource(
   name: string | undefined,
   options: PodLogOptions = {},
 ): Promise<LogSource> {
-  const pod = (title: string, namespace: string, target: string): LogSource => ({
+  const pod = (title: string, namespace: string, target: string): Extract<LogSource, { kind: 'pod' }> => ({
     kind: 'pod',
     title,
     namespace,
@@ -124,7 +142,7 @@ export async function logSource(
   // A network-lab cell runs no replica, front end or benchmark client: its pods are named as pods.
   if (config.lab === 'network' && ['replica', 'front-end', 'job'].includes(source)) {
     throw new LogSourceError(
-      `"${source}" is a log of the LLM-gateway lab; a network-lab cell has: bootstrap, runner, pod (with --namespace ${PLAIN_NAMESPACE} or ${MESH_NAMESPACE}).`,
+      `"${source}" is a log of the LLM-gateway lab; a network-lab cell has: bootstrap, runner, pod (with --namespace ${orList(networkPodNamespaces(config, options.cell))}; default ${PLAIN_NAMESPACE}).`,
     );
   }
   switch (source) {
@@ -151,8 +169,11 @@ export async function logSource(
     }
     case 'pod': {
       const podName = required(source, name, 'a pod name');
-      const namespace = options.namespace ?? (config.lab === 'network' ? PLAIN_NAMESPACE : config.namespace);
-      return pod(`pod ${podName}`, namespace, `pod/${podName}`);
+      if (config.lab !== 'network')
+        return pod(`pod ${podName}`, options.namespace ?? config.namespace, `pod/${podName}`);
+      const namespace = options.namespace ?? PLAIN_NAMESPACE;
+      const otherNamespaces = networkPodNamespaces(config, options.cell).filter((n) => n !== namespace);
+      return { ...pod(`pod ${podName}`, namespace, `pod/${podName}`), otherNamespaces };
     }
     default:
       throw new LogSourceError(`unknown log "${source}"; the logs: ${LOG_SOURCES.join(', ')}.`);
@@ -354,7 +375,11 @@ function podFollower(
         if (result.exitCode === HOST_EXIT.noPod) {
           throw controlError(
             'no-pod',
-            `There is no ${source.target} in namespace ${source.namespace} on instance ${testbed.instanceId}. ${result.stderr.trim()}`,
+            `There is no ${source.target} in namespace ${source.namespace} on instance ${testbed.instanceId}. ${result.stderr.trim()}${
+              source.otherNamespaces?.length
+                ? ` The cell's other test pods are in ${orList(source.otherNamespaces)} (--namespace).`
+                : ''
+            }`,
           );
         }
         throw commandFailed(`Reading the log of ${source.title}`, testbed.instanceId, result);

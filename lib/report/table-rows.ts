@@ -1,6 +1,7 @@
 import type { ArmPrediction, Estimate } from '../study/arm-predictions.ts';
 import type { RunRecord } from '../study/results.ts';
 import type { ReportSection } from './format.ts';
+import type { InvalidRunRow, RepeatedRow } from './run-rows.ts';
 
 /** The rows of the report's tables (lib/report/tables.ts computes them from a study record). */
 
@@ -43,7 +44,7 @@ export interface Comparison {
 }
 
 /** One front end (or the ideal partition) under one workload; repeats averaged. */
-export interface ArmRow extends RunNumbers {
+export interface ArmRow extends RunNumbers, RepeatedRow {
   /** Arm id, or `partition` for the ideal partition. */
   readonly arm: string;
   readonly armTitle: string;
@@ -111,12 +112,9 @@ export interface PredictionCheck {
   readonly outside: boolean;
 }
 
-export interface InvalidRun {
-  readonly runId: string;
-  readonly title: string;
+export interface InvalidRun extends InvalidRunRow {
   readonly group: RunRecord['group'];
   readonly dataset: RunRecord['dataset'];
-  readonly reasons: readonly string[];
 }
 
 /** What a run's checks could not establish (recorded, not judged): llm-d's scorer evidence, ... */

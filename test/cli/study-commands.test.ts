@@ -849,9 +849,37 @@ describe('a network-lab cell with --cell', () => {
     const replica = await lab(...NETWORK_CONFIG, 'logs', 'replica', '0', '--cell', 'mesh');
     expect(replica.code).toBe(1);
     expect(replica.stderr).toContain(
-      '"replica" is a log of the LLM-gateway lab; a network-lab cell has: bootstrap, runner, pod',
+      '"replica" is a log of the LLM-gateway lab; a network-lab cell has: bootstrap, runner, pod (with --namespace plain, mesh or mesh-default; default plain).',
     );
+    // A cell without a mesh has only the plain namespace.
+    const plainCell = await lab(...NETWORK_CONFIG, 'logs', 'job', 'x', '--cell', 'dp-iptables');
+    expect(plainCell.stderr).toContain('pod (with --namespace plain; default plain).');
     expect(cfn).not.toHaveReceivedCommand(DescribeStacksCommand);
+  });
+
+  it("lab logs pod names the mesh cell's other test-pod namespaces when the pod is not there", async () => {
+    networkDeployed();
+    ssm.on(SendCommandCommand).resolves({ Command: { CommandId: COMMAND_ID } });
+    ssm.on(GetCommandInvocationCommand, { CommandId: COMMAND_ID }).resolves({
+      Status: 'Failed',
+      ResponseCode: 7,
+      StandardOutputContent: '',
+      StandardErrorContent: 'pods in mesh: fortio-7d9f8-1\n',
+    });
+    const run = await lab(
+      ...NETWORK_CONFIG,
+      'logs',
+      'pod',
+      'fortio-x',
+      '--cell',
+      'mesh',
+      '--namespace',
+      'mesh',
+    );
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(
+      "pods in mesh: fortio-7d9f8-1 The cell's other test pods are in plain or mesh-default (--namespace).",
+    );
   });
 
   it("lab logs --cell reads the cell's host", async () => {

@@ -2,7 +2,7 @@ import type { NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { NETWORK_STEP_NAMES, type NetworkStepName, networkStepBudgetSeconds } from '../../facts/budgets.ts';
 import { k3sServerFlags } from '../../network/k3s.ts';
-import { MESH_NAMESPACE } from '../../network/topology.ts';
+import { MESH_NAMESPACES } from '../../network/topology.ts';
 import {
   array,
   assign,
@@ -73,7 +73,7 @@ function cellStepTitles(config: LabConfig, cell: NetworkCell): Record<NetworkSte
     apply_prerequisites: `install the cell's Helm prerequisites (prerequisites.json) with their values`,
     apply_charts: "apply the cell's charts (NN-*.yaml) in file-name order, not jobs/",
     verify_datapath: `prove the datapath (${cell.datapath}): ${proofOf(cell)}`,
-    verify_mesh_injector: `istiod's sidecar injector answers for namespace ${MESH_NAMESPACE}`,
+    verify_mesh_injector: `istiod's sidecar injector answers for namespaces ${MESH_NAMESPACES.join(' and ')}`,
     signal_success: 'signal SUCCESS to the WaitCondition',
   };
 }
@@ -120,7 +120,7 @@ export function renderCellSettings(config: LabConfig, cell: NetworkCell): string
     assign('CNI_CONF_DIR', CNI_CONF_DIR),
     assign('CNI_BIN_DIR', CNI_BIN_DIR),
     assign('ISTIO_NAMESPACE', ISTIO_NAMESPACE),
-    assign('MESH_NAMESPACE', MESH_NAMESPACE),
+    array('MESH_NAMESPACES', MESH_NAMESPACES),
     '',
   ].join('\n');
 }

@@ -310,6 +310,15 @@ export interface NetworkStudyRecord {
    * restores this value, never the one it found (a killed run leaves a lowered limit behind).
    */
   readonly conntrackHostDefault?: number;
+  /**
+   * A runner found E10 unfinished in the last record (killed mid-step) and, before any measurement,
+   * wrote `conntrackHostDefault` back over the limit it found on the host.
+   */
+  readonly conntrackRestoredAtStart?: {
+    readonly found: number;
+    readonly restoredTo: number;
+    readonly at: string;
+  };
   readonly startedAt: string;
   readonly finishedAt?: string;
   /**

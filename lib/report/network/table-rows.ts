@@ -7,6 +7,7 @@ import type {
   LatencyArm,
   NetworkStudyRecord,
 } from '../../network/study/model.ts';
+import type { InvalidRunRow, RepeatedRow } from '../run-rows.ts';
 
 /** The rows of the network report's tables (lib/report/network/tables.ts computes them). */
 
@@ -20,8 +21,7 @@ export interface FortioFigures {
 }
 
 /** The valid repeats of one arm, summarized: means over the repeats (ms), their spread. */
-export interface RepeatSummary {
-  readonly repeats: number;
+export interface RepeatSummary extends RepeatedRow {
   /** Each repeat's mean latency, in record order (ms). */
   readonly repeatMeansMs: readonly number[];
   readonly meanMs: number;
@@ -222,16 +222,13 @@ export interface CalibrationRow {
   readonly diffVsBaselineMs?: number;
 }
 
-export interface InvalidRun {
+export interface InvalidRun extends InvalidRunRow {
   readonly cell: string;
-  readonly runId: string;
   readonly experiment: ExperimentId;
-  readonly title: string;
   /** The record's attempt number, when it has one (a resumed run). */
   readonly attempt?: number;
   /** E9 steps: the step's Service count (charts leave a gap there). */
   readonly services?: number;
-  readonly reasons: readonly string[];
 }
 
 export interface FlaggedRun {

@@ -2,13 +2,35 @@ import type {
   ConntrackRunSpec,
   NetworkJobOutcome,
   NetworkRun,
+  NetworkRunRecord,
+  NetworkStudyRecord,
   PodMeshEvidence,
 } from '../../network/study/model.ts';
 import { rethrowOutage } from '../call-policy.ts';
 import { CONNTRACK_READ_SCRIPT, conntrackSetScript, countOf, keyValues } from './host-output.ts';
+import { STUDY_STEP } from './job-driver.ts';
 import { conntrackDriverJob, OUTPUT_FILES } from './jobs.ts';
 import { networkJobName } from './layout.ts';
 import { type KindOutcome, meshEvidence, type StepContext } from './runner-context.ts';
+
+/**
+ * The host default to put back at a runner's start, when a study's last record shows E10 begun and
+ * not ended: its host default recorded (the first E10 step reads it before lowering anything) and
+ * fewer E10 records than the plan's steps, or a step whose limit did not read back as the default.
+ * Undefined: E10 never began, or every step ended with the default restored.
+ */
+export function conntrackToRestore(
+  study: Pick<NetworkStudyRecord, 'conntrackHostDefault'> | undefined,
+  records: readonly NetworkRunRecord[],
+  plannedSteps: number,
+): number | undefined {
+  const hostDefault = study?.conntrackHostDefault;
+  if (hostDefault === undefined) return undefined;
+  const steps = records.flatMap((r) => (r.result?.kind === 'conntrack' ? [r.result.conntrack] : []));
+  const unfinished =
+    steps.length < plannedSteps || steps.some((step) => step.limitAfterRestore !== hostDefault);
+  return unfinished ? hostDefault : undefined;
+}
 
 /** E10 (conntrack table full): set the limit, drive the connections, restore the limit. */
 export class ConntrackSteps {
@@ -144,6 +166,35 @@ export class ConntrackSteps {
       }
     }
     return { limitAfterRestore: null, reasons: [`conntrack limit not restored: ${last}`] };
+  }
+
+  /**
+   * At the runner's start, before any measurement: a runner killed mid-E10 may have left the host
+   * with a lowered nf_conntrack_max. Reads it and writes `hostDefault` back when it differs; what
+   * was found is returned for the study record. A limit that will not go back stops the study.
+   */
+  async restoreAtStart(hostDefault: number): Promise<{ found: number; restoredTo: number } | undefined> {
+    await this.ctx.phase('checking the conntrack limit a stopped E10 step may have left');
+    const read = keyValues(
+      await this.ctx.jobs.hostOutput('ct-start-read', STUDY_STEP, CONNTRACK_READ_SCRIPT),
+    );
+    const found = countOf(read, 'max', 'the conntrack read Job');
+    if (found === hostDefault) {
+      await this.ctx.say(`E10 was unfinished; nf_conntrack_max is the host default ${hostDefault}`);
+      return undefined;
+    }
+    const written = keyValues(
+      await this.ctx.jobs.hostOutput('ct-start-restore', STUDY_STEP, conntrackSetScript(hostDefault)),
+    );
+    const after = countOf(written, 'max', 'the conntrack restore Job');
+    if (after !== hostDefault)
+      throw new Error(
+        `nf_conntrack_max reads ${after} after restoring the host default ${hostDefault} (a stopped E10 step left ${found}): no measurement runs on a lowered conntrack table`,
+      );
+    await this.ctx.say(
+      `E10 was unfinished: nf_conntrack_max was ${found}, restored to the host default ${hostDefault} before any measurement`,
+    );
+    return { found, restoredTo: hostDefault };
   }
 
   /** Waits (each poll a short host Job) until the conntrack table holds fewer than `max` entries. */

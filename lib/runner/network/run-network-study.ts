@@ -26,7 +26,7 @@ import { chooseStudyFolder, readStudyRecords, StudyWrites } from '../study-files
 import { StudyLog } from '../study-log.ts';
 import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
-import { ConntrackSteps } from './conntrack-steps.ts';
+import { ConntrackSteps, conntrackToRestore } from './conntrack-steps.ts';
 import {
   CILIUM_STATUS_SCRIPT,
   DATAPATH_SCRIPT,
@@ -43,7 +43,7 @@ import type {
   StepContext,
 } from './runner-context.ts';
 import { ServiceScaleSteps } from './scale-steps.ts';
-import { chooseNetworkStudy } from './study-choice.ts';
+import { chooseNetworkStudy, lastStudyOf } from './study-choice.ts';
 
 export { AMBIENT_REDIRECTION_ANNOTATION, serviceOfUrl } from './client-steps.ts';
 export { retryingNetworkCluster } from './cluster-retry.ts';
@@ -174,9 +174,13 @@ class NetworkStudyRunner implements StepContext {
   private async execute(): Promise<NetworkStudyRecord> {
     const { store } = this.deps;
     const say = (line: string) => this.say(line);
+    let shelf: readonly NetworkStudyRecord[] = [];
     const { choice, files } = await chooseStudyFolder(
       store,
-      (studies, fresh) => chooseNetworkStudy(studies, this.config, this.plan.cell, this.startedAt, fresh),
+      (studies, fresh) => {
+        shelf = studies;
+        return chooseNetworkStudy(studies, this.config, this.plan.cell, this.startedAt, fresh);
+      },
       say,
     );
     this.studyId = choice.id;
@@ -198,6 +202,9 @@ class NetworkStudyRunner implements StepContext {
         ];
       }),
     );
+    // The host default recorded before the first E10 step; a record of an older runner: the first
+    // step's limit before.
+    this.conntrack.conntrackDefault = existing?.conntrackHostDefault;
     for (const record of this.records.values())
       if (record.result?.kind === 'conntrack')
         this.conntrack.conntrackDefault ??= record.result.conntrack.limitBefore;
@@ -218,6 +225,17 @@ class NetworkStudyRunner implements StepContext {
     // left to load the cell, and no E9 Service it created is left in the datapath.
     await this.jobs.clearCell();
     await this.scale.deleteScaleServices();
+    // A runner stopped mid-E10 (this study's, or the cell's last study before a new one) may have
+    // left a lowered conntrack limit: the host default goes back before any measurement.
+    const previous = existing
+      ? { study: existing, records: [...this.records.values()] }
+      : lastStudyOf(shelf, this.plan.cell, choice.id);
+    const toRestore = conntrackToRestore(previous?.study, previous?.records ?? [], this.plannedE10Steps());
+    let restored: NetworkStudyRecord['conntrackRestoredAtStart'];
+    if (toRestore !== undefined) {
+      const found = await this.conntrack.restoreAtStart(toRestore);
+      if (found) restored = { ...found, at: this.deps.clock.now().toISOString() };
+    }
 
     this.node = await this.cellNode();
     const host = existing?.host ?? (await this.hostFacts());
@@ -233,6 +251,11 @@ class NetworkStudyRunner implements StepContext {
       ...(this.conntrack.conntrackDefault !== undefined
         ? { conntrackHostDefault: this.conntrack.conntrackDefault }
         : {}),
+      ...(restored
+        ? { conntrackRestoredAtStart: restored }
+        : existing?.conntrackRestoredAtStart
+          ? { conntrackRestoredAtStart: existing.conntrackRestoredAtStart }
+          : {}),
       startedAt: existing?.startedAt ?? this.startedAt.toISOString(),
       state: 'running',
     };
@@ -490,6 +513,11 @@ class NetworkStudyRunner implements StepContext {
   studyFiles(): NetworkStudyFiles {
     if (!this.files) throw new Error('internal: the study folder is used before the study was chosen');
     return this.files;
+  }
+
+  /** How many E10 steps the plan has. */
+  private plannedE10Steps(): number {
+    return this.plan.runs.filter((r) => r.spec.kind === 'conntrack').length;
   }
 
   private async writeStudy(): Promise<NetworkStudyRecord> {

@@ -34,3 +34,19 @@ export function chooseNetworkStudy(
         : `none of the ${stored.length} earlier studies is an unfinished study of cell ${cell} with this configuration`,
   });
 }
+
+/**
+ * The cell's latest study other than `except` that did not finish (a new study after a stopped
+ * one: what that runner may have left on the host), with the run records its study.json holds.
+ */
+export function lastStudyOf(
+  studies: readonly NetworkStudyRecord[],
+  cell: string,
+  except: string,
+): { study: NetworkStudyRecord; records: NetworkStudyRecord['runs'] } | undefined {
+  const study = studies
+    .filter((s) => s.cell === cell && s.studyId !== except && s.state !== 'finished')
+    .sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt))
+    .at(-1);
+  return study ? { study, records: study.runs } : undefined;
+}

@@ -71,7 +71,8 @@ case "$*" in
 "get nodes -o name") echo node/cell ;;
 *"exec ds/cilium"*"cilium-dbg status"*) echo "KVStore: Disabled"; echo "KubeProxyReplacement:    \${FAKE_KPR:-False}   [ens5 10.0.1.23]" ;;
 *"run lab-injector-probe"*)
-  if [ -n "\${FAKE_NO_INJECTOR:-}" ]; then echo '{"spec":{"containers":[{"name": "lab-injector-probe"}]}}'
+  # FAKE_NO_INJECTOR: the namespace whose pods the injector leaves alone (its label missing), or all.
+  if [ "\${FAKE_NO_INJECTOR:-}" = all ] || [ "\${FAKE_NO_INJECTOR:-}" = "$2" ]; then echo '{"spec":{"containers":[{"name": "lab-injector-probe"}]}}'
   else echo '{"spec":{"initContainers":[{"name": "istio-proxy"}],"containers":[{"name": "lab-injector-probe"}]}}'; fi ;;
 "get -f "*) echo '{"kind":"List","items":[]}' ;;
 esac
@@ -201,10 +202,13 @@ describe('a network-lab cell bootstrap, rehearsed with fake system commands', ()
     expect(result.status, box.log()).toBe(0);
     const installs = calls.filter((c) => c.startsWith('helm upgrade --install')).map((c) => c.split(' ')[3]);
     expect(installs).toEqual(['istio-base', 'istiod']);
-    expect(calls).toContain(
-      'kubectl -n mesh run lab-injector-probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server -o json',
-    );
-    expect(box.log()).toContain("istiod's injector adds istio-proxy to pods in mesh");
+    // Both mesh namespaces: the policies' (mesh) and E2's no-policy row's (mesh-default).
+    for (const namespace of ['mesh', 'mesh-default']) {
+      expect(calls).toContain(
+        `kubectl -n ${namespace} run lab-injector-probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server -o json`,
+      );
+      expect(box.log()).toContain(`istiod's injector adds istio-proxy to pods in ${namespace}\n`);
+    }
   });
 
   test('the ipvs cell loads the ip_vs modules first', () => {
@@ -285,8 +289,13 @@ describe('preflights and proofs fail fast with the cause', () => {
   });
 
   test('a mesh cell whose injector does not answer', () => {
-    const { reason } = failure('mesh', { FAKE_NO_INJECTOR: '1' });
-    expect(reason).toContain("istiod's injector did not answer");
+    const { reason } = failure('mesh', { FAKE_NO_INJECTOR: 'all' });
+    expect(reason).toContain("istiod's injector did not answer: a dry-run pod in namespace mesh got");
+  });
+
+  test("a mesh cell whose injector leaves mesh-default's pods alone (E2's no-policy row out of the mesh)", () => {
+    const { reason } = failure('mesh', { FAKE_NO_INJECTOR: 'mesh-default' });
+    expect(reason).toContain("istiod's injector did not answer: a dry-run pod in namespace mesh-default got");
   });
 });
 

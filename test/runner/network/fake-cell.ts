@@ -3,18 +3,15 @@ import { join } from 'node:path';
 import { networkJobContext, serviceTemplateManifest } from '../../../charts/network/study-runner.ts';
 import type { NetworkCell } from '../../../lib/config/network.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
-import type { ConntrackDriverResult } from '../../../lib/network/probes/conntrack-driver.ts';
 import {
-  type AttemptRun,
-  addAttempt,
-  type WatchedTarget,
-  type WatchProberOutput,
-} from '../../../lib/network/probes/service-prober.ts';
-import type { SseClientResult } from '../../../lib/network/probes/sse.ts';
-import { msDistribution } from '../../../lib/network/probes/stats.ts';
-import { cellByName, meshNamespaceLabels, SCALE_SERVICE_LABEL } from '../../../lib/network/topology.ts';
+  cellByName,
+  ISTIO_SYSTEM_NAMESPACE,
+  meshNamespaceLabels,
+  SCALE_SERVICE_LABEL,
+} from '../../../lib/network/topology.ts';
 import { KubeApiError } from '../../../lib/runner/kube-cluster.ts';
 import { HOST_FILE } from '../../../lib/runner/layout.ts';
+import { AMBIENT_REDIRECTION_ANNOTATION } from '../../../lib/runner/network/client-steps.ts';
 import type { NetworkJobContext } from '../../../lib/runner/network/jobs.ts';
 import { SIDECAR_INJECT_LABEL } from '../../../lib/runner/network/jobs.ts';
 import { jobOutputDir } from '../../../lib/runner/network/layout.ts';
@@ -34,19 +31,24 @@ import type {
 import type { JobCounts } from '../../../lib/study/validity.ts';
 import { FakeClock } from '../fakes.ts';
 import {
-  CONTENTION_PER_POD,
-  coarseHistogram,
+  conntrackDriverOutput,
+  curlOutput,
+  fortioOutput,
+  hostCommandOutput,
+  sseOutput,
+} from './fake-cell-outputs.ts';
+import {
   containerOf,
   flag,
   LOADING_COMPONENTS,
-  latencyHistogram,
   matches,
   POD_TERMINATION_MS,
   programmingDelays,
-  SLOW_FORTIO_FACTOR,
   SYSTEM_CLUSTER_IPS,
   unit,
 } from './fake-cell-physics.ts';
+import { scrapeProxy } from './fake-mesh.ts';
+import { advanceProber, type FakeProber, proberOutput } from './fake-prober.ts';
 
 export {
   CONTENTION_PER_POD,
@@ -67,18 +69,7 @@ export {
 
 const NODE = 'ip-10-0-1-23';
 
-/** A prober Job in watch mode: when its pod starts probing, what it watches, its settings. */
-interface FakeProber {
-  readonly startMs: number;
-  readonly targets: readonly string[];
-  readonly attemptTimeoutMs: number;
-  readonly giveUpMs: number;
-  /** Attempts every this many ms whatever the timeout (a broken prober); undefined: timeout + a loop turn. */
-  readonly stepMs?: number;
-  readyWritten: boolean;
-}
-
-interface FakeJob {
+export interface FakeJob {
   readonly job: JobObject;
   readonly createdAtMs: number;
   durationMs: number;
@@ -102,12 +93,14 @@ interface FakeService {
   readonly programmedAtMs: number;
 }
 
-interface ServerPod extends NetworkPodState {
+export interface ServerPod extends NetworkPodState {
   readonly app: string;
   /** The sidecar's destination counters. */
   requests: Record<string, number>;
   /** istio_tcp_connections_opened_total by connection_security_policy. */
   tcpOpened: Record<string, number>;
+  /** A ztunnel's TCP series (fake-mesh.ts `ztunnelSeries`): labels -> connections opened. */
+  ztunnelOpened?: Map<string, number>;
 }
 
 export interface FakeCellOptions {
@@ -123,7 +116,10 @@ export type FakeTcpTelemetry =
   | 'labelled'
   /** The TCP counter without its `connection_security_policy` label: no proof either way. */
   | 'unlabelled'
-  /** The L4 port's connections arrive in plaintext (a DestinationRule DISABLE on it, say). */
+  /**
+   * The L4 connections arrive in plaintext: on a sidecar cell the tcp- port's (a DestinationRule
+   * DISABLE on it, say); on an ambient cell every connection ztunnel takes in (passed through, not HBONE).
+   */
   | 'plaintext-l4';
 
 export class FakeCell implements NetworkCluster, SidecarMetrics {
@@ -161,10 +157,12 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   /** Every value written to nf_conntrack_max, in order. */
   readonly conntrackWrites: number[] = [];
   readonly log: string[] = [];
-  private readonly jobs = new Map<string, FakeJob>();
+  /** The fake's state, read by its other modules (fake-prober.ts, fake-mesh.ts, fake-cell-outputs.ts). */
+  readonly jobs = new Map<string, FakeJob>();
   private readonly services = new Map<string, FakeService>();
-  private readonly servers: ServerPod[] = [];
-  private readonly namespaces: Record<string, Record<string, string>>;
+  readonly servers: ServerPod[] = [];
+  /** Each namespace's labels. */
+  readonly namespaces: Record<string, Record<string, string>>;
   private uid = 0;
   private ip = 0;
   private dynamicIps = 0;
@@ -185,6 +183,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
         ? {
             mesh: meshNamespaceLabels(this.cell.mesh),
             'mesh-default': meshNamespaceLabels(this.cell.mesh),
+            [ISTIO_SYSTEM_NAMESPACE]: {},
           }
         : {}),
     };
@@ -194,11 +193,16 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     for (let i = 0; i < backends; i++) this.addServer('plain', 'scale-backend', false);
     if (mesh) {
       for (const app of ['fortio', 'fortio-permissive', 'fortio-authz', 'sse-server'])
-        this.addServer('mesh', app, this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
-      this.addServer('mesh-default', 'fortio', this.cell.mesh === 'sidecar' && !options.meshPodsBeforeLabel);
+        this.addServer('mesh', app, !options.meshPodsBeforeLabel);
+      this.addServer('mesh-default', 'fortio', !options.meshPodsBeforeLabel);
     }
     if (this.cell.datapath === 'cilium')
       this.addServer('kube-system', 'cilium', false, { 'k8s-app': 'cilium' });
+    // Ambient: the node's ztunnel (its DaemonSet's one pod), which counts the captured connections.
+    if (this.cell.mesh === 'ambient') {
+      this.addServer(ISTIO_SYSTEM_NAMESPACE, 'ztunnel', false);
+      (this.servers[this.servers.length - 1] as ServerPod).ztunnelOpened = new Map();
+    }
     mkdirSync(join(root, 'host'), { recursive: true });
     writeFileSync(
       join(root, HOST_FILE),
@@ -210,8 +214,20 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     );
   }
 
-  private addServer(namespace: string, app: string, hasSidecar: boolean, extra: Record<string, string> = {}) {
+  /** Whether a namespace carries the cell's mesh labels (pods created there join the mesh). */
+  private meshLabelled(namespace: string): boolean {
+    if (this.cell.mesh === 'none') return false;
+    const labels = this.namespaces[namespace] ?? {};
+    return Object.entries(meshNamespaceLabels(this.cell.mesh)).every(([k, v]) => labels[k] === v);
+  }
+
+  /**
+   * A Deployment's pod. `inMesh`: created into the mesh, with the sidecar on a sidecar cell, or on
+   * an ambient cell with istio-cni's redirection annotation (ztunnel captures its traffic).
+   */
+  private addServer(namespace: string, app: string, inMesh: boolean, extra: Record<string, string> = {}) {
     const n = ++this.uid;
+    const hasSidecar = inMesh && this.cell.mesh === 'sidecar';
     this.servers.push({
       name: `${app}-7d9f8-${n}`,
       namespace,
@@ -221,7 +237,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       createdAt: this.clock.now().toISOString(),
       podIp: `10.42.0.${++this.ip}`,
       hasSidecar,
-      annotations: {},
+      annotations:
+        inMesh && this.cell.mesh === 'ambient' ? { [AMBIENT_REDIRECTION_ANNOTATION]: 'enabled' } : {},
       phase: 'Running',
       app,
       requests: {},
@@ -261,6 +278,9 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       this.cell.mesh === 'sidecar' &&
       template.metadata?.labels?.[SIDECAR_INJECT_LABEL] !== 'false' &&
       !template.spec.hostNetwork;
+    // Ambient: istio-cni redirects a new pod of a labelled namespace (never a host-network pod).
+    const redirected =
+      this.cell.mesh === 'ambient' && this.meshLabelled(job.metadata.namespace) && !template.spec.hostNetwork;
     const n = ++this.uid;
     const pod: NetworkPodState & { labels: Record<string, string> } = {
       name: `${job.metadata.name}-${n}`,
@@ -271,7 +291,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       createdAt: this.clock.now().toISOString(),
       podIp: `10.42.0.${++this.ip}`,
       hasSidecar: injected,
-      annotations: {},
+      annotations: redirected ? { [AMBIENT_REDIRECTION_ANNOTATION]: 'enabled' } : {},
       phase: 'Running',
       labels: { 'job-name': job.metadata.name, ...job.metadata.labels },
     };
@@ -306,7 +326,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     if (!entry) return undefined;
     // A Job being deleted is killed, not finished: its counts stay as they were.
     if (entry.deletedAtMs !== undefined) return entry.counts;
-    if (entry.prober && !entry.done) this.advanceProber(entry, entry.prober);
+    if (entry.prober && !entry.done) advanceProber(this, entry, entry.prober);
     if (!entry.done && this.clock.ms >= entry.createdAtMs + entry.durationMs) {
       entry.done = true;
       const ok = this.finish(entry.job);
@@ -345,8 +365,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     const i = this.servers.findIndex((p) => p.namespace === namespace && p.name === name);
     if (i === -1) return;
     const [old] = this.servers.splice(i, 1);
-    // The Deployment replaces it; in an injected namespace the new pod has the sidecar.
-    this.addServer(namespace, old.app, namespace === 'mesh' && this.cell.mesh === 'sidecar');
+    // The Deployment replaces it; in a namespace labelled for the mesh the new pod joins it.
+    this.addServer(namespace, old.app, this.meshLabelled(namespace));
   }
 
   async podLog(namespace: string, name: string): Promise<string> {
@@ -387,7 +407,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     });
   }
 
-  private serviceAt(ip: string): FakeService | undefined {
+  serviceAt(ip: string): FakeService | undefined {
     return [...this.services.values()].find((s) => s.clusterIp === ip);
   }
 
@@ -425,19 +445,8 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   // ---- SidecarMetrics ----
 
-  async scrape(podIp: string): Promise<string> {
-    const pod = this.servers.find((p) => p.podIp === podIp);
-    if (!pod?.hasSidecar) throw new Error(`connect ECONNREFUSED ${podIp}:15020`);
-    const lines = ['# TYPE istio_requests_total counter'];
-    for (const [policy, n] of Object.entries(pod.requests))
-      lines.push(
-        `istio_requests_total{reporter="destination",response_code="200",connection_security_policy="${policy}"} ${n}`,
-      );
-    for (const [policy, n] of Object.entries(pod.tcpOpened)) {
-      const security = this.tcpTelemetry === 'unlabelled' ? '' : `,connection_security_policy="${policy}"`;
-      lines.push(`istio_tcp_connections_opened_total{reporter="destination"${security}} ${n}`);
-    }
-    return `${lines.join('\n')}\n`;
+  scrape(podIp: string): Promise<string> {
+    return scrapeProxy(this, podIp);
   }
 
   // ---- State the tests read ----
@@ -476,11 +485,11 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
    * Other pods loading the node now: Jobs of the loading components still within their run time
    * (whether or not anyone polls them: a killed runner's Job runs on), and not being deleted.
    */
-  private loadingPodsBesides(job: JobObject): number {
+  loadingPodsBesides(job: JobObject): number {
     return [...this.jobs.values()].filter((j) => {
       if (j.job === job || j.deletedAtMs !== undefined) return false;
       if (!LOADING_COMPONENTS.includes(j.job.metadata.labels['app.kubernetes.io/component'])) return false;
-      if (j.prober && !j.done) this.advanceProber(j, j.prober);
+      if (j.prober && !j.done) advanceProber(this, j, j.prober);
       return this.clock.ms < j.createdAtMs + j.durationMs;
     }).length;
   }
@@ -499,29 +508,29 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     switch (component) {
       case 'fortio-client':
         file = 'fortio.json';
-        text = this.fortio(job, args);
+        text = fortioOutput(this, job, args);
         break;
       case 'download-client':
       case 'mtls-client':
         file = 'curl.json';
-        text = this.curl(job, env.URL, component === 'download-client');
+        text = curlOutput(this, job, env.URL, component === 'download-client');
         break;
       case 'sse-client':
         file = 'sse.json';
-        text = JSON.stringify(this.sse(job, command));
+        text = JSON.stringify(sseOutput(this, job, command));
         break;
       case 'service-prober':
         file = 'prober.json';
-        text = JSON.stringify(this.prober(job));
+        text = JSON.stringify(proberOutput(this, job));
         break;
       case 'conntrack-driver':
         file = 'conntrack-driver.json';
-        text = JSON.stringify(this.conntrackDriver(command));
+        text = JSON.stringify(conntrackDriverOutput(this, command));
         break;
       case 'host-command':
       case 'cilium-command': {
         file = 'host.txt';
-        const out = this.hostCommand(command[2]);
+        const out = hostCommandOutput(this, command[2]);
         if (out === undefined) return false;
         text = out;
         break;
@@ -535,267 +544,6 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     writeFileSync(join(dir, file), text);
     ok = true;
     return ok;
-  }
-
-  private serverFor(url: string, namespace: string): ServerPod | undefined {
-    const host = url.replace(/^[a-z]+:\/\//, '').split(/[:/]/)[0];
-    const [app, ns] = host.split('.');
-    return this.servers.find((p) => p.app === app && p.namespace === (ns ?? namespace));
-  }
-
-  /** The sidecar of the server counts what it served, by its encryption (mesh clients only). */
-  private count(job: JobObject, url: string, requests: number, connections: number): void {
-    if (job.metadata.namespace !== 'mesh') return;
-    const server = this.serverFor(url, 'mesh');
-    if (!server?.hasSidecar) return;
-    const port = Number(/:(\d+)/.exec(url.replace(/^[a-z]+:\/\//, ''))?.[1] ?? 80);
-    // fortio-permissive's 8080 gets plaintext (its DestinationRule DISABLE); the rest ISTIO_MUTUAL.
-    const plaintext =
-      (server.app === 'fortio-permissive' && port === 8080) ||
-      (port === 8082 && this.tcpTelemetry === 'plaintext-l4');
-    const policy = plaintext ? 'none' : 'mutual_tls';
-    server.tcpOpened[policy] = (server.tcpOpened[policy] ?? 0) + connections;
-    if (port === 8082) return; // the tcp- port: relayed at L4, no HTTP request counted
-    server.requests[policy] = (server.requests[policy] ?? 0) + requests;
-  }
-
-  private fortio(job: JobObject, args: string[]): string {
-    const url = args[args.length - 1];
-    const c = Number(flag(args, '-c'));
-    const qps = Number(flag(args, '-qps'));
-    const seconds = Number((flag(args, '-t') ?? '0s').replace('s', ''));
-    const grpc = args.includes('-grpc');
-    const keepalive = !args.includes('-keepalive=false');
-    const mesh = job.metadata.namespace === 'mesh';
-    const server = this.serverFor(url, job.metadata.namespace);
-    let baseMs = grpc ? 0.25 : 0.18;
-    if (mesh)
-      baseMs = server?.app === 'fortio-permissive' ? 0.55 : url.includes(':8082') ? 0.38 : grpc ? 0.71 : 0.62;
-    if (!keepalive) baseMs += 0.09 + (this.cell.datapath === 'cilium' ? 0 : this.scaleServices() * 0.000_004);
-    if (this.slowFortio?.test(job.metadata.name)) baseMs *= SLOW_FORTIO_FACTOR;
-    baseMs *= 1 + CONTENTION_PER_POD * this.loadingPodsBesides(job);
-    const coarse = this.coarseFortio?.test(job.metadata.name) ?? false;
-    const resolution = coarse ? 0.001 : Number(flag(args, '-r'));
-    const shape = latencyHistogram(baseMs / 1000, unit(job.metadata.name), 100_000);
-    // At saturation the calls follow from Little's law: c connections, each waiting Avg per call.
-    const actualQps = qps > 0 ? qps * 0.9996 : c / shape.avg;
-    const histogram = coarse
-      ? coarseHistogram(Math.round(actualQps * seconds))
-      : latencyHistogram(baseMs / 1000, unit(job.metadata.name), Math.round(actualQps * seconds)).histogram;
-    const count = histogram.Count;
-    this.count(job, url, count, keepalive ? c : count);
-    const common = {
-      RunType: grpc ? 'GRPC Ping' : 'HTTP',
-      Labels: url,
-      StartTime: new Date(this.clock.ms).toISOString(),
-      RequestedQPS: qps > 0 ? String(qps) : 'max',
-      RequestedDuration: `${seconds}s`,
-      ActualQPS: actualQps,
-      ActualDuration: seconds * 1e9,
-      NumThreads: c,
-      Version: '1.75.2',
-      DurationHistogram: histogram,
-      ErrorsDurationHistogram: { Count: 0, Min: 0, Max: 0, Sum: 0, Avg: 0, StdDev: 0, Data: null },
-      Exactly: 0,
-      Jitter: false,
-      Uniform: false,
-      NoCatchUp: false,
-    };
-    const result = grpc
-      ? { ...common, RetCodes: { SERVING: count }, Destination: url, Streams: 1, Ping: true }
-      : {
-          ...common,
-          RetCodes: { '200': count },
-          URL: url,
-          DisableKeepAlive: !keepalive,
-          Resolution: resolution,
-          SocketCount: keepalive ? c : count,
-          Sockets: Array.from({ length: c }, () => (keepalive ? 1 : Math.round(count / c))),
-        };
-    return JSON.stringify(result, null, 2);
-  }
-
-  /** curl's write-out: a download, or one mTLS case decided the way Istio would. */
-  private curl(job: JobObject, url: string, download: boolean): string {
-    const template = (job.spec as { template: { spec: { serviceAccountName?: string } } }).template;
-    const pod = [...this.jobs.values()].find((j) => j.job === job)?.pod;
-    const server = this.serverFor(url, job.metadata.namespace);
-    let httpCode = '200';
-    let curlExit = 0;
-    const fromMesh = pod?.hasSidecar ?? false;
-    // The policies of charts/network/mesh-policies.ts: mesh is STRICT but for fortio-permissive's
-    // port 8080; mesh-default has no PeerAuthentication, so the mesh default (PERMISSIVE) answers.
-    if (server?.namespace === 'mesh' && server.hasSidecar) {
-      if (server.app === 'fortio' && !fromMesh) {
-        // STRICT: the plaintext connection is dropped, not answered with 403.
-        httpCode = '000';
-        curlExit = 56;
-      } else if (server.app === 'fortio-authz' && template.spec.serviceAccountName !== 'good') {
-        httpCode = '403';
-      }
-    }
-    const bytes = download ? Number(/size=(\d+)/.exec(url)?.[1] ?? 0) : httpCode === '200' ? 512 : 0;
-    const seconds = download ? (job.metadata.namespace === 'mesh' ? 0.412 : 0.187) : 0.004;
-    if (download) this.count(job, url, 1, 1);
-    return JSON.stringify({
-      httpCode,
-      curlExit,
-      sizeDownloadBytes: bytes,
-      speedDownloadBytesPerSecond: Math.round(bytes / seconds),
-      timeTotalSeconds: seconds,
-    });
-  }
-
-  private sse(job: JobObject, command: string[]): SseClientResult {
-    const url = flag(command, '--url') ?? '';
-    const events = Number(flag(command, '--expect-events'));
-    const interval = this.config.network.experiments.sse.intervalMs;
-    const extra = job.metadata.namespace === 'mesh' ? 0.4 : 0.1;
-    const gaps = Array.from(
-      { length: events - 1 },
-      (_, i) => interval + extra * unit(`${job.metadata.name}-${i}`),
-    );
-    this.count(job, url, 1, 1);
-    return {
-      probe: 'sse-client',
-      url,
-      status: 200,
-      events,
-      expectedEvents: events,
-      connectMs: 0.4,
-      firstEventMs: 1.2,
-      durationMs: interval * events + 2,
-      gaps: msDistribution(gaps),
-      errors: [],
-    };
-  }
-
-  /** The prober pod, once started, writes its ready file (the runner's go signal). */
-  private advanceProber(entry: FakeJob, prober: FakeProber): void {
-    if (!prober.readyWritten && this.clock.ms >= prober.startMs) {
-      prober.readyWritten = true;
-      const dir = join(this.root, jobOutputDir(entry.job.metadata.name));
-      mkdirSync(dir, { recursive: true });
-      writeFileSync(join(dir, 'probing.json'), JSON.stringify({ probingSinceEpochMs: prober.startMs }));
-    }
-    // It ends once every address connected, or when it gives up.
-    const watched = prober.targets.map((t) => this.watch(prober, t, this.clock.ms));
-    const end = Math.max(...watched.map((w) => w.connectedAtEpochMs ?? Number.POSITIVE_INFINITY));
-    entry.durationMs = Math.min(end, prober.startMs + prober.giveUpMs) + 50 - entry.createdAtMs;
-  }
-
-  /**
-   * What the prober sees of one address up to `untilMs`: attempts from its start, each timing out
-   * (no rule: the SYN is dropped), refused at once (kube-proxy's REJECT while the Service has no
-   * endpoints yet), or connecting once the datapath forwards the address.
-   */
-  private watch(prober: FakeProber, target: string, untilMs: number): WatchedTarget {
-    const service = this.serviceAt(target.split(':')[0]);
-    const runs: AttemptRun[] = [];
-    let attempts = 0;
-    let refused = 0;
-    let timedOut = 0;
-    let connectedAt: number | null = null;
-    const stagger = prober.targets.indexOf(target) * 0.05;
-    let t = prober.startMs + stagger;
-    const limit = Math.min(untilMs, prober.startMs + prober.giveUpMs);
-    while (t <= limit) {
-      attempts++;
-      if (service && t >= service.programmedAtMs) {
-        addAttempt(runs, 'connected', t);
-        connectedAt = t + 0.08;
-        break;
-      }
-      if (service && t >= service.rejectsFromMs && prober.stepMs === undefined) {
-        addAttempt(runs, 'refused', t);
-        refused++;
-        t += 0.4;
-      } else {
-        addAttempt(runs, 'timeout', t);
-        timedOut++;
-        t += prober.stepMs ?? prober.attemptTimeoutMs + 0.2;
-      }
-    }
-    return {
-      target,
-      probingSinceEpochMs: prober.startMs + stagger,
-      connectedAtEpochMs: connectedAt,
-      attempts,
-      refused,
-      timedOut,
-      otherErrors: {},
-      attemptRuns: runs,
-    };
-  }
-
-  private prober(job: JobObject): WatchProberOutput {
-    const entry = this.jobs.get(`${job.metadata.namespace}/${job.metadata.name}`);
-    const prober = entry?.prober;
-    if (!prober) throw new Error(`fake cell: job/${job.metadata.name} is not a prober`);
-    return {
-      probe: 'service-prober',
-      mode: 'watch',
-      attemptTimeoutMs: prober.attemptTimeoutMs,
-      giveUpMs: prober.giveUpMs,
-      watched: prober.targets.map((t) => this.watch(prober, t, this.clock.ms)),
-    };
-  }
-
-  private conntrackDriver(command: string[]): ConntrackDriverResult {
-    const connections = Number(flag(command, '--connections'));
-    const timeoutMs = Number(flag(command, '--connect-timeout-ms'));
-    // One loopback connection costs about one entry: the rest time out against a full table.
-    const room = Math.max(0, this.conntrackMax - this.conntrackBaseline - 12);
-    const succeeded = Math.min(connections, room);
-    const connect = Array.from({ length: Math.min(succeeded, 50) }, (_, i) => 0.05 + 0.01 * (i % 7));
-    return {
-      probe: 'conntrack-driver',
-      target: '127.0.0.1:40123',
-      connections,
-      connectTimeoutMs: timeoutMs,
-      holdMs: 2_000,
-      succeeded,
-      failed: connections - succeeded,
-      failures: connections > succeeded ? { 'connect timeout': connections - succeeded } : {},
-      connect: msDistribution(connect),
-      droppedDuringHold: 0,
-      issuedInMs: 41.7,
-      openFilesLimit: 1_048_576,
-    };
-  }
-
-  /** What the host scripts of host-output.ts print on this cell; undefined when the Job fails. */
-  private hostCommand(script: string): string | undefined {
-    const services = this.allServices() + 3; // kubernetes, kube-dns, metrics-server
-    const iptables = this.cell.datapath === 'iptables';
-    if (script.includes('uname -r'))
-      return 'kernel=6.8.0-1016-aws\ncpuFlags= fpu vme de pse tsc msr pae sse2 ssse3 aes avx avx2 avx512f vaes vpclmulqdq pclmulqdq sha_ni\n';
-    if (script.includes('cilium-dbg status')) return 'kubeProxyReplacement=True\n';
-    if (script.includes('KUBE-SVC-'))
-      return `kubeSvcChains=${iptables ? services : 0}\nnftKubeProxyTable=${this.cell.datapath === 'nftables'}\nipvsServices=${this.cell.datapath === 'ipvs' ? services : 0}\n`;
-    if (script.includes('entries=$(')) {
-      const entries =
-        this.cell.datapath === 'cilium'
-          ? 12 + 2 * services
-          : this.cell.datapath === 'iptables'
-            ? 64 + 7 * services
-            : 40 + 3 * services;
-      return `entries=${entries}\n`;
-    }
-    const write = /echo (\d+) > \/proc\/sys\/net\/netfilter\/nf_conntrack_max/.exec(script);
-    if (write) {
-      if (this.failConntrackWrites > 0) {
-        this.failConntrackWrites--;
-        return undefined;
-      }
-      const before = this.conntrackMax;
-      this.conntrackMax = Number(write[1]);
-      this.conntrackWrites.push(this.conntrackMax);
-      return `before=${before}\nmax=${this.conntrackMax}\ncount=${this.conntrackBaseline}\n`;
-    }
-    if (script.includes('nf_conntrack_count'))
-      return `count=${this.conntrackBaseline}\nmax=${this.conntrackMax}\n`;
-    throw new Error(`fake cell: unknown host script ${script}`);
   }
 }
 

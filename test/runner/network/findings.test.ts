@@ -269,6 +269,115 @@ describe('network runner: a killed runner’s files and Jobs', () => {
   });
 });
 
+describe('network runner: a conntrack limit a killed runner left', () => {
+  /**
+   * A runner killed right after E10's 2,048 step wrote the limit (its set Job's output kept): from
+   * then on it neither writes a file nor calls the API, so the host is left at 2,048.
+   */
+  async function killedMidE10(t: ReturnType<typeof cellLab>, plan: NetworkStudyPlan) {
+    let dead = false;
+    const store = killAfterWrite<NetworkResultStore>((method, args) => {
+      dead ||= method === 'saveAttemptFile' && args.some((a) => String(a).includes('ct-set-e10-limit-2048'));
+      return dead;
+    })(t.store);
+    const cluster = faulty(t.fake, (method) => {
+      if (dead) throw new RunnerKilled(method);
+    });
+    await expect(runNetworkStudy({ ...t.deps, store, cluster }, config, plan, POLLS)).rejects.toThrow(
+      RunnerKilled,
+    );
+    expect(t.fake.conntrackMax).toBe(2_048);
+  }
+
+  /** Each Job the runner creates, with the host's nf_conntrack_max at that moment. */
+  function watching(t: ReturnType<typeof cellLab>, events: string[]): NetworkCluster {
+    return faulty(t.fake, (method, args) => {
+      if (method === 'createJob')
+        events.push(`${(args[0] as { metadata: { name: string } }).metadata.name} at ${t.fake.conntrackMax}`);
+    });
+  }
+
+  it('a resumed study restores the recorded host default before its first measurement, and says so', async () => {
+    const t = cellLab('dp-iptables');
+    const plan = planOf('dp-iptables', ['e10-limit-default', 'e10-limit-2048', 'e10-limit-1024']);
+    await killedMidE10(t, plan);
+    t.fake.clock.ms += 60_000;
+    const events: string[] = [];
+    const study = await runNetworkStudy({ ...t.deps, cluster: watching(t, events) }, config, plan, POLLS);
+    // The read and the restore come first; the first step then finds the host default.
+    expect(events.slice(0, 2)).toEqual(['net-ct-start-read at 2048', 'net-ct-start-restore at 2048']);
+    expect(events[2]).toMatch(/ at 262144$/);
+    expect(study.conntrackHostDefault).toBe(262_144);
+    expect(study.conntrackRestoredAtStart).toMatchObject({ found: 2_048, restoredTo: 262_144 });
+    expect(
+      t.lines.some((l) =>
+        l.includes(
+          'E10 was unfinished: nf_conntrack_max was 2048, restored to the host default 262144 before any measurement',
+        ),
+      ),
+    ).toBe(true);
+
+    expect(study.runs.map((r) => r.valid)).toEqual([true, true, true]);
+    expect(t.fake.conntrackMax).toBe(262_144);
+  });
+
+  it('a new study after a killed E10 restores it too, and never records the lowered limit as the default', async () => {
+    const t = cellLab('dp-iptables');
+    const e10 = planOf('dp-iptables', ['e10-limit-default', 'e10-limit-2048', 'e10-limit-1024']);
+    await killedMidE10(t, e10);
+    writeFileSync(join(t.root, 'new-study.request'), '');
+    t.fake.clock.ms += 60_000;
+    const events: string[] = [];
+    const study = await runNetworkStudy({ ...t.deps, cluster: watching(t, events) }, config, e10, POLLS);
+    expect(events.slice(0, 2)).toEqual(['net-ct-start-read at 2048', 'net-ct-start-restore at 2048']);
+    expect(study.conntrackHostDefault).toBe(262_144);
+    expect(study.conntrackRestoredAtStart).toMatchObject({ found: 2_048, restoredTo: 262_144 });
+  });
+
+  it('a study whose E10 ended restored, or that never began E10, reads nothing at start', async () => {
+    const t = cellLab('dp-iptables');
+    // Killed after E10's last step was recorded, restored: nothing is left to put back.
+    const plan = planOf('dp-iptables', ['c-r1', 'e10-limit-default']);
+    await expect(
+      runNetworkStudy(
+        {
+          ...t.deps,
+          store: killAfterWrite<NetworkResultStore>(
+            (method, args) => method === 'writeRun' && (args[0] as { id: string }).id === 'e10-limit-default',
+          )(t.store),
+        },
+        config,
+        plan,
+        POLLS,
+      ),
+    ).rejects.toThrow(RunnerKilled);
+    const events: string[] = [];
+    const study = await runNetworkStudy({ ...t.deps, cluster: watching(t, events) }, config, plan, POLLS);
+    expect(events.some((e) => e.startsWith('net-ct-start'))).toBe(false);
+    expect(study.conntrackRestoredAtStart).toBeUndefined();
+    expect(study.conntrackHostDefault).toBe(262_144);
+    // A study killed before E10 began: no host default recorded, nothing read.
+    const early = cellLab('dp-iptables');
+    const c = planOf('dp-iptables', ['c-r1', 'c-r2']);
+    await expect(
+      runNetworkStudy(
+        {
+          ...early.deps,
+          store: killAfterWrite<NetworkResultStore>(
+            (method, args) => method === 'writeRun' && (args[0] as { id: string }).id === 'c-r1',
+          )(early.store),
+        },
+        config,
+        c,
+        POLLS,
+      ),
+    ).rejects.toThrow(RunnerKilled);
+    const none: string[] = [];
+    await runNetworkStudy({ ...early.deps, cluster: watching(early, none) }, config, c, POLLS);
+    expect(none.some((e) => e.startsWith('net-ct-start'))).toBe(false);
+  });
+});
+
 describe('network runner: a retried call acts once, and nothing is assumed', () => {
   it('does not count a 409 on the first create as its Job created, but does on a retried try', async () => {
     const fake = new FakeCell(config, 'dp-iptables', tempDir('network-409-'));

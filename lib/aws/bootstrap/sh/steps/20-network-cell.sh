@@ -135,16 +135,19 @@ verify_ipvs() {
   log "ipvs: $(grep -c '^TCP' "$IPVS_PROC") virtual service(s)"
 }
 
-# A server-side dry run of a pod in the mesh namespace goes through the mutating webhooks: the
+# A server-side dry run of a pod in a mesh namespace goes through the mutating webhooks: the
 # answer carries istio-proxy only when the injector answered. The API server calls a webhook on a
 # dry run only when it declares sideEffects None; istio/istio's
 # manifests/charts/istio-control/istio-discovery/templates/mutatingwebhook.yaml does
 # (sidecar-injector.istio.io), read at an older stored version, not at the pinned 1.31.1.
+# injected_pod <namespace>
 injected_pod() {
-  output_matches '"name": *"istio-proxy"' kubectl -n "$MESH_NAMESPACE" run lab-injector-probe \
+  output_matches '"name": *"istio-proxy"' kubectl -n "$1" run lab-injector-probe \
     --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server -o json 2>/dev/null
 }
 
+# Every mesh namespace: mesh (the policies' arms) and mesh-default (E2's no-policy row), whose
+# pods a missing label would leave out of the mesh.
 verify_mesh_injector() {
   kubectl -n "$ISTIO_NAMESPACE" rollout status deployment/istiod --timeout="$(budget_left)s" ||
     die "istiod in $ISTIO_NAMESPACE did not become available"
@@ -154,7 +157,10 @@ verify_mesh_injector() {
     log "ambient mesh: istiod and ztunnel ready"
     return 0
   fi
-  wait_until "$PROOF_WAIT_SECONDS" injected_pod ||
-    die "istiod's injector did not answer: a dry-run pod in namespace $MESH_NAMESPACE got no istio-proxy container (is the namespace labelled istio-injection=enabled?)"
-  log "istiod's injector adds istio-proxy to pods in $MESH_NAMESPACE"
+  local namespace
+  for namespace in "${MESH_NAMESPACES[@]}"; do
+    wait_until "$PROOF_WAIT_SECONDS" injected_pod "$namespace" ||
+      die "istiod's injector did not answer: a dry-run pod in namespace $namespace got no istio-proxy container (is the namespace labelled istio-injection=enabled?)"
+    log "istiod's injector adds istio-proxy to pods in $namespace"
+  done
 }
