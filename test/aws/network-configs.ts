@@ -15,7 +15,12 @@ export const nftablesCell = (instanceType: string): CellInput => ({
   instanceType,
 });
 
+/** The configuration input of a network lab named NetworkLab with these cells. */
+export function networkLabInput(...cells: CellInput[]) {
+  return { lab: 'network', stackName: 'NetworkLab', network: { cells } } as const;
+}
+
 /** A network lab named NetworkLab with these cells. */
 export function networkLab(...cells: CellInput[]): LabConfig {
-  return parseLabConfig({ lab: 'network', stackName: 'NetworkLab', network: { cells } });
+  return parseLabConfig(networkLabInput(...cells));
 }

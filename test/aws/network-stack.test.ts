@@ -7,12 +7,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseLaunchRequest } from '../../lib/aws/capacity-launch/handler.ts';
 import { stopMessage } from '../../lib/aws/capacity-launch/launch.ts';
 import { cellConstructId, LabStack, NETWORK_CELL_QUOTA } from '../../lib/aws/lab-stack.ts';
-import { loadLabConfig } from '../../lib/config/load.ts';
+import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import { stackCells } from '../../lib/control/testbed.ts';
 import { testApp } from './app.ts';
 import { ControlTowerChecks } from './control-tower.ts';
-import { CILIUM_CELL, networkLab, nftablesCell } from './network-configs.ts';
+import { CILIUM_CELL, networkLab, networkLabInput, nftablesCell } from './network-configs.ts';
 
 const example = () => loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
 
@@ -209,13 +209,28 @@ describe('the quota a launch names', () => {
 });
 
 describe('a cell with its own instance type, and what each host boots with', () => {
-  it("launches the cell's instanceType, the others the network instance type", () => {
-    const template = Template.fromStack(build(withNftables()).stack);
+  it("launches the cell's instanceType, the others the network instance type; each cell may decrypt the asset key", () => {
+    const key = 'arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+    const config = parseLabConfig({
+      ...networkLabInput(CILIUM_CELL, nftablesCell('m7i.2xlarge')),
+      aws: { assetKeyArns: [key] },
+    });
+    const template = Template.fromStack(build(config).stack);
     template.hasResourceProperties('Custom::CapacityLaunch', { InstanceTypes: ['m7i.2xlarge'] });
     template.hasResourceProperties('Custom::CapacityLaunch', { InstanceTypes: ['c7i.2xlarge'] });
     template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
       LaunchTemplateData: Match.objectLike({ InstanceType: 'm7i.2xlarge' }),
     });
+    // Each cell's role may decrypt the CDK asset key (aws.assetKeyArns), that key only.
+    const decrypting = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
+      JSON.stringify(p.Properties.PolicyDocument).includes('kms:Decrypt'),
+    );
+    expect(decrypting.flatMap((p) => p.Properties.Roles.map((r: { Ref: string }) => r.Ref)).sort()).toEqual([
+      expect.stringMatching(/^CellDpCiliumHostInstanceRole/),
+      expect.stringMatching(/^CellDpNftablesHostInstanceRole/),
+    ]);
+    for (const policy of decrypting)
+      expect(JSON.stringify(policy.Properties.PolicyDocument)).toContain(`"Resource":"${key}"`);
   });
 
   it('ships each cell its own settings.env (its K3s flags) and its own manifests folder', () => {
