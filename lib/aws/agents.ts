@@ -42,6 +42,8 @@ export interface ClusterAgentsProps {
   readonly agents: readonly ClusterNode[];
   readonly securityGroup: ec2.SecurityGroup;
   readonly subnets: ec2.ISubnet[];
+  /** The network's replacement key (LabNetwork.replacementKey), part of each agent's generation. */
+  readonly networkKey: string;
   readonly resultsBucket: s3.IBucket;
   /** Per quota name, what every host of the stack needs of it at once (for the quota message). */
   readonly quotaNeeds?: ReadonlyMap<string, StackQuotaNeed>;
@@ -122,6 +124,7 @@ export class ClusterAgents extends Construct {
     };
     const host = new LabHost(stack, `${id}Host`, {
       instance,
+      networkKey: this.props.networkKey,
       description: `LLM-gateway lab K3s agent ${node.name} (${node.role}): SSM Session Manager, its own assets, its results prefix`,
       lifetimeMinutes: lifetimeMinutes(config),
       // The same cluster folder as the server (one S3 object): a GPU agent pulls its images.
@@ -129,6 +132,7 @@ export class ClusterAgents extends Construct {
       writeBootstrap: (dir) => writeAgentBootstrapFolder(config, node, dir),
       resultsBucket,
       resultsPrefix: `${stack.stackName}/${agentResultsSubdir(node.name)}`,
+      assetKeyArns: config.aws.assetKeyArns,
       environment: {
         [AGENT_TOKEN_SECRET_VARIABLE]: this.agentToken.secretArn,
         [SERVER_URL_VARIABLE]: `https://${server.launch.privateIpAddress}:${K3S_SERVER_PORT}`,

@@ -47,6 +47,11 @@ export interface LabHostProps {
    * before the bootstrap's persistent timer replaces it.
    */
   readonly lifetimeMinutes: number;
+  /**
+   * The network's replacement key (LabNetwork.replacementKey): a replaced subnet or security group
+   * replaces the host, so it is part of the generation and the host gets a new WaitCondition.
+   */
+  readonly networkKey: string;
   /** Writes the manifests folder the host applies (synthesized in-process, never a stale dist/). */
   readonly writeManifests: (dir: string) => void;
   /** Writes the bootstrap folder: the shell program and its settings.env. */
@@ -68,6 +73,13 @@ export interface LabHostProps {
    * @default - nothing else
    */
   readonly generationInputs?: string;
+  /**
+   * Customer-managed KMS keys of the CDK asset bucket (config `aws.assetKeyArns`): the host gets
+   * kms:Decrypt on exactly these, through S3 only, to read its bootstrap and manifests objects.
+   *
+   * @default - none: the bucket's key needs no IAM statement (AWS managed, or the bootstrap's own)
+   */
+  readonly assetKeyArns?: readonly string[];
 }
 
 /**
@@ -142,6 +154,20 @@ export class LabHost extends Construct {
         resources: [manifests, bootstrap].map((asset) => asset.bucket.arnForObjects(asset.s3ObjectKey)),
       }),
     );
+    // A bucket encrypted with a customer-managed key (cdk bootstrap --bootstrap-kms-key-id) serves
+    // an object only to a caller that may decrypt with that key; S3 asks KMS on the caller's behalf,
+    // so kms:ViaService confines the grant to S3 of this region (docs/facts.md §2.7).
+    const assetKeyArns = props.assetKeyArns ?? [];
+    if (assetKeyArns.length > 0) {
+      this.role.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'DecryptTheAssetsThroughS3',
+          actions: ['kms:Decrypt'],
+          resources: [...assetKeyArns],
+          conditions: { StringEquals: { 'kms:ViaService': `s3.${stack.region}.amazonaws.com` } },
+        }),
+      );
+    }
     // `aws s3 sync` of the results folder, both ways: list, write and read under the host's prefix only.
     const { resultsPrefix } = props;
     this.role.addToPolicy(
@@ -171,7 +197,9 @@ export class LabHost extends Construct {
       },
     );
 
-    // Everything that makes the capacity launch start a new instance, as far as synthesis knows it.
+    // Everything that makes the capacity launch start a new instance (its LAUNCH_INPUTS, props.ts):
+    // the types and AZs, the network (subnets, security group), the launch template (this path
+    // names it), and what the host boots with.
     const { type, fallbackTypes, preferredAzs, rootVolumeGiB, amiParameter } = instance;
     // `cdk deploy -c relaunch=<any new value>` replaces a host that is gone (lifetime guard,
     // terminateWhenDone): CloudFormation updates the launch only when its inputs change.
@@ -183,6 +211,8 @@ export class LabHost extends Construct {
       rootVolumeGiB,
       amiParameter,
       relaunch,
+      network: props.networkKey,
+      template: this.node.path,
       // Only when given: the generation of a host without it stays what it was.
       ...(props.generationInputs === undefined ? {} : { more: props.generationInputs }),
     });
@@ -240,6 +270,8 @@ export class LabHost extends Construct {
 
 export interface GpuHostProps {
   readonly config: LabConfig;
+  /** The network's replacement key (LabNetwork.replacementKey). */
+  readonly networkKey: string;
   /** Where the host syncs study results; the role may write only under the stack's prefix. */
   readonly resultsBucket: s3.IBucket;
   /**
@@ -256,12 +288,14 @@ export class GpuHost extends LabHost {
     const { config, resultsBucket } = props;
     super(scope, id, {
       instance: config.instance,
+      networkKey: props.networkKey,
       description: 'LLM-gateway lab GPU host: SSM Session Manager, its own assets, its results prefix',
       lifetimeMinutes: lifetimeMinutes(config),
       writeManifests: (dir) => synthesizeCluster(config, dir),
       writeBootstrap: (dir) => writeBootstrapFolder(config, dir),
       resultsBucket,
       resultsPrefix: `${Stack.of(scope).stackName}/`,
+      assetKeyArns: config.aws.assetKeyArns,
       ...(props.environment ? { environment: props.environment } : {}),
     });
   }

@@ -136,10 +136,11 @@ export class LabStack extends Stack {
       );
       for (const need of vcpusByQuota(hosts)) {
         const code = need.quota.code ? ` (quota code ${need.quota.code})` : '';
-        // The account's quota is not known at synth; lab doctor reads it.
+        // The account's quota is not known at synth, and AWS publishes no one default for it
+        // (docs/facts.md §2.1, unconfirmed): lab doctor reads the account's applied value.
         Annotations.of(this).addWarningV2(
           '@llm-gateway-lab/cell-quota',
-          `The cells need ${need.vcpus} vCPUs of "${need.quota.name}"${code} at once (${needs.get(need.quota.name)?.hosts}): check the account's quota in this region with lab doctor before deploying`,
+          `The cells need ${need.vcpus} vCPUs of "${need.quota.name}"${code} at once (${needs.get(need.quota.name)?.hosts}). The account's quota in this region is not known at synth (a new account's default may be lower): lab doctor reads the real value and names the increase to request; run it before deploying`,
         );
       }
       const roleCleanup = new RoleCleanup(this, 'RoleCleanup', { roles: this.cells.map((c) => c.host.role) });
@@ -156,12 +157,14 @@ export class LabStack extends Stack {
             agents,
             securityGroup: this.network.securityGroup,
             subnets: this.network.subnets,
+            networkKey: this.network.replacementKey(),
             resultsBucket: this.resultsBucket,
             quotaNeeds: needs,
           })
         : undefined;
     this.host = new GpuHost(this, 'Host', {
       config,
+      networkKey: this.network.replacementKey(),
       resultsBucket: this.resultsBucket,
       ...(this.agents
         ? { environment: { [AGENT_TOKEN_SECRET_VARIABLE]: this.agents.agentToken.secretArn } }
@@ -224,12 +227,14 @@ export class LabStack extends Stack {
     const id = cellConstructId(cell.name);
     const host = new LabHost(this, `${id}Host`, {
       instance,
+      networkKey: this.network.replacementKey(),
       description: `Network lab cell ${cell.name}: SSM Session Manager, its own assets, its results prefix`,
       lifetimeMinutes: cellLifetimeMinutes(config),
       writeManifests: (dir) => synthesizeNetworkCell(config, cell, dir),
       writeBootstrap: (dir) => writeCellBootstrapFolder(config, cell, dir),
       resultsBucket: this.resultsBucket,
       resultsPrefix: `${this.stackName}/${cell.name}/`,
+      assetKeyArns: config.aws.assetKeyArns,
     });
     const launch = new CapacityLaunch(this, `${id}Launch`, {
       launchTemplate: host.launchTemplate,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Annotations, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -58,5 +59,43 @@ export class LabNetwork extends Construct {
       description: 'LLM-gateway lab GPU host: no inbound rule (SSM only), all outbound',
       allowAllOutbound: true,
     });
+  }
+
+  /**
+   * Short hash of what makes CloudFormation replace the subnets or the security group a launch names
+   * (each resource's logical id and its properties that update by replacement, the VPC's included:
+   * docs/facts.md §2.6). A replaced subnet or group has a new id, so the launch's Update replaces the
+   * host; a host's generation that includes this key gets a new WaitCondition for it.
+   *
+   * Only typed properties are read: resolving the group's rules now would freeze their lazy values.
+   */
+  replacementKey(): string {
+    const stack = Stack.of(this);
+    const vpc = this.vpc.node.defaultChild as ec2.CfnVPC;
+    const group = this.securityGroup.node.defaultChild as ec2.CfnSecurityGroup;
+    const identity = {
+      vpc: [
+        stack.getLogicalId(vpc),
+        vpc.cidrBlock,
+        vpc.instanceTenancy,
+        vpc.ipv4IpamPoolId,
+        vpc.ipv4NetmaskLength,
+      ],
+      subnets: this.subnets.map((subnet) => {
+        const cfn = subnet.node.defaultChild as ec2.CfnSubnet;
+        return [
+          stack.getLogicalId(cfn),
+          cfn.vpcId,
+          cfn.cidrBlock,
+          cfn.availabilityZone,
+          cfn.availabilityZoneId,
+        ];
+      }),
+      securityGroup: [stack.getLogicalId(group), group.vpcId, group.groupDescription, group.groupName],
+    };
+    return createHash('sha256')
+      .update(JSON.stringify(stack.resolve(identity)))
+      .digest('hex')
+      .slice(0, 8);
   }
 }

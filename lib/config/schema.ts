@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AwsSchema } from './aws.ts';
 import { ClusterSchema } from './cluster.ts';
 import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
@@ -393,6 +394,7 @@ export const LabConfigFieldsSchema = z.strictObject({
     .default('LlmGatewayLab')
     .describe('CloudFormation stack name'),
   namespace: dnsLabel('Kubernetes namespace of the lab').default('vllm'),
+  aws: AwsSchema,
   instance: InstanceSchema,
   k3s: K3sSchema,
   devicePlugin: DevicePluginSchema,

@@ -1,7 +1,7 @@
 import type { LabConfig } from './schema.ts';
 
 /** The settings each lab reads; the other lab's sections keep their defaults and are not shown. */
-const NETWORK_LAB_SECTIONS = ['lab', 'stackName', 'k3s', 'runner', 'network'] as const;
+const NETWORK_LAB_SECTIONS = ['lab', 'stackName', 'aws', 'k3s', 'runner', 'network'] as const;
 
 /** The configuration as `lab config` shows it: only the sections the selected lab uses. */
 export function labSettings(config: LabConfig): Partial<LabConfig> {

@@ -1,5 +1,6 @@
 import type { LabConfig } from '../config/schema.ts';
 import { checkAmis } from './ami.ts';
+import { checkAssetKey } from './asset-key.ts';
 import { type BootstrapRequirement, checkBootstrap } from './bootstrap.ts';
 import { resolveCaller } from './credentials.ts';
 import { notChecked } from './errors.ts';
@@ -52,6 +53,8 @@ export async function runDoctor(
     `reading the CDK bootstrap (${options.requirement.toolkitStackName}, ${options.requirement.versionParameter})`,
   );
   lines.push(await checkBootstrap(clients, options.requirement, caller));
+  say(`reading the key of the CDK asset bucket (${options.requirement.toolkitStackName} parameters)`);
+  lines.push(await checkAssetKey(clients, config.aws.assetKeyArns, options.requirement, caller));
   say('reading the instance type offerings per Availability Zone');
   const types = await checkInstanceTypes(clients, hosts, preferredAzs(config), caller);
   lines.push(...types.lines);

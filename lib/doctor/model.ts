@@ -27,6 +27,7 @@ export type DoctorStatus = 'pass' | 'warn' | 'fail';
 export const DOCTOR_CHECKS = [
   'credentials',
   'bootstrap',
+  'asset-key',
   'instance-types',
   'ami',
   'quota',

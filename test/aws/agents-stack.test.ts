@@ -7,8 +7,12 @@ import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { testApp } from './app.ts';
 import { ControlTowerChecks } from './control-tower.ts';
 
+/** A customer-managed key of the CDK asset bucket (cdk bootstrap --bootstrap-kms-key-id). */
+const ASSET_KEY = 'arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+
 /** Issue 17's cluster: the GPU host as server, two GPU agents and one CPU agent. */
 const config = parseLabConfig({
+  aws: { assetKeyArns: [ASSET_KEY] },
   instance: { readyTimeoutMinutes: 60 },
   cluster: {
     agents: [
@@ -106,6 +110,33 @@ describe('LabStack with K3s agents (issue 17)', () => {
     }
     // Nothing else in the stack may read it: no other role, no resource policy opening it.
     template.resourceCountIs('AWS::SecretsManager::ResourcePolicy', 0);
+  });
+
+  it('lets every host decrypt with the asset bucket key, that key only, through S3 only', () => {
+    const statements = Object.values(template.findResources('AWS::IAM::Policy')).flatMap((p) =>
+      p.Properties.PolicyDocument.Statement.map((s: Record<string, unknown>) => ({
+        ...s,
+        roles: p.Properties.Roles.map((r: { Ref: string }) => r.Ref),
+      })),
+    );
+    const kms = statements.filter((s) => JSON.stringify(s.Action).includes('kms:'));
+    const roles = kms.flatMap((s) => s.roles).sort();
+    // The server and the three agents, once each; no launch function or other role.
+    expect(roles).toHaveLength(4);
+    for (const role of roles) expect(role).toMatch(/^(Agent\w+)?HostInstanceRole/);
+    for (const statement of kms) {
+      expect(statement).toMatchObject({
+        Sid: 'DecryptTheAssetsThroughS3',
+        Effect: 'Allow',
+        Action: 'kms:Decrypt',
+        Resource: ASSET_KEY,
+        Condition: {
+          StringEquals: {
+            'kms:ViaService': { 'Fn::Join': ['', ['s3.', { Ref: 'AWS::Region' }, '.amazonaws.com']] },
+          },
+        },
+      });
+    }
   });
 
   it('allows traffic between lab nodes with one self-referencing rule, and nothing from outside', () => {

@@ -8,6 +8,7 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_TOWER_ACKNOWLEDGEMENTS } from '../../lib/aws/acknowledgements.ts';
+import { launchInputsChanged } from '../../lib/aws/capacity-launch/request.ts';
 import { LabStack, RESULTS_NONCURRENT_DAYS } from '../../lib/aws/lab-stack.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
@@ -106,6 +107,11 @@ describe('LabStack', () => {
     });
   });
 
+  it('gives no KMS permission when the configuration names no asset key (aws.assetKeyArns empty)', () => {
+    const policies = JSON.stringify(template.findResources('AWS::IAM::Policy'));
+    expect(policies).not.toContain('kms:');
+  });
+
   it('says when an environment-agnostic synth assumed 2 Availability Zones', () => {
     const { stack } = build();
     const warnings = Annotations.fromStack(stack).findWarning(
@@ -181,6 +187,35 @@ describe('LabStack', () => {
     const changed = ids(synth(parseLabConfig({ vllm: { gpuMemoryUtilization: 0.8 } })).template);
     expect(changed).toHaveLength(2);
     for (const id of changed) expect(same).not.toContain(id);
+  });
+
+  it('waits anew when a network change replaces the host: a new AZ changes the launch inputs, the generation and the wait', () => {
+    // The region gains an AZ: a new subnet joins the launch's Subnets, so its Update replaces the
+    // host (request.ts launchInputsChanged) with nothing in the bootstrap changed.
+    const inRegion = (azs: string[]) => {
+      const app = testApp({ context: { [`availability-zones:account=${ACCOUNT}:region=${REGION}`]: azs } });
+      const stack = new LabStack(app, 'LlmGatewayLab', {
+        config: defaultLabConfig(),
+        env: { account: ACCOUNT, region: REGION },
+      });
+      const t = Template.fromStack(stack);
+      const [launch] = Object.values(t.findResources('Custom::CapacityLaunch'));
+      return {
+        props: launch?.Properties as Record<string, unknown>,
+        waits: [
+          ...Object.keys(t.findResources('AWS::CloudFormation::WaitCondition')),
+          ...Object.keys(t.findResources('AWS::CloudFormation::WaitConditionHandle')),
+        ],
+      };
+    };
+    const before = inRegion(AZS.slice(0, 3));
+    const after = inRegion(AZS);
+    expect(launchInputsChanged(before.props, after.props)).toBe(true);
+    expect(after.props.Generation).not.toBe(before.props.Generation);
+    expect(after.waits).toHaveLength(2);
+    for (const id of after.waits) expect(before.waits).not.toContain(id);
+    // And the same network twice is the same generation: no needless relaunch.
+    expect(inRegion(AZS.slice(0, 3)).props.Generation).toBe(before.props.Generation);
   });
 
   it('relaunches the host exactly when it gets a new wait condition', () => {

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { App, Validations } from 'aws-cdk-lib';
-import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseLaunchRequest } from '../../lib/aws/capacity-launch/handler.ts';
@@ -12,20 +12,11 @@ import type { LabConfig } from '../../lib/config/schema.ts';
 import { stackCells } from '../../lib/control/testbed.ts';
 import { testApp } from './app.ts';
 import { ControlTowerChecks } from './control-tower.ts';
+import { CILIUM_CELL, networkLab, networkLabInput, nftablesCell } from './network-configs.ts';
 
 const example = () => loadLabConfig({ file: 'examples/network-lab.yaml' }).config;
 
-const withNftables = () =>
-  parseLabConfig({
-    lab: 'network',
-    stackName: 'NetworkLab',
-    network: {
-      cells: [
-        { name: 'dp-cilium', datapath: 'cilium' },
-        { name: 'dp-nftables', datapath: 'nftables', instanceType: 'm7i.2xlarge' },
-      ],
-    },
-  });
+const withNftables = () => networkLab(CILIUM_CELL, nftablesCell('m7i.2xlarge'));
 
 /** `ownFolder`: synthesize into a folder of its own, for a test that lists what the assembly holds. */
 function build(config: LabConfig, ownFolder = false) {
@@ -39,8 +30,10 @@ type Resources = Record<string, { Type: string; Properties: Record<string, unkno
 describe('LabStack with lab: network (examples/network-lab.yaml)', () => {
   let template: Template;
   let resources: Resources;
+  let stack: LabStack;
   beforeAll(() => {
-    template = Template.fromStack(build(example()).stack);
+    ({ stack } = build(example()));
+    template = Template.fromStack(stack);
     resources = template.toJSON().Resources;
   });
 
@@ -67,6 +60,16 @@ describe('LabStack with lab: network (examples/network-lab.yaml)', () => {
         /SsmParameterValue.*canonical.*ubuntu/,
       );
     }
+  });
+
+  it("warns at synth with the cells' need of the Standard quota, pointing to lab doctor for the real one", () => {
+    const warnings = Annotations.fromStack(stack).findWarning('*', Match.stringLikeRegexp('The cells need'));
+    expect(warnings.map((w) => w.entry.data)).toEqual([
+      expect.stringContaining(
+        'The cells need 24 vCPUs of "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances" (quota code L-1216C47A) at once (cell mesh 8 + cell dp-iptables 8 + cell dp-cilium 8)',
+      ),
+    ]);
+    expect(String(warnings[0]?.entry.data)).toContain('lab doctor reads the real value');
   });
 
   it('names the Standard-instance quota in launch failures, not G and VT', () => {
@@ -206,13 +209,28 @@ describe('the quota a launch names', () => {
 });
 
 describe('a cell with its own instance type, and what each host boots with', () => {
-  it("launches the cell's instanceType, the others the network instance type", () => {
-    const template = Template.fromStack(build(withNftables()).stack);
+  it("launches the cell's instanceType, the others the network instance type; each cell may decrypt the asset key", () => {
+    const key = 'arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+    const config = parseLabConfig({
+      ...networkLabInput(CILIUM_CELL, nftablesCell('m7i.2xlarge')),
+      aws: { assetKeyArns: [key] },
+    });
+    const template = Template.fromStack(build(config).stack);
     template.hasResourceProperties('Custom::CapacityLaunch', { InstanceTypes: ['m7i.2xlarge'] });
     template.hasResourceProperties('Custom::CapacityLaunch', { InstanceTypes: ['c7i.2xlarge'] });
     template.hasResourceProperties('AWS::EC2::LaunchTemplate', {
       LaunchTemplateData: Match.objectLike({ InstanceType: 'm7i.2xlarge' }),
     });
+    // Each cell's role may decrypt the CDK asset key (aws.assetKeyArns), that key only.
+    const decrypting = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
+      JSON.stringify(p.Properties.PolicyDocument).includes('kms:Decrypt'),
+    );
+    expect(decrypting.flatMap((p) => p.Properties.Roles.map((r: { Ref: string }) => r.Ref)).sort()).toEqual([
+      expect.stringMatching(/^CellDpCiliumHostInstanceRole/),
+      expect.stringMatching(/^CellDpNftablesHostInstanceRole/),
+    ]);
+    for (const policy of decrypting)
+      expect(JSON.stringify(policy.Properties.PolicyDocument)).toContain(`"Resource":"${key}"`);
   });
 
   it('ships each cell its own settings.env (its K3s flags) and its own manifests folder', () => {

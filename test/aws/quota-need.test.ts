@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parseLaunchRequest } from '../../lib/aws/capacity-launch/handler.ts';
 import { stopMessage } from '../../lib/aws/capacity-launch/launch.ts';
 import { stackQuotaNeeds } from '../../lib/aws/lab-stack.ts';
-import { loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
+import { loadLabConfig } from '../../lib/config/load.ts';
+import { CILIUM_CELL, networkLab, nftablesCell } from './network-configs.ts';
 
 /** The stack's total need per quota bucket, as the launch's quota stop names it (no synthesis). */
 
@@ -11,16 +12,10 @@ const G_AND_VT = 'Running On-Demand G and VT instances';
 
 describe('the stack needs per quota', () => {
   it("network lab: each cell at its own type, in its own type family's bucket", () => {
-    const config = parseLabConfig({
-      lab: 'network',
-      stackName: 'NetworkLab',
-      network: {
-        cells: [
-          { name: 'dp-cilium', datapath: 'cilium' },
-          { name: 'dp-nftables', datapath: 'nftables', instanceType: 'c7i.4xlarge' },
-          { name: 'dp-gpu', datapath: 'iptables', instanceType: 'g6.xlarge' },
-        ],
-      },
+    const config = networkLab(CILIUM_CELL, nftablesCell('c7i.4xlarge'), {
+      name: 'dp-gpu',
+      datapath: 'iptables',
+      instanceType: 'g6.xlarge',
     });
     const needs = stackQuotaNeeds(config);
     expect(needs.get(STANDARD)).toEqual({

@@ -35,7 +35,7 @@ describe('lab doctor', () => {
       /^lab doctor: stack LlmGatewayLab \(llm-gateway lab\), account 123456789012, region us-west-2\n/,
     );
     expect(run.stdout).toContain(
-      '8 passed, 0 warning(s), no failure: cdk deploy of LlmGatewayLab can go ahead in us-west-2.',
+      '9 passed, 0 warning(s), no failure: cdk deploy of LlmGatewayLab can go ahead in us-west-2.',
     );
     expect(run.stderr).toContain('lab doctor: reading the vCPU quotas (Service Quotas) ...');
     expect(run.stdout).not.toContain('...');

@@ -56,6 +56,7 @@ describe('lab doctor on a healthy account', () => {
     expect(report.lines.map((line) => line.check)).toEqual([
       'credentials',
       'bootstrap',
+      'asset-key',
       'instance-types',
       'ami',
       'quota',
@@ -275,7 +276,7 @@ describe('bootstrap', () => {
       message: 'not checked: the caller may not call cloudformation:DescribeStacks (AccessDenied)',
     });
     // One denied call hides nothing else.
-    expect(report.lines).toHaveLength(8);
+    expect(report.lines).toHaveLength(9);
   });
 });
 

@@ -54,8 +54,14 @@ export interface FakeAccount {
   readonly account: string;
   readonly region: string;
   readonly arn: string;
-  /** The toolkit stack by name; absent: no such stack. */
-  readonly stacks: Readonly<Record<string, { status: string; version: string }>>;
+  /**
+   * The toolkit stack by name; absent: no such stack. `assetKey` is its FileAssetsBucketKmsKeyId
+   * parameter (absent: AWS_MANAGED_KEY, what a plain cdk bootstrap sets); `createdKeyArn` the
+   * FileAssetKeyArn output of a key the bootstrap created.
+   */
+  readonly stacks: Readonly<
+    Record<string, { status: string; version: string; assetKey?: string; createdKeyArn?: string }>
+  >;
   /** SSM parameters (bootstrap version, public AMI parameters). */
   readonly parameters: Readonly<Record<string, string>>;
   /** Instance type -> AZs offering it. */
@@ -194,7 +200,18 @@ export function mockAccount(account: FakeAccount) {
           StackName: input.StackName,
           StackStatus: stack.status,
           CreationTime: new Date('2026-01-01T00:00:00Z'),
-          Outputs: [{ OutputKey: 'BootstrapVersion', OutputValue: stack.version }],
+          Parameters: [
+            { ParameterKey: 'FileAssetsBucketKmsKeyId', ParameterValue: stack.assetKey ?? 'AWS_MANAGED_KEY' },
+          ],
+          Outputs: [
+            { OutputKey: 'BootstrapVersion', OutputValue: stack.version },
+            // The template's FileAssetKeyArn: the created key, else the parameter's value.
+            {
+              OutputKey: 'FileAssetKeyArn',
+              OutputValue:
+                stack.assetKey === '' ? (stack.createdKeyArn ?? '') : (stack.assetKey ?? 'AWS_MANAGED_KEY'),
+            },
+          ],
         },
       ],
     };

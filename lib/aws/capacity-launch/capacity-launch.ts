@@ -94,10 +94,11 @@ export interface CapacityLaunchProps {
    */
   readonly logRetention?: logs.RetentionDays;
   /**
-   * Names what the instance boots with. A running instance is replaced only when this (or the
-   * network, types or AZ preference) changes, so a caller that waits for each new instance can
-   * key its wait on the same value; a new template version alone (e.g. a newer AMI behind an SSM
-   * parameter) then keeps the running host.
+   * Names what the instance boots with. A running instance is replaced when this, the launch
+   * template, the subnets, the security group, the types or the AZ preference change
+   * (LAUNCH_INPUTS, props.ts); a caller that keys a wait on it must fold all of those into it
+   * (LabHost does), or a replacement caused by one of them runs with nothing waiting for it. A new
+   * template version alone (e.g. a newer AMI behind an SSM parameter) keeps the running host.
    *
    * @default - the launch template's latest version number
    */

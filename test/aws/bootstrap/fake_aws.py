@@ -83,6 +83,9 @@ if status == "000":
     sys.stdout.write("000")
     sys.stderr.write("curl: (7) Failed to connect\n")
     sys.exit(7)
+if status == "400T":
+    # Throttled, as a JSON-protocol service says it: HTTP 400 with the error's __type.
+    answer(400, json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}))
 if status and status != "200":
     if service == "s3":
         s3_error(int(status), "InternalError" if status.startswith("5") else "SlowDown", "We encountered an internal error. Please try again.")

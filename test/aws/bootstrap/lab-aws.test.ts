@@ -170,6 +170,16 @@ describe('lab-aws secret', () => {
     expectKeysKept(result.stdout + result.stderr);
   });
 
+  test('rides out a throttled GetSecretValue: HTTP 400 ThrottlingException is tried again', () => {
+    const file = join(box.root, 'agent-token');
+    const result = labAws(['secret', SECRET_ID, file], { FAKE_AWS_ANSWERS: '400T' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).toContain(
+      `GetSecretValue ${SECRET_ID}: HTTP 400 ThrottlingException: Rate exceeded, trying again (1 of 3)`,
+    );
+    expect(readFileSync(file, 'utf8')).toBe('fake-agent-token');
+  });
+
   test('a refusal names the error Secrets Manager gave', () => {
     const result = labAws(['secret', SECRET_ID, join(box.root, 'agent-token')], { FAKE_SECRET_DENIED: '1' });
     expect(result.status).toBe(1);

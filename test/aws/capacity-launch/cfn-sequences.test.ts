@@ -6,7 +6,15 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { LOGICAL_ID, ProviderSim, request, simDeps, unended } from './cfn-sim.ts';
 import { FakeCloudFormation } from './fake-cfn.ts';
 import { FakeEc2 } from './fake-ec2.ts';
-import { launchProps, offerEverywhere, wireEc2, wireStack } from './kit.ts';
+import {
+  createdStack as created,
+  forwardUpdate,
+  launchProps,
+  offerEverywhere,
+  rollbackUpdate,
+  wireEc2,
+  wireStack,
+} from './kit.ts';
 
 /**
  * CloudFormation sequences in which a launch is cancelled while it runs, driven against the real
@@ -50,20 +58,17 @@ function settle(): void {
 }
 
 /** A created stack with its host (generation 1) running. */
-async function createdStack(): Promise<string> {
-  cfn.setResource(LOGICAL_ID, 'CREATE_IN_PROGRESS');
-  const answer = await sim.run(request('Create', generation(1)));
-  expect(answer.status).toBe('SUCCESS');
-  cfn.setResource(LOGICAL_ID, 'CREATE_COMPLETE', answer.physicalId);
-  cfn.setStack('CREATE_COMPLETE');
-  return answer.physicalId;
-}
+const createdStack = () => created({ sim, cfn }, generation(1));
+/** The deploy that replaces generation 1's host with generation 2's starts. */
+const toGeneration2 = (first: string) => forwardUpdate({ sim, cfn }, first, generation(2), generation(1));
+/** A sibling fails; the launch is rolled back to generation 1. */
+const backToGeneration1 = (first: string) =>
+  rollbackUpdate({ sim, cfn }, first, generation(1), generation(2));
 
-/** CloudFormation cancels the in-flight operation on the resource because a sibling failed. */
-function siblingFails(rollback: 'ROLLBACK_IN_PROGRESS' | 'UPDATE_ROLLBACK_IN_PROGRESS'): void {
-  const cancelled = rollback === 'ROLLBACK_IN_PROGRESS' ? 'CREATE_FAILED' : 'UPDATE_FAILED';
-  cfn.setResource(LOGICAL_ID, cancelled);
-  cfn.setStack(rollback);
+/** CloudFormation cancels the in-flight create of the resource because a sibling failed. */
+function siblingFailsCreate(): void {
+  cfn.setResource(LOGICAL_ID, 'CREATE_FAILED');
+  cfn.setStack('ROLLBACK_IN_PROGRESS');
 }
 
 describe('a sibling fails while the host is being created', () => {
@@ -73,7 +78,7 @@ describe('a sibling fails while the host is being created', () => {
     const creating = sim.start(request('Create', generation(1)));
     await hold.reached;
 
-    siblingFails('ROLLBACK_IN_PROGRESS');
+    siblingFailsCreate();
     cfn.setResource(LOGICAL_ID, 'DELETE_IN_PROGRESS');
     const removed = await sim.run(request('Delete', generation(1), { PhysicalResourceId: GENERATED_ID }));
     expect(removed.status).toBe('SUCCESS');
@@ -97,7 +102,7 @@ describe('a sibling fails while the host is being created', () => {
     const created = await sim.start(request('Create', generation(1)));
     expect(await sim.poll(created)).toBe(false);
 
-    siblingFails('ROLLBACK_IN_PROGRESS');
+    siblingFailsCreate();
     cfn.setResource(LOGICAL_ID, 'DELETE_IN_PROGRESS');
     const removed = await sim.run(request('Delete', generation(1), { PhysicalResourceId: GENERATED_ID }));
     cfn.setStack(removed.status === 'SUCCESS' ? 'ROLLBACK_COMPLETE' : 'ROLLBACK_FAILED');
@@ -114,21 +119,13 @@ describe('a sibling fails while the host is being created', () => {
 describe('a sibling fails while the host is being replaced', () => {
   it('neither the cancelled replacement nor the rollback leaves a host, and the rollback completes', async () => {
     const first = await createdStack();
-    cfn.setStack('UPDATE_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
-    const forward = await sim.start(
-      request('Update', generation(2), { PhysicalResourceId: first, OldResourceProperties: generation(1) }),
-    );
+    const forward = await toGeneration2(first);
     expect(await sim.poll(forward)).toBe(false); // the old host is shutting down
     settle();
     expect(await sim.poll(forward)).toBe(false); // the replacement is launched, pending
     expect(unended(ec2)).toHaveLength(1);
 
-    siblingFails('UPDATE_ROLLBACK_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
-    const back = await sim.run(
-      request('Update', generation(1), { PhysicalResourceId: first, OldResourceProperties: generation(2) }),
-    );
+    const back = await backToGeneration1(first);
     await sim.finish(forward);
     cfn.setResource(LOGICAL_ID, back.status === 'SUCCESS' ? 'UPDATE_COMPLETE' : 'UPDATE_FAILED');
     cfn.setStack(back.status === 'SUCCESS' ? 'UPDATE_ROLLBACK_COMPLETE' : 'UPDATE_ROLLBACK_FAILED');
@@ -142,18 +139,10 @@ describe('a sibling fails while the host is being replaced', () => {
 
   it('a second Update (the rollback) while the first still waits: the first launches nothing afterwards', async () => {
     const first = await createdStack();
-    cfn.setStack('UPDATE_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
-    const forward = await sim.start(
-      request('Update', generation(2), { PhysicalResourceId: first, OldResourceProperties: generation(1) }),
-    );
+    const forward = await toGeneration2(first);
     expect(await sim.poll(forward)).toBe(false); // the old host is shutting down
 
-    siblingFails('UPDATE_ROLLBACK_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
-    const back = await sim.run(
-      request('Update', generation(1), { PhysicalResourceId: first, OldResourceProperties: generation(2) }),
-    );
+    const back = await backToGeneration1(first);
     cfn.setResource(LOGICAL_ID, 'UPDATE_COMPLETE');
     cfn.setStack('UPDATE_ROLLBACK_COMPLETE');
     // The old host is terminated now; the first Update's waiter polls on.
@@ -169,25 +158,13 @@ describe('a sibling fails while the host is being replaced', () => {
 
   it('a superseded Update whose waiter outlives its rollback launches nothing into the next deploy', async () => {
     const first = await createdStack();
-    cfn.setStack('UPDATE_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
-    const forward = await sim.start(
-      request('Update', generation(2), { PhysicalResourceId: first, OldResourceProperties: generation(1) }),
-    );
-    siblingFails('UPDATE_ROLLBACK_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
-    await sim.run(
-      request('Update', generation(1), { PhysicalResourceId: first, OldResourceProperties: generation(2) }),
-    );
+    const forward = await toGeneration2(first);
+    await backToGeneration1(first);
     cfn.setResource(LOGICAL_ID, 'UPDATE_COMPLETE');
     cfn.setStack('UPDATE_ROLLBACK_COMPLETE');
 
     // The next deploy starts while the first Update's waiter still polls.
-    cfn.setStack('UPDATE_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
-    const next = await sim.start(
-      request('Update', generation(3), { PhysicalResourceId: first, OldResourceProperties: generation(1) }),
-    );
+    const next = await forwardUpdate({ sim, cfn }, first, generation(3), generation(1));
     settle();
     expect(await sim.poll(forward)).toBe(true);
     const answer = await sim.finish(next);
@@ -243,13 +220,9 @@ describe('the stack is deleted while the host is being created', () => {
 describe('launch is idempotent across DescribeInstances eventual consistency', () => {
   it('a replacement launched in the second AZ is not launched again in the first when it is not listed yet', async () => {
     const first = await createdStack();
-    cfn.setStack('UPDATE_IN_PROGRESS');
-    cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
     ec2.hideNewInstances = true;
     ec2.noCapacityIn.add('us-west-2a');
-    const update = await sim.start(
-      request('Update', generation(2), { PhysicalResourceId: first, OldResourceProperties: generation(1) }),
-    );
+    const update = await toGeneration2(first);
     expect(await sim.poll(update)).toBe(false);
     ec2.advance(); // the old host is terminated; no time passes in the waiter otherwise
     expect(await sim.poll(update)).toBe(false); // launched in us-west-2b

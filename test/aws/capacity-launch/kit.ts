@@ -13,6 +13,8 @@ import {
   TerminateInstancesCommand,
 } from '@aws-sdk/client-ec2';
 import type { AwsClientStub } from 'aws-sdk-client-mock';
+import { expect } from 'vitest';
+import { type Answer, LOGICAL_ID, type ProviderSim, type Request, request } from './cfn-sim.ts';
 import type { FakeCloudFormation } from './fake-cfn.ts';
 import type { FakeEc2 } from './fake-ec2.ts';
 
@@ -87,4 +89,48 @@ export function wireEc2(ec2Mock: AwsClientStub<EC2Client>, ec2: () => FakeEc2): 
   ec2Mock.on(DescribeInstancesCommand).callsFake((input) => ec2().describe(input));
   ec2Mock.on(RunInstancesCommand).callsFake((input) => ec2().runAsync(input));
   ec2Mock.on(TerminateInstancesCommand).callsFake((input) => ec2().terminate(input));
+}
+
+/** The simulated framework and stack a CloudFormation sequence drives. */
+export interface Sequence {
+  readonly sim: ProviderSim;
+  readonly cfn: FakeCloudFormation;
+}
+
+/** The stack created with `props`: its host running, the resource and the stack CREATE_COMPLETE. */
+export async function createdStack({ sim, cfn }: Sequence, props: Record<string, unknown>): Promise<string> {
+  cfn.setResource(LOGICAL_ID, 'CREATE_IN_PROGRESS');
+  const answer = await sim.run(request('Create', props));
+  expect(answer.status).toBe('SUCCESS');
+  cfn.setResource(LOGICAL_ID, 'CREATE_COMPLETE', answer.physicalId);
+  cfn.setStack('CREATE_COMPLETE');
+  return answer.physicalId;
+}
+
+/** A deploy starts updating the launch of host `current` from `before` to `after`; its request, still waiting. */
+export async function forwardUpdate(
+  { sim, cfn }: Sequence,
+  current: string,
+  after: Record<string, unknown>,
+  before: Record<string, unknown>,
+): Promise<Request> {
+  cfn.setStack('UPDATE_IN_PROGRESS');
+  cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
+  return sim.start(request('Update', after, { PhysicalResourceId: current, OldResourceProperties: before }));
+}
+
+/**
+ * A sibling failed during that update: CloudFormation marks the launch UPDATE_FAILED, rolls the
+ * stack back and sends the launch its rollback Update (`after` back to `before`), run to its answer.
+ */
+export async function rollbackUpdate(
+  { sim, cfn }: Sequence,
+  current: string,
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+): Promise<Answer> {
+  cfn.setResource(LOGICAL_ID, 'UPDATE_FAILED');
+  cfn.setStack('UPDATE_ROLLBACK_IN_PROGRESS');
+  cfn.setResource(LOGICAL_ID, 'UPDATE_IN_PROGRESS');
+  return sim.run(request('Update', before, { PhysicalResourceId: current, OldResourceProperties: after }));
 }

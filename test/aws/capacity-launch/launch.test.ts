@@ -1,124 +1,37 @@
 import {
   DescribeInstancesCommand,
   DescribeInstanceTypeOfferingsCommand,
-  EC2Client,
-  EC2ServiceException,
   RunInstancesCommand,
-  type RunInstancesCommandInput,
 } from '@aws-sdk/client-ec2';
-import { mockClient } from 'aws-sdk-client-mock';
 import 'aws-sdk-client-mock-vitest/extend';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  CapacityLaunchError,
   classifyLaunchError,
   clientTokenFor,
   failureTable,
-  type LaunchDeps,
-  type LaunchRequest,
   launchWithFallback,
   onDemandQuotaFor,
   orderCandidateAzs,
 } from '../../../lib/aws/capacity-launch/launch.ts';
+import {
+  deps,
+  ec2Error,
+  ice,
+  launchError,
+  launched,
+  offer,
+  request,
+  run,
+  SUBNETS,
+  token,
+  useLaunchHarness,
+} from './launch-harness.ts';
 
-const ec2Mock = mockClient(EC2Client);
+/** launchWithFallback across AZs (tokens, lost replies, offerings, preferences) and the message parts. */
 
-function ec2Error(
-  name: string,
-  message: string,
-  httpStatusCode = 400,
-  $fault: 'client' | 'server' = 'client',
-) {
-  return new EC2ServiceException({ name, $fault, $metadata: { httpStatusCode }, message });
-}
+const { ec2Mock, runInputs } = useLaunchHarness();
 
-const ice = (az: string) =>
-  ec2Error(
-    'InsufficientInstanceCapacity',
-    `We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested (${az}).`,
-    500,
-    'server',
-  );
-
-const SUBNETS = [
-  { subnetId: 'subnet-a', availabilityZone: 'us-west-2a' },
-  { subnetId: 'subnet-b', availabilityZone: 'us-west-2b' },
-  { subnetId: 'subnet-c', availabilityZone: 'us-west-2c' },
-  { subnetId: 'subnet-d', availabilityZone: 'us-west-2d' },
-];
-
-const REQUEST_ID = '5d4f7c1e-8a5b-4c1e-9f0a-0123456789ab';
-const token = (az: string, type = 'g6.12xlarge') => clientTokenFor(REQUEST_ID, type, az);
-
-function request(overrides: Partial<LaunchRequest> = {}): LaunchRequest {
-  return {
-    launchTemplateId: 'lt-0123456789abcdef0',
-    launchTemplateVersion: '3',
-    subnets: SUBNETS.slice(0, 3),
-    securityGroupId: 'sg-0123',
-    instanceTypes: ['g6.12xlarge'],
-    preferredAzs: [],
-    vcpusNeeded: 48,
-    stackTag: { key: 'llm-gateway-lab:stack', value: 'LlmGatewayLab' },
-    generationTag: { key: 'llm-gateway-lab:generation', value: 'abcd1234' },
-    requestId: REQUEST_ID,
-    ...overrides,
-  };
-}
-
-function offer(instanceType: string, azs: string[], NextToken?: string) {
-  return {
-    InstanceTypeOfferings: azs.map((Location) => ({
-      InstanceType: instanceType as never,
-      LocationType: 'availability-zone' as const,
-      Location,
-    })),
-    NextToken,
-  };
-}
-
-function launched(instanceId: string) {
-  return { Instances: [{ InstanceId: instanceId }] };
-}
-
-let sleeps: number[];
-let logged: string[];
-
-function deps(): LaunchDeps {
-  return {
-    ec2: new EC2Client({ region: 'us-west-2', maxAttempts: 1 }),
-    sleep: async (ms) => {
-      sleeps.push(ms);
-    },
-    log: (line) => logged.push(line),
-  };
-}
-
-function runInputs(): RunInstancesCommandInput[] {
-  return ec2Mock.commandCalls(RunInstancesCommand).map((call) => call.args[0].input);
-}
-
-async function launchError(promise: Promise<unknown>): Promise<CapacityLaunchError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(CapacityLaunchError);
-  return err as CapacityLaunchError;
-}
-
-beforeEach(() => {
-  ec2Mock.reset();
-  sleeps = [];
-  logged = [];
-  // No instance carries a token unless a test says so.
-  ec2Mock.on(DescribeInstancesCommand).resolves({ Reservations: [] });
-  ec2Mock
-    .on(DescribeInstanceTypeOfferingsCommand)
-    .resolves(offer('g6.12xlarge', ['us-west-2a', 'us-west-2b', 'us-west-2c']));
-});
-
-describe('launchWithFallback', () => {
+describe('launchWithFallback: AZ fallback, tokens, offerings', () => {
   it('launches in the first AZ with the template, the AZ subnet, a public IP and the stack tag', async () => {
     ec2Mock.on(RunInstancesCommand).resolves(launched('i-0aaa'));
 
@@ -176,12 +89,12 @@ describe('launchWithFallback', () => {
 
     expect(result.instanceId).toBe('i-0ccc');
     expect(result.availabilityZone).toBe('us-west-2c');
-    expect(logged).toEqual([
+    expect(run.logged).toEqual([
       'g6.12xlarge: InsufficientInstanceCapacity in us-west-2a, trying us-west-2b',
       'g6.12xlarge: InsufficientInstanceCapacity in us-west-2b, trying us-west-2c',
       'g6.12xlarge: launched i-0ccc in us-west-2c',
     ]);
-    expect(result.log).toEqual(logged);
+    expect(result.log).toEqual(run.logged);
     const inputs = runInputs();
     expect(inputs.map((i) => i.NetworkInterfaces?.[0]?.SubnetId)).toEqual([
       'subnet-a',
@@ -233,10 +146,10 @@ describe('launchWithFallback', () => {
       Filters: [{ Name: 'client-token', Values: [token('us-west-2a')] }],
     });
     expect(ec2Mock).toHaveReceivedCommandTimes(DescribeInstancesCommand, 2);
-    expect(logged).toContain(
+    expect(run.logged).toContain(
       'g6.12xlarge: no answer to RunInstances in us-west-2a (TimeoutError), looking it up by its client token',
     );
-    expect(logged).toContain('g6.12xlarge: the lost RunInstances in us-west-2a did launch i-0lost');
+    expect(run.logged).toContain('g6.12xlarge: the lost RunInstances in us-west-2a did launch i-0lost');
   });
 
   it('moves on after a lost reply only when no instance carries the token', async () => {
@@ -247,7 +160,7 @@ describe('launchWithFallback', () => {
 
     expect(result.availabilityZone).toBe('us-west-2b');
     expect(ec2Mock).toHaveReceivedCommandTimes(DescribeInstancesCommand, 3);
-    expect(logged).toContain(
+    expect(run.logged).toContain(
       'g6.12xlarge: no instance carries the client token of us-west-2a: nothing was launched there',
     );
   });
@@ -279,130 +192,7 @@ describe('launchWithFallback', () => {
     const result = await launchWithFallback(request(), deps());
 
     expect(result.availabilityZone).toBe('us-west-2b');
-    expect(logged[0]).toBe('g6.12xlarge: Unsupported in us-west-2a, trying us-west-2b');
-  });
-
-  it('stops at once on VcpuLimitExceeded, naming the quota and the vCPUs needed', async () => {
-    ec2Mock
-      .on(RunInstancesCommand)
-      .rejects(
-        ec2Error(
-          'VcpuLimitExceeded',
-          'You have requested more vCPU capacity than your current vCPU limit of 0 allows for the instance bucket that the specified instance type belongs to.',
-        ),
-      );
-
-    const err = await launchError(launchWithFallback(request(), deps()));
-
-    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
-    expect(err.message).toContain('"Running On-Demand G and VT instances" quota');
-    expect(err.message).toContain('48 vCPUs');
-    expect(err.message).toContain('L-DB2E81BA');
-    expect(err.message).toContain('VcpuLimitExceeded in us-west-2a');
-    expect(err.attempts).toHaveLength(1);
-    expect(logged).toEqual([
-      'g6.12xlarge: VcpuLimitExceeded in us-west-2a, stopping: no other Availability Zone would do better',
-    ]);
-  });
-
-  it('a full quota on the primary type skips its bucket but still tries a fallback type of another quota', async () => {
-    const quotaFull = ec2Error(
-      'VcpuLimitExceeded',
-      'You have requested more vCPU capacity than your current vCPU limit of 0 allows for the instance bucket that the specified instance type belongs to.',
-    );
-    ec2Mock
-      .on(DescribeInstanceTypeOfferingsCommand)
-      .callsFake((input) => offer(String(input.Filters?.[0]?.Values?.[0]), ['us-west-2a', 'us-west-2b']));
-    ec2Mock
-      .on(RunInstancesCommand, { InstanceType: 'g6.12xlarge' })
-      .rejects(quotaFull)
-      .on(RunInstancesCommand, { InstanceType: 'g5.12xlarge' })
-      .rejects(quotaFull)
-      .on(RunInstancesCommand, { InstanceType: 'p4d.24xlarge' })
-      .resolves(launched('i-0ppppppppppppppp1'));
-
-    const result = await launchWithFallback(
-      request({ instanceTypes: ['g6.12xlarge', 'g5.12xlarge', 'p4d.24xlarge'] }),
-      deps(),
-    );
-
-    expect(result.instanceId).toBe('i-0ppppppppppppppp1');
-    // One refusal of the G and VT quota; g5.12xlarge (the same quota) is not tried at all.
-    expect(ec2Mock.commandCalls(RunInstancesCommand).map((c) => c.args[0].input.InstanceType)).toEqual([
-      'g6.12xlarge',
-      'p4d.24xlarge',
-    ]);
-    expect(logged).toContain(
-      'g5.12xlarge: skipped, the "Running On-Demand G and VT instances" quota already refused an earlier type',
-    );
-  });
-
-  it("when every quota bucket refuses, the message names the primary type's quota and its need", async () => {
-    ec2Mock
-      .on(DescribeInstanceTypeOfferingsCommand)
-      .callsFake((input) => offer(String(input.Filters?.[0]?.Values?.[0]), ['us-west-2a']));
-    ec2Mock.on(RunInstancesCommand).rejects(ec2Error('VcpuLimitExceeded', 'vCPU limit of 0'));
-
-    const err = await launchError(
-      launchWithFallback(request({ instanceTypes: ['g6.12xlarge', 'p4d.24xlarge'] }), deps()),
-    );
-
-    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 2);
-    expect(err.message).toMatch(
-      /^Launch stopped: the account's "Running On-Demand G and VT instances" quota/,
-    );
-    expect(err.message).toContain('48 vCPUs');
-    expect(err.message).toContain(`The fallback types' quotas refused too: "Running On-Demand P instances".`);
-    expect(err.attempts.map((a) => a.instanceType)).toEqual(['g6.12xlarge', 'p4d.24xlarge']);
-  });
-
-  it.each([
-    [
-      'UnauthorizedOperation',
-      'You are not authorized to perform this operation. Encoded authorization failure message: abc',
-    ],
-    [
-      'InvalidParameterCombination',
-      'Network interfaces and an instance-level security groups may not be specified',
-    ],
-    ['InvalidParameterValue', 'Value (g6.huge) for parameter instanceType is invalid.'],
-  ])('stops at once on %s without trying another AZ', async (code, message) => {
-    ec2Mock.on(RunInstancesCommand).rejects(ec2Error(code, message));
-
-    const err = await launchError(
-      launchWithFallback(request({ instanceTypes: ['g6.12xlarge', 'g5.12xlarge'] }), deps()),
-    );
-
-    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
-    expect(err.message).toMatch(/^Launch stopped: /);
-    expect(err.message).toContain(`${code} in us-west-2a`);
-    expect(err.message).toContain(message);
-  });
-
-  it('fails with a table of every AZ tried when all of them fail', async () => {
-    ec2Mock
-      .on(RunInstancesCommand)
-      .rejectsOnce(ice('us-west-2a'))
-      .rejectsOnce(
-        ec2Error('InsufficientHostCapacity', 'There is not enough host capacity | right now.', 500, 'server'),
-      )
-      .rejectsOnce(ice('us-west-2c'));
-
-    const err = await launchError(launchWithFallback(request(), deps()));
-
-    expect(err.message).toBe(
-      [
-        'No instance launched: every offered Availability Zone failed for g6.12xlarge. Reasons for provision failures:',
-        '| AZ | instance type | error code | message |',
-        '|---|---|---|---|',
-        '| us-west-2a | g6.12xlarge | InsufficientInstanceCapacity | We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested (us-west-2a). |',
-        '| us-west-2b | g6.12xlarge | InsufficientHostCapacity | There is not enough host capacity / right now. |',
-        '| us-west-2c | g6.12xlarge | InsufficientInstanceCapacity | We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested (us-west-2c). |',
-      ].join('\n'),
-    );
-    expect(logged.at(-1)).toBe(
-      'g6.12xlarge: InsufficientInstanceCapacity in us-west-2c, no Availability Zone left',
-    );
+    expect(run.logged[0]).toBe('g6.12xlarge: Unsupported in us-west-2a, trying us-west-2b');
   });
 
   it('never tries an AZ that does not offer the type', async () => {
@@ -415,7 +205,7 @@ describe('launchWithFallback', () => {
 
     expect(runInputs().map((i) => i.NetworkInterfaces?.[0]?.SubnetId)).toEqual(['subnet-b', 'subnet-d']);
     expect(err.attempts.map((a) => a.az)).toEqual(['us-west-2b', 'us-west-2d']);
-    expect(logged[0]).toBe('g6.12xlarge: not offered in us-west-2a, us-west-2c, skipped');
+    expect(run.logged[0]).toBe('g6.12xlarge: not offered in us-west-2a, us-west-2c, skipped');
   });
 
   it('says so when no AZ with a subnet offers the type, without any RunInstances', async () => {
@@ -465,147 +255,6 @@ describe('launchWithFallback', () => {
       NextToken: 'page-3',
     });
     expect(err.attempts.map((a) => a.az)).toEqual(['us-west-2b', 'us-west-2c']);
-  });
-
-  it('retries a transient error in the same AZ with the same token and backoff, then launches', async () => {
-    ec2Mock
-      .on(RunInstancesCommand)
-      .rejectsOnce(ec2Error('RequestLimitExceeded', 'Request limit exceeded.', 503, 'client'))
-      .rejectsOnce(ec2Error('ServiceUnavailable', 'Service unavailable.', 503, 'server'))
-      .resolvesOnce(launched('i-0aaa'));
-
-    const result = await launchWithFallback(request(), deps());
-
-    expect(result.availabilityZone).toBe('us-west-2a');
-    expect(sleeps).toEqual([1000, 2000]);
-    const inputs = runInputs();
-    expect(inputs.map((i) => i.NetworkInterfaces?.[0]?.SubnetId)).toEqual([
-      'subnet-a',
-      'subnet-a',
-      'subnet-a',
-    ]);
-    // A retry repeats the same request: the token keeps EC2 from launching twice.
-    expect(new Set(inputs.map((i) => i.ClientToken))).toEqual(new Set([token('us-west-2a')]));
-    expect(logged).toEqual([
-      'g6.12xlarge in us-west-2a: RequestLimitExceeded, retrying in 1s (retry 1 of 3)',
-      'g6.12xlarge in us-west-2a: ServiceUnavailable, retrying in 2s (retry 2 of 3)',
-      'g6.12xlarge: launched i-0aaa in us-west-2a',
-    ]);
-  });
-
-  it('waits for a new instance profile to become visible instead of stopping', async () => {
-    ec2Mock
-      .on(RunInstancesCommand)
-      .rejectsOnce(
-        ec2Error(
-          'InvalidParameterValue',
-          'Value (arn:aws:iam::123456789012:instance-profile/lab-profile) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN',
-          400,
-          'client',
-        ),
-      )
-      .resolvesOnce(launched('i-0aaa'));
-
-    const result = await launchWithFallback(request(), deps());
-
-    expect(result.instanceId).toBe('i-0aaa');
-    expect(sleeps).toEqual([1000]);
-  });
-
-  it('still stops at once on another invalid parameter', async () => {
-    ec2Mock
-      .on(RunInstancesCommand)
-      .rejects(ec2Error('InvalidParameterValue', 'Invalid value for instanceType', 400, 'client'));
-    await expect(launchWithFallback(request(), deps())).rejects.toThrow(/InvalidParameterValue/);
-    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 1);
-  });
-
-  it('counts an AZ as failed when transient errors outlast the retries', async () => {
-    ec2Mock
-      .on(RunInstancesCommand)
-      .rejectsOnce(ec2Error('Throttling', 'Rate exceeded', 400))
-      .rejectsOnce(ec2Error('Throttling', 'Rate exceeded', 400))
-      .rejectsOnce(ec2Error('Throttling', 'Rate exceeded', 400))
-      .rejectsOnce(ec2Error('Throttling', 'Rate exceeded', 400))
-      .resolvesOnce(launched('i-0bbb'));
-
-    const result = await launchWithFallback(request(), deps());
-
-    // Backoff, then the token lookups of a launch that may have happened (throttled to the end).
-    expect(sleeps).toEqual([1000, 2000, 4000, 5000, 5000]);
-    expect(result.attempts[0]).toEqual({
-      az: 'us-west-2a',
-      instanceType: 'g6.12xlarge',
-      code: 'Throttling',
-      message: 'Rate exceeded',
-    });
-    expect(result.availabilityZone).toBe('us-west-2b');
-    expect(runInputs().map((i) => i.ClientToken)).toEqual([
-      ...Array(4).fill(token('us-west-2a')),
-      token('us-west-2b'),
-    ]);
-  });
-
-  it('retries a throttled offerings lookup', async () => {
-    ec2Mock
-      .on(DescribeInstanceTypeOfferingsCommand)
-      .rejectsOnce(ec2Error('RequestLimitExceeded', 'Request limit exceeded.', 503))
-      .resolvesOnce(offer('g6.12xlarge', ['us-west-2b']));
-    ec2Mock.on(RunInstancesCommand).resolves(launched('i-0bbb'));
-
-    const result = await launchWithFallback(request(), deps());
-
-    expect(result.availabilityZone).toBe('us-west-2b');
-    expect(sleeps).toEqual([1000]);
-  });
-
-  it('tries the fallback type in its own offered AZs after the primary failed everywhere', async () => {
-    ec2Mock
-      .on(DescribeInstanceTypeOfferingsCommand, {
-        Filters: [{ Name: 'instance-type', Values: ['g6.12xlarge'] }],
-      })
-      .resolves(offer('g6.12xlarge', ['us-west-2a', 'us-west-2b']))
-      .on(DescribeInstanceTypeOfferingsCommand, {
-        Filters: [{ Name: 'instance-type', Values: ['g5.12xlarge'] }],
-      })
-      .resolves(offer('g5.12xlarge', ['us-west-2c']));
-    ec2Mock
-      .on(RunInstancesCommand, { InstanceType: 'g6.12xlarge' })
-      .rejects(ice('x'))
-      .on(RunInstancesCommand, { InstanceType: 'g5.12xlarge' })
-      .resolves(launched('i-0g5'));
-
-    const result = await launchWithFallback(
-      request({ instanceTypes: ['g6.12xlarge', 'g5.12xlarge'] }),
-      deps(),
-    );
-
-    expect(result).toMatchObject({
-      instanceId: 'i-0g5',
-      instanceType: 'g5.12xlarge',
-      availabilityZone: 'us-west-2c',
-    });
-    expect(logged).toEqual([
-      'g6.12xlarge: not offered in us-west-2c, skipped',
-      'g6.12xlarge: InsufficientInstanceCapacity in us-west-2a, trying us-west-2b',
-      'g6.12xlarge: InsufficientInstanceCapacity in us-west-2b, trying g5.12xlarge',
-      'g5.12xlarge: not offered in us-west-2a, us-west-2b, skipped',
-      'g5.12xlarge: launched i-0g5 in us-west-2c',
-    ]);
-    expect(runInputs().map((i) => [i.InstanceType, i.NetworkInterfaces?.[0]?.SubnetId])).toEqual([
-      ['g6.12xlarge', 'subnet-a'],
-      ['g6.12xlarge', 'subnet-b'],
-      ['g5.12xlarge', 'subnet-c'],
-    ]);
-  });
-
-  it('does not try a fallback type when none is configured', async () => {
-    ec2Mock.on(RunInstancesCommand).rejects(ice('x'));
-
-    await launchError(launchWithFallback(request(), deps()));
-
-    expect(ec2Mock).toHaveReceivedCommandTimes(DescribeInstanceTypeOfferingsCommand, 1);
-    expect(ec2Mock).toHaveReceivedCommandTimes(RunInstancesCommand, 3);
   });
 });
 

@@ -8,7 +8,7 @@ import { type Answer, LOGICAL_ID, ProviderSim, request, simDeps, unended } from 
 import { FakeCloudFormation } from './fake-cfn.ts';
 import { FakeEc2 } from './fake-ec2.ts';
 import { FakeBootstraps, FakeWaitConditions, type WaitState } from './fake-wait.ts';
-import { launchProps, offerEverywhere, wireEc2, wireStack } from './kit.ts';
+import { createdStack, LAB_AZS, launchProps, offerEverywhere, wireEc2, wireStack } from './kit.ts';
 
 /**
  * A lab host that is gone (its cost guard or a person ended it) and the next deploy, with the
@@ -104,13 +104,10 @@ async function deploy(props: Props, before: Props, physicalId: string): Promise<
 
 /** The stack created with its host of generation 1 running and its WaitCondition complete. */
 async function createdLab(): Promise<string> {
-  cfn.setResource(LOGICAL_ID, 'CREATE_IN_PROGRESS');
-  const answer = await sim.run(request('Create', labProps(1)));
-  cfn.setResource(LOGICAL_ID, 'CREATE_COMPLETE', answer.physicalId);
+  const host = await createdStack({ sim, cfn }, labProps(1));
   waits.create('Ready1', FakeBootstraps.handleOf('1'));
   expect(waitFor('Ready1').state).toBe('complete');
-  cfn.setStack('CREATE_COMPLETE');
-  return answer.physicalId;
+  return host;
 }
 
 describe('a deploy after the host is gone', () => {
@@ -168,6 +165,41 @@ describe('a deploy after the host is gone', () => {
     expect(launch).toMatchObject({ status: 'SUCCESS', physicalId: host });
     expect(ready).toBeUndefined();
     expect(cfn.history.at(-1)).toBe('UPDATE_COMPLETE');
+  });
+});
+
+describe('a deploy whose network change replaces the host', () => {
+  // A new subnet (the region gained an AZ, or a subnet was replaced): the launch's Update replaces
+  // the running host (the type stays offered in us-west-2a and -b only).
+  const wider = { Subnets: launchProps([...LAB_AZS, 'us-west-2c']).Subnets };
+  const widerNetwork = (props: Props): Props => ({ ...props, ...wider });
+
+  it('with the generation following the network (LabHost), waits for the new host on a fresh WaitCondition', async () => {
+    const host = await createdLab();
+
+    const { launch, ready } = await deploy(widerNetwork(labProps(2)), labProps(1), host);
+
+    expect(launch.status).toBe('SUCCESS');
+    expect(launch.physicalId).not.toBe(host);
+    expect(ready?.state).toBe('complete');
+    expect(ready?.looks).toBeGreaterThan(1);
+    expect(waits.signals.get('ReadyHandle2')?.map((s) => s.uniqueId)).toEqual([launch.physicalId]);
+    expect(ec2.alive().map((i) => i.InstanceId)).toEqual([launch.physicalId]);
+    expect(cfn.history.at(-1)).toBe('UPDATE_COMPLETE');
+  });
+
+  it('under an unchanged generation the deploy would complete before the new host booted (why the generation follows)', async () => {
+    const host = await createdLab();
+
+    const { launch, ready } = await deploy(widerNetwork(labProps(1)), labProps(1), host);
+
+    // The host was replaced, yet no WaitCondition was added: UPDATE_COMPLETE with the new host's
+    // bootstrap unreported, and its signal would go to the old, finished handle.
+    expect(launch.status).toBe('SUCCESS');
+    expect(launch.physicalId).not.toBe(host);
+    expect(ready).toBeUndefined();
+    expect(cfn.history.at(-1)).toBe('UPDATE_COMPLETE');
+    expect(waits.signals.get('ReadyHandle1')?.map((s) => s.uniqueId)).toEqual([host]);
   });
 });
 

@@ -138,9 +138,21 @@ except ValueError:
     print(": ".join(m.group(1) for m in (code, message) if m) or text[:200].strip())' "$1" 2>/dev/null || true
 }
 
+# Whether a 400 says "try again": JSON-protocol services (Secrets Manager) answer throttling with
+# HTTP 400 and the error's __type (docs/facts.md §2.5).
+retryable_400() {
+  local said
+  said=$(error_text "$1")
+  case "${said%%:*}" in
+  ThrottlingException | Throttling | TooManyRequestsException | RequestLimitExceeded | InternalServiceError) return 0 ;;
+  esac
+  return 1
+}
+
 # request <what> <service> <body file> <curl arguments...>: one signed request, tried AWS_ATTEMPTS
-# times while the answer is a 5xx, a 429 or no answer at all, further apart each time. Returns 0
-# on a 2xx, 4 on a 404; any other answer fails at once, naming what was asked and what AWS said.
+# times while the answer is a 5xx, a 429, a throttling 400 or no answer at all, further apart each
+# time. Returns 0 on a 2xx, 4 on a 404; any other answer fails at once, naming what was asked and
+# what AWS said.
 request() {
   local what=$1 service=$2 body=$3 attempt status answer
   shift 3
@@ -157,6 +169,7 @@ request() {
     if [ -s "$body" ]; then answer+=" $(error_text "$body")"; fi
     case "$status" in
     5?? | 429 | 000) ;;
+    400) retryable_400 "$body" || fail "$what: $answer" ;;
     *) fail "$what: $answer" ;;
     esac
     if ((attempt >= AWS_ATTEMPTS)); then fail "$what: $answer (after $attempt attempts)"; fi
