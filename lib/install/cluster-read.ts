@@ -44,9 +44,15 @@ function noGpuAdvertised(nodes: readonly KubeObject[], plan: InstallPlan): boole
   });
 }
 
-/** One `patch` per kind and namespace the lab applies (server-side apply is a patch). */
+/**
+ * One `patch` per kind and namespace the lab applies (server-side apply is a patch), and the CRDs
+ * of the release assets (their other kinds are known only once downloaded).
+ */
 function accessQuestions(plan: InstallPlan) {
   const seen = new Map<string, { verb: string; group: string; resource: string; namespace?: string }>();
+  if (plan.steps.some((step) => step.kind === 'manifest')) {
+    seen.set('crds', { verb: 'patch', group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' });
+  }
   for (const step of plan.steps) {
     if (step.kind !== 'chart') continue;
     for (const object of step.objects) {
