@@ -1,8 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
+import { clusterExampleBlock, currentClusterBlock, runClusterExample } from '../doctor/cluster-example.ts';
 import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
 import { captureOutput } from './capture.ts';
@@ -171,5 +172,14 @@ describe('lab doctor --kubeconfig: lab install checks as doctor lines', () => {
     expect(run.stderr).toBe(
       'lab doctor: --region: for the AWS account check; --kubeconfig/--context check a cluster instead: use one or the other\n',
     );
+  });
+});
+
+describe("docs/cluster.md's lab doctor --kubeconfig example", () => {
+  it('is what the command prints now (npx tsx scripts/doctor-example.ts --write)', async () => {
+    const page = readFileSync(new URL('../../docs/cluster.md', import.meta.url), 'utf8');
+    const { code, stdout } = await runClusterExample();
+    expect(code).toBe(1);
+    expect(currentClusterBlock(page)).toBe(clusterExampleBlock(stdout, code));
   });
 });
