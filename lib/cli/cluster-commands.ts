@@ -1,4 +1,6 @@
 import { type Command, CommanderError } from 'commander';
+import type { ClusterApi } from '../kube/cluster-api.ts';
+import type { Clock } from '../runner/ports.ts';
 import { type ClusterOptions, kubeConfigSource, withClusterOptions } from './cluster-options.ts';
 
 /** Fetches a prerequisite's release asset (GitHub redirects release downloads; fetch follows). */
@@ -8,6 +10,45 @@ async function download(url: string): Promise<string> {
   return response.text();
 }
 
+/** What a command that talks to a cluster is given: the API and the clock, a line writer, a downloader. */
+export interface ClusterSession {
+  readonly api: ClusterApi;
+  readonly clock: Clock;
+  readonly write: (line: string) => void;
+  readonly download: (url: string) => Promise<string>;
+}
+
+/**
+ * Runs a command against the cluster the options name (kubectl's rules). What the user can act on
+ * (a bad kubeconfig, an unreachable server, refused credentials or RBAC, a stop of the install) is
+ * one line on stderr and exit 1; anything else is a bug and propagates.
+ */
+export async function onCluster(
+  name: string,
+  options: ClusterOptions,
+  act: (session: ClusterSession) => Promise<void>,
+): Promise<void> {
+  const { KubeApiError } = await import('../kube/cluster-api.ts');
+  const { clusterApiFor, loadKubeConfig } = await import('../kube/kubeconfig.ts');
+  const { InstallStopped } = await import('../install/apply.ts');
+  const write = (line: string) => process.stdout.write(`${line}\n`);
+  const clock = {
+    now: () => new Date(),
+    sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+  };
+  try {
+    const api = clusterApiFor(loadKubeConfig(kubeConfigSource(options)));
+    await act({ api, clock, write, download });
+  } catch (error) {
+    if (error instanceof KubeApiError || error instanceof InstallStopped || isPlanError(error)) {
+      const message = (error as Error).message;
+      process.stderr.write(`lab ${name}: ${message}\n`);
+      throw new CommanderError(1, `lab.${name}.failed`, message);
+    }
+    throw error;
+  }
+}
+
 /**
  * `lab install` and `lab uninstall`: the lab on a cluster the user brings, through the Kubernetes
  * API (never kubectl). Errors are one line and exit 1.
@@ -15,30 +56,15 @@ async function download(url: string): Promise<string> {
 export function registerClusterCommands(program: Command): void {
   const run = async (name: string, options: ClusterOptions, action: 'install' | 'uninstall') => {
     const { loadLabConfig } = await import('../config/load.ts');
-    const { KubeApiError } = await import('../kube/cluster-api.ts');
-    const { clusterApiFor, loadKubeConfig } = await import('../kube/kubeconfig.ts');
-    const { InstallStopped, installLab } = await import('../install/install.ts');
+    const { installLab } = await import('../install/install.ts');
     const { installPlan } = await import('../install/plan.ts');
     const { uninstallLab } = await import('../install/uninstall.ts');
-    const write = (line: string) => process.stdout.write(`${line}\n`);
-    const clock = {
-      now: () => new Date(),
-      sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
-    };
-    try {
+    await onCluster(name, options, async (session) => {
       const { config } = loadLabConfig({ file: program.opts().config });
       const plan = installPlan(config);
-      const api = clusterApiFor(loadKubeConfig(kubeConfigSource(options)));
-      if (action === 'install') await installLab(plan, { api, clock, write, download });
-      else await uninstallLab(plan, config.namespace, { api, clock, write });
-    } catch (error) {
-      if (error instanceof KubeApiError || error instanceof InstallStopped || isPlanError(error)) {
-        const message = (error as Error).message;
-        process.stderr.write(`lab ${name}: ${message}\n`);
-        throw new CommanderError(1, `lab.${name}.failed`, message);
-      }
-      throw error;
-    }
+      if (action === 'install') await installLab(plan, session);
+      else await uninstallLab(plan, config.namespace, session);
+    });
   };
   withClusterOptions(
     program

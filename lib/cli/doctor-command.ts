@@ -1,7 +1,10 @@
 import { type Command, CommanderError } from 'commander';
+import type { LabConfig } from '../config/schema.ts';
 import type { DoctorClients } from '../doctor/model.ts';
+import { onCluster } from './cluster-commands.ts';
+import { type ClusterOptions, withClusterOptions } from './cluster-options.ts';
 
-interface DoctorCommandOptions {
+interface DoctorCommandOptions extends ClusterOptions {
   readonly region?: string;
   readonly json?: boolean;
   readonly qualifier?: string;
@@ -23,11 +26,13 @@ function fail(message: string): never {
  * Progress goes to stderr, so `--json` on stdout stays clean.
  */
 export function registerDoctorCommand(program: Command, createClients?: DoctorClientFactory): void {
-  program
-    .command('doctor')
-    .description(
-      'check the AWS account before deploying: credentials, CDK bootstrap, instance types and AMIs in the region, vCPU quotas, live lab hosts and deploy permissions (read-only; exits 1 on any FAIL)',
-    )
+  withClusterOptions(
+    program
+      .command('doctor')
+      .description(
+        "check the AWS account before deploying: credentials, CDK bootstrap, instance types and AMIs in the region, vCPU quotas, live lab hosts and deploy permissions; with --kubeconfig/--context, check a cluster for lab install instead: GPUs, RuntimeClass, node labels and taints, the runner's node and results, RBAC (read-only; exits 1 on any FAIL)",
+      ),
+  )
     .option(
       '--region <region>',
       "the region to deploy to (default: the AWS SDK's: AWS_REGION, then the profile)",
@@ -46,6 +51,10 @@ export function registerDoctorCommand(program: Command, createClients?: DoctorCl
       const { runDoctor, doctorPassed } = await import('../doctor/doctor.ts');
       const { doctorJson, formatDoctor } = await import('../doctor/format.ts');
       const progress = (step: string) => process.stderr.write(`lab doctor: ${step} ...\n`);
+      if (options.kubeconfig || options.context) {
+        await clusterDoctor(config, options, progress);
+        return;
+      }
       try {
         progress("reading this aws-cdk-lib's bootstrap requirement");
         const requirement = bootstrapRequirement({
@@ -63,4 +72,30 @@ export function registerDoctorCommand(program: Command, createClients?: DoctorCl
         throw error;
       }
     });
+}
+
+/** `lab doctor --kubeconfig/--context`: lab install's cluster checks as doctor lines. */
+async function clusterDoctor(
+  config: LabConfig,
+  options: DoctorCommandOptions,
+  progress: (step: string) => void,
+): Promise<void> {
+  const awsOnly = [
+    ['--region', options.region],
+    ['--qualifier', options.qualifier],
+    ['--toolkit-stack-name', options.toolkitStackName],
+  ].filter(([, value]) => value !== undefined);
+  if (awsOnly.length > 0) {
+    fail(
+      `${awsOnly.map(([flag]) => flag).join(', ')}: for the AWS account check; --kubeconfig/--context check a cluster instead: use one or the other`,
+    );
+  }
+  const { installPlan } = await import('../install/plan.ts');
+  const { runClusterDoctor } = await import('../doctor/cluster.ts');
+  const { clusterDoctorJson, clusterDoctorPassed, formatClusterDoctor } = await import('../doctor/format.ts');
+  await onCluster('doctor', options, async ({ api }) => {
+    const report = await runClusterDoctor(api, config, installPlan(config), progress);
+    process.stdout.write(options.json ? clusterDoctorJson(report) : formatClusterDoctor(report));
+    if (!clusterDoctorPassed(report)) throw new CommanderError(1, 'lab.doctor.failed', 'a check failed');
+  });
 }

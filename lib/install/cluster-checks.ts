@@ -9,7 +9,10 @@ import type { KubeObject } from '../kube/cluster-api.ts';
 export type CheckOutcome = 'pass' | 'warn' | 'fail';
 
 export interface ClusterCheck {
+  /** `gpus`, `runtime-class`, `nodes-<setting>`, `results-storage`, `rbac`. */
   readonly id: string;
+  /** What was checked: a setting, a RuntimeClass, the kubeconfig's user. */
+  readonly subject: string;
   readonly outcome: CheckOutcome;
   readonly message: string;
   /** What to do about a warn or fail. */
@@ -30,6 +33,8 @@ export interface ClusterNeeds {
   readonly gpus: number;
   /** Which pools the configuration places pods on, by the name a user knows them under. */
   readonly pools: readonly { readonly what: string; readonly setting: string; readonly pool: NodePool }[];
+  /** Where the study's results are written: a folder on the runner's node (hostPath). */
+  readonly results: { readonly kind: 'hostPath'; readonly path: string };
 }
 
 export const GPU_RESOURCE = 'nvidia.com/gpu';
@@ -87,10 +92,11 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
   const allocatable = gpuNodes.reduce((sum, node) => sum + gpusOf(node), 0);
   const gpuLine = `${allocatable} ${GPU_RESOURCE} allocatable on ${gpuNodes.length} node(s) matching placement.gpuNodes (${selectorText(needs.placement.replicas)}); the replicas request ${needs.gpus}`;
   if (allocatable >= needs.gpus) {
-    checks.push({ id: 'gpus', outcome: 'pass', message: gpuLine });
+    checks.push({ id: 'gpus', subject: 'placement.gpuNodes', outcome: 'pass', message: gpuLine });
   } else {
     checks.push({
       id: 'gpus',
+      subject: 'placement.gpuNodes',
       outcome: 'fail',
       message: gpuLine,
       fix:
@@ -103,15 +109,22 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
   if (runtimeClass === undefined) {
     checks.push({
       id: 'runtime-class',
+      subject: '(none)',
       outcome: 'pass',
       message:
         "GPU pods carry no runtimeClassName (placement.gpuNodes.runtimeClassName: null): the nodes' default runtime must inject the GPUs",
     });
   } else if (cluster.runtimeClasses.includes(runtimeClass)) {
-    checks.push({ id: 'runtime-class', outcome: 'pass', message: `RuntimeClass ${runtimeClass} exists` });
+    checks.push({
+      id: 'runtime-class',
+      subject: runtimeClass,
+      outcome: 'pass',
+      message: `RuntimeClass ${runtimeClass} exists`,
+    });
   } else {
     checks.push({
       id: 'runtime-class',
+      subject: runtimeClass,
       outcome: 'fail',
       message: `RuntimeClass ${runtimeClass} (placement.gpuNodes.runtimeClassName) does not exist (the cluster has: ${cluster.runtimeClasses.join(', ') || 'none'}): every GPU pod would fail admission`,
       fix: "on the EKS accelerated AMI nvidia is the default runtime: set placement.gpuNodes.runtimeClassName: null; with the GPU operator use the RuntimeClass it creates (docs/cluster.md, 'The RuntimeClass question')",
@@ -122,12 +135,14 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
     if (matching.length > 0) {
       checks.push({
         id: `nodes-${setting}`,
+        subject: setting,
         outcome: 'pass',
         message: `${what}: ${matching.length} node(s) match ${setting} (${selectorText(pool)})`,
       });
     } else {
       checks.push({
         id: `nodes-${setting}`,
+        subject: setting,
         outcome: 'fail',
         message: `${what}: no Ready node matches ${setting} (${selectorText(pool)}) and tolerates its taints: the pods would stay Pending`,
         fix: `label a node (kubectl label node <node> ${Object.entries(pool.nodeSelector)
@@ -136,19 +151,60 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
       });
     }
   }
+  checks.push(resultsStorage(needs, cluster.nodes));
   if (cluster.refused.length === 0) {
     checks.push({
       id: 'rbac',
+      subject: 'kubeconfig user',
       outcome: 'pass',
       message: 'the kubeconfig user may create everything the lab installs',
     });
   } else {
     checks.push({
       id: 'rbac',
+      subject: 'kubeconfig user',
       outcome: 'fail',
       message: `the kubeconfig user may not: ${cluster.refused.join('; ')}`,
       fix: 'use a context with cluster-admin (the lab creates CRD-backed objects, ClusterRoles and a namespace), or ask an administrator for these permissions',
     });
   }
   return checks;
+}
+
+/**
+ * The results are a folder on the runner's node: the runner must have exactly one node to land
+ * on, or a runner started again may land on another node and find an empty folder.
+ */
+function resultsStorage(needs: ClusterNeeds, nodes: readonly KubeObject[]): ClusterCheck {
+  const runner = needs.placement.runner;
+  const matching = nodesFor(runner, nodes).map((node) => node.metadata.name);
+  const base = { id: 'results-storage', subject: `hostPath ${needs.results.path}` } as const;
+  const where = `placement.runnerNodeSelector (${selectorText(runner)})`;
+  if (matching.length === 1) {
+    return {
+      ...base,
+      outcome: 'pass',
+      message: `the results stay on node ${matching[0]}, the one node that matches ${where}`,
+    };
+  }
+  if (matching.length === 0) {
+    return {
+      ...base,
+      outcome: 'fail',
+      message: `no Ready node matches ${where}: the runner would have no node to write its results on`,
+      fix: `label the node that keeps the results (kubectl label node <node> ${pairs(runner)}) or change placement.runnerNodeSelector`,
+    };
+  }
+  return {
+    ...base,
+    outcome: 'warn',
+    message: `${matching.length} nodes match ${where} (${matching.join(', ')}): the results are written on whichever the runner lands on, and a runner started again may land on another`,
+    fix: `pin the runner to one node: placement.runnerNodeSelector: { kubernetes.io/hostname: ${matching[0]} }`,
+  };
+}
+
+function pairs(pool: NodePool): string {
+  return Object.entries(pool.nodeSelector)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
 }

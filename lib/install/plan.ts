@@ -4,8 +4,18 @@ import type { LabConfig } from '../config/schema.ts';
 import type { KubeObject } from '../kube/cluster-api.ts';
 import { prerequisites } from '../prereqs/prerequisites.ts';
 import { resourceBudget } from '../study/resources.ts';
-import type { InstallPlan } from './install.ts';
+import { RESULTS_HOST_PATH } from '../study/topology.ts';
+import type { ClusterNeeds } from './cluster-checks.ts';
 import type { InstallStep } from './steps.ts';
+
+export interface InstallPlan {
+  readonly needs: ClusterNeeds;
+  readonly steps: readonly InstallStep[];
+  /** The chart holding the NVIDIA device plugin: skipped when the cluster already advertises GPUs. */
+  readonly devicePluginChart: string;
+  /** The chart holding the replicas: the GPUs must be advertised before it. */
+  readonly replicasChart: string;
+}
 
 /** The device plugin's and the replicas' charts (charts/lab-app.ts). */
 const DEVICE_PLUGIN_CHART = '10-gpu';
@@ -67,6 +77,7 @@ export function installPlan(config: LabConfig): InstallPlan {
             ]
           : []),
       ],
+      results: { kind: 'hostPath', path: RESULTS_HOST_PATH },
     },
     steps,
     devicePluginChart: DEVICE_PLUGIN_CHART,

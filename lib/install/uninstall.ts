@@ -2,7 +2,7 @@ import { labLabels } from '../../charts/labels.ts';
 import { type ClusterApi, describeRef, type KubeObject, type ObjectRef, refOf } from '../kube/cluster-api.ts';
 import { pollUntil } from '../runner/poll.ts';
 import type { Clock } from '../runner/ports.ts';
-import type { InstallPlan } from './install.ts';
+import type { InstallPlan } from './plan.ts';
 
 /**
  * `lab uninstall`: removes what `lab install` applied and what the study runner created, and

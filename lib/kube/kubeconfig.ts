@@ -61,7 +61,8 @@ export function loadKubeConfig(target: KubeTarget, env = process.env, home = hom
     } catch (error) {
       throw new KubeApiError(
         'kubeconfig',
-        `kubeconfig ${file} cannot be read: ${messageOf(error)}`,
+        // The YAML parser adds a snippet of the file below its first line: one line is enough.
+        `kubeconfig ${file} cannot be read: ${messageOf(error).split('\n')[0]}`,
         undefined,
         {
           cause: error,

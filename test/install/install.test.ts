@@ -1,67 +1,11 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { parseLabConfig } from '../../lib/config/load.ts';
+import { describe, expect, it } from 'vitest';
+import type { InstallPlan } from '../../lib/install/install.ts';
 import { InstallStopped, installLab } from '../../lib/install/install.ts';
-import { installPlan } from '../../lib/install/plan.ts';
-import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
-import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
-import { FakeClock } from '../runner/fake-servers.ts';
+import { rig as anyRig, GPU_NODE, putHelmRelease } from './rig.ts';
 
-const GPU_NODE: FakeNode = {
-  name: 'gpu-0',
-  labels: { 'llm-gateway-lab/node-role': 'gpu', 'node-role.kubernetes.io/control-plane': 'true' },
-  gpus: 4,
-};
-
-/** GAIE's release asset carries InferencePool and InferenceObjective. */
-function crd(kind: string, plural: string, version: string, group = 'inference.networking.k8s.io'): string {
-  return [
-    'apiVersion: apiextensions.k8s.io/v1',
-    'kind: CustomResourceDefinition',
-    `metadata: { name: ${plural}.${group} }`,
-    'spec:',
-    `  group: ${group}`,
-    '  scope: Namespaced',
-    `  names: { kind: ${kind}, plural: ${plural} }`,
-    `  versions: [{ name: ${version}, served: true, storage: true }]`,
-  ].join('\n');
-}
-
-/** Envoy Gateway's install.yaml: the Gateway API CRDs and its own, the kinds the AI Gateway arm applies. */
-const ENVOY_GATEWAY_ASSET = [
-  crd('GatewayClass', 'gatewayclasses', 'v1', 'gateway.networking.k8s.io'),
-  crd('Gateway', 'gateways', 'v1', 'gateway.networking.k8s.io'),
-  crd('HTTPRoute', 'httproutes', 'v1', 'gateway.networking.k8s.io'),
-  crd('EnvoyProxy', 'envoyproxies', 'v1alpha1', 'gateway.envoyproxy.io'),
-].join('\n---\n');
-
-const servers: FakeApiServer[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) await s.stop();
-});
-
-async function rig(options: Partial<FakeApiOptions> = {}, config: unknown = {}) {
-  const clock = new FakeClock();
-  const server = new FakeApiServer({ clock, nodes: [GPU_NODE], runtimeClasses: ['nvidia'], ...options });
-  servers.push(server);
-  const dir = mkdtempSync(join(tmpdir(), 'lab-install-'));
-  const kubeconfig = await server.kubeconfig(dir);
-  const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
-  const lines: string[] = [];
-  const downloads: string[] = [];
-  const deps = {
-    api,
-    clock,
-    write: (line: string) => lines.push(line),
-    download: async (url: string) => {
-      downloads.push(url);
-      if (url.includes('envoyproxy/gateway')) return ENVOY_GATEWAY_ASSET;
-      return `${crd('InferencePool', 'inferencepools', 'v1')}\n---\n${crd('InferenceObjective', 'inferenceobjectives', 'v1alpha2')}\n`;
-    },
-  };
-  return { clock, server, deps, lines, downloads, plan: installPlan(parseLabConfig(config)) };
+async function rig(...args: Parameters<typeof anyRig>) {
+  const made = await anyRig(...args);
+  return { ...made, plan: made.plan as InstallPlan };
 }
 
 describe('lab install against a cluster that takes time', () => {
@@ -150,24 +94,11 @@ describe('lab install on a cluster that is partly there', () => {
     const config = { study: { optionalArms: ['ai-gateway'] } };
     const missing = await rig({}, config);
     await expect(installLab(missing.plan, missing.deps)).rejects.toThrow(
-      /Envoy AI Gateway .* CRDs is not installed: lab install does not run Helm[\s\S]*helm upgrade --install aieg-crd oci:\/\/docker\.io\/envoyproxy\/ai-gateway-crds-helm/,
+      /Envoy AI Gateway .* CRDs is not installed: the lab does not run Helm[\s\S]*helm upgrade --install aieg-crd oci:\/\/docker\.io\/envoyproxy\/ai-gateway-crds-helm/,
     );
     const present = await rig({}, config);
-    present.server.put({
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: 'envoy-ai-gateway-system' },
-    });
     for (const release of ['aieg-crd', 'aieg']) {
-      present.server.put({
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: {
-          name: `sh.helm.release.v1.${release}.v1`,
-          namespace: 'envoy-ai-gateway-system',
-          labels: { owner: 'helm', name: release, status: 'deployed', version: '1' },
-        },
-      });
+      putHelmRelease(present.server, release, 'envoy-ai-gateway-system');
     }
     // Envoy Gateway's controller, which the after-apply step restarts.
     present.server.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'envoy-gateway-system' } });

@@ -334,6 +334,20 @@ export class FakeApiServer {
       return;
     }
     this.applies.push({ fieldManager, force: url.searchParams.get('force'), kind: resource.kind, name });
+    // RBAC holds for the request itself, as the access review said (the authorizer's 403 Status).
+    const asked = `patch ${resource.plural}${resource.group ? `.${resource.group}` : ''}`;
+    if ((this.options.denied ?? []).includes(asked)) {
+      const scope = namespace ? `in the namespace "${namespace}"` : 'at the cluster scope';
+      send(
+        res,
+        403,
+        status(
+          403,
+          `${resource.plural}${resource.group ? `.${resource.group}` : ''} "${name}" is forbidden: User "tester" cannot patch resource "${resource.plural}" in API group "${resource.group}" ${scope}`,
+        ),
+      );
+      return;
+    }
     if (namespace && !this.objects.has(keyOf('v1', 'Namespace', undefined, namespace))) {
       send(res, 404, status(404, `namespaces "${namespace}" not found`));
       return;

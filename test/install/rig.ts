@@ -1,0 +1,107 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach } from 'vitest';
+import { parseLabConfig } from '../../lib/config/load.ts';
+import { installPlan } from '../../lib/install/plan.ts';
+import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
+import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
+import { FakeClock } from '../runner/fake-servers.ts';
+
+/**
+ * A fake cluster for the install tests: the fake API server with one 4-GPU node, a kubeconfig for
+ * it, the real client, and the release assets the prerequisites download (served from memory).
+ */
+
+export const GPU_NODE: FakeNode = {
+  name: 'gpu-0',
+  labels: { 'llm-gateway-lab/node-role': 'gpu', 'node-role.kubernetes.io/control-plane': 'true' },
+  gpus: 4,
+};
+
+/** A CRD as a release asset carries it. */
+export function crd(
+  kind: string,
+  plural: string,
+  version: string,
+  group = 'inference.networking.k8s.io',
+): string {
+  return [
+    'apiVersion: apiextensions.k8s.io/v1',
+    'kind: CustomResourceDefinition',
+    `metadata: { name: ${plural}.${group} }`,
+    'spec:',
+    `  group: ${group}`,
+    '  scope: Namespaced',
+    `  names: { kind: ${kind}, plural: ${plural} }`,
+    `  versions: [{ name: ${version}, served: true, storage: true }]`,
+  ].join('\n');
+}
+
+/** GAIE's release asset carries InferencePool and InferenceObjective. */
+export const GAIE_ASSET = `${crd('InferencePool', 'inferencepools', 'v1')}\n---\n${crd('InferenceObjective', 'inferenceobjectives', 'v1alpha2')}\n`;
+
+/** Envoy Gateway's install.yaml: the Gateway API CRDs and its own, the kinds the AI Gateway arm applies. */
+export const ENVOY_GATEWAY_ASSET = [
+  crd('GatewayClass', 'gatewayclasses', 'v1', 'gateway.networking.k8s.io'),
+  crd('Gateway', 'gateways', 'v1', 'gateway.networking.k8s.io'),
+  crd('HTTPRoute', 'httproutes', 'v1', 'gateway.networking.k8s.io'),
+  crd('EnvoyProxy', 'envoyproxies', 'v1alpha1', 'gateway.envoyproxy.io'),
+].join('\n---\n');
+
+/** The release asset behind a prerequisite's URL. */
+export function assetOf(url: string): string {
+  return url.includes('envoyproxy/gateway') ? ENVOY_GATEWAY_ASSET : GAIE_ASSET;
+}
+
+/** Helm's record of a deployed release, as `helm upgrade --install` leaves it (storage driver "secret"). */
+export function putHelmRelease(server: FakeApiServer, release: string, namespace: string): void {
+  if (!server.live('Namespace').some((n) => (n.metadata as { name: string }).name === namespace)) {
+    server.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
+  }
+  server.put({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: `sh.helm.release.v1.${release}.v1`,
+      namespace,
+      labels: { owner: 'helm', name: release, status: 'deployed', version: '1' },
+    },
+  });
+}
+
+const servers: FakeApiServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.stop();
+});
+
+export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown = {}) {
+  const clock = new FakeClock();
+  const server = new FakeApiServer({ clock, nodes: [GPU_NODE], runtimeClasses: ['nvidia'], ...options });
+  servers.push(server);
+  const dir = mkdtempSync(join(tmpdir(), 'lab-install-'));
+  const kubeconfig = await server.kubeconfig(dir);
+  const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
+  const lines: string[] = [];
+  const downloads: string[] = [];
+  const deps = {
+    api,
+    clock,
+    write: (line: string) => lines.push(line),
+    download: async (url: string) => {
+      downloads.push(url);
+      return assetOf(url);
+    },
+  };
+  const parsed = parseLabConfig(config);
+  return {
+    clock,
+    server,
+    deps,
+    lines,
+    downloads,
+    kubeconfig,
+    config: parsed,
+    plan: parsed.lab === 'network' ? undefined : installPlan(parsed),
+  };
+}
