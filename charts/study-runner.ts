@@ -16,6 +16,7 @@ import { aiGatewayNames } from './ai-gateway.ts';
 import { benchmarkJob } from './benchmark-job.ts';
 import { COMPONENT_LABEL, podPlacement } from './common.ts';
 import { clusterScoped } from './endpoint-picker.ts';
+import { resultsAffinity, resultsVolume } from './results-store.ts';
 import { checkRunnerConfigMapSize, runnerJob } from './runner-job.ts';
 
 // Kept here for the modules that import them from this chart.
@@ -157,7 +158,8 @@ export class StudyRunnerChart extends Chart {
       env: [{ name: RUNNER_NODE_ENV, valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
       // The node whose results folder is kept (the K3s server's bootstrap uploads it); the
       // clients are pinned to this node at run time (lib/runner/layout.ts onRunnerNode).
-      placement: podPlacement(labPlacement(config).runner),
+      placement: { ...podPlacement(labPlacement(config).runner), ...resultsAffinity(config) },
+      results: resultsVolume(config),
     });
   }
 }

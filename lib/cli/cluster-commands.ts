@@ -13,7 +13,11 @@ async function download(url: string): Promise<string> {
  * API (never kubectl). Errors are one line and exit 1.
  */
 export function registerClusterCommands(program: Command): void {
-  const run = async (name: string, options: ClusterOptions, action: 'install' | 'uninstall') => {
+  const run = async (
+    name: string,
+    options: ClusterOptions & { deleteResults?: boolean },
+    action: 'install' | 'uninstall',
+  ) => {
     const { loadLabConfig } = await import('../config/load.ts');
     const { KubeApiError } = await import('../kube/cluster-api.ts');
     const { clusterApiFor, loadKubeConfig } = await import('../kube/kubeconfig.ts');
@@ -30,7 +34,13 @@ export function registerClusterCommands(program: Command): void {
       const plan = installPlan(config);
       const api = clusterApiFor(loadKubeConfig(kubeConfigSource(options)));
       if (action === 'install') await installLab(plan, { api, clock, write, download });
-      else await uninstallLab(plan, config.namespace, { api, clock, write });
+      else
+        await uninstallLab(plan, config.namespace, {
+          api,
+          clock,
+          write,
+          deleteResults: options.deleteResults === true,
+        });
     } catch (error) {
       if (error instanceof KubeApiError || error instanceof InstallStopped || isPlanError(error)) {
         const message = (error as Error).message;
@@ -51,9 +61,13 @@ export function registerClusterCommands(program: Command): void {
     program
       .command('uninstall')
       .description(
-        'remove from the cluster what lab install and the study created (labelled objects only), and say what is left',
+        'remove from the cluster what lab install and the study created (labelled objects only), and say what is left; the results claim stays unless --delete-results',
+      )
+      .option(
+        '--delete-results',
+        "also delete the results claim (the study's results) and the lab's namespace",
       ),
-  ).action((options: ClusterOptions) => run('uninstall', options, 'uninstall'));
+  ).action((options: ClusterOptions & { deleteResults?: boolean }) => run('uninstall', options, 'uninstall'));
 }
 
 function isPlanError(error: unknown): boolean {

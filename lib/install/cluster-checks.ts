@@ -1,4 +1,5 @@
 import type { LabPlacement, NodePool, Toleration } from '../config/placement.ts';
+import type { ResultsVolume } from '../config/results-volume.ts';
 import type { KubeObject } from '../kube/cluster-api.ts';
 
 /**
@@ -22,6 +23,15 @@ export interface ClusterSnapshot {
   readonly runtimeClasses: readonly string[];
   /** Access questions that were refused, as `create deployments.apps in vllm`. */
   readonly refused: readonly string[];
+  /** The cluster's StorageClasses. */
+  readonly storageClasses?: readonly StorageClassInfo[];
+}
+
+export interface StorageClassInfo {
+  readonly name: string;
+  readonly provisioner?: string;
+  /** Marked the default (the DefaultStorageClass admission gives it to claims that name none). */
+  readonly isDefault: boolean;
 }
 
 export interface ClusterNeeds {
@@ -30,6 +40,71 @@ export interface ClusterNeeds {
   readonly gpus: number;
   /** Which pools the configuration places pods on, by the name a user knows them under. */
   readonly pools: readonly { readonly what: string; readonly setting: string; readonly pool: NodePool }[];
+  /** Where the results folder lives (runner.results). */
+  readonly results: ResultsVolume;
+}
+
+/**
+ * The annotations that mark a default StorageClass (Kubernetes' "Change the default StorageClass"
+ * task; the beta one is still honoured by the DefaultStorageClass admission plugin).
+ */
+export const DEFAULT_CLASS_ANNOTATIONS = [
+  'storageclass.kubernetes.io/is-default-class',
+  'storageclass.beta.kubernetes.io/is-default-class',
+] as const;
+
+/** A StorageClass object as the check reads it. */
+export function storageClassInfo(object: KubeObject): StorageClassInfo {
+  const annotations = object.metadata.annotations ?? {};
+  return {
+    name: object.metadata.name,
+    ...(typeof object.provisioner === 'string' ? { provisioner: object.provisioner } : {}),
+    isDefault: DEFAULT_CLASS_ANNOTATIONS.some((key) => annotations[key] === 'true'),
+  };
+}
+
+/** Where the results go on a cluster the user brings: a claim of a StorageClass it has. */
+export function resultsCheck(results: ResultsVolume, classes: readonly StorageClassInfo[]): ClusterCheck {
+  if (results.volume !== 'claim') {
+    return {
+      id: 'results',
+      outcome: 'fail',
+      message:
+        "runner.results.volume is node-folder: the results would live in one node's host folder, which someone must label (placement.runnerNodeSelector) and nothing copies out",
+      fix: 'set runner.results.volume: claim (a PersistentVolumeClaim; runner.results.storageClassName names its StorageClass, null for the default); lab results then copies the results through the Kubernetes API',
+    };
+  }
+  const names = classes.map((c) => `${c.name}${c.isDefault ? ' (default)' : ''}`).join(', ') || 'none';
+  const size = `PersistentVolumeClaim of ${results.size}`;
+  if (results.storageClassName) {
+    const found = classes.find((c) => c.name === results.storageClassName);
+    return found
+      ? {
+          id: 'results',
+          outcome: 'pass',
+          message: `results: a ${size} from StorageClass ${found.name}${found.provisioner ? ` (${found.provisioner})` : ''}`,
+        }
+      : {
+          id: 'results',
+          outcome: 'fail',
+          message: `results: StorageClass ${results.storageClassName} (runner.results.storageClassName) does not exist (the cluster has: ${names}): the claim would stay Pending`,
+          fix: `set runner.results.storageClassName to one of the cluster's StorageClasses (kubectl get storageclass), or null for the default`,
+        };
+  }
+  const defaults = classes.filter((c) => c.isDefault);
+  if (defaults.length > 0) {
+    return {
+      id: 'results',
+      outcome: 'pass',
+      message: `results: a ${size} from the default StorageClass ${defaults[0].name}${defaults[0].provisioner ? ` (${defaults[0].provisioner})` : ''}`,
+    };
+  }
+  return {
+    id: 'results',
+    outcome: 'fail',
+    message: `results: runner.results.storageClassName is null and the cluster has no default StorageClass (it has: ${names}): the claim would stay Pending`,
+    fix: `name one in runner.results.storageClassName, or mark one the default: kubectl annotate storageclass <name> ${DEFAULT_CLASS_ANNOTATIONS[0]}=true`,
+  };
 }
 
 export const GPU_RESOURCE = 'nvidia.com/gpu';
@@ -136,6 +211,7 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
       });
     }
   }
+  checks.push(resultsCheck(needs.results, cluster.storageClasses ?? []));
   if (cluster.refused.length === 0) {
     checks.push({
       id: 'rbac',

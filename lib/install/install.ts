@@ -9,8 +9,9 @@ import {
   clusterChecks,
   GPU_RESOURCE,
   nodesFor,
+  storageClassInfo,
 } from './cluster-checks.ts';
-import { readinessOf } from './readiness.ts';
+import { readinessOf, stopHint } from './readiness.ts';
 import {
   groupOf,
   HELM_RELEASE_SELECTOR,
@@ -104,6 +105,7 @@ async function checkCluster(plan: InstallPlan, deps: InstallDeps): Promise<Clust
   const { api } = deps;
   const nodes = await api.list('v1', 'Node');
   const runtimeClasses = (await api.list('node.k8s.io/v1', 'RuntimeClass')).map((rc) => rc.metadata.name);
+  const storageClasses = (await api.list('storage.k8s.io/v1', 'StorageClass')).map(storageClassInfo);
   const questions = accessQuestions(plan);
   const refused: string[] = [];
   for (const q of questions) {
@@ -113,7 +115,7 @@ async function checkCluster(plan: InstallPlan, deps: InstallDeps): Promise<Clust
       );
     }
   }
-  const checks = clusterChecks(plan.needs, { nodes, runtimeClasses, refused });
+  const checks = clusterChecks(plan.needs, { nodes, runtimeClasses, refused, storageClasses });
   // Without a device plugin yet, a GPU count of zero is expected: the lab installs one first.
   return checks.map((check) =>
     check.id === 'gpus' &&
@@ -241,8 +243,10 @@ async function waitReady(object: KubeObject, limitMs: number, deps: InstallDeps)
     },
   );
   if ('timedOut' in outcome) {
+    const last = await deps.api.read(ref);
+    const hint = last ? stopHint(last) : undefined;
     throw new InstallStopped(
-      `${name} did not become ready within ${minutes(limitMs)}: ${outcome.timedOut}. See why with: kubectl${ref.namespace ? ` -n ${ref.namespace}` : ''} describe ${ref.kind.toLowerCase()}/${ref.name} (and its pods' events); run lab install again once it is fixed.`,
+      `${name} did not become ready within ${minutes(limitMs)}: ${outcome.timedOut}. ${hint ? `${hint}. ` : ''}See why with: kubectl${ref.namespace ? ` -n ${ref.namespace}` : ''} describe ${ref.kind.toLowerCase()}/${ref.name} (and its pods' events); run lab install again once it is fixed.`,
     );
   }
   if (outcome.afterMs > 0) deps.write(`  ${name} ready after ${minutes(outcome.afterMs)}`);

@@ -45,6 +45,7 @@ export function installPlan(config: LabConfig): InstallPlan {
     needs: {
       placement,
       gpus,
+      results: config.runner.results,
       pools: [
         { what: 'vLLM replicas', setting: 'placement.gpuNodes', pool: placement.replicas },
         {
