@@ -12,7 +12,14 @@ async function download(url: string): Promise<string> {
  * `lab install` and `lab uninstall`: the lab on a cluster the user brings, through the Kubernetes
  * API (never kubectl). Errors are one line and exit 1.
  */
-export function registerClusterCommands(program: Command): void {
+export interface ClusterCommandOptions {
+  /** The waits' clock (tests pass a fake one). */
+  readonly clock?: { now(): Date; sleep(ms: number): Promise<void> };
+  /** Fetches a prerequisite's release asset (tests serve their own). */
+  readonly download?: (url: string) => Promise<string>;
+}
+
+export function registerClusterCommands(program: Command, commandOptions: ClusterCommandOptions = {}): void {
   const run = async (
     name: string,
     options: ClusterOptions & { deleteResults?: boolean },
@@ -25,7 +32,7 @@ export function registerClusterCommands(program: Command): void {
     const { installPlan } = await import('../install/plan.ts');
     const { uninstallLab } = await import('../install/uninstall.ts');
     const write = (line: string) => process.stdout.write(`${line}\n`);
-    const clock = {
+    const clock = commandOptions.clock ?? {
       now: () => new Date(),
       sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
     };
@@ -33,7 +40,8 @@ export function registerClusterCommands(program: Command): void {
       const { config } = loadLabConfig({ file: program.opts().config });
       const plan = installPlan(config);
       const api = clusterApiFor(loadKubeConfig(kubeConfigSource(options)));
-      if (action === 'install') await installLab(plan, { api, clock, write, download });
+      if (action === 'install')
+        await installLab(plan, { api, clock, write, download: commandOptions.download ?? download });
       else
         await uninstallLab(plan, config.namespace, {
           api,
