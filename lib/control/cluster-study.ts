@@ -1,6 +1,7 @@
 import { mkdirSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { LabConfig } from '../config/schema.ts';
+import { groupOf, resourceOfKind } from '../install/steps.ts';
 import { type ClusterApi, describeRef, KubeApiError, type KubeObject } from '../kube/cluster-api.ts';
 import { STATUS_FILE } from '../runner/layout.ts';
 import { pollUntil } from '../runner/poll.ts';
@@ -197,7 +198,26 @@ export async function startStudyOnCluster(deps: ClusterStudyDeps, start: StartRe
       write(
         'lab run --smoke: the runner runs the smoke study: every arm with a tiny load, then its checklist (lab status prints it)',
       );
-    for (const object of deps.runnerObjects()) await api.apply(withRequest(object, request));
+    const objects = deps.runnerObjects();
+    // Every permission first: a runner half applied is worse than none.
+    const refused: string[] = [];
+    const asked = new Set<string>();
+    for (const object of objects) {
+      const group = groupOf(object.apiVersion);
+      const resource = resourceOfKind(object.kind);
+      const namespace = object.metadata.namespace;
+      const key = `${resource}.${group}/${namespace ?? ''}`;
+      if (asked.has(key)) continue;
+      asked.add(key);
+      if (!(await api.canI({ verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) })))
+        refused.push(`patch ${resource}${group ? `.${group}` : ''}${namespace ? ` in ${namespace}` : ''}`);
+    }
+    if (refused.length > 0) {
+      throw new ClusterStudyError(
+        `the kubeconfig user may not start the runner (nothing was applied): ${refused.join('; ')}; use a context that may, or ask an administrator for these permissions`,
+      );
+    }
+    for (const object of objects) await api.apply(withRequest(object, request));
     write(`started the study runner ${describeRef(ref)}`);
   }
   const status = await readStatus(deps, pod);
