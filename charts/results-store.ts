@@ -132,11 +132,14 @@ export class ResultsStoreChart extends Chart {
                   periodSeconds: 10,
                 },
                 resources: containerResources(REQUESTS.resultsServer),
+                // The runner writes the folder as root (charts/runner-job.ts): read it as root, with
+                // no capability, a read-only root filesystem and a read-only mount.
                 securityContext: {
-                  runAsNonRoot: true,
-                  runAsUser: 65534,
+                  runAsNonRoot: false,
+                  runAsUser: 0,
                   readOnlyRootFilesystem: true,
                   allowPrivilegeEscalation: false,
+                  capabilities: { drop: ['ALL'] },
                 },
                 volumeMounts: [
                   { name: 'code', mountPath: RESULTS_SERVER_DIR, readOnly: true },

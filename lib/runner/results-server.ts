@@ -8,7 +8,8 @@ import { join, relative, resolve, sep } from 'node:path';
  * cluster the user brings needs no node folder, no exec and no kubectl. It answers three GETs:
  *
  * - `/healthz`: `ok` (the readiness probe);
- * - `/list`: `{"files":[{"path","size","mtimeMs"}]}`, every regular file under the folder;
+ * - `/list`: `{"files":[{"path","size","mtimeMs"}],"unreadable":[...]}`, every regular file under
+ *   the folder and the folders it could not read;
  * - `/file-<base64url of the relative path>`: the file's bytes, base64-encoded.
  *
  * Every body is `text/plain`: client-node 1.4.0's connectGetNamespacedPodProxyWithPath parses a
@@ -46,14 +47,16 @@ export function fileOfPath(proxied: string, root: string): string | undefined {
   return full;
 }
 
-/** Every regular file under `root` (symbolic links are not followed). */
-export function listResults(root: string): ResultsFile[] {
+/** Every regular file under `root` (symbolic links are not followed), and folders it could not read. */
+export function listResults(root: string): { files: ResultsFile[]; unreadable: string[] } {
   const files: ResultsFile[] = [];
+  const unreadable: string[] = [];
   const walk = (dir: string) => {
     let names: string[];
     try {
       names = readdirSync(dir).sort();
     } catch {
+      unreadable.push(relative(root, dir).split(sep).join('/') || '.');
       return;
     }
     for (const name of names) {
@@ -71,7 +74,7 @@ export function listResults(root: string): ResultsFile[] {
     }
   };
   walk(root);
-  return files;
+  return { files, unreadable };
 }
 
 /** The server's request handler over `root`; the fake API server proxies to the same one. */
@@ -84,7 +87,7 @@ export function resultsHandler(root: string): (req: IncomingMessage, res: Server
     };
     if (req.method !== 'GET') return text(405, 'the results server is read-only');
     if (path === '/healthz') return text(200, 'ok');
-    if (path === '/list') return text(200, JSON.stringify({ files: listResults(root) }));
+    if (path === '/list') return text(200, JSON.stringify(listResults(root)));
     const file = fileOfPath(path, root);
     if (!file) return text(404, `no such path: ${path}`);
     const stat = lstatSync(file, { throwIfNoEntry: false });

@@ -3,7 +3,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { filePath, resultsHandler } from '../../lib/runner/results-server.ts';
+import { filePath, listResults, resultsHandler } from '../../lib/runner/results-server.ts';
 import { tempDir } from '../temp.ts';
 
 async function serve(root: string) {
@@ -24,7 +24,11 @@ describe('the results server', () => {
     try {
       const list = await fetch(`${url}/list`);
       expect(list.headers.get('content-type')).toMatch(/^text\/plain/);
-      const { files } = (await list.json()) as { files: { path: string; size: number }[] };
+      const { files, unreadable } = (await list.json()) as {
+        files: { path: string; size: number }[];
+        unreadable: string[];
+      };
+      expect(unreadable).toEqual([]);
       expect(files.map((f) => [f.path, f.size])).toEqual([
         ['status.json', 20],
         ['studies/s1/odd.bin', 5],
@@ -50,5 +54,14 @@ describe('the results server', () => {
     } finally {
       await close();
     }
+  });
+});
+
+describe('the results server listing', () => {
+  it('names a folder it cannot read instead of leaving it out silently', () => {
+    const root = tempDir('lab-results-server-');
+    writeFileSync(join(root, 'status.json'), '{}');
+    expect(listResults(join(root, 'missing'))).toEqual({ files: [], unreadable: ['.'] });
+    expect(listResults(root).files.map((f) => f.path)).toEqual(['status.json']);
   });
 });
