@@ -16,9 +16,9 @@ import {
   modelCacheMount,
   modelCacheVolume,
   podPlacement,
-  RESULTS_HOST_PATH,
 } from './common.ts';
 import { BENCHMARK_LABEL } from './labels.ts';
+import { resultsMount, resultsVolume } from './results-store.ts';
 
 // Defined beside the other labels (labels.ts, free of cdk8s), for the runner's bundle.
 export { BENCHMARK_LABEL };
@@ -44,11 +44,6 @@ export function benchmarkJobName(spec: Pick<BenchmarkSpec, 'id'>): string {
     );
   }
   return name;
-}
-
-/** Host folder a benchmark writes its saved JSON to (mounted at /out). */
-export function benchmarkResultHostPath(spec: Pick<BenchmarkSpec, 'id'>): string {
-  return `${RESULTS_HOST_PATH}/${spec.id}`;
 }
 
 /**
@@ -92,13 +87,10 @@ export function benchmarkJob(config: LabConfig, spec: BenchmarkSpec, gate?: Clie
                 readOnlyRootFilesystem: false,
                 allowPrivilegeEscalation: false,
               },
-              volumeMounts: [modelCacheMount(), { name: 'results', mountPath: RESULT_DIR }],
+              volumeMounts: [modelCacheMount(), resultsMount(config, RESULT_DIR, spec.id)],
             },
           ],
-          volumes: [
-            modelCacheVolume(),
-            { name: 'results', hostPath: { path: benchmarkResultHostPath(spec), type: 'DirectoryOrCreate' } },
-          ],
+          volumes: [modelCacheVolume(), resultsVolume(config, spec.id)],
         },
       },
     },

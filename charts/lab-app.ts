@@ -11,10 +11,14 @@ import { EndpointPickersChart } from './endpoint-picker.ts';
 import { GpuPlumbingChart } from './gpu.ts';
 import { ModelServersChart } from './model-servers.ts';
 import { LabNamespace } from './namespace.ts';
+import { ResultsStoreChart, resultsOnClaim } from './results-store.ts';
 import { RoutersChart } from './routers.ts';
 import { StandaloneEnvoysChart } from './standalone-envoy.ts';
 
 export { labLabels } from './common.ts';
+
+/** The results claim and its server (`runner.results.volume: claim` only). */
+export const RESULTS_CHART = '05-results';
 
 /**
  * The lab's cdk8s app. Each chart is written to `<chart id>.yaml`; the ids carry their apply
@@ -55,6 +59,11 @@ export function buildLabApp(config: LabConfig, props: AppProps = {}): LabApp {
   const inLab = { namespace: config.namespace, labels };
 
   const namespace = new LabNamespace(app, '00-namespace', { name: config.namespace, labels });
+  if (resultsOnClaim(config)) {
+    // Before anything that writes results: the claim binds and its server holds it.
+    const results = new ResultsStoreChart(app, RESULTS_CHART, { ...inLab, config });
+    results.addDependency(namespace);
+  }
   const placement = labPlacement(config);
   const gpu = new GpuPlumbingChart(app, '10-gpu', {
     labels,

@@ -65,7 +65,12 @@ export interface RunnerJobProps {
    */
   readonly env?: readonly k8s.EnvVar[];
   /** Where the pod runs: the node whose results folder is kept. */
-  readonly placement: Pick<k8s.PodSpec, 'nodeSelector' | 'tolerations'>;
+  readonly placement: Pick<k8s.PodSpec, 'nodeSelector' | 'tolerations' | 'affinity'>;
+  /**
+   * The results folder's volume, named `results` (charts/results-store.ts).
+   * @default the host folder RESULTS_HOST_PATH of the runner's node
+   */
+  readonly results?: k8s.Volume;
 }
 
 /** The study runner's Job (construct id `job`), run once: a failed runner is seen, not retried. */
@@ -104,7 +109,10 @@ export function runnerJob(scope: Construct, props: RunnerJobProps): k8s.KubeJob 
           ],
           volumes: [
             { name: 'runner', configMap: { name } },
-            { name: 'results', hostPath: { path: RESULTS_HOST_PATH, type: 'DirectoryOrCreate' } },
+            props.results ?? {
+              name: 'results',
+              hostPath: { path: RESULTS_HOST_PATH, type: 'DirectoryOrCreate' },
+            },
           ],
         },
       },

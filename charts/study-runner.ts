@@ -1,4 +1,4 @@
-import { Chart, type ChartProps } from 'cdk8s';
+import { App, Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 import { labPlacement } from '../lib/config/placement.ts';
@@ -10,12 +10,13 @@ import { RUNNER_FILES } from '../lib/runner/runner-files.ts';
 import { studyArms } from '../lib/study/arms.ts';
 import { type StudyPlan, studyPlan } from '../lib/study/plan.ts';
 import { smokePlan } from '../lib/study/smoke.ts';
-import { STUDY_RUNNER_NAME } from '../lib/study/topology.ts';
+import { STUDY_RUNNER_CHART, STUDY_RUNNER_NAME } from '../lib/study/topology.ts';
 import { GATEWAY_API_GROUP } from './ai-gateway/gateway-api.ts';
 import { aiGatewayNames } from './ai-gateway.ts';
 import { benchmarkJob } from './benchmark-job.ts';
-import { COMPONENT_LABEL, podPlacement } from './common.ts';
+import { COMPONENT_LABEL, labLabels, podPlacement } from './common.ts';
 import { clusterScoped } from './endpoint-picker.ts';
+import { resultsAffinity, resultsVolume } from './results-store.ts';
 import { checkRunnerConfigMapSize, runnerJob } from './runner-job.ts';
 
 // Kept here for the modules that import them from this chart.
@@ -157,7 +158,23 @@ export class StudyRunnerChart extends Chart {
       env: [{ name: RUNNER_NODE_ENV, valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
       // The node whose results folder is kept (the K3s server's bootstrap uploads it); the
       // clients are pinned to this node at run time (lib/runner/layout.ts onRunnerNode).
-      placement: podPlacement(labPlacement(config).runner),
+      placement: { ...podPlacement(labPlacement(config).runner), ...resultsAffinity(config) },
+      results: resultsVolume(config),
     });
   }
+}
+
+/**
+ * The runner's objects as `lab run` applies them on a cluster the user brings: what
+ * `cdk8s synth` writes for it (dist/ or dist/runner/), from the same chart.
+ */
+export function studyRunnerObjects(config: LabConfig): Record<string, unknown>[] {
+  const app = new App();
+  const chart = new StudyRunnerChart(app, STUDY_RUNNER_CHART, {
+    namespace: config.namespace,
+    labels: labLabels(),
+    config,
+  });
+  app.synthYaml();
+  return chart.toJson() as Record<string, unknown>[];
 }

@@ -97,6 +97,12 @@ export class LabStack extends Stack {
   constructor(scope: Construct, id: string, props: LabStackProps) {
     super(scope, id, props);
     const { config } = props;
+    if (config.runner.results.volume === 'claim') {
+      // The host's bootstrap uploads and `lab status` reads the node folder (lib/control/host-scripts.ts).
+      throw new Error(
+        "runner.results.volume: claim is for a cluster you bring (lab install); the lab's own host keeps its results in the node folder, which its bootstrap uploads to the results bucket. Set runner.results.volume: node-folder (the default) for cdk deploy",
+      );
+    }
 
     this.resultsBucket = new s3.Bucket(this, 'Results', {
       encryption: s3.BucketEncryption.S3_MANAGED,

@@ -27,18 +27,19 @@ export async function onCluster(
   name: string,
   options: ClusterOptions,
   act: (session: ClusterSession) => Promise<void>,
+  overrides: ClusterCommandOptions = {},
 ): Promise<void> {
   const { KubeApiError } = await import('../kube/cluster-api.ts');
   const { clusterApiFor, loadKubeConfig } = await import('../kube/kubeconfig.ts');
   const { InstallStopped } = await import('../install/apply.ts');
   const write = (line: string) => process.stdout.write(`${line}\n`);
-  const clock = {
+  const clock = overrides.clock ?? {
     now: () => new Date(),
     sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
   };
   try {
     const api = clusterApiFor(loadKubeConfig(kubeConfigSource(options)));
-    await act({ api, clock, write, download });
+    await act({ api, clock, write, download: overrides.download ?? download });
   } catch (error) {
     if (error instanceof KubeApiError || error instanceof InstallStopped || isPlanError(error)) {
       const message = (error as Error).message;
@@ -49,22 +50,42 @@ export async function onCluster(
   }
 }
 
+/** What tests swap in a cluster command: the waits' clock and the release download. */
+export interface ClusterCommandOptions {
+  readonly clock?: Clock;
+  /** Fetches a prerequisite's release asset. */
+  readonly download?: (url: string) => Promise<string>;
+}
+
 /**
  * `lab install` and `lab uninstall`: the lab on a cluster the user brings, through the Kubernetes
  * API (never kubectl). Errors are one line and exit 1.
  */
-export function registerClusterCommands(program: Command): void {
-  const run = async (name: string, options: ClusterOptions, action: 'install' | 'uninstall') => {
+export function registerClusterCommands(program: Command, commandOptions: ClusterCommandOptions = {}): void {
+  const run = async (
+    name: string,
+    options: ClusterOptions & { deleteResults?: boolean },
+    action: 'install' | 'uninstall',
+  ) => {
     const { loadLabConfig } = await import('../config/load.ts');
     const { installLab } = await import('../install/install.ts');
     const { installPlan } = await import('../install/plan.ts');
     const { uninstallLab } = await import('../install/uninstall.ts');
-    await onCluster(name, options, async (session) => {
-      const { config } = loadLabConfig({ file: program.opts().config });
-      const plan = installPlan(config);
-      if (action === 'install') await installLab(plan, session);
-      else await uninstallLab(plan, config.namespace, session);
-    });
+    await onCluster(
+      name,
+      options,
+      async (session) => {
+        const { config } = loadLabConfig({ file: program.opts().config });
+        const plan = installPlan(config);
+        if (action === 'install') await installLab(plan, session);
+        else
+          await uninstallLab(plan, config.namespace, {
+            ...session,
+            deleteResults: options.deleteResults === true,
+          });
+      },
+      commandOptions,
+    );
   };
   withClusterOptions(
     program
@@ -77,9 +98,13 @@ export function registerClusterCommands(program: Command): void {
     program
       .command('uninstall')
       .description(
-        'remove from the cluster what lab install and the study created (labelled objects only), and say what is left',
+        'remove from the cluster what lab install and the study created (labelled objects only), and say what is left; the results claim stays unless --delete-results',
+      )
+      .option(
+        '--delete-results',
+        "also delete the results claim (the study's results) and the lab's namespace",
       ),
-  ).action((options: ClusterOptions) => run('uninstall', options, 'uninstall'));
+  ).action((options: ClusterOptions & { deleteResults?: boolean }) => run('uninstall', options, 'uninstall'));
 }
 
 function isPlanError(error: unknown): boolean {

@@ -31,6 +31,12 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
   if (config.lab === 'network') {
     for (const problem of networkProblems(config.network, config.k3s?.version ?? ''))
       fail(problem.path, problem.message);
+    // A cell's runner writes to its host's folder, which the cell's bootstrap uploads.
+    if (config.runner?.results?.volume === 'claim')
+      fail(
+        ['runner', 'results', 'volume'],
+        "claim is for the LLM-gateway lab on a cluster you bring; the network lab's cells keep their results in the host folder (allowed here: node-folder)",
+      );
     return;
   }
 

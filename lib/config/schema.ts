@@ -5,6 +5,7 @@ import { count, dnsLabel, pinnedImage } from './fields.ts';
 import { instanceSchema } from './instance.ts';
 import { NetworkSchema } from './network.ts';
 import { PlacementSchema } from './placement.ts';
+import { ResultsVolumeSchema } from './results-volume.ts';
 import { CACHE_AWARE_DEFAULTS } from './router-defaults.ts';
 
 /**
@@ -318,6 +319,7 @@ const RunnerSchema = z
           ),
       })
       .prefault({}),
+    results: ResultsVolumeSchema,
   })
   .prefault({});
 

@@ -3,7 +3,7 @@ import type { HelmPrerequisite, ManifestPrerequisite, Prerequisite } from '../pr
 import { installCommand } from '../prereqs/prerequisites.ts';
 import { pollUntil } from '../runner/poll.ts';
 import type { Clock } from '../runner/ports.ts';
-import { readinessOf } from './readiness.ts';
+import { readinessOf, stopHint } from './readiness.ts';
 import { HELM_RELEASE_SELECTOR, objectsOfYaml, WAIT_LIMITS_MS } from './steps.ts';
 
 /**
@@ -127,8 +127,10 @@ async function waitReady(object: KubeObject, limitMs: number, deps: InstallDeps)
     },
   );
   if ('timedOut' in outcome) {
+    const last = await deps.api.read(ref);
+    const hint = last ? stopHint(last) : undefined;
     throw new InstallStopped(
-      `${name} did not become ready within ${minutes(limitMs)}: ${outcome.timedOut}. See why with: kubectl${ref.namespace ? ` -n ${ref.namespace}` : ''} describe ${ref.kind.toLowerCase()}/${ref.name} (and its pods' events); run lab install again once it is fixed.`,
+      `${name} did not become ready within ${minutes(limitMs)}: ${outcome.timedOut}. ${hint ? `${hint}. ` : ''}See why with: kubectl${ref.namespace ? ` -n ${ref.namespace}` : ''} describe ${ref.kind.toLowerCase()}/${ref.name} (and its pods' events); run lab install again once it is fixed.`,
     );
   }
   if (outcome.afterMs > 0) deps.write(`  ${name} ready after ${minutes(outcome.afterMs)}`);

@@ -1,4 +1,5 @@
 import type { LabPlacement, NodePool, Toleration } from '../config/placement.ts';
+import type { ResultsVolume } from '../config/results-volume.ts';
 import type { KubeObject } from '../kube/cluster-api.ts';
 
 /**
@@ -25,6 +26,15 @@ export interface ClusterSnapshot {
   readonly runtimeClasses: readonly string[];
   /** Access questions that were refused, as `create deployments.apps in vllm`. */
   readonly refused: readonly string[];
+  /** The cluster's StorageClasses. */
+  readonly storageClasses?: readonly StorageClassInfo[];
+}
+
+export interface StorageClassInfo {
+  readonly name: string;
+  readonly provisioner?: string;
+  /** Marked the default (the DefaultStorageClass admission gives it to claims that name none). */
+  readonly isDefault: boolean;
 }
 
 export interface ClusterNeeds {
@@ -33,8 +43,76 @@ export interface ClusterNeeds {
   readonly gpus: number;
   /** Which pools the configuration places pods on, by the name a user knows them under. */
   readonly pools: readonly { readonly what: string; readonly setting: string; readonly pool: NodePool }[];
-  /** Where the study's results are written: a folder on the runner's node (hostPath). */
-  readonly results: { readonly kind: 'hostPath'; readonly path: string };
+  /** Where the results folder lives (runner.results). */
+  readonly results: ResultsVolume;
+}
+
+/**
+ * The annotations that mark a default StorageClass (Kubernetes' "Change the default StorageClass"
+ * task; the beta one is still honoured by the DefaultStorageClass admission plugin).
+ */
+export const DEFAULT_CLASS_ANNOTATIONS = [
+  'storageclass.kubernetes.io/is-default-class',
+  'storageclass.beta.kubernetes.io/is-default-class',
+] as const;
+
+/** A StorageClass object as the check reads it. */
+export function storageClassInfo(object: KubeObject): StorageClassInfo {
+  const annotations = object.metadata.annotations ?? {};
+  return {
+    name: object.metadata.name,
+    ...(typeof object.provisioner === 'string' ? { provisioner: object.provisioner } : {}),
+    isDefault: DEFAULT_CLASS_ANNOTATIONS.some((key) => annotations[key] === 'true'),
+  };
+}
+
+/** Where the results go on a cluster the user brings: a claim of a StorageClass it has. */
+export function resultsCheck(results: ResultsVolume, classes: readonly StorageClassInfo[]): ClusterCheck {
+  if (results.volume !== 'claim') {
+    return {
+      id: 'results-storage',
+      subject: 'runner.results',
+      outcome: 'fail',
+      message:
+        "runner.results.volume is node-folder: the results would live in one node's host folder, which someone must label (placement.runnerNodeSelector) and nothing copies out",
+      fix: 'set runner.results.volume: claim (a PersistentVolumeClaim; runner.results.storageClassName names its StorageClass, null for the default); lab results then copies the results through the Kubernetes API',
+    };
+  }
+  const names = classes.map((c) => `${c.name}${c.isDefault ? ' (default)' : ''}`).join(', ') || 'none';
+  const size = `PersistentVolumeClaim of ${results.size}`;
+  if (results.storageClassName) {
+    const found = classes.find((c) => c.name === results.storageClassName);
+    return found
+      ? {
+          id: 'results-storage',
+          subject: 'runner.results',
+          outcome: 'pass',
+          message: `a ${size} from StorageClass ${found.name}${found.provisioner ? ` (${found.provisioner})` : ''}`,
+        }
+      : {
+          id: 'results-storage',
+          subject: 'runner.results',
+          outcome: 'fail',
+          message: `StorageClass ${results.storageClassName} (runner.results.storageClassName) does not exist (the cluster has: ${names}): the claim would stay Pending`,
+          fix: `set runner.results.storageClassName to one of the cluster's StorageClasses (kubectl get storageclass), or null for the default`,
+        };
+  }
+  const defaults = classes.filter((c) => c.isDefault);
+  if (defaults.length > 0) {
+    return {
+      id: 'results-storage',
+      subject: 'runner.results',
+      outcome: 'pass',
+      message: `a ${size} from the default StorageClass ${defaults[0].name}${defaults[0].provisioner ? ` (${defaults[0].provisioner})` : ''}`,
+    };
+  }
+  return {
+    id: 'results-storage',
+    subject: 'runner.results',
+    outcome: 'fail',
+    message: `runner.results.storageClassName is null and the cluster has no default StorageClass (it has: ${names}): the claim would stay Pending`,
+    fix: `name one in runner.results.storageClassName, or mark one the default: kubectl annotate storageclass <name> ${DEFAULT_CLASS_ANNOTATIONS[0]}=true`,
+  };
 }
 
 export const GPU_RESOURCE = 'nvidia.com/gpu';
@@ -151,7 +229,7 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
       });
     }
   }
-  checks.push(resultsStorage(needs, cluster.nodes));
+  checks.push(resultsCheck(needs.results, cluster.storageClasses ?? []));
   if (cluster.refused.length === 0) {
     checks.push({
       id: 'rbac',
@@ -169,42 +247,4 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
     });
   }
   return checks;
-}
-
-/**
- * The results are a folder on the runner's node: the runner must have exactly one node to land
- * on, or a runner started again may land on another node and find an empty folder.
- */
-function resultsStorage(needs: ClusterNeeds, nodes: readonly KubeObject[]): ClusterCheck {
-  const runner = needs.placement.runner;
-  const matching = nodesFor(runner, nodes).map((node) => node.metadata.name);
-  const base = { id: 'results-storage', subject: `hostPath ${needs.results.path}` } as const;
-  const where = `placement.runnerNodeSelector (${selectorText(runner)})`;
-  if (matching.length === 1) {
-    return {
-      ...base,
-      outcome: 'pass',
-      message: `the results stay on node ${matching[0]}, the one node that matches ${where}`,
-    };
-  }
-  if (matching.length === 0) {
-    return {
-      ...base,
-      outcome: 'fail',
-      message: `no Ready node matches ${where}: the runner would have no node to write its results on`,
-      fix: `label the node that keeps the results (kubectl label node <node> ${pairs(runner)}) or change placement.runnerNodeSelector`,
-    };
-  }
-  return {
-    ...base,
-    outcome: 'warn',
-    message: `${matching.length} nodes match ${where} (${matching.join(', ')}): the results are written on whichever the runner lands on, and a runner started again may land on another`,
-    fix: `pin the runner to one node: placement.runnerNodeSelector: { kubernetes.io/hostname: ${matching[0]} }`,
-  };
-}
-
-function pairs(pool: NodePool): string {
-  return Object.entries(pool.nodeSelector)
-    .map(([k, v]) => `${k}=${v}`)
-    .join(' ');
 }

@@ -1,5 +1,11 @@
 import type { ClusterApi, KubeObject } from '../kube/cluster-api.ts';
-import { type ClusterCheck, clusterChecks, GPU_RESOURCE, nodesFor } from './cluster-checks.ts';
+import {
+  type ClusterCheck,
+  clusterChecks,
+  GPU_RESOURCE,
+  nodesFor,
+  storageClassInfo,
+} from './cluster-checks.ts';
 import type { InstallPlan } from './plan.ts';
 import { groupOf, resourceOfKind } from './steps.ts';
 
@@ -12,6 +18,7 @@ import { groupOf, resourceOfKind } from './steps.ts';
 export async function readClusterChecks(plan: InstallPlan, api: ClusterApi): Promise<ClusterCheck[]> {
   const nodes = await api.list('v1', 'Node');
   const runtimeClasses = (await api.list('node.k8s.io/v1', 'RuntimeClass')).map((rc) => rc.metadata.name);
+  const storageClasses = (await api.list('storage.k8s.io/v1', 'StorageClass')).map(storageClassInfo);
   const questions = accessQuestions(plan);
   const refused: string[] = [];
   for (const q of questions) {
@@ -21,7 +28,7 @@ export async function readClusterChecks(plan: InstallPlan, api: ClusterApi): Pro
       );
     }
   }
-  const checks = clusterChecks(plan.needs, { nodes, runtimeClasses, refused });
+  const checks = clusterChecks(plan.needs, { nodes, runtimeClasses, refused, storageClasses });
   // Without a device plugin yet, a GPU count of zero is expected: the lab installs one first.
   return checks.map((check) =>
     check.id === 'gpus' &&

@@ -4,7 +4,6 @@ import type { LabConfig } from '../config/schema.ts';
 import type { KubeObject } from '../kube/cluster-api.ts';
 import { prerequisites } from '../prereqs/prerequisites.ts';
 import { resourceBudget } from '../study/resources.ts';
-import { RESULTS_HOST_PATH } from '../study/topology.ts';
 import type { ClusterNeeds } from './cluster-checks.ts';
 import type { InstallStep } from './steps.ts';
 
@@ -55,6 +54,7 @@ export function installPlan(config: LabConfig): InstallPlan {
     needs: {
       placement,
       gpus,
+      results: config.runner.results,
       pools: [
         { what: 'vLLM replicas', setting: 'placement.gpuNodes', pool: placement.replicas },
         {
@@ -77,7 +77,6 @@ export function installPlan(config: LabConfig): InstallPlan {
             ]
           : []),
       ],
-      results: { kind: 'hostPath', path: RESULTS_HOST_PATH },
     },
     steps,
     devicePluginChart: DEVICE_PLUGIN_CHART,

@@ -33,7 +33,13 @@ interface WorkloadStatus {
 }
 
 /** The kinds `lab install` waits for; everything else is ready once the API accepted it. */
-export const WAITED_KINDS = ['CustomResourceDefinition', 'Deployment', 'StatefulSet', 'DaemonSet'] as const;
+export const WAITED_KINDS = [
+  'CustomResourceDefinition',
+  'PersistentVolumeClaim',
+  'Deployment',
+  'StatefulSet',
+  'DaemonSet',
+] as const;
 
 export function readinessOf(object: KubeObject): Readiness {
   const status = (object.status ?? {}) as WorkloadStatus;
@@ -47,6 +53,11 @@ export function readinessOf(object: KubeObject): Readiness {
       if (names?.status === 'False')
         return waiting(`names not accepted: ${names.message ?? names.reason ?? ''}`);
       return waiting('not established yet');
+    }
+    case 'PersistentVolumeClaim': {
+      const phase = (object.status as { phase?: string } | undefined)?.phase ?? 'Pending';
+      if (phase === 'Bound') return READY;
+      return waiting(`${phase}, no volume bound yet (StorageClass ${claimClass(object)})`);
     }
     case 'Deployment': {
       if (observed < generation) return waiting('spec update not observed yet');
@@ -87,6 +98,19 @@ export function readinessOf(object: KubeObject): Readiness {
     default:
       return READY;
   }
+}
+
+function claimClass(object: KubeObject): string {
+  return (
+    (object.spec as { storageClassName?: string } | undefined)?.storageClassName ??
+    '(none: no default StorageClass)'
+  );
+}
+
+/** What to do when an object never became ready, where the lab knows more than "describe it". */
+export function stopHint(object: KubeObject): string | undefined {
+  if (object.kind !== 'PersistentVolumeClaim') return undefined;
+  return `No volume was provisioned for the results claim from StorageClass ${claimClass(object)}: check that its provisioner runs (kubectl get storageclass; on EKS the EBS CSI driver add-on) and has room, or set runner.results.storageClassName to a class that provisions here`;
 }
 
 function specReplicas(object: KubeObject): number {

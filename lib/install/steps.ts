@@ -19,6 +19,8 @@ export type InstallStep =
 /** How long each kind may take to become ready, as docs/cluster.md's kubectl waits allowed. */
 export const WAIT_LIMITS_MS: Readonly<Record<string, number>> = {
   CustomResourceDefinition: 2 * 60_000,
+  // A claim binds once its provisioner made a volume (at once, or once its first pod is scheduled).
+  PersistentVolumeClaim: 5 * 60_000,
   DaemonSet: 5 * 60_000,
   Deployment: 15 * 60_000,
   // Model load: weights from the cache (or the Hub on first start) and CUDA graph capture.

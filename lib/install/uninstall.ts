@@ -14,6 +14,11 @@ export interface UninstallDeps {
   readonly api: ClusterApi;
   readonly clock: Clock;
   readonly write: (line: string) => void;
+  /**
+   * Delete the results claim (and so the namespace that holds it) too.
+   * @default false: the study's results outlive the lab until copied (`lab uninstall --delete-results`)
+   */
+  readonly deleteResults?: boolean;
 }
 
 /** Namespaces the lab never deletes, even when the configuration puts it there. */
@@ -58,6 +63,7 @@ export async function uninstallLab(plan: InstallPlan, namespace: string, deps: U
   // The charts in reverse apply order; the namespace itself last.
   const charts = plan.steps.flatMap((step) => (step.kind === 'chart' ? [step] : [])).reverse();
   let namespaceObject: KubeObject | undefined;
+  let keptResults: ObjectRef | undefined;
   for (const chart of charts) {
     for (const object of [...chart.objects].reverse()) {
       const ref = refOf(object);
@@ -65,10 +71,19 @@ export async function uninstallLab(plan: InstallPlan, namespace: string, deps: U
         namespaceObject = object;
         continue;
       }
-      await remove(ref, await api.read(ref));
+      const current = await api.read(ref);
+      if (object.kind === 'PersistentVolumeClaim' && current && !deps.deleteResults) {
+        keptResults = ref;
+        continue;
+      }
+      await remove(ref, current);
     }
   }
-  if (namespaceObject) {
+  if (keptResults) {
+    write(
+      `left ${describeRef(keptResults)} and namespace ${namespace}: the study's results (copy them with lab results; lab uninstall --delete-results removes them and the namespace)`,
+    );
+  } else if (namespaceObject) {
     const ref = refOf(namespaceObject);
     if (SHARED_NAMESPACES.has(ref.name)) {
       write(`namespace ${ref.name} is shared: left in place (only the lab's objects in it were deleted)`);

@@ -60,6 +60,19 @@ export interface ClusterApi {
   remove(ref: ObjectRef): Promise<'deleted' | 'absent'>;
   /** SelfSubjectAccessReview: may the kubeconfig's user do this? */
   canI(question: AccessQuestion): Promise<boolean>;
+  /**
+   * `GET pods/<pod>/proxy/<path>` (RBAC: get pods/proxy): the pod's first declared port answers.
+   * The answer must be text (docs/facts.md §6.1).
+   */
+  proxyGet(namespace: string, pod: string, path: string): Promise<string>;
+  /** `GET pods/<pod>/log` (RBAC: get pods/log). */
+  podLog(namespace: string, pod: string, options?: PodLogRequest): Promise<string>;
+}
+
+export interface PodLogRequest {
+  readonly container?: string;
+  readonly previous?: boolean;
+  readonly tailLines?: number;
 }
 
 /** Every object the lab applies carries this field manager: `kubectl apply --server-side` would name it. */

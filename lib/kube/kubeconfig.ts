@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import {
   ApiException,
+  CoreV1Api,
   KubeConfig,
   type KubernetesObject,
   KubernetesObjectApi,
@@ -175,6 +176,32 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
         if (error instanceof KubeApiError && (error.kind === 'unknown-kind' || error.status === 404))
           return 'absent';
         throw error;
+      }
+    },
+    async proxyGet(namespace, pod, path) {
+      try {
+        const body: unknown = await kc
+          .makeApiClient(CoreV1Api)
+          .connectGetNamespacedPodProxyWithPath({ name: pod, namespace, path });
+        if (typeof body !== 'string') {
+          throw new Error(`pod ${namespace}/${pod} answered ${path} with ${typeof body}, not text`);
+        }
+        return body;
+      } catch (error) {
+        throw translate(error, `GET pods/${pod}/proxy/${path.slice(0, 40)}`, where);
+      }
+    },
+    async podLog(namespace, pod, options = {}) {
+      try {
+        return await kc.makeApiClient(CoreV1Api).readNamespacedPodLog({
+          name: pod,
+          namespace,
+          ...(options.container ? { container: options.container } : {}),
+          ...(options.previous ? { previous: true } : {}),
+          ...(options.tailLines ? { tailLines: options.tailLines } : {}),
+        });
+      } catch (error) {
+        throw translate(error, `GET pods/${pod}/log`, where);
       }
     },
     async canI(question: AccessQuestion) {

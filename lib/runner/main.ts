@@ -11,6 +11,7 @@ import { runLabStudy } from './lab-study.ts';
 import { onRunnerNode, RUNNER_NODE_ENV } from './layout.ts';
 import { type JobObject, systemClock } from './ports.ts';
 import type { StatusChecks } from './preflight.ts';
+import { leaveRunRequest, RUN_REQUEST_ENV } from './run-request.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
 import { runnerOptionsOf } from './runner-options.ts';
 
@@ -49,6 +50,8 @@ async function main(): Promise<void> {
   if (missing.length > 0) {
     throw new Error(`${RUNNER_FILES.jobs} has no Job for ${missing.map((spec) => spec.id).join(', ')}`);
   }
+  // A cluster the user brings passes lab run's request in the env (run-request.ts).
+  await leaveRunRequest(results, process.env[RUN_REQUEST_ENV], new Date());
   const done = await runLabStudy(
     {
       cluster: new KubeCluster(inClusterTransport(), config.namespace),

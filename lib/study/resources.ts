@@ -33,6 +33,8 @@ export const REQUESTS = {
   envoy: { cpu: '2', memory: '512Mi', memoryLimit: '2Gi' },
   devicePlugin: { cpu: '50m', memory: '64Mi', memoryLimit: '256Mi' },
   runner: { cpu: '100m', memory: '128Mi', memoryLimit: '512Mi' },
+  /** The file server over the results claim (charts/results-store.ts): reads files for lab results. */
+  resultsServer: { cpu: '20m', memory: '64Mi', memoryLimit: '256Mi' },
 } as const satisfies Record<string, ContainerRequests>;
 
 /** A benchmark client: tokenizer plus dataset parsing (docs/facts.md §3.8). */
@@ -136,6 +138,12 @@ export function resourceBudget(
     line('Envoy', eppFamily, REQUESTS.envoy, 'frontEnds'),
     line('NVIDIA device plugin', 1, REQUESTS.devicePlugin, 'replicas', { everyNode: true }),
     line('study runner', 1, REQUESTS.runner, 'runner'),
+    line(
+      'results server',
+      config.runner.results.volume === 'claim' ? 1 : 0,
+      REQUESTS.resultsServer,
+      'runner',
+    ),
     line('benchmark client (largest run)', clients, benchmarkRequests(config), 'runner'),
     line('cluster add-ons (reserve)', 1, CLUSTER_RESERVE, 'anyNode'),
   ].filter((l) => l.count > 0);

@@ -155,11 +155,17 @@ describe('every command that talks to a cluster: one clear line and exit 1', () 
       clock: new FakeClock(),
       nodes: [{ ...GPU_NODE, pluginRunning: true }],
       runtimeClasses: ['nvidia'],
+      storageClasses: [{ name: 'gp3', default: true, waitForFirstConsumer: true }],
       denied: ['patch clusterroles.rbac.authorization.k8s.io'],
     });
     try {
       const kubeconfig = await server.kubeconfig(mkdtempSync(join(tmpdir(), 'lab-cli-rbac-')));
-      const run = await captureOutput(() => runLab(['install', '--kubeconfig', kubeconfig]));
+      // A cluster you bring keeps the results on a claim: only RBAC fails here.
+      const config = join(mkdtempSync(join(tmpdir(), 'lab-cli-rbac-config-')), 'lab.yaml');
+      writeFileSync(config, 'runner:\n  results:\n    volume: claim\n');
+      const run = await captureOutput(() =>
+        runLab(['install', '--kubeconfig', kubeconfig, '--config', config]),
+      );
       expect(run.value).toBe(1);
       expect(run.stderr.split('\n')[0]).toBe(
         'lab install: the cluster cannot run this configuration (1 check(s) failed, nothing was applied):',

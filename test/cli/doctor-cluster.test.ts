@@ -23,16 +23,25 @@ afterEach(async () => {
   vi.unstubAllEnvs();
 });
 
+/** A configuration file; a cluster you bring keeps the results on a claim unless `yaml` says otherwise. */
+function configFile(yaml = ''): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'lab-doctor-config-')), 'lab.yaml');
+  writeFileSync(file, /results:/.test(yaml) ? yaml : `runner:\n  results:\n    volume: claim\n${yaml}`);
+  return file;
+}
+
 async function doctor(options: Partial<FakeApiOptions>, ...args: string[]) {
   vi.stubEnv('LAB_CONFIG', undefined);
   server = new FakeApiServer({
     clock: new FakeClock(),
     nodes: [SERVER],
     runtimeClasses: ['nvidia'],
+    storageClasses: [{ name: 'gp3', default: true, waitForFirstConsumer: true }],
     ...options,
   });
   const kubeconfig = await server.kubeconfig(mkdtempSync(join(tmpdir(), 'lab-doctor-cluster-')));
-  const run = await captureOutput(() => runLab(['doctor', '--kubeconfig', kubeconfig, ...args]));
+  const config = args.includes('--config') ? [] : ['--config', configFile()];
+  const run = await captureOutput(() => runLab(['doctor', '--kubeconfig', kubeconfig, ...config, ...args]));
   const lines = run.stdout.split('\n');
   /** The report's line of one check (and subject), with its fix line when it has one. */
   const line = (check: string, subject = '') => {
@@ -61,7 +70,7 @@ describe('lab doctor --kubeconfig: lab install checks as doctor lines', () => {
       /^PASS {2}nodes {2}placement\.runnerNodeSelector: the study runner and its clients: 1 node\(s\) match/,
     );
     expect(run.line('results-storage')).toBe(
-      'PASS  results-storage  hostPath /var/lib/lab/results: the results stay on node gpu-0, the one node that matches placement.runnerNodeSelector (llm-gateway-lab/node-role=gpu,node-role.kubernetes.io/control-plane=true)',
+      'PASS  results-storage  runner.results: a PersistentVolumeClaim of 20Gi from the default StorageClass gp3 (ebs.csi.aws.com)',
     );
     expect(run.line('rbac')).toBe(
       'PASS  rbac  kubeconfig user: the kubeconfig user may create everything the lab installs',
@@ -99,25 +108,20 @@ describe('lab doctor --kubeconfig: lab install checks as doctor lines', () => {
   });
 
   it('runtime-class: PASS without a RuntimeClass when the configuration names none', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lab-doctor-config-'));
-    const file = join(dir, 'lab.yaml');
-    writeFileSync(file, 'placement:\n  gpuNodes:\n    runtimeClassName: null\n');
+    const file = configFile('placement:\n  gpuNodes:\n    runtimeClassName: null\n');
     const run = await doctor({ runtimeClasses: [] }, '--config', file);
     expect(run.line('runtime-class')).toMatch(
       /^PASS {2}runtime-class {2}\(none\): GPU pods carry no runtimeClassName/,
     );
   });
 
-  it('nodes and results-storage: FAIL when no node takes the runner, with the label to set', async () => {
+  it('nodes: FAIL when no node takes the runner, with the label to set', async () => {
     const run = await doctor({ nodes: [{ ...SERVER, labels: { [GPU]: 'gpu' } }] });
     expect(run.code).toBe(1);
     expect(run.line('nodes', 'placement.runnerNodeSelector')).toMatch(
       /^FAIL {2}nodes {2}placement\.runnerNodeSelector: the study runner and its clients: no Ready node matches .*\n {6}fix: label a node \(kubectl label node <node> llm-gateway-lab\/node-role=gpu node-role\.kubernetes\.io\/control-plane=true\)/,
     );
     expect(run.line('nodes', 'placement.gpuNodes')).toMatch(/^PASS/);
-    expect(run.line('results-storage')).toMatch(
-      /^FAIL {2}results-storage {2}hostPath \/var\/lib\/lab\/results: no Ready node matches placement\.runnerNodeSelector/,
-    );
   });
 
   it('nodes: FAIL when the GPU nodes are tainted and placement does not tolerate it', async () => {
@@ -130,13 +134,27 @@ describe('lab doctor --kubeconfig: lab install checks as doctor lines', () => {
     );
   });
 
-  it('results-storage: WARN when several nodes could take the runner', async () => {
-    const run = await doctor({ nodes: [SERVER, { ...SERVER, name: 'gpu-1' }] });
-    expect(run.code).toBe(0);
-    expect(run.line('results-storage')).toMatch(
-      /^WARN {2}results-storage {2}hostPath \/var\/lib\/lab\/results: 2 nodes match placement\.runnerNodeSelector .* \(gpu-0, gpu-1\): .*\n {6}fix: pin the runner to one node: placement\.runnerNodeSelector: \{ kubernetes\.io\/hostname: gpu-0 \}/,
+  it('results-storage: PASS on a claim of the default class, FAIL on a node folder or a class the cluster lacks', async () => {
+    const claim = await doctor({});
+    expect(claim.line('results-storage')).toBe(
+      'PASS  results-storage  runner.results: a PersistentVolumeClaim of 20Gi from the default StorageClass gp3 (ebs.csi.aws.com)',
     );
-    expect(run.stdout).toContain('(read the warnings first).');
+    await server?.stop();
+    const folder = await doctor({}, '--config', configFile('runner:\n  results:\n    volume: node-folder\n'));
+    expect(folder.code).toBe(1);
+    expect(folder.line('results-storage')).toMatch(
+      /^FAIL {2}results-storage {2}runner\.results: runner\.results\.volume is node-folder: .*\n {6}fix: set runner\.results\.volume: claim/,
+    );
+    await server?.stop();
+    const missing = await doctor(
+      {},
+      '--config',
+      configFile('runner:\n  results:\n    volume: claim\n    storageClassName: fast-ssd\n'),
+    );
+    expect(missing.code).toBe(1);
+    expect(missing.line('results-storage')).toMatch(
+      /^FAIL {2}results-storage {2}runner\.results: StorageClass fast-ssd \(runner\.results\.storageClassName\) does not exist \(the cluster has: gp3 \(default\)\)/,
+    );
   });
 
   it('rbac: FAIL naming each refused access review, the CRDs of the prerequisites among them', async () => {

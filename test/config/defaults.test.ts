@@ -123,6 +123,8 @@ describe('LabConfig defaults', () => {
       stageNextRun: true,
       readyTimeoutMinutes: 10,
       retry: { attempts: 5, initialDelaySeconds: 1, maxDelaySeconds: 30, outageMinutes: 15 },
+      // The lab's own host keeps the node folder its bootstrap uploads.
+      results: { volume: 'node-folder', storageClassName: null, size: '20Gi' },
     });
   });
 

@@ -63,6 +63,50 @@ describe('lab install stops before applying anything when the cluster cannot run
   });
 });
 
+describe('lab install and the results claim', () => {
+  it('refuses the node folder: results must not depend on a labelled node', async () => {
+    const { server, deps, plan } = await rig({}, { runner: { results: { volume: 'node-folder' } } });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /runner\.results\.volume is node-folder[\s\S]*fix: set runner\.results\.volume: claim/,
+    );
+    expect(server.applies).toEqual([]);
+  });
+
+  it('names the StorageClass that does not exist, and the ones that do', async () => {
+    const { deps, plan } = await rig({}, { runner: { results: { storageClassName: 'fast-nvme' } } });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /StorageClass fast-nvme \(runner\.results\.storageClassName\) does not exist \(the cluster has: gp3 \(default\)\)/,
+    );
+  });
+
+  it('fails without a default StorageClass when the setting names none, with the annotation to set', async () => {
+    const { deps, plan } = await rig({ storageClasses: [{ name: 'standard' }] });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /no default StorageClass \(it has: standard\)[\s\S]*storageclass\.kubernetes\.io\/is-default-class=true/,
+    );
+  });
+
+  it('binds the claim once its server is scheduled, before the GPU charts', async () => {
+    const { server, deps, lines, plan } = await rig();
+    await installLab(plan, deps);
+    const at = (pattern: RegExp) => lines.findIndex((line) => pattern.test(line));
+    expect(lines.join('\n')).toMatch(
+      /pass {2}a PersistentVolumeClaim of 20Gi from the default StorageClass gp3/,
+    );
+    expect(at(/PersistentVolumeClaim vllm\/lab-results ready after/)).toBeLessThan(at(/^10-gpu: applied/));
+    expect(at(/Deployment vllm\/lab-results ready after/)).toBeLessThan(at(/^10-gpu: applied/));
+    const claim = server.live('PersistentVolumeClaim')[0] as { spec: { storageClassName: string } };
+    expect(claim.spec.storageClassName).toBe('gp3');
+  });
+
+  it('stops on a claim that stays Pending, naming its StorageClass and the fix', async () => {
+    const { deps, plan } = await rig({ storageClasses: [{ name: 'gp3', default: true, provisions: false }] });
+    await expect(installLab(plan, deps)).rejects.toThrow(
+      /PersistentVolumeClaim vllm\/lab-results did not become ready within 5m00s: Pending, no volume bound yet \(StorageClass gp3\)\. No volume was provisioned .*EBS CSI driver/,
+    );
+  });
+});
+
 describe('lab install on a cluster that is partly there', () => {
   it('skips the device plugin when the GPUs are already advertised', async () => {
     const { server, deps, lines, plan } = await rig({ nodes: [{ ...GPU_NODE, pluginRunning: true }] });

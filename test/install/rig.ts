@@ -75,9 +75,23 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.stop();
 });
 
+/** A cluster you bring keeps the LLM-gateway lab's results on a claim (lab install requires it). */
+function onClaim(config: unknown): unknown {
+  const c = (config ?? {}) as Record<string, unknown>;
+  if (c.lab === 'network') return config;
+  const runner = (c.runner ?? {}) as Record<string, unknown>;
+  return { ...c, runner: { ...runner, results: { volume: 'claim', ...(runner.results as object) } } };
+}
+
 export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown = {}) {
   const clock = new FakeClock();
-  const server = new FakeApiServer({ clock, nodes: [GPU_NODE], runtimeClasses: ['nvidia'], ...options });
+  const server = new FakeApiServer({
+    clock,
+    nodes: [GPU_NODE],
+    runtimeClasses: ['nvidia'],
+    storageClasses: [{ name: 'gp3', default: true, waitForFirstConsumer: true }],
+    ...options,
+  });
   servers.push(server);
   const dir = mkdtempSync(join(tmpdir(), 'lab-install-'));
   const kubeconfig = await server.kubeconfig(dir);
@@ -93,7 +107,7 @@ export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown
       return assetOf(url);
     },
   };
-  const parsed = parseLabConfig(config);
+  const parsed = parseLabConfig(onClaim(config));
   return {
     clock,
     server,

@@ -32,6 +32,7 @@ describe('lab uninstall', () => {
     server = new FakeApiServer({
       clock,
       runtimeClasses: ['nvidia'],
+      storageClasses: [{ name: 'gp3', default: true }],
       nodes: [
         {
           name: 'gpu-0',
@@ -44,7 +45,7 @@ describe('lab uninstall', () => {
     const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
     const lines: string[] = [];
     const deps = { api, clock, write: (line: string) => lines.push(line), download: async () => CRD };
-    const plan = installPlan(parseLabConfig({}));
+    const plan = installPlan(parseLabConfig({ runner: { results: { volume: 'claim' } } }));
     await installLab(plan, deps);
     // The runner's Job (labelled) and a user's own Service in another namespace under a lab name.
     server.put({
@@ -65,6 +66,12 @@ describe('lab uninstall', () => {
 
     lines.length = 0;
     await uninstallLab(plan, 'vllm', deps);
+    // The study's results stay, and with them the namespace, until asked for.
+    expect(server.live('PersistentVolumeClaim')).toHaveLength(1);
+    expect(lines.join('\n')).toMatch(
+      /left PersistentVolumeClaim vllm\/lab-results and namespace vllm: the study's results/,
+    );
+    await uninstallLab(plan, 'vllm', { ...deps, deleteResults: true });
 
     const left = server.live().map((o) => `${o.kind}/${(o.metadata as { name: string }).name}`);
     expect(

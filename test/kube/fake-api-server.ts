@@ -6,6 +6,18 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import type { KubeObject } from '../../lib/kube/cluster-api.ts';
 import type { FakeClock } from '../runner/fake-servers.ts';
+import {
+  deepMerge,
+  gpuRequest,
+  keyOf,
+  type PodSpec,
+  parseSelector,
+  podSpecOf,
+  readBody,
+  send,
+  status,
+} from './fake-api-util.ts';
+import { type FakeWorkloads, jobStatus, podsOf, verbOf } from './fake-pods.ts';
 
 /**
  * A Kubernetes API server on loopback for `lab install` and `lab uninstall`, spoken to by the real
@@ -30,8 +42,23 @@ export interface FakeApiOptions {
   readonly clock: FakeClock;
   readonly nodes: readonly FakeNode[];
   readonly runtimeClasses?: readonly string[];
-  /** Access reviews that answer no: `patch clusterroles.rbac.authorization.k8s.io`. */
+  /**
+   * What RBAC refuses, for access reviews and requests alike: `patch clusterroles.rbac.authorization.k8s.io`,
+   * `get pods/proxy`, `patch jobs.batch`.
+   */
   readonly denied?: readonly string[];
+  /** StorageClasses; a claim binds only to one that exists. */
+  readonly storageClasses?: readonly {
+    readonly name: string;
+    readonly default?: boolean;
+    readonly waitForFirstConsumer?: boolean;
+    /** false: its provisioner never makes a volume (not installed, no room). */
+    readonly provisions?: boolean;
+  }[];
+  /** How long a provisioner takes to bind a claim. */
+  readonly claimBindMs?: number;
+  /** What Jobs run, what pods' proxies and logs answer. */
+  readonly workloads?: FakeWorkloads;
   readonly token?: string;
   /** Physics, on the fake clock. */
   readonly crdEstablishMs?: number;
@@ -74,6 +101,7 @@ const BUILTIN: readonly Resource[] = [
   ['rbac.authorization.k8s.io', 'v1', 'ClusterRole', 'clusterroles', false],
   ['rbac.authorization.k8s.io', 'v1', 'ClusterRoleBinding', 'clusterrolebindings', false],
   ['node.k8s.io', 'v1', 'RuntimeClass', 'runtimeclasses', false],
+  ['storage.k8s.io', 'v1', 'StorageClass', 'storageclasses', false],
   ['apiextensions.k8s.io', 'v1', 'CustomResourceDefinition', 'customresourcedefinitions', false],
   ['authorization.k8s.io', 'v1', 'SelfSubjectAccessReview', 'selfsubjectaccessreviews', false],
 ].map(([group, version, kind, plural, namespaced]) => ({
@@ -96,6 +124,18 @@ export class FakeApiServer {
     this.token = options.token ?? 'lab-test-token';
     for (const name of ['default', 'kube-system', 'kube-public']) {
       this.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    }
+    for (const sc of options.storageClasses ?? []) {
+      this.put({
+        apiVersion: 'storage.k8s.io/v1',
+        kind: 'StorageClass',
+        metadata: {
+          name: sc.name,
+          ...(sc.default ? { annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } } : {}),
+        },
+        provisioner: 'ebs.csi.aws.com',
+        volumeBindingMode: sc.waitForFirstConsumer ? 'WaitForFirstConsumer' : 'Immediate',
+      });
     }
     for (const name of options.runtimeClasses ?? []) {
       this.put({ apiVersion: 'node.k8s.io/v1', kind: 'RuntimeClass', metadata: { name }, handler: name });
@@ -233,10 +273,29 @@ export class FakeApiServer {
     }
     const namespaced = rest[0] === 'namespaces' && rest.length >= 3;
     const namespace = namespaced ? rest[1] : undefined;
-    const [plural, name] = namespaced ? rest.slice(2) : rest;
+    const [plural, name, subresource, ...subpath] = namespaced ? rest.slice(2) : rest;
     const resource = served.find((r) => r.plural === plural);
     if (!resource) {
       send(res, 404, status(404, `the server could not find the requested resource (${plural})`));
+      return;
+    }
+    const verb = verbOf(req.method ?? 'GET', name !== undefined);
+    const asked = `${verb} ${plural}${subresource ? `/${subresource}` : ''}${resource.group ? `.${resource.group}` : ''}`;
+    if (resource.kind !== 'SelfSubjectAccessReview' && (this.options.denied ?? []).includes(asked)) {
+      // The apiserver's Forbidden message (RBAC's authorizer reason left out).
+      const what = `${plural}${subresource ? `/${subresource}` : ''}`;
+      send(
+        res,
+        403,
+        status(
+          403,
+          `${what}${resource.group ? `.${resource.group}` : ''} "${name ?? ''}" is forbidden: User "tester" cannot ${verb} resource "${what}" in API group "${resource.group}"${namespace ? ` in the namespace "${namespace}"` : ' at the cluster scope'}`,
+        ),
+      );
+      return;
+    }
+    if (resource.kind === 'Pod' && subresource) {
+      this.podSubresource(req, res, namespace, name, subresource, subpath.join('/'));
       return;
     }
     const apiVersion = core ? version : `${group}/${version}`;
@@ -271,6 +330,12 @@ export class FakeApiServer {
     name: string,
   ): void {
     this.collect();
+    if (resource.kind === 'Pod') {
+      const pod = this.pods().find((p) => p.metadata.name === name && p.metadata.namespace === namespace);
+      if (pod) send(res, 200, pod);
+      else send(res, 404, status(404, `pods "${name}" not found`));
+      return;
+    }
     if (resource.kind === 'Node') {
       const node = this.nodeObjects().find((n) => n.metadata.name === name);
       if (node) send(res, 200, node);
@@ -296,12 +361,15 @@ export class FakeApiServer {
     const all =
       resource.kind === 'Node'
         ? this.nodeObjects()
-        : [...this.objects.values()]
-            .filter(
-              (s) =>
-                s.object.kind === resource.kind && (!namespace || s.object.metadata.namespace === namespace),
-            )
-            .map((s) => this.withStatus(s));
+        : resource.kind === 'Pod'
+          ? this.pods().filter((pod) => !namespace || pod.metadata.namespace === namespace)
+          : [...this.objects.values()]
+              .filter(
+                (s) =>
+                  s.object.kind === resource.kind &&
+                  (!namespace || s.object.metadata.namespace === namespace),
+              )
+              .map((s) => this.withStatus(s));
     const items = all.filter((object) => {
       const labels = (object.metadata as { labels?: Record<string, string> }).labels ?? {};
       return Object.entries(wanted).every(([k, v]) => labels[k] === v);
@@ -334,20 +402,6 @@ export class FakeApiServer {
       return;
     }
     this.applies.push({ fieldManager, force: url.searchParams.get('force'), kind: resource.kind, name });
-    // RBAC holds for the request itself, as the access review said (the authorizer's 403 Status).
-    const asked = `patch ${resource.plural}${resource.group ? `.${resource.group}` : ''}`;
-    if ((this.options.denied ?? []).includes(asked)) {
-      const scope = namespace ? `in the namespace "${namespace}"` : 'at the cluster scope';
-      send(
-        res,
-        403,
-        status(
-          403,
-          `${resource.plural}${resource.group ? `.${resource.group}` : ''} "${name}" is forbidden: User "tester" cannot patch resource "${resource.plural}" in API group "${resource.group}" ${scope}`,
-        ),
-      );
-      return;
-    }
     if (namespace && !this.objects.has(keyOf('v1', 'Namespace', undefined, namespace))) {
       send(res, 404, status(404, `namespaces "${namespace}" not found`));
       return;
@@ -360,7 +414,10 @@ export class FakeApiServer {
       return;
     }
     if (!existing) {
+      if (resource.kind === 'PersistentVolumeClaim') this.defaultClass(incoming);
       this.put({ ...incoming, metadata: { ...incoming.metadata, ...(namespace ? { namespace } : {}) } });
+      if (resource.kind === 'Job')
+        this.options.workloads?.jobCreated?.(this.objects.get(key)?.object ?? incoming);
     } else {
       const merged = deepMerge(existing.object, incoming) as Stored['object'];
       const specChanged = JSON.stringify(merged.spec) !== JSON.stringify(existing.object.spec);
@@ -466,6 +523,85 @@ export class FakeApiServer {
     );
   }
 
+  /** The DefaultStorageClass admission: a claim that names no class gets the default one. */
+  private defaultClass(claim: Stored['object']): void {
+    const spec = (claim.spec ?? {}) as { storageClassName?: string };
+    const fallback = (this.options.storageClasses ?? []).find((sc) => sc.default);
+    if (spec.storageClassName === undefined && fallback) {
+      claim.spec = { ...spec, storageClassName: fallback.name };
+    }
+  }
+
+  /** Bound once its class exists, after claimBindMs; with WaitForFirstConsumer only once a live workload mounts it. */
+  private claimBound(stored: Stored): boolean {
+    const spec = (stored.object.spec ?? {}) as { storageClassName?: string };
+    const sc = (this.options.storageClasses ?? []).find((c) => c.name === spec.storageClassName);
+    if (!sc || sc.provisions === false) return false;
+    const name = stored.object.metadata.name;
+    const consumer = [...this.objects.values()].some(
+      (s) =>
+        s.deletedAt === undefined &&
+        ['Deployment', 'Job', 'StatefulSet'].includes(String(s.object.kind)) &&
+        claimsOf(s.object).includes(String(name)),
+    );
+    if (sc.waitForFirstConsumer && !consumer) return false;
+    return this.now - stored.changedAt >= (this.options.claimBindMs ?? 5_000);
+  }
+
+  private claimsReady(object: Record<string, unknown>, namespace: unknown): boolean {
+    return claimsOf(object).every((claim) => {
+      const stored = this.objects.get(keyOf('v1', 'PersistentVolumeClaim', namespace as string, claim));
+      return stored !== undefined && this.claimBound(stored);
+    });
+  }
+
+  /** The pods of the live Deployments (once available) and Jobs. */
+  pods() {
+    this.collect();
+    const workloads = this.options.workloads;
+    return podsOf(
+      [...this.objects.values()],
+      (owner) => {
+        const object = this.withStatus(owner as Stored) as { status?: { availableReplicas?: number } };
+        return (object.status?.availableReplicas ?? 0) > 0;
+      },
+      (name) => workloads?.jobState?.(name) ?? 'active',
+    );
+  }
+
+  private podSubresource(
+    req: IncomingMessage,
+    res: ServerResponse,
+    namespace: string | undefined,
+    name: string,
+    subresource: string,
+    path: string,
+  ): void {
+    const pod = this.pods().find((p) => p.metadata.name === name && p.metadata.namespace === namespace);
+    if (!pod) {
+      send(res, 404, status(404, `pods "${name}" not found`));
+      return;
+    }
+    if (subresource === 'log') {
+      const log = this.options.workloads?.log?.(pod);
+      if (log === undefined) send(res, 400, status(400, `container in pod "${name}" has no log yet`));
+      else {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end(log);
+      }
+      return;
+    }
+    if (subresource === 'proxy' && req.method === 'GET') {
+      // The apiserver decodes the path before it proxies it.
+      const proxied = `/${decodeURIComponent(path)}`;
+      req.url = proxied;
+      if (this.options.workloads?.proxy?.(pod, proxied, req, res)) return;
+      send(res, 503, status(503, `no endpoints available for pod "${name}"`));
+      return;
+    }
+    send(res, 405, status(405, `${req.method} pods/${subresource} not served by the fake`));
+  }
+
   /** The controllers: status as it would be at the fake clock's now. */
   private withStatus(stored: Stored): Record<string, unknown> {
     const object = stored.object;
@@ -483,9 +619,20 @@ export class FakeApiServer {
             conditions: [{ type: 'Established', status: this.established(stored) ? 'True' : 'False' }],
           },
         };
+      case 'PersistentVolumeClaim':
+        return { ...object, status: { phase: this.claimBound(stored) ? 'Bound' : 'Pending' } };
+      case 'Job':
+        return {
+          ...object,
+          status: jobStatus(this.options.workloads?.jobState?.(String(object.metadata.name)) ?? 'active'),
+        };
       case 'Deployment': {
         const available =
-          fits.length > 0 && since >= (this.options.deploymentReadyMs ?? 20_000) ? replicas : 0;
+          fits.length > 0 &&
+          since >= (this.options.deploymentReadyMs ?? 20_000) &&
+          this.claimsReady(object, object.metadata.namespace)
+            ? replicas
+            : 0;
         return {
           ...object,
           status: {
@@ -539,54 +686,9 @@ export class FakeApiServer {
   }
 }
 
-interface PodSpec {
-  nodeSelector?: Record<string, string>;
-  tolerations?: { key?: string; operator?: string; value?: string; effect?: string }[];
-  containers?: { resources?: { limits?: Record<string, string | number> } }[];
-}
-
-function podSpecOf(object: Record<string, unknown>): PodSpec {
-  return ((object.spec as { template?: { spec?: PodSpec } } | undefined)?.template?.spec ?? {}) as PodSpec;
-}
-
-function gpuRequest(pod: PodSpec): number {
-  return (pod.containers ?? []).reduce(
-    (sum, c) => sum + Number(c.resources?.limits?.['nvidia.com/gpu'] ?? 0),
-    0,
-  );
-}
-
-function keyOf(apiVersion: string, kind: string, namespace: string | undefined, name: string): string {
-  return `${apiVersion}|${kind}|${namespace ?? ''}|${name}`;
-}
-
-function parseSelector(selector: string | null): Record<string, string> {
-  if (!selector) return {};
-  return Object.fromEntries(selector.split(',').map((pair) => pair.split('=') as [string, string]));
-}
-
-function deepMerge(base: unknown, patch: unknown): unknown {
-  if (typeof base !== 'object' || base === null || Array.isArray(base)) return patch;
-  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
-  const out: Record<string, unknown> = { ...(base as Record<string, unknown>) };
-  for (const [k, v] of Object.entries(patch)) out[k] = deepMerge(out[k], v);
-  return out;
-}
-
-function status(code: number, message: string) {
-  return { kind: 'Status', apiVersion: 'v1', status: code < 300 ? 'Success' : 'Failure', message, code };
-}
-
-function send(res: ServerResponse, code: number, body: unknown): void {
-  res.writeHead(code, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
+/** The claims a workload's pod template mounts. */
+function claimsOf(object: Record<string, unknown>): string[] {
+  const volumes =
+    (podSpecOf(object) as { volumes?: { persistentVolumeClaim?: { claimName: string } }[] }).volumes ?? [];
+  return volumes.flatMap((v) => (v.persistentVolumeClaim ? [v.persistentVolumeClaim.claimName] : []));
 }
