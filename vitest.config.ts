@@ -6,6 +6,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // A temporary folder per run, removed at its end (npm test leaves nothing behind).
     globalSetup: ['test/global-temp.ts'],
+    // Run before every test file (also on a warm worker): removes the folders its tests made.
+    setupFiles: ['test/setup-temp.ts'],
     // Child processes, not worker threads: tests spawn shells and the CLI, and a crashed native
     // child (Chromium) cannot take the runner down with it.
     pool: 'forks',
