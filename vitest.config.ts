@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/sequencer.ts';
 
 export default defineConfig({
   test: {
@@ -21,6 +22,10 @@ export default defineConfig({
     // mocked SDK client is mocked afresh in beforeEach, environment is passed in, not set on
     // process.env). docs/testing.md has the rules and how to find the slowest files.
     isolate: false,
+    // The longest files first (measured seconds, test/file-weights.json), so the last file a
+    // worker takes is a short one: on a fresh clone vitest has no previous run to order by and
+    // took the files largest first, which left a long file running alone on one core at the end.
+    sequence: { sequencer: LongestFirst },
     // CDK synthesis of a full stack takes seconds on a 2-core machine, and a worker's first one
     // about ten seconds of CPU (later ones about one): minutes on a machine shared with others.
     // A shell-sandbox test that runs the bootstrap twice took 167 s of wall time for about 15 s of
