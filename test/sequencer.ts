@@ -6,8 +6,9 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * Test files in the order vitest hands them to its workers: the longest first. Each file is a task
  * a free worker takes from one queue, so a long file taken last keeps one core busy after the
  * other has finished (the suite's tail). vitest's own order needs the results of a previous run
- * (node_modules/.vite); a fresh clone has none, and there it orders by file size, which put a
- * 6-minute shell-sandbox file after a hundred quick ones.
+ * (node_modules/.vite); a fresh clone has none, and there it orders by file size (docs/facts.md §7),
+ * a poor guide: a short file that spawns the lab command or Chromium can take longer than a long
+ * file of pure checks.
  *
  * The weights are measured seconds per file (test/file-weights.json, written by
  * `npx tsx scripts/slowest-tests.ts --weights`). A file not in the table takes vitest's time from
