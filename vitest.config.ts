@@ -1,11 +1,14 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/sequencer.ts';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // A temporary folder per run, removed at its end (npm test leaves nothing behind).
     globalSetup: ['test/global-temp.ts'],
+    // Run before every test file (also on a warm worker): removes the folders its tests made.
+    setupFiles: ['test/setup-temp.ts'],
     // Child processes, not worker threads: tests spawn shells and the CLI, and a crashed native
     // child (Chromium) cannot take the runner down with it.
     pool: 'forks',
@@ -19,6 +22,10 @@ export default defineConfig({
     // mocked SDK client is mocked afresh in beforeEach, environment is passed in, not set on
     // process.env). docs/testing.md has the rules and how to find the slowest files.
     isolate: false,
+    // The longest files first (measured seconds, test/file-weights.json), so the last file a
+    // worker takes is a short one: on a fresh clone vitest has no previous run to order by and
+    // took the files largest first, which left a long file running alone on one core at the end.
+    sequence: { sequencer: LongestFirst },
     // CDK synthesis of a full stack takes seconds on a 2-core machine, and a worker's first one
     // about ten seconds of CPU (later ones about one): minutes on a machine shared with others.
     // A shell-sandbox test that runs the bootstrap twice took 167 s of wall time for about 15 s of

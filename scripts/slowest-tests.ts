@@ -4,12 +4,15 @@
 //   npx tsx scripts/slowest-tests.ts test/aws         # only these files or folders
 //   npx tsx scripts/slowest-tests.ts --report r.json  # reads a report already written by
 //                                                     # vitest run --reporter=json --outputFile=r.json
+//   npx tsx scripts/slowest-tests.ts --report r.json --weights
+//                                                     # also writes test/file-weights.json, the
+//                                                     # order test/sequencer.ts runs files in
 //
 // A file's time is from its first test's start to its last test's end in its worker (vitest's
 // JSON report: startTime, endTime), so it leaves out the module loading the worker shares with
 // the files before it (vitest.config.ts: isolate false).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -45,6 +48,21 @@ export function slowestFiles(report: VitestJsonReport, root: string, count = 10)
     .slice(0, count);
 }
 
+/**
+ * Every file's seconds, by path relative to `root`, sorted by path (test/file-weights.json: a
+ * whole-suite report keeps the table complete; a partial one would drop the files it did not run).
+ */
+export function fileWeights(report: VitestJsonReport, root: string): Record<string, number> {
+  const entries = report.testResults.map(
+    (result) =>
+      [
+        relative(root, result.name),
+        Math.round(Math.max(0, result.endTime - result.startTime) / 100) / 10,
+      ] as const,
+  );
+  return Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b)));
+}
+
 /** One line per file, aligned, and the share of the whole report's time they take. */
 export function formatSlowest(slowest: readonly FileTime[], report: VitestJsonReport): string {
   const total = report.testResults.reduce((sum, r) => sum + Math.max(0, r.endTime - r.startTime), 0) / 1000;
@@ -78,7 +96,14 @@ function main(args: string[]): number {
     reportFile = join(scratch, 'report.json');
     const run = spawnSync(
       'npx',
-      ['vitest', 'run', '--reporter=dot', '--reporter=json', `--outputFile.json=${reportFile}`, ...args],
+      [
+        'vitest',
+        'run',
+        '--reporter=dot',
+        '--reporter=json',
+        `--outputFile.json=${reportFile}`,
+        ...args.filter((a) => a !== '--weights'),
+      ],
       { stdio: 'inherit' },
     );
     if (run.error) throw run.error;
@@ -86,6 +111,11 @@ function main(args: string[]): number {
   try {
     const report = JSON.parse(readFileSync(reportFile, 'utf8')) as VitestJsonReport;
     process.stdout.write(formatSlowest(slowestFiles(report, root), report));
+    if (args.includes('--weights')) {
+      const file = join(root, 'test', 'file-weights.json');
+      writeFileSync(file, `${JSON.stringify(fileWeights(report, root), null, 2)}\n`);
+      process.stdout.write(`wrote ${relative(root, file)}\n`);
+    }
     return 0;
   } finally {
     if (scratch) rmSync(scratch, { recursive: true, force: true });

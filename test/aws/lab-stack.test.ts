@@ -14,7 +14,7 @@ import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import { tempDir } from '../temp.ts';
 import { testApp } from './app.ts';
-import { ControlTowerChecks } from './control-tower.ts';
+import { ControlTowerChecks, rulesNotApplying } from './control-tower.ts';
 
 const ACCOUNT = '123456789012';
 const REGION = 'us-west-2';
@@ -382,6 +382,18 @@ describe('LabStack', () => {
     });
     const broken = new Set(report.violations.map((violation) => violation.ruleName));
     expect([...broken].sort()).toEqual(Object.keys(CONTROL_TOWER_ACKNOWLEDGEMENTS).sort());
+    // ControlTowerChecks runs only the rule files that name a type of the template: same findings.
+    const skipped = rulesNotApplying([path]);
+    const applying = new CfnGuardValidator({ disabledRules: skipped }).validate({
+      templatePaths: [path],
+      appConstruct: new App(),
+    });
+    const findings = (r: typeof report) =>
+      r.violations
+        .flatMap((v) => v.violatingResources.map((at) => `${v.ruleName} ${at.resourceLogicalId}`))
+        .sort();
+    expect(findings(applying)).toEqual(findings(report));
+    expect(skipped.length).toBeGreaterThan(0);
   });
 
   it('would fail the Control Tower checks on a new finding', () => {

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { formatSlowest, slowestFiles, type VitestJsonReport } from '../../scripts/slowest-tests.ts';
+import {
+  fileWeights,
+  formatSlowest,
+  slowestFiles,
+  type VitestJsonReport,
+} from '../../scripts/slowest-tests.ts';
+import { longestFirst, median } from '../sequencer.ts';
 
 const passed = { status: 'passed' };
 const report: VitestJsonReport = {
@@ -28,5 +34,22 @@ describe('scripts/slowest-tests.ts', () => {
       '    5.5 s  test/file-10.test.ts  1 test(s)',
       '',
     ]);
+  });
+});
+
+describe('test/file-weights.json and the order of the files', () => {
+  it('weighs every file of a report in seconds, by path', () => {
+    const weights = fileWeights(report, '/repo');
+    expect(Object.keys(weights)).toHaveLength(12);
+    expect(weights['test/file-00.test.ts']).toBe(0.5);
+    expect(weights['test/file-11.test.ts']).toBe(6);
+  });
+
+  it('runs the heaviest files first; an unweighed file counts the median', () => {
+    const files = ['a', 'b', 'c', 'd', 'e'].map((name) => ({ moduleId: `/repo/test/${name}.test.ts` }));
+    const weights: Record<string, number> = { a: 1, b: 30, c: 2, d: 30 };
+    const order = longestFirst(files, (f) => weights[f.moduleId.at(-9) ?? ''], median([1, 2, 30, 30]));
+    // e counts 16 s: after the two 30 s files (tied, by path), before the 2 s and 1 s ones.
+    expect(order.map((f) => f.moduleId.at(-9))).toEqual(['b', 'd', 'e', 'c', 'a']);
   });
 });

@@ -1,231 +1,28 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { synthesizeCluster } from '../../../charts/synthesize.ts';
 import {
-  BOOTSTRAP_SOURCES,
   bootstrapSteps,
   DEADLINE_SCRIPT,
   READY_MARKER,
-  renderSettings,
-  sharegptHostPath,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
-import { parseLabConfig } from '../../../lib/config/load.ts';
-import type { LabConfig } from '../../../lib/config/schema.ts';
-import { STEP_NAMES } from '../../../lib/facts/budgets.ts';
-import { tempDir } from '../../temp.ts';
-import { needs, SHELLCHECK } from '../../tools.ts';
-import { makeSandbox, type Sandbox, shellcheck, shellcheckFiles } from './sandbox.ts';
+import {
+  aiGateway,
+  defaultRehearsal,
+  defaults,
+  ENV,
+  FAST,
+  LOG_OBJECT,
+  LOG_PUT,
+  other,
+  rehearse,
+} from './rehearse.ts';
+import { makeSandbox, type Sandbox } from './sandbox.ts';
 
-const defaults = parseLabConfig({});
-/** Another K3s line, three replicas and llm-d's second set: six GPUs, so a g6.48xlarge. */
-const other = parseLabConfig({
-  instance: { type: 'g6.48xlarge', gpus: 8, vcpus: 192, memoryGiB: 768, pricePerHourUsd: 13.35 },
-  k3s: { version: 'v1.35.2+k3s1' },
-  vllm: { replicas: 3 },
-  workload: { partitionSeeds: [1, 2, 3] },
-  study: { optionalArms: ['llmd-precise'] },
-});
-const aiGateway = parseLabConfig({ study: { optionalArms: ['ai-gateway'] } });
-const whenDone = parseLabConfig({ runner: { terminateWhenDone: true } });
-
-const configs: [string, LabConfig][] = [
-  ['default', defaults],
-  ['3 replicas, llmd-precise, K3s v1.35.2', other],
-  ['ai-gateway', aiGateway],
-];
-
-/** Every .sh file of the bootstrap, as it is in the repository. */
-function shellFiles(dir = BOOTSTRAP_SOURCES): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory()
-      ? shellFiles(join(dir, entry.name))
-      : entry.name.endsWith('.sh')
-        ? [join(dir, entry.name)]
-        : [],
-  );
-}
-
-const checkShell = needs(SHELLCHECK, import.meta.url, 'the shellcheck tests');
-
-describe('the bootstrap as a shell program', () => {
-  test.runIf(checkShell)('every .sh file passes shellcheck, following what it sources', () => {
-    const files = shellFiles();
-    expect(files.map((f) => f.slice(BOOTSTRAP_SOURCES.length)).sort()).toEqual([
-      'helpers.sh',
-      'host/lab-aws.sh',
-      'host/lab-deadline.sh',
-      'host/lab-follow-server.sh',
-      'host/lab-sync-results.sh',
-      'host/lab-terminate-when-done.sh',
-      'host/lab-upload-log.sh',
-      'main.sh',
-      'steps/01-cost-guard.sh',
-      'steps/02-os-updates.sh',
-      'steps/03-preflight.sh',
-      'steps/04-gpus.sh',
-      'steps/05-k3s.sh',
-      'steps/06-prefetch.sh',
-      'steps/07-apply.sh',
-      'steps/08-replicas.sh',
-      'steps/09-signal.sh',
-      'steps/20-network-cell.sh',
-      'steps/30-cluster.sh',
-    ]);
-    expect(shellcheckFiles(files)).toBe('');
-  });
-
-  test.runIf(checkShell).each(configs)('the settings of the %s config pass shellcheck', (_, config) => {
-    expect(shellcheck(renderSettings(config))).toBe('');
-  });
-
-  test('bootstrap.ts renders settings and assembles the folder, and holds no bash body', () => {
-    const source = readFileSync(join(BOOTSTRAP_SOURCES, '..', 'bootstrap.ts'), 'utf8');
-    expect(source).not.toMatch(/^\s*[a-z_]+\(\) \{/m);
-    expect(source).not.toMatch(/set -[Eeuo]+/);
-    expect(source).not.toContain('<<');
-  });
-
-  test('every step has a bash function, and every step function is in the table', () => {
-    const defined = shellFiles()
-      .flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/^([a-z0-9_]+)\(\) \{/gm)])
-      .map((m) => m[1]);
-    for (const name of STEP_NAMES) expect(defined).toContain(name);
-  });
-
-  test('every curl has --max-time', () => {
-    const curls = shellFiles()
-      .flatMap((f) => readFileSync(f, 'utf8').split('\n'))
-      .filter((line) => /(^|[\s(|&])curl -/.test(line) && !line.trim().startsWith('#'));
-    expect(curls.length).toBeGreaterThan(5);
-    for (const line of curls) expect(line).toContain('--max-time');
-  });
-});
-
-describe.each(configs)('settings.env (%s)', (_, config) => {
-  const settings = renderSettings(config);
-
-  test('holds the values of the configuration', () => {
-    expect(settings).toContain(`LIFETIME_MINUTES=${config.instance.maxLifetimeHours * 60}`);
-    expect(settings).toContain(`EXPECTED_GPUS=${config.instance.gpus}`);
-    expect(settings).toContain(`K3S_VERSION='${config.k3s.version}'`);
-    // The server is a gpu node, found by its host label (issue 17); no agent token without agents.
-    expect(settings).toContain(
-      `K3S_EXEC='--write-kubeconfig-mode 644 --disable traefik --node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=server'`,
-    );
-    expect(settings).toContain('AGENT_HOSTS=()');
-    expect(settings).toContain(`MODEL_NAME='${config.model.name}'`);
-    expect(settings).toContain(`REPLICAS=${config.vllm.replicas}`);
-    expect(settings).toContain(`CONTAINERD_CONFIG='/var/lib/rancher/k3s/agent/etc/containerd/config.toml'`);
-    expect(settings).toContain(`HELD_PACKAGES_PATTERN='^(nvidia|libnvidia|cuda)'`);
-  });
-
-  test('lists the steps in dependency order, each with its budget', () => {
-    const steps = bootstrapSteps(config);
-    expect(steps.map((s) => s.name)).toEqual([...STEP_NAMES]);
-    expect(steps.map((s) => s.title)).toEqual([
-      `arm the cost guard: shut down in ${config.instance.maxLifetimeHours * 60} min (instance.maxLifetimeHours ${config.instance.maxLifetimeHours}), results to S3`,
-      'hold OS updates: apt timers off, NVIDIA/CUDA packages held, apt/dpkg idle',
-      'preflight: tools, manifests folder, prerequisites resolve',
-      `check the GPUs: nvidia-smi lists ${config.instance.gpus} (instance.gpus)`,
-      'check nvidia-container-runtime (K3s needs it for the nvidia runtime)',
-      `install K3s ${config.k3s.version}, check its containerd has the nvidia runtime and RuntimeClass nvidia`,
-      `pre-fetch ${config.model.name} and the ShareGPT file into the shared cache; pull images in parallel`,
-      'apply the prerequisites of prerequisites.json in order, waiting for their CRDs and Deployments',
-      'apply the lab charts (NN-*.yaml) in file-name order, not jobs/, with their after-apply steps',
-      `wait for the device plugin: ${config.instance.gpus} allocatable nvidia.com/gpu`,
-      expect.stringMatching(/^wait for \d+ vLLM replica\(s\) .* to be Ready and serve \/v1\/models$/),
-      'record the GPU UUID of every replica and check they are distinct',
-      'signal SUCCESS to the WaitCondition',
-    ]);
-    const total = steps.reduce((sum, s) => sum + s.budgetSeconds, 0);
-    expect(total).toBeLessThanOrEqual((config.instance.readyTimeoutMinutes - 4) * 60);
-    expect(settings).toContain(`STEP_BUDGETS=(${steps.map((s) => s.budgetSeconds).join(' ')})`);
-  });
-});
-
-test('the replica sets waited for follow the optional arms', () => {
-  expect(renderSettings(defaults)).toContain("REPLICA_SETS=('qwen3')");
-  expect(renderSettings(other)).toContain("REPLICA_SETS=('qwen3' 'qwen3-kv')");
-  expect(bootstrapSteps(other)[10]?.title).toBe(
-    'wait for 6 vLLM replica(s) (qwen3, qwen3-kv) to be Ready and serve /v1/models',
-  );
-});
-
-test('the ShareGPT file goes to the host side of the shared cache, or nowhere without the control', () => {
-  expect(sharegptHostPath(defaults)).toBe(
-    '/var/lib/lab/models/datasets/ShareGPT_V3_unfiltered_cleaned_split.json',
-  );
-  const noControl = renderSettings(parseLabConfig({ study: { sharegptControl: false } }));
-  expect(noControl).toContain("SHAREGPT_FILE=''");
-  expect(() =>
-    sharegptHostPath(parseLabConfig({ benchmark: { sharegptPath: '/data/sharegpt.json' } })),
-  ).toThrow(/benchmark.sharegptPath must lie in the shared cache \/models\//);
-});
-
-const ENV = {
-  WAIT_HANDLE_URL: 'https://wait.example/handle?X-Amz-Signature=secret',
-  LAB_REGION: 'us-west-2',
-  LAB_RESULTS_BUCKET: 'results-bucket',
-  LAB_STACK_NAME: 'LlmGatewayLab',
-};
-const LOG_OBJECT = 's3://results-bucket/LlmGatewayLab/host/bootstrap.log';
-/** The PutObject of the log, as the fake S3 records it (lab-aws put and sync-up). */
-const LOG_PUT = 'PUT results-bucket/LlmGatewayLab/host/bootstrap.log';
-/** No waiting between polls or signal and S3 retries: the fakes answer at once. */
-const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
-
-/** The manifests folder of a configuration, synthesized once: the bootstrap only reads it. */
-const synthesized = new Map<LabConfig, string>();
-function manifestsOf(config: LabConfig): string {
-  let dir = synthesized.get(config);
-  if (!dir) {
-    dir = tempDir('lab-manifests-');
-    synthesizeCluster(config, dir);
-    synthesized.set(config, dir);
-  }
-  return dir;
-}
-
-/** A bootstrap run against fake system commands and a manifests folder synthesized from the config. */
-function rehearse(
-  config: LabConfig,
-  fakes: Record<string, string> = {},
-  prepare?: (box: Sandbox) => void,
-  settings: Record<string, string> = {},
-  box = makeSandbox(),
-) {
-  const manifests = manifestsOf(config);
-  prepare?.(box);
-  const gpus = String(config.instance.gpus);
-  const result = box.bootstrap(
-    config,
-    {
-      ...ENV,
-      LAB_MANIFESTS_DIR: manifests,
-      FAKE_GPUS: gpus,
-      FAKE_ALLOCATABLE: gpus,
-      FAKE_SERVED: config.model.servedName,
-      ...fakes,
-    },
-    { ...FAST, ...settings },
-  );
-  const calls = box.calls();
-  const index = (pattern: RegExp) => calls.findIndex((c) => pattern.test(c));
-  return { box, result, calls, index, manifests };
-}
-
-/**
- * The default configuration's bootstrap, run once for the tests that only read what it did (or run
- * a host script afterwards and read only the calls that script adds). Its `calls` are those of
- * the bootstrap itself.
- */
-let defaultRun: ReturnType<typeof rehearse> | undefined;
-const defaultRehearsal = () => {
-  defaultRun ??= rehearse(defaults);
-  return defaultRun;
-};
+// The bootstrap run with fake system commands. The tests that only read the default run share it
+// (defaultRehearsal), so they stay in this one file. The shell program's files and settings.env:
+// bootstrap-program.test.ts; runner.terminateWhenDone: bootstrap-terminate.test.ts.
 
 describe('waiting for apt at first boot', () => {
   // unattended-upgrade-shutdown --wait-for-signal runs all the time under the process name
@@ -628,70 +425,5 @@ describe('7. diagnosis', () => {
     expect(box.runFile(box.path('/usr/local/sbin/lab-upload-log')).status).toBe(0);
     expect(box.awsRequests().slice(before)).toEqual([LOG_PUT]);
     expect(box.log()).toContain(`bootstrap log: ${LOG_OBJECT} every 2 minutes`);
-  });
-});
-
-describe('runner.terminateWhenDone', () => {
-  test('step 1 says so; the default installs no watcher', () => {
-    expect(bootstrapSteps(whenDone)[0]?.title).toBe(
-      'arm the cost guard: shut down in 480 min (instance.maxLifetimeHours 8), results to S3; terminate when the study is done (runner.terminateWhenDone)',
-    );
-    expect(renderSettings(whenDone)).toContain('TERMINATE_WHEN_DONE=1');
-    expect(renderSettings(defaults)).toContain('TERMINATE_WHEN_DONE=0');
-  });
-
-  test('the bootstrap installs the watcher and its timer', () => {
-    const { box, result, calls } = rehearse(whenDone);
-    expect(result.status, box.log()).toBe(0);
-    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
-    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
-      readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
-    );
-    const timer = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.timer'), 'utf8');
-    expect(timer).toContain('OnUnitActiveSec=1min');
-    const service = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.service'), 'utf8');
-    expect(service).toContain(`ExecStart=${box.path(TERMINATE_WHEN_DONE_SCRIPT)}`);
-  });
-
-  /** Runs the watcher (host/lab-terminate-when-done.sh itself) once with the given status.json. */
-  function watch(status?: Record<string, unknown>, sync = 'exit 0') {
-    const box = makeSandbox();
-    box.writeBootstrap(whenDone);
-    if (status) {
-      mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
-      writeFileSync(box.path('/var/lib/lab/results/status.json'), JSON.stringify(status));
-    }
-    box.fake('/usr/local/sbin/lab-sync-results', sync);
-    const result = box.runFile(join(box.bootstrapDir, 'host', 'lab-terminate-when-done.sh'), {
-      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
-    });
-    return { box, result, calls: box.calls() };
-  }
-
-  test.each(['finished', 'failed'])('a %s study: results uploaded, then the host shuts down', (state) => {
-    const { result, calls, box } = watch({ state, totalRuns: 25 });
-    expect(result.status).toBe(0);
-    expect(calls).toEqual([
-      'lab-sync-results ',
-      `shutdown -h now lab study ${state} (runner.terminateWhenDone): results uploaded, terminating`,
-    ]);
-    expect(box.log()).toContain(`the study is ${state} (runner.terminateWhenDone): uploading the results`);
-  });
-
-  test.each([
-    ['no status.json yet', undefined],
-    ['a running study', { state: 'running' }],
-    ['a starting study', { state: 'starting' }],
-  ])('%s: nothing happens', (_, status) => {
-    const { result, calls } = watch(status);
-    expect(result.status).toBe(0);
-    expect(calls).toEqual([]);
-  });
-
-  test('a failed upload still shuts down (the shutdown hook uploads once more)', () => {
-    const { result, calls, box } = watch({ state: 'finished' }, 'exit 1');
-    expect(result.status).toBe(0);
-    expect(calls[1]).toMatch(/^shutdown -h now /);
-    expect(box.log()).toContain('results upload failed');
   });
 });

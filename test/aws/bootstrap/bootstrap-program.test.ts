@@ -1,0 +1,145 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import {
+  BOOTSTRAP_SOURCES,
+  bootstrapSteps,
+  renderSettings,
+  sharegptHostPath,
+} from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { parseLabConfig } from '../../../lib/config/load.ts';
+import { STEP_NAMES } from '../../../lib/facts/budgets.ts';
+import { needs, SHELLCHECK } from '../../tools.ts';
+import { configs, defaults, other } from './rehearse.ts';
+import { shellcheck, shellcheckFiles } from './sandbox.ts';
+
+// The bootstrap as files: shellcheck, the step table and settings.env. No bootstrap runs here
+// (bootstrap.test.ts and bootstrap-terminate.test.ts rehearse it).
+
+/** Every .sh file of the bootstrap, as it is in the repository. */
+function shellFiles(dir = BOOTSTRAP_SOURCES): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? shellFiles(join(dir, entry.name))
+      : entry.name.endsWith('.sh')
+        ? [join(dir, entry.name)]
+        : [],
+  );
+}
+
+const checkShell = needs(SHELLCHECK, import.meta.url, 'the shellcheck tests');
+
+describe('the bootstrap as a shell program', () => {
+  test.runIf(checkShell)('every .sh file passes shellcheck, following what it sources', () => {
+    const files = shellFiles();
+    expect(files.map((f) => f.slice(BOOTSTRAP_SOURCES.length)).sort()).toEqual([
+      'helpers.sh',
+      'host/lab-aws.sh',
+      'host/lab-deadline.sh',
+      'host/lab-follow-server.sh',
+      'host/lab-sync-results.sh',
+      'host/lab-terminate-when-done.sh',
+      'host/lab-upload-log.sh',
+      'main.sh',
+      'steps/01-cost-guard.sh',
+      'steps/02-os-updates.sh',
+      'steps/03-preflight.sh',
+      'steps/04-gpus.sh',
+      'steps/05-k3s.sh',
+      'steps/06-prefetch.sh',
+      'steps/07-apply.sh',
+      'steps/08-replicas.sh',
+      'steps/09-signal.sh',
+      'steps/20-network-cell.sh',
+      'steps/30-cluster.sh',
+    ]);
+    expect(shellcheckFiles(files)).toBe('');
+  });
+
+  test.runIf(checkShell).each(configs)('the settings of the %s config pass shellcheck', (_, config) => {
+    expect(shellcheck(renderSettings(config))).toBe('');
+  });
+
+  test('bootstrap.ts renders settings and assembles the folder, and holds no bash body', () => {
+    const source = readFileSync(join(BOOTSTRAP_SOURCES, '..', 'bootstrap.ts'), 'utf8');
+    expect(source).not.toMatch(/^\s*[a-z_]+\(\) \{/m);
+    expect(source).not.toMatch(/set -[Eeuo]+/);
+    expect(source).not.toContain('<<');
+  });
+
+  test('every step has a bash function, and every step function is in the table', () => {
+    const defined = shellFiles()
+      .flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/^([a-z0-9_]+)\(\) \{/gm)])
+      .map((m) => m[1]);
+    for (const name of STEP_NAMES) expect(defined).toContain(name);
+  });
+
+  test('every curl has --max-time', () => {
+    const curls = shellFiles()
+      .flatMap((f) => readFileSync(f, 'utf8').split('\n'))
+      .filter((line) => /(^|[\s(|&])curl -/.test(line) && !line.trim().startsWith('#'));
+    expect(curls.length).toBeGreaterThan(5);
+    for (const line of curls) expect(line).toContain('--max-time');
+  });
+});
+
+describe.each(configs)('settings.env (%s)', (_, config) => {
+  const settings = renderSettings(config);
+
+  test('holds the values of the configuration', () => {
+    expect(settings).toContain(`LIFETIME_MINUTES=${config.instance.maxLifetimeHours * 60}`);
+    expect(settings).toContain(`EXPECTED_GPUS=${config.instance.gpus}`);
+    expect(settings).toContain(`K3S_VERSION='${config.k3s.version}'`);
+    // The server is a gpu node, found by its host label (issue 17); no agent token without agents.
+    expect(settings).toContain(
+      `K3S_EXEC='--write-kubeconfig-mode 644 --disable traefik --node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=server'`,
+    );
+    expect(settings).toContain('AGENT_HOSTS=()');
+    expect(settings).toContain(`MODEL_NAME='${config.model.name}'`);
+    expect(settings).toContain(`REPLICAS=${config.vllm.replicas}`);
+    expect(settings).toContain(`CONTAINERD_CONFIG='/var/lib/rancher/k3s/agent/etc/containerd/config.toml'`);
+    expect(settings).toContain(`HELD_PACKAGES_PATTERN='^(nvidia|libnvidia|cuda)'`);
+  });
+
+  test('lists the steps in dependency order, each with its budget', () => {
+    const steps = bootstrapSteps(config);
+    expect(steps.map((s) => s.name)).toEqual([...STEP_NAMES]);
+    expect(steps.map((s) => s.title)).toEqual([
+      `arm the cost guard: shut down in ${config.instance.maxLifetimeHours * 60} min (instance.maxLifetimeHours ${config.instance.maxLifetimeHours}), results to S3`,
+      'hold OS updates: apt timers off, NVIDIA/CUDA packages held, apt/dpkg idle',
+      'preflight: tools, manifests folder, prerequisites resolve',
+      `check the GPUs: nvidia-smi lists ${config.instance.gpus} (instance.gpus)`,
+      'check nvidia-container-runtime (K3s needs it for the nvidia runtime)',
+      `install K3s ${config.k3s.version}, check its containerd has the nvidia runtime and RuntimeClass nvidia`,
+      `pre-fetch ${config.model.name} and the ShareGPT file into the shared cache; pull images in parallel`,
+      'apply the prerequisites of prerequisites.json in order, waiting for their CRDs and Deployments',
+      'apply the lab charts (NN-*.yaml) in file-name order, not jobs/, with their after-apply steps',
+      `wait for the device plugin: ${config.instance.gpus} allocatable nvidia.com/gpu`,
+      expect.stringMatching(/^wait for \d+ vLLM replica\(s\) .* to be Ready and serve \/v1\/models$/),
+      'record the GPU UUID of every replica and check they are distinct',
+      'signal SUCCESS to the WaitCondition',
+    ]);
+    const total = steps.reduce((sum, s) => sum + s.budgetSeconds, 0);
+    expect(total).toBeLessThanOrEqual((config.instance.readyTimeoutMinutes - 4) * 60);
+    expect(settings).toContain(`STEP_BUDGETS=(${steps.map((s) => s.budgetSeconds).join(' ')})`);
+  });
+});
+
+test('the replica sets waited for follow the optional arms', () => {
+  expect(renderSettings(defaults)).toContain("REPLICA_SETS=('qwen3')");
+  expect(renderSettings(other)).toContain("REPLICA_SETS=('qwen3' 'qwen3-kv')");
+  expect(bootstrapSteps(other)[10]?.title).toBe(
+    'wait for 6 vLLM replica(s) (qwen3, qwen3-kv) to be Ready and serve /v1/models',
+  );
+});
+
+test('the ShareGPT file goes to the host side of the shared cache, or nowhere without the control', () => {
+  expect(sharegptHostPath(defaults)).toBe(
+    '/var/lib/lab/models/datasets/ShareGPT_V3_unfiltered_cleaned_split.json',
+  );
+  const noControl = renderSettings(parseLabConfig({ study: { sharegptControl: false } }));
+  expect(noControl).toContain("SHAREGPT_FILE=''");
+  expect(() =>
+    sharegptHostPath(parseLabConfig({ benchmark: { sharegptPath: '/data/sharegpt.json' } })),
+  ).toThrow(/benchmark.sharegptPath must lie in the shared cache \/models\//);
+});

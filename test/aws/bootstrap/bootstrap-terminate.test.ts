@@ -1,0 +1,76 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import {
+  BOOTSTRAP_SOURCES,
+  bootstrapSteps,
+  renderSettings,
+  TERMINATE_WHEN_DONE_SCRIPT,
+} from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { defaults, rehearse, whenDone } from './rehearse.ts';
+import { makeSandbox } from './sandbox.ts';
+
+describe('runner.terminateWhenDone', () => {
+  test('step 1 says so; the default installs no watcher', () => {
+    expect(bootstrapSteps(whenDone)[0]?.title).toBe(
+      'arm the cost guard: shut down in 480 min (instance.maxLifetimeHours 8), results to S3; terminate when the study is done (runner.terminateWhenDone)',
+    );
+    expect(renderSettings(whenDone)).toContain('TERMINATE_WHEN_DONE=1');
+    expect(renderSettings(defaults)).toContain('TERMINATE_WHEN_DONE=0');
+  });
+
+  test('the bootstrap installs the watcher and its timer', () => {
+    const { box, result, calls } = rehearse(whenDone);
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
+    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
+      readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
+    );
+    const timer = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.timer'), 'utf8');
+    expect(timer).toContain('OnUnitActiveSec=1min');
+    const service = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.service'), 'utf8');
+    expect(service).toContain(`ExecStart=${box.path(TERMINATE_WHEN_DONE_SCRIPT)}`);
+  });
+
+  /** Runs the watcher (host/lab-terminate-when-done.sh itself) once with the given status.json. */
+  function watch(status?: Record<string, unknown>, sync = 'exit 0') {
+    const box = makeSandbox();
+    box.writeBootstrap(whenDone);
+    if (status) {
+      mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
+      writeFileSync(box.path('/var/lib/lab/results/status.json'), JSON.stringify(status));
+    }
+    box.fake('/usr/local/sbin/lab-sync-results', sync);
+    const result = box.runFile(join(box.bootstrapDir, 'host', 'lab-terminate-when-done.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+    });
+    return { box, result, calls: box.calls() };
+  }
+
+  test.each(['finished', 'failed'])('a %s study: results uploaded, then the host shuts down', (state) => {
+    const { result, calls, box } = watch({ state, totalRuns: 25 });
+    expect(result.status).toBe(0);
+    expect(calls).toEqual([
+      'lab-sync-results ',
+      `shutdown -h now lab study ${state} (runner.terminateWhenDone): results uploaded, terminating`,
+    ]);
+    expect(box.log()).toContain(`the study is ${state} (runner.terminateWhenDone): uploading the results`);
+  });
+
+  test.each([
+    ['no status.json yet', undefined],
+    ['a running study', { state: 'running' }],
+    ['a starting study', { state: 'starting' }],
+  ])('%s: nothing happens', (_, status) => {
+    const { result, calls } = watch(status);
+    expect(result.status).toBe(0);
+    expect(calls).toEqual([]);
+  });
+
+  test('a failed upload still shuts down (the shutdown hook uploads once more)', () => {
+    const { result, calls, box } = watch({ state: 'finished' }, 'exit 1');
+    expect(result.status).toBe(0);
+    expect(calls[1]).toMatch(/^shutdown -h now /);
+    expect(box.log()).toContain('results upload failed');
+  });
+});

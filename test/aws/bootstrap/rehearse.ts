@@ -1,0 +1,91 @@
+import { synthesizeCluster } from '../../../charts/synthesize.ts';
+import { parseLabConfig } from '../../../lib/config/load.ts';
+import type { LabConfig } from '../../../lib/config/schema.ts';
+import { tempDir } from '../../temp.ts';
+import { makeSandbox, type Sandbox } from './sandbox.ts';
+
+/**
+ * The bootstrap's rehearsals for the bootstrap*.test.ts files: the configurations they run, the
+ * launcher's environment, and `rehearse`, one bootstrap run against fake system commands.
+ */
+
+export const defaults = parseLabConfig({});
+/** Another K3s line, three replicas and llm-d's second set: six GPUs, so a g6.48xlarge. */
+export const other = parseLabConfig({
+  instance: { type: 'g6.48xlarge', gpus: 8, vcpus: 192, memoryGiB: 768, pricePerHourUsd: 13.35 },
+  k3s: { version: 'v1.35.2+k3s1' },
+  vllm: { replicas: 3 },
+  workload: { partitionSeeds: [1, 2, 3] },
+  study: { optionalArms: ['llmd-precise'] },
+});
+export const aiGateway = parseLabConfig({ study: { optionalArms: ['ai-gateway'] } });
+export const whenDone = parseLabConfig({ runner: { terminateWhenDone: true } });
+
+export const configs: [string, LabConfig][] = [
+  ['default', defaults],
+  ['3 replicas, llmd-precise, K3s v1.35.2', other],
+  ['ai-gateway', aiGateway],
+];
+
+export const ENV = {
+  WAIT_HANDLE_URL: 'https://wait.example/handle?X-Amz-Signature=secret',
+  LAB_REGION: 'us-west-2',
+  LAB_RESULTS_BUCKET: 'results-bucket',
+  LAB_STACK_NAME: 'LlmGatewayLab',
+};
+export const LOG_OBJECT = 's3://results-bucket/LlmGatewayLab/host/bootstrap.log';
+/** The PutObject of the log, as the fake S3 records it (lab-aws put and sync-up). */
+export const LOG_PUT = 'PUT results-bucket/LlmGatewayLab/host/bootstrap.log';
+/** No waiting between polls or signal and S3 retries: the fakes answer at once. */
+export const FAST = { WAIT_INTERVAL_SECONDS: '0', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
+
+/** The manifests folder of a configuration, synthesized once: the bootstrap only reads it. */
+export const synthesized = new Map<LabConfig, string>();
+function manifestsOf(config: LabConfig): string {
+  let dir = synthesized.get(config);
+  if (!dir) {
+    dir = tempDir('lab-manifests-');
+    synthesizeCluster(config, dir);
+    synthesized.set(config, dir);
+  }
+  return dir;
+}
+
+/** A bootstrap run against fake system commands and a manifests folder synthesized from the config. */
+export function rehearse(
+  config: LabConfig,
+  fakes: Record<string, string> = {},
+  prepare?: (box: Sandbox) => void,
+  settings: Record<string, string> = {},
+  box = makeSandbox(),
+) {
+  const manifests = manifestsOf(config);
+  prepare?.(box);
+  const gpus = String(config.instance.gpus);
+  const result = box.bootstrap(
+    config,
+    {
+      ...ENV,
+      LAB_MANIFESTS_DIR: manifests,
+      FAKE_GPUS: gpus,
+      FAKE_ALLOCATABLE: gpus,
+      FAKE_SERVED: config.model.servedName,
+      ...fakes,
+    },
+    { ...FAST, ...settings },
+  );
+  const calls = box.calls();
+  const index = (pattern: RegExp) => calls.findIndex((c) => pattern.test(c));
+  return { box, result, calls, index, manifests };
+}
+
+/**
+ * The default configuration's bootstrap, run once for the tests that only read what it did (or run
+ * a host script afterwards and read only the calls that script adds). Its `calls` are those of
+ * the bootstrap itself.
+ */
+let defaultRun: ReturnType<typeof rehearse> | undefined;
+export const defaultRehearsal = () => {
+  defaultRun ??= rehearse(defaults);
+  return defaultRun;
+};

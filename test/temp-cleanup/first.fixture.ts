@@ -1,0 +1,3 @@
+import { makesAFolder } from './makes-a-folder.ts';
+
+makesAFolder();

@@ -1,0 +1,15 @@
+import { defineConfig } from 'vitest/config';
+
+// The suite's settings that decide when tempDir()'s folders are removed (vitest.config.ts): one
+// worker, shared modules, the same setup file; two files, so the second runs on a warm worker.
+export default defineConfig({
+  test: {
+    root: new URL('../..', import.meta.url).pathname,
+    include: ['test/temp-cleanup/*.fixture.ts'],
+    setupFiles: ['test/setup-temp.ts'],
+    pool: 'forks',
+    maxWorkers: 1,
+    isolate: false,
+    sequence: { shuffle: false },
+  },
+});
