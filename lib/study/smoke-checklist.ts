@@ -74,20 +74,26 @@ export const PROOF_FIXES: Readonly<Record<Proof, string>> = {
  */
 export type ProofStatus = 'pass' | 'fail' | 'not-collected' | 'not-applicable' | 'not-reached';
 
-export interface ProofCheck {
-  readonly proof: Proof;
+/**
+ * One proof of one entry. `P` is the lab's proof names: the LLM-gateway lab's PROOFS, or the
+ * network lab's (lib/network/study/smoke-checklist.ts), which name themselves with `title`.
+ */
+export interface ProofCheck<P extends string = Proof> {
+  readonly proof: P;
   readonly status: ProofStatus;
   readonly evidence: string;
   /** Present when the proof failed. */
   readonly fix?: string;
+  /** How the checklist names the proof; absent for PROOFS, whose names are PROOF_TITLES. */
+  readonly title?: string;
 }
 
-export interface ChecklistEntry {
-  /** The arm, or `replicas` for the replicas directly. */
+export interface ChecklistEntry<P extends string = Proof> {
+  /** The arm, or `replicas` for the replicas directly (the network lab: the experiment and arm, or `cell`). */
   readonly subject: string;
   readonly runId: string;
   readonly title: string;
-  readonly checks: readonly ProofCheck[];
+  readonly checks: readonly ProofCheck<P>[];
 }
 
 /** One check the host makes after the runner (the results and log uploads to S3), filled in later. */
@@ -98,17 +104,27 @@ export interface HostCheck {
   readonly fix?: string;
 }
 
-export interface SmokeChecklist {
+export interface SmokeChecklist<P extends string = Proof> {
   /** The smoke study whose records it judges (`studies/<id>/`). */
   readonly studyId: string;
+  /** The network lab: the cell whose smoke study this is (each cell has its own host and checklist). */
+  readonly cell?: string;
   readonly writtenAt: string;
   /** No proof failed and the smoke study was not stopped. */
   readonly passed: boolean;
-  readonly entries: readonly ChecklistEntry[];
+  readonly entries: readonly ChecklistEntry<P>[];
   /** Why the smoke study stopped before its last run (every run left is `not-reached`). */
   readonly stopped?: string;
   /** Filled in by `lab status` from S3: the uploads the runner cannot see. */
   readonly host?: readonly HostCheck[];
+}
+
+/** A checklist of either lab, as status.json carries it and `lab status` prints it. */
+export type AnyChecklist = SmokeChecklist<string>;
+
+/** How the checklist names a proof. */
+export function proofTitle(check: ProofCheck<string>): string {
+  return check.title ?? PROOF_TITLES[check.proof as Proof] ?? check.proof;
 }
 
 /** Which proof an invalid reason belongs to (the reasons of validity.ts and run-pipeline.ts). */
@@ -153,13 +169,12 @@ export function smokeChecklist(
 }
 
 /** Every failed proof as `<run>: <proof>: <evidence>`, for a stop's reason. */
-export function checklistFailures(checklist: SmokeChecklist): string[] {
+export function checklistFailures(checklist: AnyChecklist): string[] {
   return checklist.entries.flatMap((e) =>
     e.checks
       .filter((c) => c.status === 'fail')
       .map(
-        (c) =>
-          `${e.subject}${e.runId.endsWith('-b') ? ' (pair b)' : ''}: ${PROOF_TITLES[c.proof]}: ${c.evidence}`,
+        (c) => `${e.subject}${e.runId.endsWith('-b') ? ' (pair b)' : ''}: ${proofTitle(c)}: ${c.evidence}`,
       ),
   );
 }
@@ -338,16 +353,16 @@ const MARKS: Readonly<Record<ProofStatus | HostCheck['status'], string>> = {
 };
 
 /** The checklist as `lab status` prints it and `smoke-checklist.txt` holds it: failures with their fix. */
-export function formatChecklist(checklist: SmokeChecklist): string[] {
+export function formatChecklist(checklist: AnyChecklist): string[] {
   const lines = [
-    `smoke checklist of study ${checklist.studyId} (${checklist.writtenAt}): ${checklist.passed ? 'every proof passed' : 'FAILED'}`,
+    `smoke checklist of study ${checklist.studyId}${checklist.cell ? ` of cell ${checklist.cell}` : ''} (${checklist.writtenAt}): ${checklist.passed ? 'every proof passed' : 'FAILED'}`,
   ];
   if (checklist.stopped) lines.push(`  the smoke study stopped: ${checklist.stopped}`);
   for (const entry of checklist.entries) {
     const failed = entry.checks.filter((c) => c.status === 'fail').length;
     lines.push(`${entry.subject} (${entry.runId}): ${failed === 0 ? 'ok' : `${failed} failed`}`);
     for (const c of entry.checks) {
-      lines.push(`  ${MARKS[c.status].padEnd(13)} ${PROOF_TITLES[c.proof]}: ${c.evidence}`);
+      lines.push(`  ${MARKS[c.status].padEnd(13)} ${proofTitle(c)}: ${c.evidence}`);
       if (c.fix) lines.push(`  ${''.padEnd(13)} fix: ${c.fix}`);
     }
   }

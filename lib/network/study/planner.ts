@@ -6,6 +6,7 @@ import { DEFAULT_RUN_OVERHEADS } from '../../study/duration.ts';
 import { alignRows } from '../../study/planner.ts';
 import type { ExperimentId, NetworkRun, NetworkRunSpec } from './model.ts';
 import { networkStudyPlan } from './plan.ts';
+import { NETWORK_SMOKE_TARGET_MINUTES, networkSmokePlan } from './smoke.ts';
 
 /**
  * `lab plan` for the network lab (docs/facts.md §N7): before any money is spent, per cell the
@@ -203,7 +204,18 @@ export interface CellPlan {
   };
   readonly lbMapMax?: number;
   readonly conntrack: readonly ConntrackPrediction[];
+  /** The cell's smoke study (lab run --smoke --cell, study.profile: smoke), timed the same way. */
+  readonly smoke: SmokeTiming;
   readonly warnings: readonly string[];
+}
+
+/** A cell's smoke study: its runs, duration and cost, timed as the full study is. */
+export interface SmokeTiming {
+  readonly runs: number;
+  readonly durationSeconds: number;
+  readonly costUsd: number;
+  /** Over NETWORK_SMOKE_TARGET_MINUTES. */
+  readonly overTarget: boolean;
 }
 
 export interface NetworkPlan {
@@ -212,6 +224,8 @@ export interface NetworkPlan {
   readonly durationSeconds: number;
   readonly costUsd: number;
   readonly runs: number;
+  /** Every cell's smoke study, in parallel as the cells run: the longest, and the sum of the costs. */
+  readonly smoke: { readonly durationSeconds: number; readonly costUsd: number };
   readonly overheads: NetworkRunOverheads;
   /** Warnings about the configuration as a whole (each cell's are in its plan). */
   readonly warnings: readonly string[];
@@ -230,6 +244,10 @@ export function planNetworkStudy(
     durationSeconds: Math.max(0, ...cells.map((c) => c.durationSeconds)),
     costUsd: cells.reduce((sum, c) => sum + c.costUsd, 0),
     runs: cells.reduce((sum, c) => sum + c.runs, 0),
+    smoke: {
+      durationSeconds: Math.max(0, ...cells.map((c) => c.smoke.durationSeconds)),
+      costUsd: cells.reduce((sum, c) => sum + c.smoke.costUsd, 0),
+    },
     overheads,
     warnings: [
       // The configuration's own rules, not a copy: a loaded configuration has no problems left,
@@ -251,13 +269,18 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
       `cost uses network.instance.pricePerHourUsd ${network.instance.pricePerHourUsd} USD/h, the price of ${network.instance.type}, not of this cell's ${instanceType}`,
     );
   }
-  const timed = study.runs.map((run, i) => runSeconds(run, study.runs.slice(0, i), overheads));
-  const meshSetup = study.mesh === 'none' ? 0 : overheads.meshRestartSeconds;
-  const cleanup = serviceCleanupSeconds(config, overheads);
-  const loadSeconds = timed.reduce((sum, t) => sum + t.load, 0);
-  const overheadSeconds = timed.reduce((sum, t) => sum + t.overhead, 0) + meshSetup + cleanup;
+  const { loadSeconds, overheadSeconds } = planSeconds(study.runs, study.mesh, overheads);
   const durationSeconds = loadSeconds + overheadSeconds;
   const pricePerHourUsd = network.instance.pricePerHourUsd;
+  const smokeRuns = networkSmokePlan(config, name).runs;
+  const smokeTime = planSeconds(smokeRuns, study.mesh, overheads);
+  const smokeSeconds = smokeTime.loadSeconds + smokeTime.overheadSeconds;
+  const smoke: SmokeTiming = {
+    runs: smokeRuns.length,
+    durationSeconds: smokeSeconds,
+    costUsd: (smokeSeconds / 3600) * pricePerHourUsd,
+    overTarget: smokeSeconds > NETWORK_SMOKE_TARGET_MINUTES * 60,
+  };
 
   const model = ENTRY_MODELS[cell.datapath];
   const scale = network.experiments.serviceScale;
@@ -306,8 +329,37 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
     },
     ...(lbMapMax === undefined ? {} : { lbMapMax }),
     conntrack,
+    smoke,
     warnings,
   };
+}
+
+/** A plan's load and overhead seconds: its runs, the mesh's restart once, the Services' cleanup. */
+function planSeconds(
+  runs: readonly NetworkRun[],
+  mesh: MeshMode,
+  overheads: NetworkRunOverheads,
+): { loadSeconds: number; overheadSeconds: number } {
+  const timed = runs.map((run, i) => runSeconds(run, runs.slice(0, i), overheads));
+  const meshSetup = mesh === 'none' ? 0 : overheads.meshRestartSeconds;
+  const cleanup = serviceCleanupSeconds(runs, overheads);
+  return {
+    loadSeconds: timed.reduce((sum, t) => sum + t.load, 0),
+    overheadSeconds: timed.reduce((sum, t) => sum + t.overhead, 0) + meshSetup + cleanup,
+  };
+}
+
+/**
+ * New connections the runs open (E9's `-keepalive=false` runs, E10's drives): each leaves a
+ * conntrack entry in TIME_WAIT, which an E10 step after them waits out.
+ */
+function newConnections(runs: readonly NetworkRun[]): number {
+  return runs.reduce((sum, r) => {
+    if (r.spec.kind === 'conntrack') return sum + r.spec.connections;
+    if (r.spec.kind === 'fortio' && r.spec.mode === 'new-connection')
+      return sum + r.spec.qps * r.spec.seconds;
+    return sum;
+  }, 0);
 }
 
 /** A run's load and overhead seconds; an E9 step's creations depend on the steps before it. */
@@ -347,16 +399,23 @@ export function runSeconds(
         overhead: creation + o.entriesCountSeconds + job,
       };
     }
-    case 'conntrack':
-      return { load: spec.connectTimeoutSeconds, overhead: o.conntrackSettleSeconds + job };
+    case 'conntrack': {
+      // The baseline wait: only after runs that opened at least the baseline's threshold of new
+      // connections (a smoke study's 100 new connections settle at once).
+      const settle = newConnections(before) >= spec.baselineMax ? o.conntrackSettleSeconds : 0;
+      return { load: spec.connectTimeoutSeconds, overhead: settle + job };
+    }
   }
 }
 
 /** Deleting the runner's Services after the last E9 step. */
-function serviceCleanupSeconds(config: LabConfig, o: NetworkRunOverheads): number {
-  const scale = config.network.experiments.serviceScale;
-  const largest = Math.max(0, ...scale.steps);
-  return (largest / scale.createConcurrency) * o.apiCallSeconds;
+function serviceCleanupSeconds(runs: readonly NetworkRun[], o: NetworkRunOverheads): number {
+  return Math.max(
+    0,
+    ...runs.map((r) =>
+      r.spec.kind === 'service-scale' ? (r.spec.services / r.spec.createConcurrency) * o.apiCallSeconds : 0,
+    ),
+  );
 }
 
 function conntrackPredictions(runs: readonly NetworkRun[]): ConntrackPrediction[] {
@@ -466,6 +525,27 @@ export function formatNetworkPlan(plan: NetworkPlan): string {
   );
   lines.push(
     `  cells run in parallel: ${plan.runs} runs, ${minutes(plan.durationSeconds)} after the bootstraps, about ${plan.costUsd.toFixed(2)} USD in all (${plan.cells[0]?.pricePerHourUsd ?? 0} USD/h per cell; overheads are assumptions: lib/network/study/planner.ts)`,
+    '',
+  );
+  lines.push(
+    `Smoke study (lab run --smoke --cell <name>, or study.profile: smoke): every experiment's arms once with a tiny load; target at most ${NETWORK_SMOKE_TARGET_MINUTES} min per cell`,
+  );
+  lines.push(
+    alignRows(
+      ['cell', 'smoke runs', 'smoke', 'smoke cost', 'full study with its checks', 'full cost'],
+      plan.cells.map((c) => [
+        c.cell,
+        String(c.smoke.runs),
+        `${minutes(c.smoke.durationSeconds)}${c.smoke.overTarget ? ` (over ${NETWORK_SMOKE_TARGET_MINUTES})` : ''}`,
+        `${c.smoke.costUsd.toFixed(2)} USD`,
+        minutes(c.smoke.durationSeconds + c.durationSeconds),
+        `${(c.smoke.costUsd + c.costUsd).toFixed(2)} USD`,
+      ]),
+      4,
+    ),
+  );
+  lines.push(
+    `  all cells: smoke ${minutes(plan.smoke.durationSeconds)}, about ${plan.smoke.costUsd.toFixed(2)} USD; the full study begins with the same checks: ${minutes(Math.max(0, ...plan.cells.map((c) => c.smoke.durationSeconds + c.durationSeconds)))}, about ${(plan.smoke.costUsd + plan.costUsd).toFixed(2)} USD in all`,
     '',
   );
 
