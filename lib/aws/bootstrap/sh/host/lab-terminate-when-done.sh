@@ -11,8 +11,9 @@ set -euo pipefail
 # shellcheck source=/dev/null
 source "${LAB_SETTINGS:?LAB_SETTINGS must name the bootstrap settings.env}"
 readonly UPLOAD_RETRY_MINUTES=15
-# When the first failed upload of this study's end happened (epoch seconds); gone at reboot.
-readonly RETRY_MARKER=${TERMINATE_RETRY_MARKER:-/run/lab-terminate-upload-retry}
+# When the first failed upload of this study's end happened (epoch seconds): beside the results
+# folder (/var/lib/lab), not in it, so it is never uploaded.
+readonly RETRY_MARKER=${TERMINATE_RETRY_MARKER:-$(dirname "$(dirname "$STATUS_FILE")")/terminate-upload-retry}
 
 log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$1" | tee -a "$LOG_FILE"; }
 
