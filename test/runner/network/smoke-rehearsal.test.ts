@@ -9,6 +9,7 @@ import { planNetworkStudy } from '../../../lib/network/study/planner.ts';
 import { NETWORK_SMOKE_TARGET_MINUTES, networkSmokePlan } from '../../../lib/network/study/smoke.ts';
 import type { NetworkProof } from '../../../lib/network/study/smoke-checklist.ts';
 import { cellByName } from '../../../lib/network/topology.ts';
+import { networkStudyFiles } from '../../../lib/report/network/load.ts';
 import {
   SMOKE_CHECKLIST_FILE,
   SMOKE_CHECKLIST_TEXT_FILE,
@@ -247,6 +248,11 @@ describe('what a cell runner starts', () => {
     const second = await runNetworkLabStudy(deps, config, tiny(config), FAST);
     expect(second.kind).toBe('full');
     if (second.kind === 'full') expect(second.study.checks?.passed).toBe(true);
+    // A later smoke study: lab report still reads the cell's full study, never a smoke study.
+    writeFileSync(join(root, SMOKE_REQUEST_FILE), '');
+    expect((await runNetworkLabStudy(deps, config, tiny(config), FAST)).kind).toBe('smoke');
+    const full = second.kind === 'full' ? second.study.studyId : '';
+    expect(await networkStudyFiles(root)).toEqual([join(root, studyDir(full), STUDY_FILE)]);
   });
 
   it('study.profile smoke: the smoke study until one of this configuration has finished', async () => {
