@@ -6,6 +6,7 @@ import type { LabConfig } from '../../lib/config/schema.ts';
 import { PROBE_NAMES, PROBES_MOUNT, type ProbeName, probeCommand } from '../../lib/network/probes/bundle.ts';
 import type { NetworkStudyPlan } from '../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../lib/network/study/plan.ts';
+import { networkSmokePlan } from '../../lib/network/study/smoke.ts';
 import {
   CELL_LABEL,
   ISTIO_SYSTEM_NAMESPACE,
@@ -47,21 +48,25 @@ export function networkJobContext(config: LabConfig, cell: NetworkCell): Network
 }
 
 /**
- * The runner's ConfigMap data: its bundle, the configuration, the cell's plan, the plan's Jobs by
- * name (the same builders the runner uses for the Jobs it makes at run time), where the probes
+ * The runner's ConfigMap data: its bundle, the configuration, the cell's plan and smoke plan, both
+ * plans' Jobs by name (the same builders the runner uses for the Jobs it makes at run time), where the probes
  * are, and the E9 Service template.
  */
 export function networkRunnerConfigMapData(
   config: LabConfig,
   cell: NetworkCell,
   plan: NetworkStudyPlan = networkStudyPlan(config, cell.name),
+  smoke: NetworkStudyPlan = networkSmokePlan(config, cell.name),
 ): Record<string, string> {
   const context: NetworkRunnerContext = { cell: cell.name, probes: cellProbes() };
   return {
     [NETWORK_RUNNER_FILES.bundle]: networkRunnerBundle(),
     [NETWORK_RUNNER_FILES.config]: JSON.stringify(config),
     [NETWORK_RUNNER_FILES.plan]: JSON.stringify(plan),
-    [NETWORK_RUNNER_FILES.jobs]: JSON.stringify(planJobs(networkJobContext(config, cell), plan.runs)),
+    [NETWORK_RUNNER_FILES.smoke]: JSON.stringify(smoke),
+    [NETWORK_RUNNER_FILES.jobs]: JSON.stringify(
+      planJobs(networkJobContext(config, cell), [...plan.runs, ...smoke.runs]),
+    ),
     [NETWORK_RUNNER_FILES.context]: JSON.stringify(context),
     [NETWORK_RUNNER_FILES.serviceTemplate]: JSON.stringify(serviceTemplateManifest()),
   };

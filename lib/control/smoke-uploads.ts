@@ -1,5 +1,5 @@
 import { RUNNER_LOG_FILE, SMOKE_CHECKLIST_FILE, studyDir } from '../runner/layout.ts';
-import { formatChecklist, type HostCheck, type SmokeChecklist } from '../study/smoke-checklist.ts';
+import { type AnyChecklist, formatChecklist, type HostCheck } from '../study/smoke-checklist.ts';
 import type { ControlContext } from './context.ts';
 import { listResults, type ResultObject } from './download.ts';
 import type { Testbed } from './testbed.ts';
@@ -15,7 +15,7 @@ const UPLOAD_FIX_GONE =
 
 /** The upload checks from the objects under the smoke study's prefix (`listed`), or the listing's error. */
 export function uploadChecks(
-  checklist: SmokeChecklist,
+  checklist: AnyChecklist,
   listed: readonly ResultObject[] | { readonly error: string },
   where: string,
   hostRunning: boolean,
@@ -64,7 +64,7 @@ export function uploadChecks(
 export async function checklistLines(
   ctx: ControlContext,
   testbed: Pick<Testbed, 'bucket' | 'prefix'>,
-  checklist: SmokeChecklist,
+  checklist: AnyChecklist,
   hostRunning: boolean,
 ): Promise<string[]> {
   const prefix = `${testbed.prefix}${studyDir(checklist.studyId)}/`;

@@ -68,10 +68,14 @@ export function studyFileOf(resultsDir: string): string {
   return latest ? join(studies, latest, STUDY_FILE) : direct;
 }
 
-/** Whether a study.json is a smoke study's (`metadata.profile`); an unreadable one is not. */
+/**
+ * Whether a study.json is a smoke study's (`metadata.profile`; a network cell's: `profile`, as
+ * lib/network/study/model.ts records it); an unreadable one is not.
+ */
 function isSmokeStudy(path: string): boolean {
   try {
-    return (JSON.parse(readFileSync(path, 'utf8')) as StudyRecord).metadata?.profile === 'smoke';
+    const study = JSON.parse(readFileSync(path, 'utf8')) as StudyRecord & { profile?: string };
+    return study.metadata?.profile === 'smoke' || study.profile === 'smoke';
   } catch {
     return false;
   }

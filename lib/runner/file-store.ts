@@ -1,7 +1,7 @@
 import { appendFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
-import { formatChecklist, type SmokeChecklist } from '../study/smoke-checklist.ts';
+import { type AnyChecklist, formatChecklist, type SmokeChecklist } from '../study/smoke-checklist.ts';
 import {
   ATTEMPTS_DIR,
   attemptDir,
@@ -102,18 +102,23 @@ class FileStudyFiles implements StudyFiles {
     return true;
   }
 
-  async writeChecklist(checklist: SmokeChecklist): Promise<void> {
-    await writeAtomic(join(this.dir, SMOKE_CHECKLIST_FILE), `${JSON.stringify(checklist, null, 2)}\n`);
-    await writeAtomic(
-      join(this.dir, SMOKE_CHECKLIST_TEXT_FILE),
-      `${formatChecklist(checklist).join('\n')}\n`,
-    );
+  writeChecklist(checklist: SmokeChecklist): Promise<void> {
+    return writeChecklistFiles(this.dir, checklist);
   }
 
   async appendLog(line: string): Promise<void> {
     await mkdir(this.dir, { recursive: true });
     await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
   }
+}
+
+/** A smoke checklist of either lab in its study folder: the JSON, and the text `lab status` prints (layout.ts). */
+export async function writeChecklistFiles(studyFolder: string, checklist: AnyChecklist): Promise<void> {
+  await writeAtomic(join(studyFolder, SMOKE_CHECKLIST_FILE), `${JSON.stringify(checklist, null, 2)}\n`);
+  await writeAtomic(
+    join(studyFolder, SMOKE_CHECKLIST_TEXT_FILE),
+    `${formatChecklist(checklist).join('\n')}\n`,
+  );
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Api } from '../study/arms.ts';
 import type { ClientGate } from '../study/benchmark.ts';
 import type { BenchmarkSpec } from '../study/plan.ts';
 import type { RunRecord, StudyRecord } from '../study/results.ts';
-import type { SmokeChecklist } from '../study/smoke-checklist.ts';
+import type { AnyChecklist, SmokeChecklist } from '../study/smoke-checklist.ts';
 import type { JobCounts } from '../study/validity.ts';
 import type { StudyStatus } from './status.ts';
 import type { StoredStudy } from './study-id.ts';
@@ -289,6 +289,8 @@ export interface NetworkResultStore {
   listStudies(): Promise<{ studies: NetworkStudyRecord[]; unreadable: string[] }>;
   /** Whether `lab run --new` asked for a fresh study; the request is removed. */
   takeNewStudyRequest(): Promise<boolean>;
+  /** Whether `lab run --smoke` asked for the cell's smoke study; the request is removed. */
+  takeSmokeRequest(): Promise<boolean>;
   study(studyId: string): NetworkStudyFiles;
 }
 
@@ -310,5 +312,7 @@ export interface NetworkStudyFiles {
    * `attempts/<run-id>/<n>/<file>`; a file the attempt already kept is not replaced: returns false.
    */
   saveAttemptFile(runId: string, attempt: number, file: string, text: string): Promise<boolean>;
+  /** The cell's smoke checklist, as JSON and as the text `lab status` prints (layout.ts). */
+  writeChecklist(checklist: AnyChecklist): Promise<void>;
   appendLog(line: string): Promise<void>;
 }

@@ -1,4 +1,4 @@
-import type { SmokeChecklist } from '../study/smoke-checklist.ts';
+import type { AnyChecklist } from '../study/smoke-checklist.ts';
 
 /**
  * `status.json`: where the study stands, rewritten on every step of the runner. The laptop's
@@ -49,7 +49,7 @@ export interface StudyStatus {
   /** `smoke` while the runner works on a smoke study (lib/study/smoke.ts), alone or as a full study's checks. */
   readonly profile?: 'smoke';
   /** The latest smoke checklist of this runner: the smoke study's, or the full study's checks. */
-  readonly checklist?: SmokeChecklist;
+  readonly checklist?: AnyChecklist;
 }
 
 /** `2m10s`, `45s`, `1h02m03s`. */
@@ -147,7 +147,7 @@ export interface StatusSnapshot {
   readonly message: string;
   readonly error?: string;
   readonly profile?: 'smoke';
-  readonly checklist?: SmokeChecklist;
+  readonly checklist?: AnyChecklist;
 }
 
 /** status.json from a runner's state; one shape for the first lab's runner and the network lab's. */

@@ -24,6 +24,7 @@ export const PROOFS = [
   'requests',
   'ignore-eos',
   'prompt',
+  'scorer',
   'other',
 ] as const;
 export type Proof = (typeof PROOFS)[number];
@@ -40,6 +41,7 @@ export const PROOF_TITLES: Readonly<Record<Proof, string>> = {
   requests: 'every request served and counted',
   'ignore-eos': '--ignore-eos in effect',
   prompt: 'front end saw the prompts',
+  scorer: "llm-d's precise scorer matched",
   other: 'other checks',
 };
 
@@ -64,30 +66,39 @@ export const PROOF_FIXES: Readonly<Record<Proof, string>> = {
     'benchmark.image must pass --ignore-eos to vllm bench serve (docs/facts.md §3.8); a request ending on EOS does less work than the others',
   prompt:
     "the Endpoint Picker indexed nothing: its scheduler config needs prefix-cache-scorer and the arm must send prompts over /v1/completions; lab logs front-end <arm>, and the runner's metrics ClusterRole for the EPP's /metrics",
+  scorer:
+    "llm-d's precise scorer must find the replicas' KV blocks: its block size, hash seed, hash algorithm and KV-event topic model name must equal vLLM's, and the EPP must log at --v 4 (\"Got pod scores\", docs/facts.md §3.7) for the runner to see it; lab logs front-end <arm>",
   other: 'see the evidence; lab logs runner has the whole run',
 };
 
 /**
- * `pass`/`fail`: judged. `not-collected`: the runner records no evidence for it here (said why),
+ * `pass`/`fail`: judged. `warn`: judged as far as the evidence goes, which was not enough to tell
+ * (llm-d's scorer logging below --v 4): not a failure, shown with its fix. `not-collected`: the runner records no evidence for it here (said why),
  * not judged either way. `not-applicable`: this run has no such proof (a chat arm's prompt-blind
  * control, the first run's staging). `not-reached`: the run stopped at an earlier proof.
  */
-export type ProofStatus = 'pass' | 'fail' | 'not-collected' | 'not-applicable' | 'not-reached';
+export type ProofStatus = 'pass' | 'fail' | 'warn' | 'not-collected' | 'not-applicable' | 'not-reached';
 
-export interface ProofCheck {
-  readonly proof: Proof;
+/**
+ * One proof of one entry. `P` is the lab's proof names: the LLM-gateway lab's PROOFS, or the
+ * network lab's (lib/network/study/smoke-checklist.ts), which name themselves with `title`.
+ */
+export interface ProofCheck<P extends string = Proof> {
+  readonly proof: P;
   readonly status: ProofStatus;
   readonly evidence: string;
   /** Present when the proof failed. */
   readonly fix?: string;
+  /** How the checklist names the proof; absent for PROOFS, whose names are PROOF_TITLES. */
+  readonly title?: string;
 }
 
-export interface ChecklistEntry {
-  /** The arm, or `replicas` for the replicas directly. */
+export interface ChecklistEntry<P extends string = Proof> {
+  /** The arm, or `replicas` for the replicas directly (the network lab: the experiment and arm, or `cell`). */
   readonly subject: string;
   readonly runId: string;
   readonly title: string;
-  readonly checks: readonly ProofCheck[];
+  readonly checks: readonly ProofCheck<P>[];
 }
 
 /** One check the host makes after the runner (the results and log uploads to S3), filled in later. */
@@ -98,17 +109,27 @@ export interface HostCheck {
   readonly fix?: string;
 }
 
-export interface SmokeChecklist {
+export interface SmokeChecklist<P extends string = Proof> {
   /** The smoke study whose records it judges (`studies/<id>/`). */
   readonly studyId: string;
+  /** The network lab: the cell whose smoke study this is (each cell has its own host and checklist). */
+  readonly cell?: string;
   readonly writtenAt: string;
   /** No proof failed and the smoke study was not stopped. */
   readonly passed: boolean;
-  readonly entries: readonly ChecklistEntry[];
+  readonly entries: readonly ChecklistEntry<P>[];
   /** Why the smoke study stopped before its last run (every run left is `not-reached`). */
   readonly stopped?: string;
   /** Filled in by `lab status` from S3: the uploads the runner cannot see. */
   readonly host?: readonly HostCheck[];
+}
+
+/** A checklist of either lab, as status.json carries it and `lab status` prints it. */
+export type AnyChecklist = SmokeChecklist<string>;
+
+/** How the checklist names a proof. */
+export function proofTitle(check: ProofCheck<string>): string {
+  return check.title ?? PROOF_TITLES[check.proof as Proof] ?? check.proof;
 }
 
 /** Which proof an invalid reason belongs to (the reasons of validity.ts and run-pipeline.ts). */
@@ -128,6 +149,7 @@ export function proofOfReason(reason: string): Proof {
   if (text.includes('/metrics') || text.includes('counter went backwards')) return 'metrics';
   if (text.includes('finished with reason "stop"')) return 'ignore-eos';
   if (text.startsWith('front end did not see the prompts')) return 'prompt';
+  if (text.startsWith("llm-d's precise scorer")) return 'scorer';
   if (text.includes('cache was not reset') || text.includes('reset')) return 'reset';
   return 'other';
 }
@@ -153,13 +175,12 @@ export function smokeChecklist(
 }
 
 /** Every failed proof as `<run>: <proof>: <evidence>`, for a stop's reason. */
-export function checklistFailures(checklist: SmokeChecklist): string[] {
+export function checklistFailures(checklist: AnyChecklist): string[] {
   return checklist.entries.flatMap((e) =>
     e.checks
       .filter((c) => c.status === 'fail')
       .map(
-        (c) =>
-          `${e.subject}${e.runId.endsWith('-b') ? ' (pair b)' : ''}: ${PROOF_TITLES[c.proof]}: ${c.evidence}`,
+        (c) => `${e.subject}${e.runId.endsWith('-b') ? ' (pair b)' : ''}: ${proofTitle(c)}: ${c.evidence}`,
       ),
   );
 }
@@ -277,7 +298,38 @@ function passed(
       };
     case 'prompt':
       return promptCheck(config, run, r);
+    case 'scorer':
+      return scorerCheck(config, run, r);
   }
+}
+
+/**
+ * llm-d's precise scorer (`scorerEvidence`, lib/study/precise-evidence.ts): recorded on llm-d
+ * prefix runs over /v1/completions. Never matched fails (the run is invalid too); a log that cannot
+ * show it (below --v 4) is a warning with its fix, never a pass.
+ */
+function scorerCheck(config: LabConfig, run: StudyRun, r: RunRecord): Omit<ProofCheck, 'proof'> {
+  const arm = run.arm === undefined ? undefined : armById(config, run.arm);
+  if (!arm || promptEvidenceSource(arm.frontEnd, arm.api, run.dataset) !== 'llmd-kv-index')
+    return {
+      status: 'not-applicable',
+      evidence: "only llm-d prefix runs over /v1/completions have the precise scorer's look-ups to judge",
+    };
+  const e = r.scorerEvidence;
+  if (!e)
+    return { status: 'not-collected', evidence: "the runner recorded no look-ups of llm-d's precise scorer" };
+  const fix = PROOF_FIXES.scorer.replaceAll('<arm>', arm.id);
+  if (e.verdict === 'matched') {
+    const pods = Object.entries(e.podsWithBlocks)
+      .map(([pod, n]) => `${pod} ${n}`)
+      .join(', ');
+    return {
+      status: 'pass',
+      evidence: `${e.lookupsWithBlocks} of ${e.lookups} look-ups found blocks (${pods})`,
+    };
+  }
+  if (e.verdict === 'never-matched') return { status: 'fail', evidence: e.message, fix };
+  return { status: 'warn', evidence: `not observable: ${e.message}`, fix };
 }
 
 function stagingCheck(config: LabConfig, r: RunRecord, first: boolean): Omit<ProofCheck, 'proof'> {
@@ -331,6 +383,7 @@ function promptCheck(config: LabConfig, run: StudyRun, r: RunRecord): Omit<Proof
 const MARKS: Readonly<Record<ProofStatus | HostCheck['status'], string>> = {
   pass: 'PASS',
   fail: 'FAIL',
+  warn: 'WARN',
   'not-collected': 'not collected',
   'not-applicable': 'n/a',
   'not-reached': 'not reached',
@@ -338,16 +391,19 @@ const MARKS: Readonly<Record<ProofStatus | HostCheck['status'], string>> = {
 };
 
 /** The checklist as `lab status` prints it and `smoke-checklist.txt` holds it: failures with their fix. */
-export function formatChecklist(checklist: SmokeChecklist): string[] {
+export function formatChecklist(checklist: AnyChecklist): string[] {
   const lines = [
-    `smoke checklist of study ${checklist.studyId} (${checklist.writtenAt}): ${checklist.passed ? 'every proof passed' : 'FAILED'}`,
+    `smoke checklist of study ${checklist.studyId}${checklist.cell ? ` of cell ${checklist.cell}` : ''} (${checklist.writtenAt}): ${checklist.passed ? 'every proof passed' : 'FAILED'}`,
   ];
   if (checklist.stopped) lines.push(`  the smoke study stopped: ${checklist.stopped}`);
   for (const entry of checklist.entries) {
     const failed = entry.checks.filter((c) => c.status === 'fail').length;
-    lines.push(`${entry.subject} (${entry.runId}): ${failed === 0 ? 'ok' : `${failed} failed`}`);
+    const warned = entry.checks.filter((c) => c.status === 'warn').length;
+    lines.push(
+      `${entry.subject} (${entry.runId}): ${failed === 0 ? 'ok' : `${failed} failed`}${warned > 0 ? `, ${warned} warning${warned > 1 ? 's' : ''}` : ''}`,
+    );
     for (const c of entry.checks) {
-      lines.push(`  ${MARKS[c.status].padEnd(13)} ${PROOF_TITLES[c.proof]}: ${c.evidence}`);
+      lines.push(`  ${MARKS[c.status].padEnd(13)} ${proofTitle(c)}: ${c.evidence}`);
       if (c.fix) lines.push(`  ${''.padEnd(13)} fix: ${c.fix}`);
     }
   }

@@ -29,7 +29,7 @@ describe('lab config', () => {
     const run = runLabCli(['--config', 'examples/network-lab.yaml', 'config']);
     expect(run.code).toBe(0);
     const shown = parse(run.stdout);
-    expect(Object.keys(shown)).toEqual(['lab', 'stackName', 'k3s', 'runner', 'network']);
+    expect(Object.keys(shown)).toEqual(['lab', 'stackName', 'aws', 'k3s', 'runner', 'network']);
     expect(shown.network.cells.map((c: { name: string }) => c.name)).toEqual([
       'mesh',
       'dp-iptables',

@@ -1,4 +1,5 @@
 import type { Datapath, MeshMode } from '../../config/network.ts';
+import type { StudyChecks } from '../../study/results.ts';
 import type { ConntrackDriverResult } from '../probes/conntrack-driver.ts';
 import type { ServiceProberResult } from '../probes/service-prober.ts';
 import type { SseClientResult } from '../probes/sse.ts';
@@ -327,5 +328,9 @@ export interface NetworkStudyRecord {
    */
   readonly state: 'running' | 'finished' | 'failed' | 'interrupted';
   readonly error?: string;
+  /** `smoke`: the cell's smoke study (lib/network/study/smoke.ts), never resumed, never reported as the study. */
+  readonly profile?: 'smoke';
+  /** A full study's smoke checks before its first long run: the smoke study that ran them and its verdict. */
+  readonly checks?: StudyChecks;
   readonly runs: readonly NetworkRunRecord[];
 }

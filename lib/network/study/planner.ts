@@ -2,10 +2,17 @@ import type { Datapath, MeshMode, NetworkCell } from '../../config/network.ts';
 import { lbEntriesPerService, networkProblems, networkWarnings } from '../../config/network-rules.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import { BOOT_MARGIN_MINUTES, baseBudgetMinutes, NETWORK_BASE_STEP_MINUTES } from '../../facts/budgets.ts';
-import { DEFAULT_RUN_OVERHEADS } from '../../study/duration.ts';
 import { alignRows } from '../../study/planner.ts';
-import type { ExperimentId, NetworkRun, NetworkRunSpec } from './model.ts';
+import type { ExperimentId, NetworkRun } from './model.ts';
 import { networkStudyPlan } from './plan.ts';
+import { NETWORK_SMOKE_TARGET_MINUTES, networkSmokePlan } from './smoke.ts';
+import { DEFAULT_NETWORK_RUN_OVERHEADS, type NetworkRunOverheads, planSeconds } from './timing.ts';
+
+export {
+  DEFAULT_NETWORK_RUN_OVERHEADS,
+  type NetworkRunOverheads,
+  runSeconds,
+} from './timing.ts';
 
 /**
  * `lab plan` for the network lab (docs/facts.md §N7): before any money is spent, per cell the
@@ -109,52 +116,6 @@ export const EXPECTED_PROGRAMMING_MS: Readonly<Record<Datapath, { ms: number; wh
 /** Above this share of lbMapMax the plan warns: the cell's own Services take slots too. */
 export const LB_MAP_NEAR_FULL = 0.9;
 
-/**
- * Seconds the runner spends around each run's load, and the figures it assumes. None is measured
- * on a cell yet; each says where it comes from, and the runner's status.json ETA replaces them.
- */
-export interface NetworkRunOverheads {
-  /** Creating a Job until its container runs: images were pulled by the bootstrap (pull_cell_images). */
-  readonly jobStartSeconds: number;
-  /** The runner's own work per run (polls 5 s apart, result file, record): as the first lab's. */
-  readonly runnerSeconds: number;
-  /** One curl of the mTLS matrix after its pod started. */
-  readonly curlSeconds: number;
-  /** Pod-to-pod download speed assumed for E6 (bytes per second); the download is short either way. */
-  readonly downloadBytesPerSecond: number;
-  /** One Service create or delete through the API (K3s's kine on SQLite). */
-  readonly apiCallSeconds: number;
-  /**
-   * EndpointSlices written per second for new Services: kube-controller-manager's default client
-   * rate (--kube-api-qps 20). With one Service per slice this paces a step's readiness.
-   */
-  readonly endpointSlicesPerSecond: number;
-  /** One prober sample: create a Service, wait until its ClusterIP connects, delete it. */
-  readonly proberSampleSeconds: number;
-  /** Counting the entries with a privileged host-command Job. */
-  readonly entriesCountSeconds: number;
-  /**
-   * Waiting for the conntrack baseline after a step: the closed loopback connections stay in
-   * TIME_WAIT for nf_conntrack_tcp_timeout_time_wait (120 s kernel default).
-   */
-  readonly conntrackSettleSeconds: number;
-  /** Labelling the mesh namespace and restarting its pods, once per mesh cell. */
-  readonly meshRestartSeconds: number;
-}
-
-export const DEFAULT_NETWORK_RUN_OVERHEADS: NetworkRunOverheads = {
-  jobStartSeconds: 10,
-  runnerSeconds: DEFAULT_RUN_OVERHEADS.runnerSeconds,
-  curlSeconds: 2,
-  downloadBytesPerSecond: 100 * 1024 * 1024,
-  apiCallSeconds: 0.05,
-  endpointSlicesPerSecond: 20,
-  proberSampleSeconds: 3,
-  entriesCountSeconds: 5,
-  conntrackSettleSeconds: 120,
-  meshRestartSeconds: 60,
-};
-
 export interface ServiceStepPrediction {
   readonly services: number;
   /** Entries the step's Services add over the 0-Service count (the cell's own Services are the baseline). */
@@ -203,7 +164,18 @@ export interface CellPlan {
   };
   readonly lbMapMax?: number;
   readonly conntrack: readonly ConntrackPrediction[];
+  /** The cell's smoke study (lab run --smoke --cell, study.profile: smoke), timed the same way. */
+  readonly smoke: SmokeTiming;
   readonly warnings: readonly string[];
+}
+
+/** A cell's smoke study: its runs, duration and cost, timed as the full study is. */
+export interface SmokeTiming {
+  readonly runs: number;
+  readonly durationSeconds: number;
+  readonly costUsd: number;
+  /** Over NETWORK_SMOKE_TARGET_MINUTES. */
+  readonly overTarget: boolean;
 }
 
 export interface NetworkPlan {
@@ -212,6 +184,8 @@ export interface NetworkPlan {
   readonly durationSeconds: number;
   readonly costUsd: number;
   readonly runs: number;
+  /** Every cell's smoke study, in parallel as the cells run: the longest, and the sum of the costs. */
+  readonly smoke: { readonly durationSeconds: number; readonly costUsd: number };
   readonly overheads: NetworkRunOverheads;
   /** Warnings about the configuration as a whole (each cell's are in its plan). */
   readonly warnings: readonly string[];
@@ -230,6 +204,10 @@ export function planNetworkStudy(
     durationSeconds: Math.max(0, ...cells.map((c) => c.durationSeconds)),
     costUsd: cells.reduce((sum, c) => sum + c.costUsd, 0),
     runs: cells.reduce((sum, c) => sum + c.runs, 0),
+    smoke: {
+      durationSeconds: Math.max(0, ...cells.map((c) => c.smoke.durationSeconds)),
+      costUsd: cells.reduce((sum, c) => sum + c.smoke.costUsd, 0),
+    },
     overheads,
     warnings: [
       // The configuration's own rules, not a copy: a loaded configuration has no problems left,
@@ -251,13 +229,18 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
       `cost uses network.instance.pricePerHourUsd ${network.instance.pricePerHourUsd} USD/h, the price of ${network.instance.type}, not of this cell's ${instanceType}`,
     );
   }
-  const timed = study.runs.map((run, i) => runSeconds(run, study.runs.slice(0, i), overheads));
-  const meshSetup = study.mesh === 'none' ? 0 : overheads.meshRestartSeconds;
-  const cleanup = serviceCleanupSeconds(config, overheads);
-  const loadSeconds = timed.reduce((sum, t) => sum + t.load, 0);
-  const overheadSeconds = timed.reduce((sum, t) => sum + t.overhead, 0) + meshSetup + cleanup;
+  const { loadSeconds, overheadSeconds } = planSeconds(study.runs, study.mesh, overheads);
   const durationSeconds = loadSeconds + overheadSeconds;
   const pricePerHourUsd = network.instance.pricePerHourUsd;
+  const smokeRuns = networkSmokePlan(config, name).runs;
+  const smokeTime = planSeconds(smokeRuns, study.mesh, overheads);
+  const smokeSeconds = smokeTime.loadSeconds + smokeTime.overheadSeconds;
+  const smoke: SmokeTiming = {
+    runs: smokeRuns.length,
+    durationSeconds: smokeSeconds,
+    costUsd: (smokeSeconds / 3600) * pricePerHourUsd,
+    overTarget: smokeSeconds > NETWORK_SMOKE_TARGET_MINUTES * 60,
+  };
 
   const model = ENTRY_MODELS[cell.datapath];
   const scale = network.experiments.serviceScale;
@@ -306,57 +289,9 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
     },
     ...(lbMapMax === undefined ? {} : { lbMapMax }),
     conntrack,
+    smoke,
     warnings,
   };
-}
-
-/** A run's load and overhead seconds; an E9 step's creations depend on the steps before it. */
-export function runSeconds(
-  run: NetworkRun,
-  before: readonly NetworkRun[],
-  o: NetworkRunOverheads = DEFAULT_NETWORK_RUN_OVERHEADS,
-): { load: number; overhead: number } {
-  const job = o.jobStartSeconds + o.runnerSeconds;
-  const spec: NetworkRunSpec = run.spec;
-  switch (spec.kind) {
-    case 'fortio':
-      return { load: spec.seconds, overhead: job };
-    case 'download':
-      return { load: spec.bytes / o.downloadBytesPerSecond, overhead: job };
-    case 'sse':
-      return { load: (spec.events * spec.intervalMs) / 1000, overhead: job };
-    case 'mtls':
-      // One client pod per case (each namespace and service account is its own pod).
-      return {
-        load: spec.cases.length * o.curlSeconds,
-        overhead: spec.cases.length * o.jobStartSeconds + o.runnerSeconds,
-      };
-    case 'service-scale': {
-      const previous = Math.max(
-        0,
-        ...before.flatMap((r) => (r.spec.kind === 'service-scale' ? [r.spec.services] : [])),
-      );
-      const created = Math.max(0, spec.services - previous);
-      // Creating through the API and the EndpointSlices appearing overlap: the slower one paces.
-      const creation = Math.max(
-        (created / spec.createConcurrency) * o.apiCallSeconds,
-        created / o.endpointSlicesPerSecond,
-      );
-      return {
-        load: spec.samples * o.proberSampleSeconds,
-        overhead: creation + o.entriesCountSeconds + job,
-      };
-    }
-    case 'conntrack':
-      return { load: spec.connectTimeoutSeconds, overhead: o.conntrackSettleSeconds + job };
-  }
-}
-
-/** Deleting the runner's Services after the last E9 step. */
-function serviceCleanupSeconds(config: LabConfig, o: NetworkRunOverheads): number {
-  const scale = config.network.experiments.serviceScale;
-  const largest = Math.max(0, ...scale.steps);
-  return (largest / scale.createConcurrency) * o.apiCallSeconds;
 }
 
 function conntrackPredictions(runs: readonly NetworkRun[]): ConntrackPrediction[] {
@@ -466,6 +401,27 @@ export function formatNetworkPlan(plan: NetworkPlan): string {
   );
   lines.push(
     `  cells run in parallel: ${plan.runs} runs, ${minutes(plan.durationSeconds)} after the bootstraps, about ${plan.costUsd.toFixed(2)} USD in all (${plan.cells[0]?.pricePerHourUsd ?? 0} USD/h per cell; overheads are assumptions: lib/network/study/planner.ts)`,
+    '',
+  );
+  lines.push(
+    `Smoke study (lab run --smoke --cell <name>, or study.profile: smoke): every experiment's arms once with a tiny load; target at most ${NETWORK_SMOKE_TARGET_MINUTES} min per cell`,
+  );
+  lines.push(
+    alignRows(
+      ['cell', 'smoke runs', 'smoke', 'smoke cost', 'full study with its checks', 'full cost'],
+      plan.cells.map((c) => [
+        c.cell,
+        String(c.smoke.runs),
+        `${minutes(c.smoke.durationSeconds)}${c.smoke.overTarget ? ` (over ${NETWORK_SMOKE_TARGET_MINUTES})` : ''}`,
+        `${c.smoke.costUsd.toFixed(2)} USD`,
+        minutes(c.smoke.durationSeconds + c.durationSeconds),
+        `${(c.smoke.costUsd + c.costUsd).toFixed(2)} USD`,
+      ]),
+      4,
+    ),
+  );
+  lines.push(
+    `  all cells: smoke ${minutes(plan.smoke.durationSeconds)}, about ${plan.smoke.costUsd.toFixed(2)} USD; the full study begins with the same checks: ${minutes(Math.max(0, ...plan.cells.map((c) => c.smoke.durationSeconds + c.durationSeconds)))}, about ${(plan.smoke.costUsd + plan.costUsd).toFixed(2)} USD in all`,
     '',
   );
 

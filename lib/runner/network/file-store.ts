@@ -1,6 +1,7 @@
 import { appendFile, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
+import type { AnyChecklist } from '../../study/smoke-checklist.ts';
 import {
   claimAttemptIn,
   FileResultStore,
@@ -10,6 +11,7 @@ import {
   readOptional,
   scanStudies,
   writeAtomic,
+  writeChecklistFiles,
 } from '../file-store.ts';
 import { RUNNER_LOG_FILE, RUNS_DIR, runRecordPath, STUDY_FILE, studyDir } from '../layout.ts';
 import type { NetworkResultStore, NetworkStudyFiles } from '../ports.ts';
@@ -54,6 +56,10 @@ export class FileNetworkResultStore implements NetworkResultStore {
     return this.shared.takeNewStudyRequest();
   }
 
+  takeSmokeRequest(): Promise<boolean> {
+    return this.shared.takeSmokeRequest();
+  }
+
   study(studyId: string): NetworkStudyFiles {
     if (!isStudyId(studyId)) throw new Error(`"${studyId}" is not a study id (yyyymmdd-hhmmss-<8 hex>)`);
     return new FileNetworkStudyFiles(join(this.root, studyDir(studyId)));
@@ -86,6 +92,10 @@ class FileNetworkStudyFiles implements NetworkStudyFiles {
 
   saveAttemptFile(runId: string, attempt: number, file: string, text: string): Promise<boolean> {
     return keepAttemptFile(this.dir, runId, attempt, file, text);
+  }
+
+  writeChecklist(checklist: AnyChecklist): Promise<void> {
+    return writeChecklistFiles(this.dir, checklist);
   }
 
   async appendLog(line: string): Promise<void> {

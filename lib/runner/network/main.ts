@@ -9,7 +9,7 @@ import { runnerOptionsOf } from '../runner-options.ts';
 import { FileNetworkResultStore } from './file-store.ts';
 import { HttpSidecarMetrics } from './http-sidecar.ts';
 import { type NetworkJobContext, runJobs } from './jobs.ts';
-import { runNetworkStudy } from './run-network-study.ts';
+import { runNetworkLabStudy } from './lab-study.ts';
 import { NETWORK_RUNNER_FILES, type NetworkRunnerContext } from './runner-files.ts';
 
 function readJson<T>(path: string): T {
@@ -35,6 +35,7 @@ export function missingPlanJobs(
  */
 export async function networkMain(dir: string, results: string, config: LabConfig): Promise<void> {
   const plan = readJson<NetworkStudyPlan>(join(dir, NETWORK_RUNNER_FILES.plan));
+  const smoke = readJson<NetworkStudyPlan>(join(dir, NETWORK_RUNNER_FILES.smoke));
   const jobs = readJson<Record<string, JobObject>>(join(dir, NETWORK_RUNNER_FILES.jobs));
   const context = readJson<NetworkRunnerContext>(join(dir, NETWORK_RUNNER_FILES.context));
   const serviceTemplate = readJson<ServiceObject>(join(dir, NETWORK_RUNNER_FILES.serviceTemplate));
@@ -43,9 +44,9 @@ export async function networkMain(dir: string, results: string, config: LabConfi
     cell: cellByName(config.network, context.cell),
     probes: context.probes,
   };
-  const missing = missingPlanJobs(ctx, plan, jobs);
+  const missing = [...missingPlanJobs(ctx, plan, jobs), ...missingPlanJobs(ctx, smoke, jobs)];
   if (missing.length > 0) throw new Error(`${NETWORK_RUNNER_FILES.jobs} has no Job ${missing.join(', ')}`);
-  const study = await runNetworkStudy(
+  const done = await runNetworkLabStudy(
     {
       cluster: new KubeNetworkCluster(inClusterTransport()),
       sidecars: new HttpSidecarMetrics(),
@@ -57,11 +58,19 @@ export async function networkMain(dir: string, results: string, config: LabConfi
       log: (line) => console.log(line),
     },
     config,
-    plan,
+    { full: plan, smoke },
     // The same `runner.*` options as the first lab's runner: the readiness wait, and the error
     // policy with its outage limit (runner.retry.outageMinutes).
     runnerOptionsOf(config),
   );
+  if (done.kind === 'smoke') {
+    const checklist = done.outcome.checklist;
+    console.log(
+      `smoke study ${checklist?.studyId ?? ''} of cell ${context.cell}: ${checklist?.passed ? 'every proof passed' : 'FAILED'} (lab status --cell ${context.cell} prints the checklist)`,
+    );
+    return;
+  }
+  const { study } = done;
   const invalid = study.runs.filter((run) => !run.valid).length;
   console.log(`results in ${results}: ${study.runs.length} runs of cell ${study.cell}, ${invalid} invalid`);
 }

@@ -1,16 +1,16 @@
 import type { NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import type {
-  CellHostFacts,
-  DatapathEvidence,
   NetworkRun,
   NetworkRunRecord,
   NetworkStudyPlan,
   NetworkStudyRecord,
   Precondition,
 } from '../../network/study/model.ts';
+import { type NetworkProof, networkSmokeChecklist } from '../../network/study/smoke-checklist.ts';
 import { judgeNetworkRun, judgeRepeats, type NetworkJudgeConfig } from '../../network/study/validity.ts';
 import { FORTIO_SERVER, PLAIN_NAMESPACE } from '../../network/topology.ts';
+import { checklistFailures, formatChecklist, type SmokeChecklist } from '../../study/smoke-checklist.ts';
 import {
   ApiUnreachableError,
   DEFAULT_API_OUTAGE_MS,
@@ -19,21 +19,16 @@ import {
   stoppedByApi,
   withRetry,
 } from '../call-policy.ts';
-import { HOST_FILE } from '../layout.ts';
 import type { NetworkCluster, NetworkStudyFiles, SidecarMetrics } from '../ports.ts';
 import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
 import { chooseStudyFolder, readStudyRecords, StudyWrites } from '../study-files.ts';
+import { type StudyChoice, smokeStudyId } from '../study-id.ts';
 import { StudyLog } from '../study-log.ts';
+import { StudyStopError } from '../study-stop.ts';
+import { datapathEvidence, hostFacts, requiredVersions } from './cell-facts.ts';
 import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
 import { ConntrackSteps, conntrackToRestore } from './conntrack-steps.ts';
-import {
-  CILIUM_STATUS_SCRIPT,
-  DATAPATH_SCRIPT,
-  HOST_FACTS_SCRIPT,
-  parseDatapathEvidence,
-  parseHostFacts,
-} from './host-output.ts';
 import { JobDriver } from './job-driver.ts';
 import type {
   KindOutcome,
@@ -73,15 +68,55 @@ export async function runNetworkStudy(
   config: LabConfig,
   plan: NetworkStudyPlan,
   options: NetworkRunnerOptions = {},
+  mode: NetworkStudyMode = {},
 ): Promise<NetworkStudyRecord> {
-  const runner = new NetworkStudyRunner(deps, config, plan, {
+  return new NetworkStudyRunner(deps, config, plan, resolved(options), mode).run();
+}
+
+function resolved(options: NetworkRunnerOptions): Resolved<NetworkRunnerOptions> {
+  return {
     jobTimeoutMs: options.jobTimeoutMs ?? 15 * 60_000,
     pollIntervalMs: options.pollIntervalMs ?? 2_000,
     progressEveryMs: options.progressEveryMs ?? 60_000,
     readyTimeoutMs: options.readyTimeoutMs ?? 10 * 60_000,
     retry: options.retry ?? { ...DEFAULT_RETRY_POLICY, outageMs: DEFAULT_API_OUTAGE_MS },
-  });
-  return runner.run();
+  };
+}
+
+/** What kind of study a network runner works on (as the first lab's StudyMode, run-study.ts). */
+export interface NetworkStudyMode {
+  /**
+   * The cell's smoke study (lib/network/study/smoke.ts): always a new folder, never resumed, its
+   * checklist written at the end, also when it stopped.
+   */
+  readonly smoke?: boolean;
+  /**
+   * A full study's checks: the smoke plan, run as a smoke study of its own before the study's
+   * first long run, unless this study's checks passed already. A failed proof stops the study.
+   */
+  readonly checks?: NetworkStudyPlan;
+}
+
+/** A cell's smoke checklist, also when its study stopped (then `error`, the stop). */
+export interface NetworkSmokeOutcome {
+  readonly checklist?: SmokeChecklist<NetworkProof>;
+  readonly error?: unknown;
+}
+
+/** Runs a cell's smoke study and returns its checklist. Never throws. */
+export async function runNetworkSmokeStudy(
+  deps: NetworkRunnerDeps,
+  config: LabConfig,
+  plan: NetworkStudyPlan,
+  options: NetworkRunnerOptions = {},
+): Promise<NetworkSmokeOutcome> {
+  const runner = new NetworkStudyRunner(deps, config, plan, resolved(options), { smoke: true });
+  try {
+    await runner.run();
+    return { checklist: runner.checklist };
+  } catch (error) {
+    return { checklist: runner.checklist, error };
+  }
 }
 
 interface ActiveRun {
@@ -112,12 +147,15 @@ class NetworkStudyRunner implements StepContext {
   private readonly studyWrites = new StudyWrites();
   /** The cell's node (cellNode). */
   private node: string | undefined;
+  /** The smoke study's checklist (a smoke study), or the checks' that stopped this study. */
+  checklist: SmokeChecklist<NetworkProof> | undefined;
 
   constructor(
     readonly deps: NetworkRunnerDeps,
     readonly config: LabConfig,
     private readonly plan: NetworkStudyPlan,
     readonly options: Resolved<NetworkRunnerOptions>,
+    private readonly mode: NetworkStudyMode = {},
   ) {
     this.startedAt = deps.clock.now();
     this.log = new StudyLog(deps.clock, deps.log);
@@ -166,6 +204,8 @@ class NetworkStudyRunner implements StepContext {
         await this.writeStudy().catch(() => undefined);
       }
       await this.say(`study ${byApi ? 'interrupted' : 'stopped'}: ${message}`);
+      // Nothing stops a smoke study's checklist: the runs not reached say so.
+      if (this.mode.smoke && this.files) await this.writeChecklist(message).catch(() => undefined);
       await this.writeStatus(message);
       throw error;
     }
@@ -174,15 +214,17 @@ class NetworkStudyRunner implements StepContext {
   private async execute(): Promise<NetworkStudyRecord> {
     const { store } = this.deps;
     const say = (line: string) => this.say(line);
+    // A smoke study starts its own folder; a killed study's lowered conntrack limit is still looked
+    // for on the shelf (below).
     let shelf: readonly NetworkStudyRecord[] = [];
-    const { choice, files } = await chooseStudyFolder(
-      store,
-      (studies, fresh) => {
-        shelf = studies;
-        return chooseNetworkStudy(studies, this.config, this.plan.cell, this.startedAt, fresh);
-      },
-      say,
-    );
+    const pick = (studies: readonly NetworkStudyRecord[], fresh: boolean) => {
+      shelf = studies;
+      return chooseNetworkStudy(studies, this.config, this.plan.cell, this.startedAt, fresh);
+    };
+    if (this.mode.smoke) shelf = (await store.listStudies()).studies;
+    const { choice, files } = this.mode.smoke
+      ? this.smokeFolder()
+      : await chooseStudyFolder(store, pick, say);
     this.studyId = choice.id;
     this.files = files;
     this.log.attach(files);
@@ -238,8 +280,8 @@ class NetworkStudyRunner implements StepContext {
     }
 
     this.node = await this.cellNode();
-    const host = existing?.host ?? (await this.hostFacts());
-    const datapathEvidence = existing?.datapathEvidence ?? (await this.datapathEvidence());
+    const host = existing?.host ?? (await hostFacts(this));
+    const datapath = existing?.datapathEvidence ?? (await datapathEvidence(this));
     this.study = {
       lab: 'network',
       studyId: choice.id,
@@ -247,7 +289,7 @@ class NetworkStudyRunner implements StepContext {
       datapath: this.plan.datapath,
       mesh: this.plan.mesh,
       host,
-      ...(datapathEvidence ? { datapathEvidence } : {}),
+      ...(datapath ? { datapathEvidence: datapath } : {}),
       ...(this.conntrack.conntrackDefault !== undefined
         ? { conntrackHostDefault: this.conntrack.conntrackDefault }
         : {}),
@@ -258,8 +300,11 @@ class NetworkStudyRunner implements StepContext {
           : {}),
       startedAt: existing?.startedAt ?? this.startedAt.toISOString(),
       state: 'running',
+      ...(this.mode.smoke ? { profile: 'smoke' as const } : {}),
+      ...(existing?.checks ? { checks: existing.checks } : {}),
     };
     await this.writeStudy();
+    if (this.mode.checks && !this.study.checks?.passed) await this.runChecks(this.mode.checks);
     this.state = 'running';
 
     let stoppedByOutage = false;
@@ -292,8 +337,64 @@ class NetworkStudyRunner implements StepContext {
     const study = await this.writeStudy();
     const valid = study.runs.filter((r) => r.valid).length;
     await this.say(`study finished: ${valid} of ${study.runs.length} runs valid`);
+    if (this.mode.smoke) await this.writeChecklist();
     await this.writeStatus();
     return study;
+  }
+
+  /** A smoke study's folder: always a new one, which no full study resumes (study-choice.ts). */
+  private smokeFolder(): { choice: StudyChoice; files: NetworkStudyFiles } {
+    const id = smokeStudyId(this.config, this.startedAt);
+    return {
+      choice: { kind: 'new', id, why: 'a smoke study always starts afresh' },
+      files: this.deps.store.study(id),
+    };
+  }
+
+  /** The smoke study's checklist from its records, written beside them and said line by line. */
+  private async writeChecklist(stopped?: string): Promise<void> {
+    const checklist = networkSmokeChecklist({
+      plan: this.plan,
+      records: this.records,
+      ...(this.study ? { study: this.study } : {}),
+      judge: this.judgeConfig(),
+      studyId: this.studyId as string,
+      writtenAt: this.deps.clock.now(),
+      ...(stopped !== undefined ? { stopped } : {}),
+    });
+    this.checklist = checklist;
+    await this.studyFiles().writeChecklist(checklist);
+    for (const line of formatChecklist(checklist)) await this.say(line);
+  }
+
+  /**
+   * The full study's checks before its first long run: the cell's smoke plan as a smoke study of
+   * its own. Every experiment gets its line; any failed proof stops this study, in minutes.
+   */
+  private async runChecks(plan: NetworkStudyPlan): Promise<void> {
+    await this.say(
+      `checking every experiment of cell ${plan.cell} before the first long run: a smoke study of ${plan.runs.length} tiny runs`,
+    );
+    const { checklist, error } = await runNetworkSmokeStudy(this.deps, this.config, plan, this.options);
+    if (error && stoppedByApi(error)) throw error;
+    if (!checklist) throw error ?? new Error('the smoke checks wrote no checklist');
+    const failures = checklistFailures(checklist);
+    this.study = {
+      ...(this.study as Omit<NetworkStudyRecord, 'runs'>),
+      checks: { smokeStudyId: checklist.studyId, passed: checklist.passed, failures },
+    };
+    await this.writeStudy();
+    const where = `studies/${checklist.studyId}/smoke-checklist.txt`;
+    if (checklist.passed) {
+      await this.say(`smoke checks passed for every experiment (${where}); the study begins`);
+      return;
+    }
+    this.checklist = checklist;
+    const why = checklist.stopped ? [`the smoke study stopped: ${checklist.stopped}`] : failures;
+    throw new StudyStopError({
+      reason: `the smoke checks of cell ${plan.cell} failed before the first long run: ${why.join('; ')}`,
+      change: `fix what the checklist says (lab status --cell ${plan.cell} prints it; ${where}), then lab run --cell ${plan.cell} resumes this study, which checks every experiment again first`,
+    });
   }
 
   /** The cell's settings the validity checks judge against (lib/network/study/validity.ts). */
@@ -304,22 +405,9 @@ class NetworkStudyRunner implements StepContext {
       mesh: this.cell.mesh,
       node: this.node ?? 'unknown (no fortio server pod found at the start of the study)',
       lbMapMax: network.cilium.lbMapMax,
-      requiredVersions: Object.keys(this.requiredVersions()),
+      requiredVersions: Object.keys(requiredVersions(this.config, this.cell)),
       resolutionSeconds: network.fortio.resolutionSeconds,
       connections: network.fortio.connections,
-    };
-  }
-
-  /** The versions every record names (docs/facts.md §N5), by component. */
-  private requiredVersions(): Record<string, string> {
-    const c = this.config.network;
-    return {
-      fortio: c.fortio.image,
-      netshoot: c.probeImage,
-      runner: this.config.runner.image,
-      ...(this.cell.datapath === 'cilium' ? { cilium: c.cilium.version } : {}),
-      ...(this.cell.mesh !== 'none' ? { istio: c.istio.version } : {}),
-      k3s: '',
     };
   }
 
@@ -331,72 +419,6 @@ class NetworkStudyRunner implements StepContext {
     } catch (error) {
       rethrowOutage(error);
       await this.say(`the cell's node not found: ${(error as Error).message}`);
-      return undefined;
-    }
-  }
-
-  // ---- Once per study ------------------------------------------------------------------------
-
-  /** Instance type and zone from the bootstrap's host.json; kernel and CPU flags from a host Job. */
-  private async hostFacts(): Promise<CellHostFacts> {
-    let host: { instanceType?: unknown; availabilityZone?: unknown; k3sVersion?: unknown } = {};
-    const text = await this.deps.store.readHostFile(HOST_FILE);
-    if (text === undefined) await this.say(`${HOST_FILE} not found: instance type and zone not recorded`);
-    else {
-      try {
-        host = JSON.parse(text);
-      } catch (error) {
-        await this.say(`${HOST_FILE} is not JSON (${(error as Error).message})`);
-      }
-    }
-    let kernel = 'unknown';
-    let cpuFlags: string[] = [];
-    try {
-      const facts = parseHostFacts(await this.jobs.hostOutput('host-facts', 'study', HOST_FACTS_SCRIPT));
-      kernel = facts.kernel;
-      cpuFlags = facts.cpuFlags;
-    } catch (error) {
-      rethrowOutage(error);
-      await this.say(`host facts not read: ${(error as Error).message}`);
-    }
-    const { k3s: _read, ...pinned } = this.requiredVersions();
-    const versions: Record<string, string> = { k3sConfigured: this.config.k3s.version, ...pinned };
-    try {
-      versions.k3s = await this.cluster.serverVersion();
-    } catch (error) {
-      rethrowOutage(error);
-      await this.say(`API server version not read: ${(error as Error).message}`);
-      if (typeof host.k3sVersion === 'string') versions.k3s = host.k3sVersion;
-    }
-    const facts: CellHostFacts = {
-      instanceType: typeof host.instanceType === 'string' ? host.instanceType : 'unknown',
-      availabilityZone: typeof host.availabilityZone === 'string' ? host.availabilityZone : 'unknown',
-      kernel,
-      cpuFlags,
-      versions,
-    };
-    await this.say(
-      `host: ${facts.instanceType} in ${facts.availabilityZone}, kernel ${kernel}, CPU flags ${cpuFlags.join(' ') || 'none of interest'}`,
-    );
-    return facts;
-  }
-
-  /** What the datapath really is on the host (docs/facts.md §N5); undefined when not read. */
-  private async datapathEvidence(): Promise<DatapathEvidence | undefined> {
-    try {
-      const rules = await this.jobs.hostOutput('datapath', 'study', DATAPATH_SCRIPT);
-      const cilium =
-        this.cell.datapath === 'cilium'
-          ? await this.jobs.hostOutput('cilium-status', 'study', CILIUM_STATUS_SCRIPT, true)
-          : undefined;
-      const evidence = parseDatapathEvidence(rules, cilium);
-      await this.say(
-        `datapath evidence: ${evidence.kubeSvcChains} KUBE-SVC chains, kube-proxy nft table ${evidence.nftKubeProxyTable ? 'present' : 'absent'}, ${evidence.ipvsServices} ipvs services${evidence.kubeProxyReplacement === null ? '' : `, KubeProxyReplacement ${evidence.kubeProxyReplacement}`}`,
-      );
-      return evidence;
-    } catch (error) {
-      rethrowOutage(error);
-      await this.say(`datapath evidence not read: ${(error as Error).message}`);
       return undefined;
     }
   }
@@ -586,6 +608,8 @@ class NetworkStudyRunner implements StepContext {
         etaMs,
         message: this.log.message,
         error,
+        ...(this.mode.smoke ? { profile: 'smoke' as const } : {}),
+        ...(this.checklist ? { checklist: this.checklist } : {}),
       }),
     );
   }

@@ -11,7 +11,9 @@ export const NETWORK_RUNNER_FILES = {
   config: RUNNER_FILES.config,
   /** The cell's NetworkStudyPlan. */
   plan: RUNNER_FILES.plan,
-  /** The plan's static Jobs by name (`planJobs`). */
+  /** The cell's smoke plan (lib/network/study/smoke.ts): the smoke profile, and the full study's checks. */
+  smoke: RUNNER_FILES.smoke,
+  /** The static Jobs of both plans by name (`planJobs`). */
   jobs: RUNNER_FILES.jobs,
   /** NetworkRunnerContext: the cell and where its probes are. */
   context: 'network-context.json',

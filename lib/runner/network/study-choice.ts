@@ -24,7 +24,13 @@ export function chooseNetworkStudy(
     newId: newStudyId(config, now),
     resumable: () =>
       stored
-        .filter((s) => s.cell === cell && s.state !== 'finished' && s.studyId.endsWith(`-${hash}`))
+        .filter(
+          (s) =>
+            s.profile !== 'smoke' &&
+            s.cell === cell &&
+            s.state !== 'finished' &&
+            s.studyId.endsWith(`-${hash}`),
+        )
         .map((s) => ({ id: s.studyId, startedAt: s.startedAt })),
     resumeWhy: (latest) =>
       `study ${latest.id} (started ${latest.startedAt}) is an unfinished study of this cell and configuration`,

@@ -13,6 +13,7 @@ import { loadLabConfig, parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import type { NetworkStudyPlan } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { networkSmokePlan } from '../../../lib/network/study/smoke.ts';
 import { cellByName, NETWORK_RUNNER_NAME } from '../../../lib/network/topology.ts';
 import { CONNTRACK_READ_SCRIPT, DATAPATH_SCRIPT } from '../../../lib/runner/network/host-output.ts';
 import {
@@ -67,6 +68,10 @@ describe('the network study runner chart', () => {
         expect(JSON.parse(configMap.data[NETWORK_RUNNER_FILES.config])).toEqual(example);
         expect(JSON.parse(configMap.data[NETWORK_RUNNER_FILES.context]).cell).toBe(cell.name);
         expect(missingPlanJobs(networkJobContext(example, cell), plan, jobs)).toEqual([]);
+        // The smoke plan too: the smoke profile and the full study's checks run its Jobs.
+        const smoke = JSON.parse(configMap.data[NETWORK_RUNNER_FILES.smoke]) as NetworkStudyPlan;
+        expect(smoke).toEqual(networkSmokePlan(example, cell.name));
+        expect(missingPlanJobs(networkJobContext(example, cell), smoke, jobs)).toEqual([]);
         expect(configMapDataBytes(configMap.data)).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
       });
 

@@ -1,0 +1,93 @@
+import type { LabConfig } from '../../config/schema.ts';
+import { SMOKE_PREFIX } from '../../study/smoke.ts';
+import type { NetworkRun, NetworkStudyPlan } from './model.ts';
+import { networkStudyPlan } from './plan.ts';
+
+/**
+ * A cell's smoke study (docs/first-run.md): every experiment the cell runs (the calibration, E1-E8
+ * on a mesh cell, E9, E10), each arm once with a tiny load, through the same runner and the same
+ * validity checks as the full study, so it exercises every run-time proof the full study relies
+ * on: the datapath proof, mesh injection and mTLS evidence, the mTLS matrix, E9's prober method,
+ * conntrack read, lower and restore, the result files. It is the cell's own plan built from a
+ * tiny configuration; only the load and the ids differ. The full study runs it first.
+ */
+
+/** Run ids of a smoke study start with this (as the first lab's, lib/study/smoke.ts). */
+export const NETWORK_SMOKE_PREFIX = SMOKE_PREFIX;
+
+/** The target per cell: at most this long after the cell's bootstrap (issue 27). */
+export const NETWORK_SMOKE_TARGET_MINUTES = 5;
+
+/**
+ * The tiny load. fortio: 2 s at 50 QPS per run (enough calls for the histogram, the rate and the
+ * sidecar's counters; 100 new connections on E9's run, so the conntrack baseline stays low for
+ * E10). E6: 1 MiB. E7: 20 events. E9: 5 samples per step. E10: one lowered limit.
+ */
+export const NETWORK_SMOKE_LOAD = {
+  fortioSeconds: 2,
+  qps: 50,
+  largeBodyMiB: 1,
+  sseEvents: 20,
+  proberSamples: 5,
+  /** E9's second step, at most: enough Services to see entries grow, created in seconds. */
+  maxServices: 100,
+} as const;
+
+/** The configuration the smoke plan is built from: one repeat of everything, the tiny load. */
+export function networkSmokeConfig(config: LabConfig): LabConfig {
+  const { network } = config;
+  const { experiments, fortio } = network;
+  const steps = [...new Set(experiments.serviceScale.steps)].sort((a, b) => a - b);
+  const smokeSteps = [
+    ...new Set(steps.slice(0, 2).map((n, i) => (i === 0 ? n : Math.min(n, NETWORK_SMOKE_LOAD.maxServices)))),
+  ];
+  return {
+    ...config,
+    network: {
+      ...network,
+      fortio: {
+        ...fortio,
+        qps: Math.min(fortio.qps, NETWORK_SMOKE_LOAD.qps),
+        fixedRateSeconds: NETWORK_SMOKE_LOAD.fortioSeconds,
+        saturationSeconds: NETWORK_SMOKE_LOAD.fortioSeconds,
+      },
+      experiments: {
+        ...experiments,
+        repeats: { fixedRate: 1, saturation: 1, protocols: 1, calibration: 1 },
+        largeBodyMiB: Math.min(experiments.largeBodyMiB, NETWORK_SMOKE_LOAD.largeBodyMiB),
+        sse: { ...experiments.sse, events: Math.min(experiments.sse.events, NETWORK_SMOKE_LOAD.sseEvents) },
+        serviceScale: {
+          ...experiments.serviceScale,
+          steps: smokeSteps,
+          samples: Math.min(experiments.serviceScale.samples, NETWORK_SMOKE_LOAD.proberSamples),
+        },
+        // The lowest limit fills the table: read the host default, lower it, drive, restore.
+        conntrack: { ...experiments.conntrack, limits: [Math.min(...experiments.conntrack.limits)] },
+      },
+    },
+  };
+}
+
+/**
+ * The smoke plan of a cell: the tiny configuration's plan without the runs that prove nothing new
+ * (E3's saturation variant repeats E1s's path at E3's arms; E10's step at the host's default limit,
+ * since the lowered step reads the default and restores it), ids `smoke-<id>`.
+ */
+export function networkSmokePlan(config: LabConfig, cellName: string): NetworkStudyPlan {
+  const plan = networkStudyPlan(networkSmokeConfig(config), cellName);
+  const lowered = plan.runs.some((r) => r.spec.kind === 'conntrack' && r.spec.limit !== 'default');
+  const runs = plan.runs
+    .filter((run) => !run.id.startsWith('e3-saturation-'))
+    .filter((run) => !(lowered && run.spec.kind === 'conntrack' && run.spec.limit === 'default'))
+    .map(renamed);
+  return { ...plan, runs };
+}
+
+function renamed(run: NetworkRun): NetworkRun {
+  return {
+    ...run,
+    id: `${NETWORK_SMOKE_PREFIX}${run.id}`,
+    title: `Smoke: ${run.title}`,
+    ...(run.repeatGroup !== undefined ? { repeatGroup: `${NETWORK_SMOKE_PREFIX}${run.repeatGroup}` } : {}),
+  };
+}

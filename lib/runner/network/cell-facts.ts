@@ -1,0 +1,92 @@
+import type { NetworkCell } from '../../config/network.ts';
+import type { LabConfig } from '../../config/schema.ts';
+import type { CellHostFacts, DatapathEvidence } from '../../network/study/model.ts';
+import { rethrowOutage } from '../call-policy.ts';
+import { HOST_FILE } from '../layout.ts';
+import {
+  CILIUM_STATUS_SCRIPT,
+  DATAPATH_SCRIPT,
+  HOST_FACTS_SCRIPT,
+  parseDatapathEvidence,
+  parseHostFacts,
+} from './host-output.ts';
+import type { StepContext } from './runner-context.ts';
+
+/** What a cell's study reads once: the host's facts and its datapath (docs/facts.md §N5). */
+
+/** The versions every record names (docs/facts.md §N5), by component; k3s is read at run time. */
+export function requiredVersions(config: LabConfig, cell: NetworkCell): Record<string, string> {
+  const c = config.network;
+  return {
+    fortio: c.fortio.image,
+    netshoot: c.probeImage,
+    runner: config.runner.image,
+    ...(cell.datapath === 'cilium' ? { cilium: c.cilium.version } : {}),
+    ...(cell.mesh !== 'none' ? { istio: c.istio.version } : {}),
+    k3s: '',
+  };
+}
+
+/** Instance type and zone from the bootstrap's host.json; kernel and CPU flags from a host Job. */
+export async function hostFacts(ctx: StepContext): Promise<CellHostFacts> {
+  let host: { instanceType?: unknown; availabilityZone?: unknown; k3sVersion?: unknown } = {};
+  const text = await ctx.deps.store.readHostFile(HOST_FILE);
+  if (text === undefined) await ctx.say(`${HOST_FILE} not found: instance type and zone not recorded`);
+  else {
+    try {
+      host = JSON.parse(text);
+    } catch (error) {
+      await ctx.say(`${HOST_FILE} is not JSON (${(error as Error).message})`);
+    }
+  }
+  let kernel = 'unknown';
+  let cpuFlags: string[] = [];
+  try {
+    const facts = parseHostFacts(await ctx.jobs.hostOutput('host-facts', 'study', HOST_FACTS_SCRIPT));
+    kernel = facts.kernel;
+    cpuFlags = facts.cpuFlags;
+  } catch (error) {
+    rethrowOutage(error);
+    await ctx.say(`host facts not read: ${(error as Error).message}`);
+  }
+  const { k3s: _read, ...pinned } = requiredVersions(ctx.config, ctx.cell);
+  const versions: Record<string, string> = { k3sConfigured: ctx.config.k3s.version, ...pinned };
+  try {
+    versions.k3s = await ctx.cluster.serverVersion();
+  } catch (error) {
+    rethrowOutage(error);
+    await ctx.say(`API server version not read: ${(error as Error).message}`);
+    if (typeof host.k3sVersion === 'string') versions.k3s = host.k3sVersion;
+  }
+  const facts: CellHostFacts = {
+    instanceType: typeof host.instanceType === 'string' ? host.instanceType : 'unknown',
+    availabilityZone: typeof host.availabilityZone === 'string' ? host.availabilityZone : 'unknown',
+    kernel,
+    cpuFlags,
+    versions,
+  };
+  await ctx.say(
+    `host: ${facts.instanceType} in ${facts.availabilityZone}, kernel ${kernel}, CPU flags ${cpuFlags.join(' ') || 'none of interest'}`,
+  );
+  return facts;
+}
+
+/** What the datapath really is on the host (docs/facts.md §N5); undefined when not read. */
+export async function datapathEvidence(ctx: StepContext): Promise<DatapathEvidence | undefined> {
+  try {
+    const rules = await ctx.jobs.hostOutput('datapath', 'study', DATAPATH_SCRIPT);
+    const cilium =
+      ctx.cell.datapath === 'cilium'
+        ? await ctx.jobs.hostOutput('cilium-status', 'study', CILIUM_STATUS_SCRIPT, true)
+        : undefined;
+    const evidence = parseDatapathEvidence(rules, cilium);
+    await ctx.say(
+      `datapath evidence: ${evidence.kubeSvcChains} KUBE-SVC chains, kube-proxy nft table ${evidence.nftKubeProxyTable ? 'present' : 'absent'}, ${evidence.ipvsServices} ipvs services${evidence.kubeProxyReplacement === null ? '' : `, KubeProxyReplacement ${evidence.kubeProxyReplacement}`}`,
+    );
+    return evidence;
+  } catch (error) {
+    rethrowOutage(error);
+    await ctx.say(`datapath evidence not read: ${(error as Error).message}`);
+    return undefined;
+  }
+}
