@@ -169,6 +169,22 @@ export class ConntrackSteps {
   }
 
   /**
+   * A runner stopped mid-E10 (`previous`: this study's records, or the cell's last study before a
+   * new one) may have left a lowered conntrack limit: the host default goes back before any
+   * measurement. What was found, for study.json, or undefined when nothing needed restoring.
+   */
+  async restoreAfterStop(
+    previous: { study: NetworkStudyRecord; records: readonly NetworkRunRecord[] } | undefined,
+    plannedSteps: number,
+    now: Date,
+  ): Promise<NetworkStudyRecord['conntrackRestoredAtStart']> {
+    const toRestore = conntrackToRestore(previous?.study, previous?.records ?? [], plannedSteps);
+    if (toRestore === undefined) return undefined;
+    const found = await this.restoreAtStart(toRestore);
+    return found ? { ...found, at: now.toISOString() } : undefined;
+  }
+
+  /**
    * At the runner's start, before any measurement: a runner killed mid-E10 may have left the host
    * with a lowered nf_conntrack_max. Reads it and writes `hostDefault` back when it differs; what
    * was found is returned for the study record. A limit that will not go back stops the study.

@@ -21,14 +21,13 @@ import {
 } from '../call-policy.ts';
 import type { NetworkCluster, NetworkStudyFiles, SidecarMetrics } from '../ports.ts';
 import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
-import { chooseStudyFolder, readStudyRecords, StudyWrites } from '../study-files.ts';
-import { type StudyChoice, smokeStudyId } from '../study-id.ts';
+import { readStudyRecords, StudyWrites } from '../study-files.ts';
 import { StudyLog } from '../study-log.ts';
 import { StudyStopError } from '../study-stop.ts';
 import { datapathEvidence, hostFacts, requiredVersions } from './cell-facts.ts';
 import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
-import { ConntrackSteps, conntrackToRestore } from './conntrack-steps.ts';
+import { ConntrackSteps } from './conntrack-steps.ts';
 import { JobDriver } from './job-driver.ts';
 import type {
   KindOutcome,
@@ -38,7 +37,7 @@ import type {
   StepContext,
 } from './runner-context.ts';
 import { ServiceScaleSteps } from './scale-steps.ts';
-import { chooseNetworkStudy, lastStudyOf } from './study-choice.ts';
+import { cellStudyFolder, lastStudyOf } from './study-choice.ts';
 
 export { AMBIENT_REDIRECTION_ANNOTATION, serviceOfUrl } from './client-steps.ts';
 export { retryingNetworkCluster } from './cluster-retry.ts';
@@ -214,17 +213,16 @@ class NetworkStudyRunner implements StepContext {
   private async execute(): Promise<NetworkStudyRecord> {
     const { store } = this.deps;
     const say = (line: string) => this.say(line);
-    // A smoke study starts its own folder; a killed study's lowered conntrack limit is still looked
-    // for on the shelf (below).
-    let shelf: readonly NetworkStudyRecord[] = [];
-    const pick = (studies: readonly NetworkStudyRecord[], fresh: boolean) => {
-      shelf = studies;
-      return chooseNetworkStudy(studies, this.config, this.plan.cell, this.startedAt, fresh);
-    };
-    if (this.mode.smoke) shelf = (await store.listStudies()).studies;
-    const { choice, files } = this.mode.smoke
-      ? this.smokeFolder()
-      : await chooseStudyFolder(store, pick, say);
+    const { choice, files, shelf } = await cellStudyFolder(
+      store,
+      {
+        config: this.config,
+        cell: this.plan.cell,
+        startedAt: this.startedAt,
+        smoke: this.mode.smoke === true,
+      },
+      say,
+    );
     this.studyId = choice.id;
     this.files = files;
     this.log.attach(files);
@@ -267,17 +265,14 @@ class NetworkStudyRunner implements StepContext {
     // left to load the cell, and no E9 Service it created is left in the datapath.
     await this.jobs.clearCell();
     await this.scale.deleteScaleServices();
-    // A runner stopped mid-E10 (this study's, or the cell's last study before a new one) may have
-    // left a lowered conntrack limit: the host default goes back before any measurement.
-    const previous = existing
-      ? { study: existing, records: [...this.records.values()] }
-      : lastStudyOf(shelf, this.plan.cell, choice.id);
-    const toRestore = conntrackToRestore(previous?.study, previous?.records ?? [], this.plannedE10Steps());
-    let restored: NetworkStudyRecord['conntrackRestoredAtStart'];
-    if (toRestore !== undefined) {
-      const found = await this.conntrack.restoreAtStart(toRestore);
-      if (found) restored = { ...found, at: this.deps.clock.now().toISOString() };
-    }
+    // A runner stopped mid-E10 may have left a lowered conntrack limit.
+    const restored = await this.conntrack.restoreAfterStop(
+      existing
+        ? { study: existing, records: [...this.records.values()] }
+        : lastStudyOf(shelf, this.plan.cell, choice.id),
+      this.plannedE10Steps(),
+      this.deps.clock.now(),
+    );
 
     this.node = await this.cellNode();
     const host = existing?.host ?? (await hostFacts(this));
@@ -340,15 +335,6 @@ class NetworkStudyRunner implements StepContext {
     if (this.mode.smoke) await this.writeChecklist();
     await this.writeStatus();
     return study;
-  }
-
-  /** A smoke study's folder: always a new one, which no full study resumes (study-choice.ts). */
-  private smokeFolder(): { choice: StudyChoice; files: NetworkStudyFiles } {
-    const id = smokeStudyId(this.config, this.startedAt);
-    return {
-      choice: { kind: 'new', id, why: 'a smoke study always starts afresh' },
-      files: this.deps.store.study(id),
-    };
   }
 
   /** The smoke study's checklist from its records, written beside them and said line by line. */

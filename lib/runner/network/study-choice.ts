@@ -1,7 +1,8 @@
 import type { LabConfig } from '../../config/schema.ts';
 import type { NetworkStudyRecord } from '../../network/study/model.ts';
-import { chooseLatestUnfinished } from '../study-files.ts';
-import { configHash, newStudyId, type StudyChoice } from '../study-id.ts';
+import type { NetworkResultStore, NetworkStudyFiles } from '../ports.ts';
+import { chooseLatestUnfinished, chooseStudyFolder } from '../study-files.ts';
+import { configHash, newStudyId, type StudyChoice, smokeStudyId } from '../study-id.ts';
 
 /** Which study a starting network runner works on (the first lab's shape, study-id.ts). */
 export type NetworkStudyChoice = StudyChoice;
@@ -55,4 +56,37 @@ export function lastStudyOf(
     .sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt))
     .at(-1);
   return study ? { study, records: study.runs } : undefined;
+}
+
+/**
+ * The folder a cell's runner works in, and the studies on the shelf: a smoke study always starts
+ * a new folder, which no full study resumes; a full study resumes the cell's latest unfinished one
+ * of this configuration unless `lab run --new` asked otherwise. The shelf is read in both cases:
+ * a stopped study may have left the host changed (conntrack-steps.ts, restoreAfterStop).
+ */
+export async function cellStudyFolder(
+  store: NetworkResultStore,
+  options: { config: LabConfig; cell: string; startedAt: Date; smoke: boolean },
+  say: (line: string) => Promise<void>,
+): Promise<{ choice: StudyChoice; files: NetworkStudyFiles; shelf: readonly NetworkStudyRecord[] }> {
+  const { config, cell, startedAt } = options;
+  if (options.smoke) {
+    const id = smokeStudyId(config, startedAt);
+    const { studies } = await store.listStudies();
+    return {
+      choice: { kind: 'new', id, why: 'a smoke study always starts afresh' },
+      files: store.study(id),
+      shelf: studies,
+    };
+  }
+  let shelf: readonly NetworkStudyRecord[] = [];
+  const { choice, files } = await chooseStudyFolder(
+    store,
+    (studies, fresh) => {
+      shelf = studies;
+      return chooseNetworkStudy(studies, config, cell, startedAt, fresh);
+    },
+    say,
+  );
+  return { choice, files, shelf };
 }
