@@ -17,18 +17,22 @@ import { type KindOutcome, meshEvidence, type StepContext } from './runner-conte
  * The host default to put back at a runner's start, when a study's last record shows E10 begun and
  * not ended: its host default recorded (the first E10 step reads it before lowering anything) and
  * fewer E10 records than the plan's steps, or a step whose limit did not read back as the default.
+ * `plannedSteps` undefined (another study than the one resumed, whose plan may differ: a smoke
+ * study's, an older configuration's): begun is enough, and the limit is read to be sure.
  * Undefined: E10 never began, or every step ended with the default restored.
  */
 export function conntrackToRestore(
   study: Pick<NetworkStudyRecord, 'conntrackHostDefault'> | undefined,
   records: readonly NetworkRunRecord[],
-  plannedSteps: number,
+  plannedSteps: number | undefined,
 ): number | undefined {
   const hostDefault = study?.conntrackHostDefault;
   if (hostDefault === undefined) return undefined;
   const steps = records.flatMap((r) => (r.result?.kind === 'conntrack' ? [r.result.conntrack] : []));
   const unfinished =
-    steps.length < plannedSteps || steps.some((step) => step.limitAfterRestore !== hostDefault);
+    plannedSteps === undefined ||
+    steps.length < plannedSteps ||
+    steps.some((step) => step.limitAfterRestore !== hostDefault);
   return unfinished ? hostDefault : undefined;
 }
 
@@ -175,7 +179,7 @@ export class ConntrackSteps {
    */
   async restoreAfterStop(
     previous: { study: NetworkStudyRecord; records: readonly NetworkRunRecord[] } | undefined,
-    plannedSteps: number,
+    plannedSteps: number | undefined,
     now: Date,
   ): Promise<NetworkStudyRecord['conntrackRestoredAtStart']> {
     const toRestore = conntrackToRestore(previous?.study, previous?.records ?? [], plannedSteps);

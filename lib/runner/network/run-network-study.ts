@@ -266,13 +266,17 @@ class NetworkStudyRunner implements StepContext {
     await this.jobs.clearCell();
     await this.scale.deleteScaleServices();
     // A runner stopped mid-E10 may have left a lowered conntrack limit.
-    const restored = await this.conntrack.restoreAfterStop(
-      existing
-        ? { study: existing, records: [...this.records.values()] }
-        : lastStudyOf(shelf, this.plan.cell, choice.id),
-      this.plannedE10Steps(),
-      this.deps.clock.now(),
-    );
+    const restored = existing
+      ? await this.conntrack.restoreAfterStop(
+          { study: existing, records: [...this.records.values()] },
+          this.plannedE10Steps(),
+          this.deps.clock.now(),
+        )
+      : await this.conntrack.restoreAfterStop(
+          lastStudyOf(shelf, this.plan.cell, choice.id),
+          undefined,
+          this.deps.clock.now(),
+        );
 
     this.node = await this.cellNode();
     const host = existing?.host ?? (await hostFacts(this));

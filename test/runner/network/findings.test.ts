@@ -5,12 +5,13 @@ import { describe, expect, it } from 'vitest';
 import { loadLabConfig } from '../../../lib/config/load.ts';
 import type { NetworkStudyPlan, NetworkStudyRecord } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { networkSmokePlan } from '../../../lib/network/study/smoke.ts';
 import { KubeApiError } from '../../../lib/runner/kube-cluster.ts';
 import { STATUS_FILE } from '../../../lib/runner/layout.ts';
 import { retryingNetworkCluster } from '../../../lib/runner/network/cluster-retry.ts';
 import { FileNetworkResultStore } from '../../../lib/runner/network/file-store.ts';
 import { hostCommandJob } from '../../../lib/runner/network/jobs.ts';
-import { runNetworkStudy } from '../../../lib/runner/network/run-network-study.ts';
+import { runNetworkSmokeStudy, runNetworkStudy } from '../../../lib/runner/network/run-network-study.ts';
 import type { NetworkCluster, NetworkResultStore } from '../../../lib/runner/ports.ts';
 import type { StudyStatus } from '../../../lib/runner/status.ts';
 import { tempDir } from '../../temp.ts';
@@ -332,6 +333,22 @@ describe('network runner: a conntrack limit a killed runner left', () => {
     expect(events.slice(0, 2)).toEqual(['net-ct-start-read at 2048', 'net-ct-start-restore at 2048']);
     expect(study.conntrackHostDefault).toBe(262_144);
     expect(study.conntrackRestoredAtStart).toMatchObject({ found: 2_048, restoredTo: 262_144 });
+  });
+
+  it('a smoke study after a killed E10 restores it before its first measurement (its own folder, the shelf read)', async () => {
+    const t = cellLab('dp-iptables');
+    await killedMidE10(t, planOf('dp-iptables', ['e10-limit-default', 'e10-limit-2048', 'e10-limit-1024']));
+    t.fake.clock.ms += 60_000;
+    const events: string[] = [];
+    const outcome = await runNetworkSmokeStudy(
+      { ...t.deps, cluster: watching(t, events) },
+      config,
+      networkSmokePlan(config, 'dp-iptables'),
+      POLLS,
+    );
+    expect(events.slice(0, 2)).toEqual(['net-ct-start-read at 2048', 'net-ct-start-restore at 2048']);
+    expect(outcome.checklist?.passed, JSON.stringify(outcome.error ?? '')).toBe(true);
+    expect(t.fake.conntrackMax).toBe(262_144);
   });
 
   it('a study whose E10 ended restored, or that never began E10, reads nothing at start', async () => {
