@@ -169,6 +169,7 @@ describe('network lab configuration (docs/facts.md §N1-3)', () => {
     expect(Object.keys(labSettings(parseLabConfig({ lab: 'network' })))).toEqual([
       'lab',
       'stackName',
+      'aws',
       'k3s',
       'runner',
       'network',
