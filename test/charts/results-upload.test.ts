@@ -145,7 +145,12 @@ describe('runner.results.upload: manifests', () => {
 });
 
 /** The sync loop under dash (POSIX sh), with fake `aws` and `sleep` first on the PATH. */
-function startLoop(): { box: string; child: ChildProcess; calls: () => string[]; output: () => string } {
+function startLoop(ticks: number): {
+  box: string;
+  child: ChildProcess;
+  calls: () => string[];
+  output: () => string;
+} {
   const box = tempDir('lab-upload-');
   const fake = (name: string, body: string) => {
     const file = join(box, 'bin', name);
@@ -159,8 +164,14 @@ function startLoop(): { box: string; child: ChildProcess; calls: () => string[];
     `echo "$*" >> "${box}/calls.log"
 if [ -e "${box}/fail" ]; then rm -f "${box}/fail"; echo "upload failed: AccessDenied" >&2; exit 2; fi`,
   );
-  // sleep: a short real wait, so the loop ticks quickly; the interval itself is passed through.
-  fake('sleep', `echo "$1" >> "${box}/sleeps.log"; exec /bin/sleep 0.2`);
+  // sleep: records the interval; the first `ticks` waits are short so the loop runs quickly, the
+  // next one lasts until the loop kills it, so a SIGTERM is sure to land in a wait.
+  fake(
+    'sleep',
+    `echo "$1" >> "${box}/sleeps.log"
+if [ "$(wc -l < "${box}/sleeps.log")" -le ${ticks} ]; then exec /bin/sleep 0.05; fi
+exec /bin/sleep 59.5`,
+  );
   let out = '';
   const child = spawn('/bin/sh', ['-c', RESULTS_SYNC_SCRIPT], {
     env: {
@@ -193,6 +204,12 @@ async function until(check: () => boolean, what: string): Promise<void> {
   }
 }
 
+/** How many waits the loop has started. */
+const sleeps = (box: string) => {
+  const log = join(box, 'sleeps.log');
+  return existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').length : 0;
+};
+
 const exited = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
 
@@ -206,7 +223,7 @@ describe('the sync loop (run for real)', () => {
   });
 
   it('syncs periodically, logs a failed sync and retries it, and syncs once more on SIGTERM', async () => {
-    const loop = startLoop();
+    const loop = startLoop(3);
     writeFileSync(join(loop.box, 'fail'), '');
     const done = exited(loop.child);
     await until(() => loop.calls().length >= 3, 'three syncs');
@@ -215,18 +232,18 @@ describe('the sync loop (run for real)', () => {
     expect(loop.output()).toMatch(/sync to s3:\/\/bkt\/pre\/fix\/ failed \(exit 2\); retrying in 30 s/);
     expect(readFileSync(join(loop.box, 'sleeps.log'), 'utf8')).toMatch(/^30\n/);
     // Stop while it waits between syncs, as the kubelet does when the runner has exited.
-    await until(() => readFileSync(join(loop.box, 'sleeps.log'), 'utf8').split('\n').length > 3, 'a wait');
-    const before = loop.calls().length;
+    await until(() => sleeps(loop.box) === 4, 'the fourth wait');
+    expect(loop.calls()).toHaveLength(4);
     loop.child.kill('SIGTERM');
     expect(await done).toBe(0);
-    expect(loop.calls().length).toBe(before + 1);
+    expect(loop.calls()).toHaveLength(5);
     expect(loop.output()).toMatch(/final sync to s3:\/\/bkt\/pre\/fix\/ done/);
   });
 
   it('exits 0 when the final sync fails, saying the results stay on the claim', async () => {
-    const loop = startLoop();
+    const loop = startLoop(0);
     const done = exited(loop.child);
-    await until(() => loop.calls().length >= 1 && existsSync(join(loop.box, 'sleeps.log')), 'a first sync');
+    await until(() => sleeps(loop.box) === 1, 'the first wait');
     writeFileSync(join(loop.box, 'fail'), '');
     loop.child.kill('SIGTERM');
     expect(await done).toBe(0);
