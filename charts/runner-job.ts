@@ -71,6 +71,16 @@ export interface RunnerJobProps {
    * @default the host folder RESULTS_HOST_PATH of the runner's node
    */
   readonly results?: k8s.Volume;
+  /**
+   * Native sidecars (init containers with restartPolicy Always) and the volumes only they use.
+   * @default none
+   */
+  readonly sidecars?: { readonly containers: k8s.Container[]; readonly volumes: k8s.Volume[] };
+  /**
+   * Seconds the pod gets to stop, which a sidecar's last work runs within.
+   * @default none in the manifest (Kubernetes' 30)
+   */
+  readonly terminationGracePeriodSeconds?: number;
 }
 
 /** The study runner's Job (construct id `job`), run once: a failed runner is seen, not retried. */
@@ -87,7 +97,11 @@ export function runnerJob(scope: Construct, props: RunnerJobProps): k8s.KubeJob 
           serviceAccountName: name,
           automountServiceAccountToken: true,
           restartPolicy: 'Never',
+          ...(props.terminationGracePeriodSeconds === undefined
+            ? {}
+            : { terminationGracePeriodSeconds: props.terminationGracePeriodSeconds }),
           ...props.placement,
+          ...(props.sidecars ? { initContainers: [...props.sidecars.containers] } : {}),
           containers: [
             {
               name: 'runner',
@@ -113,6 +127,7 @@ export function runnerJob(scope: Construct, props: RunnerJobProps): k8s.KubeJob 
               name: 'results',
               hostPath: { path: RESULTS_HOST_PATH, type: 'DirectoryOrCreate' },
             },
+            ...(props.sidecars?.volumes ?? []),
           ],
         },
       },

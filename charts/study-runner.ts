@@ -17,6 +17,12 @@ import { benchmarkJob } from './benchmark-job.ts';
 import { COMPONENT_LABEL, labLabels, podPlacement } from './common.ts';
 import { clusterScoped } from './endpoint-picker.ts';
 import { resultsAffinity, resultsVolume } from './results-store.ts';
+import {
+  resultsUpload,
+  resultsUploader,
+  runnerAccountAnnotations,
+  UPLOAD_GRACE_SECONDS,
+} from './results-upload.ts';
 import { checkRunnerConfigMapSize, runnerJob } from './runner-job.ts';
 
 // Kept here for the modules that import them from this chart.
@@ -104,7 +110,11 @@ export class StudyRunnerChart extends Chart {
     checkRunnerConfigMapSize(data, 'StudyRunner: the runner ConfigMap', 'the plan');
     new k8s.KubeConfigMap(this, 'files', { metadata: { name, labels }, data });
 
-    new k8s.KubeServiceAccount(this, 'service-account', { metadata: { name, labels } });
+    // IRSA: EKS's webhook gives the pods of an annotated ServiceAccount the role's credentials.
+    const annotations = runnerAccountAnnotations(config);
+    new k8s.KubeServiceAccount(this, 'service-account', {
+      metadata: { name, labels, ...(annotations ? { annotations } : {}) },
+    });
     const hasStatusChecks = Object.keys(preflightStatusChecks(config)).length > 0;
     new k8s.KubeRole(this, 'role', {
       metadata: { name, labels },
@@ -149,6 +159,8 @@ export class StudyRunnerChart extends Chart {
       }),
     );
 
+    const upload = resultsUpload(config);
+    const uploader = upload ? resultsUploader(upload) : undefined;
     runnerJob(this, {
       name,
       labels,
@@ -160,6 +172,12 @@ export class StudyRunnerChart extends Chart {
       // clients are pinned to this node at run time (lib/runner/layout.ts onRunnerNode).
       placement: { ...podPlacement(labPlacement(config).runner), ...resultsAffinity(config) },
       results: resultsVolume(config),
+      ...(uploader
+        ? {
+            sidecars: { containers: [uploader.container], volumes: [uploader.volume] },
+            terminationGracePeriodSeconds: UPLOAD_GRACE_SECONDS,
+          }
+        : {}),
     });
   }
 }

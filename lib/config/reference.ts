@@ -59,6 +59,18 @@ function walk(node: Node, path: string, rows: string[][]): void {
     return;
   }
   rows.push([`\`${path}\``, formatDefault(node.default), allowed(node), node.description ?? '']);
+  // A setting that is an object or null (runner.results.upload): its fields under its own row.
+  const nullableObject = node.anyOf?.find((option) => option.type === 'object' && option.properties);
+  if (nullableObject?.properties) {
+    for (const [key, child] of Object.entries(nullableObject.properties)) {
+      rows.push([
+        `\`${path}.${key}\``,
+        formatDefault(child.default),
+        allowed(child),
+        child.description ?? '',
+      ]);
+    }
+  }
   if (node.type === 'array' && node.items?.type === 'object' && node.items.properties) {
     for (const [key, child] of Object.entries(node.items.properties)) {
       rows.push([

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ResultsUploadSchema } from './results-upload.ts';
 
 /**
  * Where the study runner keeps the results folder (lib/runner/layout.ts): the node folder of the
@@ -46,6 +47,11 @@ export const ResultsVolumeSchema = z
           'volume claim: the storage the claim requests; a full study writes tens of MB (client JSON and logs per run)',
         allowed: 'whole number with Mi, Gi or Ti',
       }),
+    upload: ResultsUploadSchema.nullable().default(null).meta({
+      description:
+        'volume claim: also copy the results to S3 while the study runs and at its end (EKS, with IRSA or Pod Identity; docs/cluster.md "Results to S3 on EKS"); null: no upload',
+      allowed: '{ bucket, prefix, region, roleArn?, everySeconds?, image? }, or null',
+    }),
   })
   .prefault({});
 

@@ -28,6 +28,13 @@ export function crossCheck(config: LabConfig, ctx: Ctx): void {
   const fail = (path: (string | number)[], message: string) =>
     ctx.addIssue({ code: 'custom', path, message, input: pick(config, path) });
 
+  // The lab's own host uploads its node folder itself; the S3 uploader reads the claim.
+  if (config.runner?.results?.upload && config.runner.results.volume !== 'claim')
+    fail(
+      ['runner', 'results', 'upload'],
+      `needs runner.results.volume: claim (it copies the results claim to S3); got volume: ${config.runner.results.volume}`,
+    );
+
   if (config.lab === 'network') {
     for (const problem of networkProblems(config.network, config.k3s?.version ?? ''))
       fail(problem.path, problem.message);

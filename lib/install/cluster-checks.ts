@@ -1,6 +1,7 @@
 import type { LabPlacement, NodePool, Toleration } from '../config/placement.ts';
 import type { ResultsVolume } from '../config/results-volume.ts';
 import type { KubeObject } from '../kube/cluster-api.ts';
+import { uploadCheck } from './upload-check.ts';
 
 /**
  * What a cluster must offer before `lab install` applies anything, judged from what the API
@@ -10,7 +11,7 @@ import type { KubeObject } from '../kube/cluster-api.ts';
 export type CheckOutcome = 'pass' | 'warn' | 'fail';
 
 export interface ClusterCheck {
-  /** `gpus`, `runtime-class`, `nodes-<setting>`, `results-storage`, `rbac`. */
+  /** `gpus`, `runtime-class`, `nodes-<setting>`, `results-storage`, `results-upload`, `rbac`. */
   readonly id: string;
   /** What was checked: a setting, a RuntimeClass, the kubeconfig's user. */
   readonly subject: string;
@@ -230,6 +231,8 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
     }
   }
   checks.push(resultsCheck(needs.results, cluster.storageClasses ?? []));
+  const upload = uploadCheck(needs.results, nodesFor(needs.placement.runner, cluster.nodes));
+  if (upload) checks.push(upload);
   if (cluster.refused.length === 0) {
     checks.push({
       id: 'rbac',

@@ -35,6 +35,8 @@ export const REQUESTS = {
   runner: { cpu: '100m', memory: '128Mi', memoryLimit: '512Mi' },
   /** The file server over the results claim (charts/results-store.ts): reads files for lab results. */
   resultsServer: { cpu: '20m', memory: '64Mi', memoryLimit: '256Mi' },
+  /** The AWS CLI sidecar that syncs the results claim to S3 (charts/results-upload.ts). */
+  resultsUpload: { cpu: '50m', memory: '128Mi', memoryLimit: '512Mi' },
 } as const satisfies Record<string, ContainerRequests>;
 
 /** A benchmark client: tokenizer plus dataset parsing (docs/facts.md §3.8). */
@@ -142,6 +144,12 @@ export function resourceBudget(
       'results server',
       config.runner.results.volume === 'claim' ? 1 : 0,
       REQUESTS.resultsServer,
+      'runner',
+    ),
+    line(
+      'results uploader',
+      config.runner.results.volume === 'claim' && config.runner.results.upload ? 1 : 0,
+      REQUESTS.resultsUpload,
       'runner',
     ),
     line('benchmark client (largest run)', clients, benchmarkRequests(config), 'runner'),

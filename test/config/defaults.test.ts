@@ -124,7 +124,7 @@ describe('LabConfig defaults', () => {
       readyTimeoutMinutes: 10,
       retry: { attempts: 5, initialDelaySeconds: 1, maxDelaySeconds: 30, outageMinutes: 15 },
       // The lab's own host keeps the node folder its bootstrap uploads.
-      results: { volume: 'node-folder', storageClassName: null, size: '20Gi' },
+      results: { volume: 'node-folder', storageClassName: null, size: '20Gi', upload: null },
     });
   });
 
