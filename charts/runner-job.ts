@@ -2,6 +2,7 @@ import { k8s } from 'cdk8s-plus-34';
 import type { Construct } from 'constructs';
 import { RUNNER_DIR, RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
+import { STUDY_RUNNER_CONTAINER } from '../lib/study/topology.ts';
 import { containerResources, envVars, RESULTS_HOST_PATH, rootContainerSecurity } from './common.ts';
 
 /**
@@ -104,7 +105,7 @@ export function runnerJob(scope: Construct, props: RunnerJobProps): k8s.KubeJob 
           ...(props.sidecars ? { initContainers: [...props.sidecars.containers] } : {}),
           containers: [
             {
-              name: 'runner',
+              name: STUDY_RUNNER_CONTAINER,
               image: props.image,
               ...(props.imagePullPolicy ? { imagePullPolicy: props.imagePullPolicy } : {}),
               command: ['node', `${RUNNER_DIR}/${props.bundle}`],

@@ -1,6 +1,6 @@
 import type { LabConfig } from '../config/schema.ts';
 import type { ClusterApi, KubeObject } from '../kube/cluster-api.ts';
-import { STUDY_RUNNER_NAME } from '../study/topology.ts';
+import { STUDY_RUNNER_CONTAINER, STUDY_RUNNER_NAME } from '../study/topology.ts';
 import { ClusterStudyError } from './cluster-study.ts';
 import type { LogSource } from './logs.ts';
 
@@ -45,7 +45,13 @@ export async function showClusterLogs(
         `${source.title} is the lab's own host's; a cluster you bring has no bootstrap (lab install's output is its log)`,
       );
     }
-    pod = { namespace: config.namespace, target: `job/${STUDY_RUNNER_NAME}`, title: source.title };
+    // Named: with runner.results.upload the pod also has the uploader (an init container).
+    pod = {
+      namespace: config.namespace,
+      target: `job/${STUDY_RUNNER_NAME}`,
+      title: source.title,
+      container: STUDY_RUNNER_CONTAINER,
+    };
   } else {
     pod = source;
   }

@@ -19,6 +19,8 @@ export const RESULTS_HOST_PATH = '/var/lib/lab/results';
 
 /** ServiceAccount, Role, ConfigMap and Job of the in-cluster study runner. */
 export const STUDY_RUNNER_NAME = 'lab-study-runner';
+/** The runner pod's container (a results uploader may run beside it as a native sidecar). */
+export const STUDY_RUNNER_CONTAINER = 'runner';
 /** Chart id (and manifest file name) of the study runner: after everything it drives. */
 export const STUDY_RUNNER_CHART = '90-runner';
 /** Manifests folder for the runner when it must not start on apply (`runner.autoStart: false`). */
