@@ -333,7 +333,7 @@ const StudySchema = z
       .enum(STUDY_PROFILES)
       .default('full')
       .describe(
-        'What the runner runs when it starts: full (the study, after a smoke check of every arm) or smoke (only the smoke study: every arm with a tiny load and a checklist of every proof, in minutes; then lab run starts the full study)',
+        'What the runner runs when it starts: full (the study, after a smoke check of every arm) or smoke (only the smoke study: every arm, or in the network lab every experiment of the cell, with a tiny load and a checklist of every proof, in minutes; then lab run starts the full study)',
       ),
     boundSweepPrefixes: z
       .array(count('prefixes'))
