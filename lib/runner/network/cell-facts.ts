@@ -1,6 +1,7 @@
 import type { NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import type { CellHostFacts, DatapathEvidence } from '../../network/study/model.ts';
+import { FORTIO_SERVER, PLAIN_NAMESPACE } from '../../network/topology.ts';
 import { rethrowOutage } from '../call-policy.ts';
 import { HOST_FILE } from '../layout.ts';
 import {
@@ -25,6 +26,18 @@ export function requiredVersions(config: LabConfig, cell: NetworkCell): Record<s
     ...(cell.mesh !== 'none' ? { istio: c.istio.version } : {}),
     k3s: '',
   };
+}
+
+/** The cell's node: where the charts pinned the plain fortio server (every pod must run there). */
+export async function cellNode(ctx: StepContext): Promise<string | undefined> {
+  try {
+    const pods = await ctx.cluster.listPods(PLAIN_NAMESPACE, `app=${FORTIO_SERVER}`);
+    return pods.find((p) => p.node !== '')?.node;
+  } catch (error) {
+    rethrowOutage(error);
+    await ctx.say(`the cell's node not found: ${(error as Error).message}`);
+    return undefined;
+  }
 }
 
 /** Instance type and zone from the bootstrap's host.json; kernel and CPU flags from a host Job. */

@@ -9,13 +9,11 @@ import type {
 } from '../../network/study/model.ts';
 import { type NetworkProof, networkSmokeChecklist } from '../../network/study/smoke-checklist.ts';
 import { judgeNetworkRun, judgeRepeats, type NetworkJudgeConfig } from '../../network/study/validity.ts';
-import { FORTIO_SERVER, PLAIN_NAMESPACE } from '../../network/topology.ts';
 import { checklistFailures, formatChecklist, type SmokeChecklist } from '../../study/smoke-checklist.ts';
 import {
   ApiUnreachableError,
   DEFAULT_API_OUTAGE_MS,
   DEFAULT_RETRY_POLICY,
-  rethrowOutage,
   stoppedByApi,
   withRetry,
 } from '../call-policy.ts';
@@ -24,7 +22,7 @@ import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus }
 import { readStudyRecords, StudyWrites } from '../study-files.ts';
 import { StudyLog } from '../study-log.ts';
 import { StudyStopError } from '../study-stop.ts';
-import { datapathEvidence, hostFacts, requiredVersions } from './cell-facts.ts';
+import { cellNode, datapathEvidence, hostFacts, requiredVersions } from './cell-facts.ts';
 import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
 import { ConntrackSteps } from './conntrack-steps.ts';
@@ -278,7 +276,7 @@ class NetworkStudyRunner implements StepContext {
           this.deps.clock.now(),
         );
 
-    this.node = await this.cellNode();
+    this.node = await cellNode(this);
     const host = existing?.host ?? (await hostFacts(this));
     const datapath = existing?.datapathEvidence ?? (await datapathEvidence(this));
     this.study = {
@@ -399,18 +397,6 @@ class NetworkStudyRunner implements StepContext {
       resolutionSeconds: network.fortio.resolutionSeconds,
       connections: network.fortio.connections,
     };
-  }
-
-  /** The cell's node: where the charts pinned the plain fortio server (every pod must run there). */
-  private async cellNode(): Promise<string | undefined> {
-    try {
-      const pods = await this.cluster.listPods(PLAIN_NAMESPACE, `app=${FORTIO_SERVER}`);
-      return pods.find((p) => p.node !== '')?.node;
-    } catch (error) {
-      rethrowOutage(error);
-      await this.say(`the cell's node not found: ${(error as Error).message}`);
-      return undefined;
-    }
   }
 
   // ---- One run -------------------------------------------------------------------------------
