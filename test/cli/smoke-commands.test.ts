@@ -2,15 +2,12 @@ import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { GetCommandInvocationCommand, SendCommandCommand } from '@aws-sdk/client-ssm';
 import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
 import 'aws-sdk-client-mock-vitest/extend';
-import { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { sdkControlClients } from '../../lib/cli/aws-clients.ts';
-import { registerStudyCommands } from '../../lib/cli/study-commands.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { renderStartStudy, runnerJob } from '../../lib/control/host-scripts.ts';
 import type { SmokeChecklist } from '../../lib/study/smoke-checklist.ts';
-import { captureOutput } from './capture.ts';
 import { BUCKET, deployed, mockDeployedLab, STACK, s3, ssm } from './deployed-lab.ts';
+import { labAt } from './study-kit.ts';
 
 /**
  * `lab run --smoke` and the checklist `lab status` prints (docs/first-run.md), with the upload
@@ -59,29 +56,7 @@ const STATUS = {
   checklist: CHECKLIST,
 };
 
-async function lab(...args: string[]) {
-  const program = new Command('lab').option('-c, --config <file>').exitOverride();
-  registerStudyCommands(program, {
-    createClients: (region) => sdkControlClients(region ?? 'us-west-2'),
-    sleep: async () => {},
-    now: () => NOW,
-  });
-  const {
-    value: code,
-    stdout,
-    stderr,
-  } = await captureOutput(async () => {
-    try {
-      await program.parseAsync(args, { from: 'user' });
-      return 0;
-    } catch (error) {
-      const exitCode = (error as { exitCode?: number }).exitCode;
-      if (typeof exitCode !== 'number') throw error;
-      return exitCode;
-    }
-  });
-  return { code, stdout, stderr };
-}
+const lab = labAt(NOW);
 
 function hostAnswers(stdout: string) {
   ssm.on(SendCommandCommand).resolves({ Command: { CommandId: COMMAND_ID } });

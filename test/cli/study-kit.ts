@@ -61,30 +61,38 @@ export interface Run {
   readonly stderr: string;
 }
 
-/** Runs `lab <args>` on a program with the study commands, waiting no real time between polls. */
-export async function lab(...args: string[]): Promise<Run> {
-  const program = new Command('lab').option('-c, --config <file>').exitOverride();
-  registerStudyCommands(program, {
-    createClients: (region) => sdkControlClients(region ?? 'us-west-2'),
-    sleep: async () => {},
-    now: () => NOW,
-  });
-  const {
-    value: code,
-    stdout,
-    stderr,
-  } = await captureOutput(async () => {
-    try {
-      await program.parseAsync(args, { from: 'user' });
-      return 0;
-    } catch (error) {
-      const exitCode = (error as { exitCode?: number }).exitCode;
-      if (typeof exitCode !== 'number') throw error;
-      return exitCode;
-    }
-  });
-  return { code, stdout, stderr };
+/**
+ * `lab <args>` on a program with the study commands whose clock reads `now`, waiting no real time
+ * between polls.
+ */
+export function labAt(now: Date): (...args: string[]) => Promise<Run> {
+  return async (...args) => {
+    const program = new Command('lab').option('-c, --config <file>').exitOverride();
+    registerStudyCommands(program, {
+      createClients: (region) => sdkControlClients(region ?? 'us-west-2'),
+      sleep: async () => {},
+      now: () => now,
+    });
+    const {
+      value: code,
+      stdout,
+      stderr,
+    } = await captureOutput(async () => {
+      try {
+        await program.parseAsync(args, { from: 'user' });
+        return 0;
+      } catch (error) {
+        const exitCode = (error as { exitCode?: number }).exitCode;
+        if (typeof exitCode !== 'number') throw error;
+        return exitCode;
+      }
+    });
+    return { code, stdout, stderr };
+  };
 }
+
+/** `lab <args>` at the kit's NOW. */
+export const lab = labAt(NOW);
 
 /** Each test starts on the mocked deployed lab, with no LAB_CONFIG from the environment. */
 export function useDeployedLab(): void {
