@@ -7,7 +7,9 @@ import { tempDir } from './temp.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-test("tempDir's folders are removed after every file of a worker, not only its first", () => {
+// The fixture files also check that test/install/rig.ts's fake cluster stops after each test that
+// started one (stops-its-rig.ts): a failed check there fails the run's exit status.
+test("tempDir's folders are removed, and rig()'s fake clusters stopped, after every file of a worker, not only its first", () => {
   const record = join(tempDir(), 'made.txt');
   const run = spawnSync(
     process.execPath,

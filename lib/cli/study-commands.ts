@@ -155,6 +155,7 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
         clock: { now, sleep },
         write,
         runnerObjects: () => [],
+        clusterOptions: kubeConfigSource(opts),
       });
     } catch (error) {
       if (error instanceof KubeApiError || error instanceof ClusterStudyError) {

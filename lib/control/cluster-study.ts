@@ -2,7 +2,13 @@ import { mkdirSync, renameSync, statSync, utimesSync, writeFileSync } from 'node
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { LabConfig } from '../config/schema.ts';
 import { groupOf, resourceOfKind } from '../install/steps.ts';
-import { type ClusterApi, describeRef, KubeApiError, type KubeObject } from '../kube/cluster-api.ts';
+import {
+  type ClusterApi,
+  describeAccess,
+  describeRef,
+  KubeApiError,
+  type KubeObject,
+} from '../kube/cluster-api.ts';
 import { STATUS_FILE } from '../runner/layout.ts';
 import { pollUntil } from '../runner/poll.ts';
 import type { Clock } from '../runner/ports.ts';
@@ -30,6 +36,11 @@ export interface ClusterStudyDeps {
   readonly config: LabConfig;
   /** The runner's objects as synthesized (charts/study-runner.ts studyRunnerObjects). */
   readonly runnerObjects: () => readonly KubeObject[];
+  /**
+   * --kubeconfig and --context as the user passed them, repeated in the hints; absent: the hints
+   * name the context the API client uses.
+   */
+  readonly clusterOptions?: { readonly kubeconfig?: string; readonly context?: string };
 }
 
 /** Why a study command stopped on a cluster; the CLI prints the message alone and exits 1. */
@@ -43,9 +54,23 @@ const JOB_GONE_MS = 2 * 60_000;
 /** The results server's component label (charts/results-store.ts). */
 const RESULTS_SERVER_SELECTOR = 'app.kubernetes.io/component=results-server';
 
-/** The commands' own arguments, for the hints they print. */
+/** A word the shell reads as itself: quoted only when it has to be. */
+function shellWord(value: string): string {
+  return /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * The next command, for the hints: with the cluster options the user passed (a --kubeconfig
+ * dropped from the hint would send it to $KUBECONFIG's cluster, or nowhere).
+ */
 function again(deps: ClusterStudyDeps, command: string): string {
-  return `lab ${command} --context ${deps.api.target.context}`;
+  const { kubeconfig, context } = deps.clusterOptions ?? { context: deps.api.target.context };
+  return [
+    'lab',
+    command,
+    ...(kubeconfig ? ['--kubeconfig', shellWord(kubeconfig)] : []),
+    ...(context ? ['--context', shellWord(context)] : []),
+  ].join(' ');
 }
 
 /** The state of the runner Job from its conditions, as the host's runner_job_state reads them. */
@@ -209,8 +234,8 @@ export async function startStudyOnCluster(deps: ClusterStudyDeps, start: StartRe
       const key = `${resource}.${group}/${namespace ?? ''}`;
       if (asked.has(key)) continue;
       asked.add(key);
-      if (!(await api.canI({ verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) })))
-        refused.push(`patch ${resource}${group ? `.${group}` : ''}${namespace ? ` in ${namespace}` : ''}`);
+      const question = { verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) };
+      if (!(await api.canI(question))) refused.push(describeAccess(question));
     }
     if (refused.length > 0) {
       throw new ClusterStudyError(

@@ -238,7 +238,8 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
       id: 'rbac',
       subject: 'kubeconfig user',
       outcome: 'pass',
-      message: 'the kubeconfig user may create everything the lab installs',
+      message:
+        "the kubeconfig user may create everything the lab installs and read the study's pods (list, pods/proxy, pods/log)",
     });
   } else {
     checks.push({
@@ -246,7 +247,7 @@ export function clusterChecks(needs: ClusterNeeds, cluster: ClusterSnapshot): Cl
       subject: 'kubeconfig user',
       outcome: 'fail',
       message: `the kubeconfig user may not: ${cluster.refused.join('; ')}`,
-      fix: 'use a context with cluster-admin (the lab creates CRD-backed objects, ClusterRoles and a namespace), or ask an administrator for these permissions',
+      fix: 'use a context with cluster-admin (the lab creates CRD-backed objects, ClusterRoles and a namespace; lab status, results and logs read its pods through pods/proxy and pods/log), or ask an administrator for these permissions',
     });
   }
   return checks;

@@ -1,4 +1,9 @@
-import type { ClusterApi, KubeObject } from '../kube/cluster-api.ts';
+import {
+  type AccessQuestion,
+  type ClusterApi,
+  describeAccess,
+  type KubeObject,
+} from '../kube/cluster-api.ts';
 import {
   type ClusterCheck,
   clusterChecks,
@@ -22,11 +27,7 @@ export async function readClusterChecks(plan: InstallPlan, api: ClusterApi): Pro
   const questions = accessQuestions(plan);
   const refused: string[] = [];
   for (const q of questions) {
-    if (!(await api.canI(q))) {
-      refused.push(
-        `${q.verb} ${q.resource}${q.group ? `.${q.group}` : ''}${q.namespace ? ` in ${q.namespace}` : ''}`,
-      );
-    }
+    if (!(await api.canI(q))) refused.push(describeAccess(q));
   }
   const checks = clusterChecks(plan.needs, { nodes, runtimeClasses, refused, storageClasses });
   // Without a device plugin yet, a GPU count of zero is expected: the lab installs one first.
@@ -52,11 +53,12 @@ function noGpuAdvertised(nodes: readonly KubeObject[], plan: InstallPlan): boole
 }
 
 /**
- * One `patch` per kind and namespace the lab applies (server-side apply is a patch), and the CRDs
- * of the release assets (their other kinds are known only once downloaded).
+ * One `patch` per kind and namespace the lab applies (server-side apply is a patch), the CRDs
+ * of the release assets (their other kinds are known only once downloaded), and what the study
+ * commands read afterwards (plan.studyAccess: pods/proxy, pods/log).
  */
-function accessQuestions(plan: InstallPlan) {
-  const seen = new Map<string, { verb: string; group: string; resource: string; namespace?: string }>();
+function accessQuestions(plan: InstallPlan): AccessQuestion[] {
+  const seen = new Map<string, AccessQuestion>();
   if (plan.steps.some((step) => step.kind === 'manifest')) {
     seen.set('crds', { verb: 'patch', group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' });
   }
@@ -71,5 +73,5 @@ function accessQuestions(plan: InstallPlan) {
         seen.set(key, { verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) });
     }
   }
-  return [...seen.values()];
+  return [...seen.values(), ...plan.studyAccess];
 }

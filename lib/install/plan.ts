@@ -1,7 +1,7 @@
 import { labManifests } from '../../charts/lab-app.ts';
 import { labPlacement } from '../config/placement.ts';
 import type { LabConfig } from '../config/schema.ts';
-import type { KubeObject } from '../kube/cluster-api.ts';
+import type { AccessQuestion, KubeObject } from '../kube/cluster-api.ts';
 import { prerequisites } from '../prereqs/prerequisites.ts';
 import { resourceBudget } from '../study/resources.ts';
 import type { ClusterNeeds } from './cluster-checks.ts';
@@ -14,6 +14,13 @@ export interface InstallPlan {
   readonly devicePluginChart: string;
   /** The chart holding the replicas: the GPUs must be advertised before it. */
   readonly replicasChart: string;
+  /**
+   * What the study commands read after the install, reviewed with what it creates: `lab status`
+   * and `lab results` list the results server's pod and read through its pods/proxy, `lab logs`
+   * reads pods/log (lib/control/cluster-study.ts, cluster-logs.ts). Without them the install
+   * passes and the next command stops on a 403.
+   */
+  readonly studyAccess: readonly AccessQuestion[];
 }
 
 /** The device plugin's and the replicas' charts (charts/lab-app.ts). */
@@ -81,5 +88,10 @@ export function installPlan(config: LabConfig): InstallPlan {
     steps,
     devicePluginChart: DEVICE_PLUGIN_CHART,
     replicasChart: REPLICAS_CHART,
+    studyAccess: [
+      { verb: 'list', group: '', resource: 'pods', namespace: config.namespace },
+      { verb: 'get', group: '', resource: 'pods', subresource: 'proxy', namespace: config.namespace },
+      { verb: 'get', group: '', resource: 'pods', subresource: 'log', namespace: config.namespace },
+    ],
   };
 }

@@ -38,7 +38,15 @@ export interface AccessQuestion {
   /** "" for the core group. */
   readonly group: string;
   readonly resource: string;
+  /** `proxy`, `log`: a subresource is its own RBAC permission (`get pods/proxy`). */
+  readonly subresource?: string;
   readonly namespace?: string;
+}
+
+/** `get pods/proxy in llm-gateway-lab`, `patch customresourcedefinitions.apiextensions.k8s.io`. */
+export function describeAccess(q: AccessQuestion): string {
+  const resource = `${q.resource}${q.subresource ? `/${q.subresource}` : ''}${q.group ? `.${q.group}` : ''}`;
+  return `${q.verb} ${resource}${q.namespace ? ` in ${q.namespace}` : ''}`;
 }
 
 export interface ClusterApi {

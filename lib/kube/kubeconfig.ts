@@ -215,6 +215,7 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
               verb: question.verb,
               group: question.group,
               resource: question.resource,
+              ...(question.subresource ? { subresource: question.subresource } : {}),
               ...(question.namespace ? { namespace: question.namespace } : {}),
             },
           },

@@ -80,7 +80,7 @@ async function cluster(options: Partial<FakeApiOptions> = {}) {
       }
     });
   };
-  return { lab, results, server };
+  return { lab, results, server, kubeconfig };
 }
 
 /** One line on stderr, nothing after it. */
@@ -133,6 +133,19 @@ describe('a cluster you bring: clear stops', () => {
     expect(status.value).toBe(0);
     expect(status.stdout).toMatch(/runner job: absent/);
     expect(status.stdout).toMatch(/note: the runner Job is absent, so this status is stale/);
+  });
+
+  it('the hints repeat the --kubeconfig and --context the user passed', async () => {
+    const { lab, kubeconfig } = await cluster();
+    // No status.json in the claim yet: lab status says how to start the study.
+    const bare = await lab('status');
+    expect(bare.value).toBe(1);
+    expect(oneLine(bare.stderr)).toContain(`Start it with lab run --kubeconfig ${kubeconfig};`);
+    const both = await lab('status', '--context', 'fake');
+    expect(both.value).toBe(1);
+    expect(oneLine(both.stderr)).toContain(
+      `Start it with lab run --kubeconfig ${kubeconfig} --context fake;`,
+    );
   });
 
   it('a claim that never binds: lab run and lab status name the StorageClass and the fix', async () => {

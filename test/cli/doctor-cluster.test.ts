@@ -73,7 +73,7 @@ describe('lab doctor --kubeconfig: lab install checks as doctor lines', () => {
       'PASS  results-storage  runner.results: a PersistentVolumeClaim of 20Gi from the default StorageClass gp3 (ebs.csi.aws.com)',
     );
     expect(run.line('rbac')).toBe(
-      'PASS  rbac  kubeconfig user: the kubeconfig user may create everything the lab installs',
+      "PASS  rbac  kubeconfig user: the kubeconfig user may create everything the lab installs and read the study's pods (list, pods/proxy, pods/log)",
     );
     expect(run.stdout).toMatch(
       /\n\d+ passed, 0 warning\(s\), no failure: lab install can go ahead on context fake\.\n$/,
@@ -164,6 +164,14 @@ describe('lab doctor --kubeconfig: lab install checks as doctor lines', () => {
     expect(run.code).toBe(1);
     expect(run.line('rbac')).toMatch(
       /^FAIL {2}rbac {2}kubeconfig user: the kubeconfig user may not: patch customresourcedefinitions\.apiextensions\.k8s\.io; patch statefulsets\.apps in vllm\n {6}fix: use a context with cluster-admin/,
+    );
+  });
+
+  it('rbac: FAIL on a refused pods/proxy, which lab status and lab results read through', async () => {
+    const run = await doctor({ denied: ['get pods/proxy'] });
+    expect(run.code).toBe(1);
+    expect(run.line('rbac')).toMatch(
+      /^FAIL {2}rbac {2}kubeconfig user: the kubeconfig user may not: get pods\/proxy in vllm\n {6}fix: .*pods\/proxy and pods\/log/,
     );
   });
 

@@ -38,6 +38,15 @@ describe('lab install stops before applying anything when the cluster cannot run
     expect(server.applies).toEqual([]);
   });
 
+  it("names the pods' subresources lab status, results and logs read, with their namespace", async () => {
+    // Without these the install would pass and the next lab status stop on a 403.
+    const { server, deps, plan } = await rig({ denied: ['get pods/proxy', 'get pods/log'] });
+    const stop = installLab(plan, deps);
+    await expect(stop).rejects.toThrow(/may not: get pods\/proxy in vllm; get pods\/log in vllm\n/);
+    expect(server.applies).toEqual([]);
+    expect(server.live('Deployment')).toEqual([]);
+  });
+
   it('fails on GPU nodes that match no selector, with the label to set', async () => {
     const { server, deps, plan } = await rig({
       nodes: [{ ...GPU_NODE, labels: { 'eks.amazonaws.com/nodegroup': 'gpu-l4' } }],

@@ -1,12 +1,10 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach } from 'vitest';
+import { onTestFinished } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { installPlan } from '../../lib/install/plan.ts';
 import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
 import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
+import { tempDir } from '../temp.ts';
 
 /**
  * A fake cluster for the install tests: the fake API server with one 4-GPU node, a kubeconfig for
@@ -70,11 +68,6 @@ export function putHelmRelease(server: FakeApiServer, release: string, namespace
   });
 }
 
-const servers: FakeApiServer[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) await s.stop();
-});
-
 /** A cluster you bring keeps the LLM-gateway lab's results on a claim (lab install requires it). */
 function onClaim(config: unknown): unknown {
   const c = (config ?? {}) as Record<string, unknown>;
@@ -83,6 +76,10 @@ function onClaim(config: unknown): unknown {
   return { ...c, runner: { ...runner, results: { volume: 'claim', ...(runner.results as object) } } };
 }
 
+/**
+ * A fake cluster with the real client on it, for one test: call it inside a test (its server stops
+ * when that test ends).
+ */
 export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown = {}) {
   const clock = new FakeClock();
   const server = new FakeApiServer({
@@ -92,9 +89,11 @@ export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown
     storageClasses: [{ name: 'gp3', default: true, waitForFirstConsumer: true }],
     ...options,
   });
-  servers.push(server);
-  const dir = mkdtempSync(join(tmpdir(), 'lab-install-'));
-  const kubeconfig = await server.kubeconfig(dir);
+  // Stopped when the calling test ends. Registered per call, not as an afterEach at this module's
+  // top: with isolate: false a worker evaluates this module once, for its first file only
+  // (docs/testing.md). The kubeconfig's folder goes with the file's other tempDir() folders.
+  onTestFinished(() => server.stop());
+  const kubeconfig = await server.kubeconfig(tempDir('lab-install-'));
   const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
   const lines: string[] = [];
   const downloads: string[] = [];

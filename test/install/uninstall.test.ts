@@ -1,51 +1,15 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { installLab } from '../../lib/install/install.ts';
 import { installPlan } from '../../lib/install/plan.ts';
 import { uninstallLab } from '../../lib/install/uninstall.ts';
-import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
-import { FakeApiServer } from '../kube/fake-api-server.ts';
-import { FakeClock } from '../runner/fake-servers.ts';
-
-const CRD = [
-  'apiVersion: apiextensions.k8s.io/v1',
-  'kind: CustomResourceDefinition',
-  'metadata: { name: inferencepools.inference.networking.k8s.io }',
-  'spec:',
-  '  group: inference.networking.k8s.io',
-  '  scope: Namespaced',
-  '  names: { kind: InferencePool, plural: inferencepools }',
-  '  versions: [{ name: v1, served: true, storage: true }]',
-].join('\n');
-
-let server: FakeApiServer | undefined;
-afterEach(async () => {
-  await server?.stop();
-});
+import { rig } from './rig.ts';
 
 describe('lab uninstall', () => {
   it("removes what lab install and the runner created, waits until it is gone, and leaves what is not the lab's", async () => {
-    const clock = new FakeClock();
-    server = new FakeApiServer({
-      clock,
-      runtimeClasses: ['nvidia'],
-      storageClasses: [{ name: 'gp3', default: true }],
-      nodes: [
-        {
-          name: 'gpu-0',
-          labels: { 'llm-gateway-lab/node-role': 'gpu', 'node-role.kubernetes.io/control-plane': 'true' },
-          gpus: 4,
-        },
-      ],
-    });
-    const kubeconfig = await server.kubeconfig(mkdtempSync(join(tmpdir(), 'lab-uninstall-')));
-    const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
-    const lines: string[] = [];
-    const deps = { api, clock, write: (line: string) => lines.push(line), download: async () => CRD };
-    const plan = installPlan(parseLabConfig({ runner: { results: { volume: 'claim' } } }));
+    // An Immediate default class: the results claim binds during the install.
+    const { server, deps, lines, plan } = await rig({ storageClasses: [{ name: 'gp3', default: true }] });
+    if (!plan) throw new Error('the LLM-gateway lab has an install plan');
     await installLab(plan, deps);
     // The runner's Job (labelled) and a user's own Service in another namespace under a lab name.
     server.put({
@@ -90,10 +54,7 @@ describe('lab uninstall', () => {
   });
 
   it('deletes nothing it did not label: a same-named object the user made is named and kept', async () => {
-    const clock = new FakeClock();
-    server = new FakeApiServer({ clock, nodes: [] });
-    const kubeconfig = await server.kubeconfig(mkdtempSync(join(tmpdir(), 'lab-uninstall-')));
-    const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
+    const { server, deps } = await rig({ nodes: [] });
     server.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'vllm' } });
     server.put({
       apiVersion: 'apps/v1',
@@ -102,7 +63,7 @@ describe('lab uninstall', () => {
       spec: {},
     });
     const lines: string[] = [];
-    await uninstallLab(installPlan(parseLabConfig({})), 'vllm', { api, clock, write: (l) => lines.push(l) });
+    await uninstallLab(installPlan(parseLabConfig({})), 'vllm', { ...deps, write: (l) => lines.push(l) });
     expect(server.live('Deployment')).toHaveLength(1);
     expect(server.live('Namespace').map((n) => (n.metadata as { name: string }).name)).toContain('vllm');
     expect(lines.join('\n')).toMatch(

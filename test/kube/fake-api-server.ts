@@ -4,20 +4,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import type { KubeObject } from '../../lib/kube/cluster-api.ts';
-import type { FakeClock } from '../runner/fake-servers.ts';
-import {
-  deepMerge,
-  gpuRequest,
-  keyOf,
-  type PodSpec,
-  parseSelector,
-  podSpecOf,
-  readBody,
-  send,
-  status,
-} from './fake-api-util.ts';
-import { type FakeWorkloads, jobStatus, podsOf, verbOf } from './fake-pods.ts';
+import type { FakeApiOptions, FakeClusterState, Stored } from './fake-api-types.ts';
+import { deepMerge, keyOf, parseSelector, readBody, send, status } from './fake-api-util.ts';
+import { livePods, nodeObjects, withStatus } from './fake-controllers.ts';
+import { type Resource, resourceList, servedResources } from './fake-discovery.ts';
+import { answerPodSubresource, type FakePod, verbOf } from './fake-pods.ts';
+import { type AccessReview, answerReview, forbidden } from './fake-rbac.ts';
+import { storageClassObjects, withDefaultClass } from './fake-storage.ts';
+
+export type { FakeApiOptions, FakeNode, FakeStorageClass } from './fake-api-types.ts';
 
 /**
  * A Kubernetes API server on loopback for `lab install` and `lab uninstall`, spoken to by the real
@@ -26,93 +21,12 @@ import { type FakeWorkloads, jobStatus, podsOf, verbOf } from './fake-pods.ts';
  * Deployment is available some seconds after each rollout, replicas load their model for minutes
  * and need a GPU each, GPUs are advertised only once a device plugin runs on the node, and deleted
  * objects take time to go (a namespace only after its contents).
+ *
+ * This file is the HTTP routing and the object store; the rest is by concern: the kinds served
+ * (fake-discovery.ts), RBAC (fake-rbac.ts), the controllers' status (fake-controllers.ts),
+ * claims and StorageClasses (fake-storage.ts), pods and their log and proxy (fake-pods.ts).
  */
-
-export interface FakeNode {
-  readonly name: string;
-  readonly labels: Record<string, string>;
-  /** GPUs the node has; advertised as nvidia.com/gpu once a device plugin runs there. */
-  readonly gpus: number;
-  readonly taints?: readonly { key: string; value?: string; effect: string }[];
-  /** A device plugin (or the GPU operator) already runs here: GPUs advertised from the start. */
-  readonly pluginRunning?: boolean;
-}
-
-export interface FakeApiOptions {
-  readonly clock: FakeClock;
-  readonly nodes: readonly FakeNode[];
-  readonly runtimeClasses?: readonly string[];
-  /**
-   * What RBAC refuses, for access reviews and requests alike: `patch clusterroles.rbac.authorization.k8s.io`,
-   * `get pods/proxy`, `patch jobs.batch`.
-   */
-  readonly denied?: readonly string[];
-  /** StorageClasses; a claim binds only to one that exists. */
-  readonly storageClasses?: readonly {
-    readonly name: string;
-    readonly default?: boolean;
-    readonly waitForFirstConsumer?: boolean;
-    /** false: its provisioner never makes a volume (not installed, no room). */
-    readonly provisions?: boolean;
-  }[];
-  /** How long a provisioner takes to bind a claim. */
-  readonly claimBindMs?: number;
-  /** What Jobs run, what pods' proxies and logs answer. */
-  readonly workloads?: FakeWorkloads;
-  readonly token?: string;
-  /** Physics, on the fake clock. */
-  readonly crdEstablishMs?: number;
-  readonly deploymentReadyMs?: number;
-  readonly modelLoadMs?: number;
-  readonly pluginRegisterMs?: number;
-  readonly deleteMs?: number;
-}
-
-interface Stored {
-  object: Record<string, unknown> & { metadata: Record<string, unknown> };
-  /** Fake-clock time of the last spec change (a rollout starts). */
-  changedAt: number;
-  deletedAt?: number;
-}
-
-interface Resource {
-  readonly group: string;
-  readonly version: string;
-  readonly kind: string;
-  readonly plural: string;
-  readonly namespaced: boolean;
-}
-
-const BUILTIN: readonly Resource[] = [
-  ['', 'v1', 'Namespace', 'namespaces', false],
-  ['', 'v1', 'Node', 'nodes', false],
-  ['', 'v1', 'Service', 'services', true],
-  ['', 'v1', 'ConfigMap', 'configmaps', true],
-  ['', 'v1', 'Secret', 'secrets', true],
-  ['', 'v1', 'ServiceAccount', 'serviceaccounts', true],
-  ['', 'v1', 'Pod', 'pods', true],
-  ['', 'v1', 'PersistentVolumeClaim', 'persistentvolumeclaims', true],
-  ['apps', 'v1', 'Deployment', 'deployments', true],
-  ['apps', 'v1', 'StatefulSet', 'statefulsets', true],
-  ['apps', 'v1', 'DaemonSet', 'daemonsets', true],
-  ['batch', 'v1', 'Job', 'jobs', true],
-  ['rbac.authorization.k8s.io', 'v1', 'Role', 'roles', true],
-  ['rbac.authorization.k8s.io', 'v1', 'RoleBinding', 'rolebindings', true],
-  ['rbac.authorization.k8s.io', 'v1', 'ClusterRole', 'clusterroles', false],
-  ['rbac.authorization.k8s.io', 'v1', 'ClusterRoleBinding', 'clusterrolebindings', false],
-  ['node.k8s.io', 'v1', 'RuntimeClass', 'runtimeclasses', false],
-  ['storage.k8s.io', 'v1', 'StorageClass', 'storageclasses', false],
-  ['apiextensions.k8s.io', 'v1', 'CustomResourceDefinition', 'customresourcedefinitions', false],
-  ['authorization.k8s.io', 'v1', 'SelfSubjectAccessReview', 'selfsubjectaccessreviews', false],
-].map(([group, version, kind, plural, namespaced]) => ({
-  group: group as string,
-  version: version as string,
-  kind: kind as string,
-  plural: plural as string,
-  namespaced: namespaced as boolean,
-}));
-
-export class FakeApiServer {
+export class FakeApiServer implements FakeClusterState {
   readonly objects = new Map<string, Stored>();
   /** Every apply: field manager, force, the object. */
   readonly applies: { fieldManager: string | null; force: string | null; kind: string; name: string }[] = [];
@@ -120,23 +34,12 @@ export class FakeApiServer {
   private server?: Server;
   private readonly token: string;
 
-  constructor(private readonly options: FakeApiOptions) {
+  constructor(readonly options: FakeApiOptions) {
     this.token = options.token ?? 'lab-test-token';
     for (const name of ['default', 'kube-system', 'kube-public']) {
       this.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
     }
-    for (const sc of options.storageClasses ?? []) {
-      this.put({
-        apiVersion: 'storage.k8s.io/v1',
-        kind: 'StorageClass',
-        metadata: {
-          name: sc.name,
-          ...(sc.default ? { annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } } : {}),
-        },
-        provisioner: 'ebs.csi.aws.com',
-        volumeBindingMode: sc.waitForFirstConsumer ? 'WaitForFirstConsumer' : 'Immediate',
-      });
-    }
+    for (const sc of storageClassObjects(options.storageClasses ?? [])) this.put(sc);
     for (const name of options.runtimeClasses ?? []) {
       this.put({ apiVersion: 'node.k8s.io/v1', kind: 'RuntimeClass', metadata: { name }, handler: name });
     }
@@ -154,8 +57,15 @@ export class FakeApiServer {
     return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
   }
 
+  /** Between start() and stop(). */
+  get listening(): boolean {
+    return this.server?.listening ?? false;
+  }
+
   async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    const server = this.server;
+    if (!server?.listening) return;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
   /** A kubeconfig for this server, written into `dir`. */
@@ -207,32 +117,10 @@ export class FakeApiServer {
     return [...this.objects.values()].filter((s) => !kind || s.object.kind === kind).map((s) => s.object);
   }
 
-  private resources(): Resource[] {
-    const crds = [...this.objects.values()].filter(
-      (s) => s.object.kind === 'CustomResourceDefinition' && s.deletedAt === undefined && this.established(s),
-    );
-    const served = crds.flatMap((s) => {
-      const spec = s.object.spec as {
-        group: string;
-        scope: string;
-        names: { kind: string; plural: string };
-        versions: { name: string; served?: boolean }[];
-      };
-      return spec.versions
-        .filter((v) => v.served !== false)
-        .map((v) => ({
-          group: spec.group,
-          version: v.name,
-          kind: spec.names.kind,
-          plural: spec.names.plural,
-          namespaced: spec.scope === 'Namespaced',
-        }));
-    });
-    return [...BUILTIN, ...served];
-  }
-
-  private established(stored: Stored): boolean {
-    return this.now - stored.changedAt >= (this.options.crdEstablishMs ?? 2_000);
+  /** The pods of the live Deployments (once available) and Jobs. */
+  pods(): FakePod[] {
+    this.collect();
+    return livePods(this);
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -252,23 +140,11 @@ export class FakeApiServer {
     const group = core ? '' : parts[1];
     const version = core ? parts[1] : parts[2];
     const rest = parts.slice(core ? 2 : 3);
-    const served = this.resources().filter((r) => r.group === group && r.version === version);
+    const served = servedResources(this).filter((r) => r.group === group && r.version === version);
     if (rest.length === 0) {
-      if (served.length === 0) {
+      if (served.length === 0)
         send(res, 404, status(404, 'the server could not find the requested resource'));
-        return;
-      }
-      send(res, 200, {
-        kind: 'APIResourceList',
-        groupVersion: core ? version : `${group}/${version}`,
-        resources: served.map((r) => ({
-          name: r.plural,
-          kind: r.kind,
-          namespaced: r.namespaced,
-          singularName: '',
-          verbs: [],
-        })),
-      });
+      else send(res, 200, resourceList(group, version, served));
       return;
     }
     const namespaced = rest[0] === 'namespaces' && rest.length >= 3;
@@ -280,22 +156,24 @@ export class FakeApiServer {
       return;
     }
     const verb = verbOf(req.method ?? 'GET', name !== undefined);
-    const asked = `${verb} ${plural}${subresource ? `/${subresource}` : ''}${resource.group ? `.${resource.group}` : ''}`;
-    if (resource.kind !== 'SelfSubjectAccessReview' && (this.options.denied ?? []).includes(asked)) {
-      // The apiserver's Forbidden message (RBAC's authorizer reason left out).
-      const what = `${plural}${subresource ? `/${subresource}` : ''}`;
-      send(
-        res,
-        403,
-        status(
-          403,
-          `${what}${resource.group ? `.${resource.group}` : ''} "${name ?? ''}" is forbidden: User "tester" cannot ${verb} resource "${what}" in API group "${resource.group}"${namespace ? ` in the namespace "${namespace}"` : ' at the cluster scope'}`,
-        ),
-      );
+    const refused =
+      resource.kind === 'SelfSubjectAccessReview'
+        ? undefined
+        : forbidden(this.options.denied ?? [], {
+            verb,
+            group: resource.group,
+            resource: plural,
+            ...(subresource ? { subresource } : {}),
+            ...(name ? { name } : {}),
+            ...(namespace ? { namespace } : {}),
+          });
+    if (refused) {
+      send(res, 403, refused);
       return;
     }
     if (resource.kind === 'Pod' && subresource) {
-      this.podSubresource(req, res, namespace, name, subresource, subpath.join('/'));
+      const request = { name, subresource, path: subpath.join('/'), ...(namespace ? { namespace } : {}) };
+      answerPodSubresource(this.pods(), this.options.workloads, request, req, res);
       return;
     }
     const apiVersion = core ? version : `${group}/${version}`;
@@ -309,7 +187,7 @@ export class FakeApiServer {
         return;
       case 'POST':
         if (resource.kind === 'SelfSubjectAccessReview') {
-          this.review(res, JSON.parse(body));
+          send(res, 201, answerReview(this.options.denied ?? [], JSON.parse(body) as AccessReview));
           return;
         }
         send(res, 405, status(405, 'the fake serves create only for access reviews'));
@@ -337,7 +215,7 @@ export class FakeApiServer {
       return;
     }
     if (resource.kind === 'Node') {
-      const node = this.nodeObjects().find((n) => n.metadata.name === name);
+      const node = nodeObjects(this).find((n) => n.metadata.name === name);
       if (node) send(res, 200, node);
       else send(res, 404, status(404, `nodes "${name}" not found`));
       return;
@@ -347,7 +225,7 @@ export class FakeApiServer {
       send(res, 404, status(404, `${resource.plural} "${name}" not found`));
       return;
     }
-    send(res, 200, this.withStatus(stored));
+    send(res, 200, withStatus(this, stored));
   }
 
   private list(
@@ -360,7 +238,7 @@ export class FakeApiServer {
     const wanted = parseSelector(selector);
     const all =
       resource.kind === 'Node'
-        ? this.nodeObjects()
+        ? nodeObjects(this)
         : resource.kind === 'Pod'
           ? this.pods().filter((pod) => !namespace || pod.metadata.namespace === namespace)
           : [...this.objects.values()]
@@ -369,7 +247,7 @@ export class FakeApiServer {
                   s.object.kind === resource.kind &&
                   (!namespace || s.object.metadata.namespace === namespace),
               )
-              .map((s) => this.withStatus(s));
+              .map((s) => withStatus(this, s));
     const items = all.filter((object) => {
       const labels = (object.metadata as { labels?: Record<string, string> }).labels ?? {};
       return Object.entries(wanted).every(([k, v]) => labels[k] === v);
@@ -414,7 +292,7 @@ export class FakeApiServer {
       return;
     }
     if (!existing) {
-      if (resource.kind === 'PersistentVolumeClaim') this.defaultClass(incoming);
+      if (resource.kind === 'PersistentVolumeClaim') withDefaultClass(this, incoming);
       this.put({ ...incoming, metadata: { ...incoming.metadata, ...(namespace ? { namespace } : {}) } });
       if (resource.kind === 'Job')
         this.options.workloads?.jobCreated?.(this.objects.get(key)?.object ?? incoming);
@@ -428,17 +306,7 @@ export class FakeApiServer {
       existing.object = merged;
     }
     const stored = this.objects.get(key) as Stored;
-    send(res, existing ? 200 : 201, this.withStatus(stored));
-  }
-
-  private review(
-    res: ServerResponse,
-    review: { spec: { resourceAttributes: Record<string, string> } },
-  ): void {
-    const a = review.spec.resourceAttributes;
-    const asked = `${a.verb} ${a.resource}${a.group ? `.${a.group}` : ''}`;
-    const allowed = !(this.options.denied ?? []).includes(asked);
-    send(res, 201, { ...review, status: { allowed } });
+    send(res, existing ? 200 : 201, withStatus(this, stored));
   }
 
   private remove(
@@ -478,217 +346,4 @@ export class FakeApiServer {
       this.objects.delete(key);
     }
   }
-
-  /** Where a running device plugin has registered, the node advertises its GPUs. */
-  private nodeObjects(): KubeObject[] {
-    const plugins = [...this.objects.values()].filter(
-      (s) =>
-        s.object.kind === 'DaemonSet' &&
-        s.deletedAt === undefined &&
-        /device-plugin/.test(String(s.object.metadata.name)),
-    );
-    const registerMs = this.options.pluginRegisterMs ?? 15_000;
-    return this.options.nodes.map((node) => {
-      const plugin = plugins.find((p) => this.selects(podSpecOf(p.object), node));
-      const advertised =
-        node.pluginRunning || (plugin !== undefined && this.now - plugin.changedAt >= registerMs);
-      return {
-        apiVersion: 'v1',
-        kind: 'Node',
-        metadata: { name: node.name, labels: node.labels },
-        spec: { taints: node.taints ?? [] },
-        status: {
-          allocatable: {
-            cpu: '48',
-            memory: '192Gi',
-            ...(advertised ? { 'nvidia.com/gpu': String(node.gpus) } : {}),
-          },
-          conditions: [{ type: 'Ready', status: 'True' }],
-        },
-      };
-    });
-  }
-
-  private selects(pod: PodSpec, node: FakeNode): boolean {
-    const selector = pod.nodeSelector ?? {};
-    if (!Object.entries(selector).every(([k, v]) => node.labels[k] === v)) return false;
-    return (node.taints ?? []).every(
-      (taint) =>
-        taint.effect === 'PreferNoSchedule' ||
-        (pod.tolerations ?? []).some(
-          (t) =>
-            (t.operator === 'Exists' && (!t.key || t.key === taint.key)) ||
-            (t.key === taint.key && t.value === taint.value),
-        ),
-    );
-  }
-
-  /** The DefaultStorageClass admission: a claim that names no class gets the default one. */
-  private defaultClass(claim: Stored['object']): void {
-    const spec = (claim.spec ?? {}) as { storageClassName?: string };
-    const fallback = (this.options.storageClasses ?? []).find((sc) => sc.default);
-    if (spec.storageClassName === undefined && fallback) {
-      claim.spec = { ...spec, storageClassName: fallback.name };
-    }
-  }
-
-  /** Bound once its class exists, after claimBindMs; with WaitForFirstConsumer only once a live workload mounts it. */
-  private claimBound(stored: Stored): boolean {
-    const spec = (stored.object.spec ?? {}) as { storageClassName?: string };
-    const sc = (this.options.storageClasses ?? []).find((c) => c.name === spec.storageClassName);
-    if (!sc || sc.provisions === false) return false;
-    const name = stored.object.metadata.name;
-    const consumer = [...this.objects.values()].some(
-      (s) =>
-        s.deletedAt === undefined &&
-        ['Deployment', 'Job', 'StatefulSet'].includes(String(s.object.kind)) &&
-        claimsOf(s.object).includes(String(name)),
-    );
-    if (sc.waitForFirstConsumer && !consumer) return false;
-    return this.now - stored.changedAt >= (this.options.claimBindMs ?? 5_000);
-  }
-
-  private claimsReady(object: Record<string, unknown>, namespace: unknown): boolean {
-    return claimsOf(object).every((claim) => {
-      const stored = this.objects.get(keyOf('v1', 'PersistentVolumeClaim', namespace as string, claim));
-      return stored !== undefined && this.claimBound(stored);
-    });
-  }
-
-  /** The pods of the live Deployments (once available) and Jobs. */
-  pods() {
-    this.collect();
-    const workloads = this.options.workloads;
-    return podsOf(
-      [...this.objects.values()],
-      (owner) => {
-        const object = this.withStatus(owner as Stored) as { status?: { availableReplicas?: number } };
-        return (object.status?.availableReplicas ?? 0) > 0;
-      },
-      (name) => workloads?.jobState?.(name) ?? 'active',
-    );
-  }
-
-  private podSubresource(
-    req: IncomingMessage,
-    res: ServerResponse,
-    namespace: string | undefined,
-    name: string,
-    subresource: string,
-    path: string,
-  ): void {
-    const pod = this.pods().find((p) => p.metadata.name === name && p.metadata.namespace === namespace);
-    if (!pod) {
-      send(res, 404, status(404, `pods "${name}" not found`));
-      return;
-    }
-    if (subresource === 'log') {
-      const log = this.options.workloads?.log?.(pod);
-      if (log === undefined) send(res, 400, status(400, `container in pod "${name}" has no log yet`));
-      else {
-        res.writeHead(200, { 'content-type': 'text/plain' });
-        res.end(log);
-      }
-      return;
-    }
-    if (subresource === 'proxy' && req.method === 'GET') {
-      // The apiserver decodes the path before it proxies it.
-      const proxied = `/${decodeURIComponent(path)}`;
-      req.url = proxied;
-      if (this.options.workloads?.proxy?.(pod, proxied, req, res)) return;
-      send(res, 503, status(503, `no endpoints available for pod "${name}"`));
-      return;
-    }
-    send(res, 405, status(405, `${req.method} pods/${subresource} not served by the fake`));
-  }
-
-  /** The controllers: status as it would be at the fake clock's now. */
-  private withStatus(stored: Stored): Record<string, unknown> {
-    const object = stored.object;
-    const generation = (object.metadata.generation as number) ?? 1;
-    const since = this.now - stored.changedAt;
-    const replicas = ((object.spec as { replicas?: number } | undefined)?.replicas ?? 1) as number;
-    const nodes = this.nodeObjects();
-    const pod = podSpecOf(object);
-    const fits = this.options.nodes.filter((n) => this.selects(pod, n));
-    switch (object.kind) {
-      case 'CustomResourceDefinition':
-        return {
-          ...object,
-          status: {
-            conditions: [{ type: 'Established', status: this.established(stored) ? 'True' : 'False' }],
-          },
-        };
-      case 'PersistentVolumeClaim':
-        return { ...object, status: { phase: this.claimBound(stored) ? 'Bound' : 'Pending' } };
-      case 'Job':
-        return {
-          ...object,
-          status: jobStatus(this.options.workloads?.jobState?.(String(object.metadata.name)) ?? 'active'),
-        };
-      case 'Deployment': {
-        const available =
-          fits.length > 0 &&
-          since >= (this.options.deploymentReadyMs ?? 20_000) &&
-          this.claimsReady(object, object.metadata.namespace)
-            ? replicas
-            : 0;
-        return {
-          ...object,
-          status: {
-            observedGeneration: generation,
-            replicas,
-            updatedReplicas: replicas,
-            availableReplicas: available,
-          },
-        };
-      }
-      case 'StatefulSet': {
-        const gpusEach = gpuRequest(pod);
-        const gpus = nodes
-          .filter((n) => fits.some((f) => f.name === n.metadata.name))
-          .reduce(
-            (sum, n) =>
-              sum +
-              Number(
-                (n.status as { allocatable: Record<string, string> }).allocatable['nvidia.com/gpu'] ?? 0,
-              ),
-            0,
-          );
-        const schedulable = gpusEach === 0 ? replicas : Math.min(replicas, Math.floor(gpus / gpusEach));
-        const ready = since >= (this.options.modelLoadMs ?? 6 * 60_000) ? schedulable : 0;
-        return {
-          ...object,
-          status: {
-            observedGeneration: generation,
-            replicas,
-            updatedReplicas: replicas,
-            readyReplicas: ready,
-          },
-        };
-      }
-      case 'DaemonSet': {
-        const desired = fits.length;
-        const available = since >= 10_000 ? desired : 0;
-        return {
-          ...object,
-          status: {
-            observedGeneration: generation,
-            desiredNumberScheduled: desired,
-            updatedNumberScheduled: desired,
-            numberAvailable: available,
-          },
-        };
-      }
-      default:
-        return object;
-    }
-  }
-}
-
-/** The claims a workload's pod template mounts. */
-function claimsOf(object: Record<string, unknown>): string[] {
-  const volumes =
-    (podSpecOf(object) as { volumes?: { persistentVolumeClaim?: { claimName: string } }[] }).volumes ?? [];
-  return volumes.flatMap((v) => (v.persistentVolumeClaim ? [v.persistentVolumeClaim.claimName] : []));
 }

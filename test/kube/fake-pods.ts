@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { send, status } from './fake-api-util.ts';
 
 /**
  * The pods the fake API server's controllers make (test/kube/fake-api-server.ts), and what a
@@ -110,4 +111,46 @@ export function verbOf(method: string, named: boolean): string {
     default:
       return method.toLowerCase();
   }
+}
+
+/**
+ * `pods/log` and `GET pods/proxy/<path>` of one pod, answered by what the test plugged in
+ * (FakeWorkloads.log and .proxy).
+ */
+export function answerPodSubresource(
+  pods: readonly FakePod[],
+  workloads: FakeWorkloads | undefined,
+  request: {
+    readonly namespace?: string;
+    readonly name: string;
+    readonly subresource: string;
+    readonly path: string;
+  },
+  req: IncomingMessage,
+  res: ServerResponse,
+): void {
+  const { namespace, name, subresource, path } = request;
+  const pod = pods.find((p) => p.metadata.name === name && p.metadata.namespace === namespace);
+  if (!pod) {
+    send(res, 404, status(404, `pods "${name}" not found`));
+    return;
+  }
+  if (subresource === 'log') {
+    const log = workloads?.log?.(pod);
+    if (log === undefined) send(res, 400, status(400, `container in pod "${name}" has no log yet`));
+    else {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(log);
+    }
+    return;
+  }
+  if (subresource === 'proxy' && req.method === 'GET') {
+    // The apiserver decodes the path before it proxies it.
+    const proxied = `/${decodeURIComponent(path)}`;
+    req.url = proxied;
+    if (workloads?.proxy?.(pod, proxied, req, res)) return;
+    send(res, 503, status(503, `no endpoints available for pod "${name}"`));
+    return;
+  }
+  send(res, 405, status(405, `${req.method} pods/${subresource} not served by the fake`));
 }

@@ -1,3 +1,5 @@
 import { makesAFolder } from './makes-a-folder.ts';
+import { stopsItsRig } from './stops-its-rig.ts';
 
 makesAFolder();
+stopsItsRig();

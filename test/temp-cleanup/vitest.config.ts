@@ -11,5 +11,8 @@ export default defineConfig({
     maxWorkers: 1,
     isolate: false,
     sequence: { shuffle: false },
+    // As the suite's (vitest.config.ts): a loaded machine must not fail the fixtures on time.
+    testTimeout: 600_000,
+    hookTimeout: 600_000,
   },
 });
