@@ -3,11 +3,13 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { LabConfig } from '../config/schema.ts';
 import { groupOf, resourceOfKind } from '../install/steps.ts';
 import {
+  type AccessQuestion,
   type ClusterApi,
   describeAccess,
   describeRef,
   KubeApiError,
   type KubeObject,
+  type ObjectRef,
 } from '../kube/cluster-api.ts';
 import { STATUS_FILE } from '../runner/layout.ts';
 import { pollUntil } from '../runner/poll.ts';
@@ -194,6 +196,10 @@ export async function startStudyOnCluster(deps: ClusterStudyDeps, start: StartRe
         `lab run --${request}: not applied while a runner is at work; run it again once the runner has ended`,
       );
   } else {
+    // Every permission first, the old Job's deletion included: a runner half applied, or an
+    // old one deleted and no new one started, is worse than none.
+    const objects = deps.runnerObjects();
+    await reviewRunnerAccess(deps, objects, state !== 'absent' ? ref : undefined);
     if (state !== 'absent') {
       write(
         `the study runner ${describeRef(ref)} has ${state}: deleting it to start again (valid runs are kept and skipped)`,
@@ -223,25 +229,6 @@ export async function startStudyOnCluster(deps: ClusterStudyDeps, start: StartRe
       write(
         'lab run --smoke: the runner runs the smoke study: every arm with a tiny load, then its checklist (lab status prints it)',
       );
-    const objects = deps.runnerObjects();
-    // Every permission first: a runner half applied is worse than none.
-    const refused: string[] = [];
-    const asked = new Set<string>();
-    for (const object of objects) {
-      const group = groupOf(object.apiVersion);
-      const resource = resourceOfKind(object.kind);
-      const namespace = object.metadata.namespace;
-      const key = `${resource}.${group}/${namespace ?? ''}`;
-      if (asked.has(key)) continue;
-      asked.add(key);
-      const question = { verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) };
-      if (!(await api.canI(question))) refused.push(describeAccess(question));
-    }
-    if (refused.length > 0) {
-      throw new ClusterStudyError(
-        `the kubeconfig user may not start the runner (nothing was applied): ${refused.join('; ')}; use a context that may, or ask an administrator for these permissions`,
-      );
-    }
     for (const object of objects) await api.apply(withRequest(object, request));
     write(`started the study runner ${describeRef(ref)}`);
   }
@@ -253,6 +240,38 @@ export async function startStudyOnCluster(deps: ClusterStudyDeps, start: StartRe
     write('no status.json yet: the runner writes it once it starts (it first waits for every replica).');
   }
   write(`watch it: ${again(deps, 'status')}`);
+}
+
+/**
+ * Refuses, before anything changes, when the kubeconfig user may not patch (server-side apply)
+ * each kind of the runner's objects, or delete the finished runner Job it must replace.
+ */
+async function reviewRunnerAccess(
+  deps: ClusterStudyDeps,
+  objects: readonly KubeObject[],
+  oldJob: ObjectRef | undefined,
+): Promise<void> {
+  const questions: AccessQuestion[] = [];
+  const asked = new Set<string>();
+  for (const object of objects) {
+    const group = groupOf(object.apiVersion);
+    const resource = resourceOfKind(object.kind);
+    const namespace = object.metadata.namespace;
+    const key = `${resource}.${group}/${namespace ?? ''}`;
+    if (asked.has(key)) continue;
+    asked.add(key);
+    questions.push({ verb: 'patch', group, resource, ...(namespace ? { namespace } : {}) });
+  }
+  if (oldJob)
+    questions.push({ verb: 'delete', group: 'batch', resource: 'jobs', namespace: oldJob.namespace });
+  const refused: string[] = [];
+  for (const question of questions)
+    if (!(await deps.api.canI(question))) refused.push(describeAccess(question));
+  if (refused.length > 0) {
+    throw new ClusterStudyError(
+      `the kubeconfig user may not start the runner (nothing was changed): ${refused.join('; ')}; use a context that may, or ask an administrator for these permissions`,
+    );
+  }
 }
 
 /** `lab status`: the runner Job's state and status.json from the results claim. */

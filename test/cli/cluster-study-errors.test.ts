@@ -3,9 +3,11 @@ import { join } from 'node:path';
 import { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { labManifests, RESULTS_CHART } from '../../charts/lab-app.ts';
+import { studyRunnerObjects } from '../../charts/study-runner.ts';
 import { registerStudyCommands } from '../../lib/cli/study-commands.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { resultsHandler } from '../../lib/runner/results-server.ts';
+import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
 import { type FakeApiOptions, FakeApiServer } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
 import { tempDir } from '../temp.ts';
@@ -28,7 +30,7 @@ afterEach(async () => {
 });
 
 /** A cluster where lab install has put the results claim and its server (chart 05-results). */
-async function cluster(options: Partial<FakeApiOptions> = {}) {
+async function cluster({ workloads, ...rest }: Partial<FakeApiOptions> = {}) {
   const clock = new FakeClock();
   const results = tempDir('lab-claim-');
   server = new FakeApiServer({
@@ -49,8 +51,9 @@ async function cluster(options: Partial<FakeApiOptions> = {}) {
         resultsHandler(results)(req, res);
         return true;
       },
+      ...workloads,
     },
-    ...options,
+    ...rest,
   });
   server.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'vllm' } });
   const chart = labManifests(config).find((c) => c.chart === RESULTS_CHART);
@@ -104,9 +107,34 @@ describe('a cluster you bring: clear stops', () => {
     const run = await lab('run');
     expect(run.value).toBe(1);
     expect(oneLine(run.stderr)).toBe(
-      'lab run: the kubeconfig user may not start the runner (nothing was applied): patch jobs.batch in vllm; use a context that may, or ask an administrator for these permissions',
+      'lab run: the kubeconfig user may not start the runner (nothing was changed): patch jobs.batch in vllm; use a context that may, or ask an administrator for these permissions',
     );
     expect(server.applies).toEqual([]);
+  });
+
+  it('RBAC without delete on Jobs: lab run keeps the finished runner Job and applies nothing', async () => {
+    const { lab, server } = await cluster({
+      denied: ['delete jobs.batch'],
+      workloads: { jobState: () => 'succeeded' },
+    });
+    // The runner Job of an earlier lab run, ended.
+    const job = studyRunnerObjects(config).find(
+      (o) => o.kind === 'Job' && (o.metadata as { name?: string }).name === STUDY_RUNNER_NAME,
+    );
+    expect(job).toBeDefined();
+    server.put({
+      ...job,
+      metadata: { ...(job?.metadata as object), namespace: 'vllm' },
+    });
+    const run = await lab('run');
+    expect(run.value).toBe(1);
+    expect(oneLine(run.stderr)).toBe(
+      'lab run: the kubeconfig user may not start the runner (nothing was changed): delete jobs.batch in vllm; use a context that may, or ask an administrator for these permissions',
+    );
+    expect(server.applies).toEqual([]);
+    expect(server.live('Job').map((j) => (j.metadata as { name: string }).name)).toContain(
+      'lab-study-runner',
+    );
   });
 
   it('no runner Job: lab logs runner says there is no pod, lab status calls a running status stale', async () => {
