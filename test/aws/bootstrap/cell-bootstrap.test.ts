@@ -1,7 +1,6 @@
-import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { synthesizeNetworkCell } from '../../../charts/network/cell-app.ts';
 import { BOOTSTRAP_SOURCES, READY_MARKER } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import {
   cellBootstrapSteps,
@@ -9,132 +8,14 @@ import {
   IPVS_MODULES,
   renderCellSettings,
 } from '../../../lib/aws/bootstrap/cell.ts';
-import { parseLabConfig } from '../../../lib/config/load.ts';
 import { NETWORK_STEP_NAMES, networkMinimumReadyTimeoutMinutes } from '../../../lib/facts/budgets.ts';
 import { cellByName } from '../../../lib/network/topology.ts';
-import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
-import { makeSandbox, pathWithout, type Sandbox, shellcheck } from './sandbox.ts';
+import { config, rehearse, rehearsed } from './cell-rehearse.ts';
+import { type Sandbox, shellcheck } from './sandbox.ts';
 
-/** Every datapath, and a mesh on kube-proxy iptables (the default mesh cell). */
-const config = parseLabConfig({
-  lab: 'network',
-  stackName: 'NetworkLab',
-  network: {
-    cells: [
-      { name: 'mesh', datapath: 'iptables', mesh: 'sidecar' },
-      { name: 'dp-iptables', datapath: 'iptables' },
-      { name: 'dp-nftables', datapath: 'nftables' },
-      { name: 'dp-ipvs', datapath: 'ipvs' },
-      { name: 'dp-cilium', datapath: 'cilium' },
-    ],
-  },
-});
-
-const ENV = {
-  WAIT_HANDLE_URL: 'https://wait.example/handle?X-Amz-Signature=secret',
-  LAB_REGION: 'us-west-2',
-  LAB_RESULTS_BUCKET: 'results-bucket',
-  LAB_STACK_NAME: 'NetworkLab',
-};
-/** No waiting between signal retries; a proof that cannot pass polls twice (1 s apart), not hundreds of times. */
-const FAST = { WAIT_INTERVAL_SECONDS: '1', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
 /** The instance role's keys the fake metadata service hands out (test/aws/bootstrap/sandbox.ts). */
 const ROLE_SECRETS = ['fake/secret+key-never-logged', 'fake-session-token-never-logged'];
-
-/** What each datapath's host shows once its rules are programmed. */
-const HOST_STATE: Record<string, Record<string, string>> = {
-  iptables: { FAKE_IPTABLES: ':KUBE-SERVICES - [0:0]\\n-A KUBE-SERVICES -j KUBE-SVC-NPX46M4PTMTKRN6Y' },
-  nftables: { FAKE_NFT_TABLE: '1', FAKE_IPTABLES: ':POSTROUTING ACCEPT [0:0]' },
-  ipvs: { FAKE_IPVS: '1', FAKE_IPTABLES: ':KUBE-SERVICES - [0:0]' },
-  cilium: { FAKE_KPR: 'True', FAKE_IPTABLES: ':CILIUM_POST_nat - [0:0]' },
-};
-
-const fake = (body: string) => `#!/bin/bash\necho "$(basename "$0") $*" >>"$SANDBOX/calls.log"\n${body}\n`;
-
-/** The commands a cell's bootstrap adds to the sandbox's fakes, steered by FAKE_* variables. */
-const CELL_FAKES: Record<string, string> = {
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  uname: fake('echo "${FAKE_KERNEL:-6.8.0-1018-aws}"'),
-  modprobe: fake(
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-    '[ "$1" != "${FAKE_MISSING_MODULE:-}" ] || { echo "modprobe: FATAL: Module $1 not found" >&2; exit 1; }',
-  ),
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  'iptables-save': fake('printf "%b\\n" "${FAKE_IPTABLES:-}"'),
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  nft: fake('[ -n "${FAKE_NFT_TABLE:-}" ]'),
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  ip: fake('[ -n "${FAKE_IPVS:-}" ]'),
-  kubectl: fake(`
-case "$*" in
-"get nodes -o name") echo node/cell ;;
-*"exec ds/cilium"*"cilium-dbg status"*) echo "KVStore: Disabled"; echo "KubeProxyReplacement:    \${FAKE_KPR:-False}   [ens5 10.0.1.23]" ;;
-*"run lab-injector-probe"*)
-  # FAKE_NO_INJECTOR: the namespace whose pods the injector leaves alone (its label missing), or all.
-  if [ "\${FAKE_NO_INJECTOR:-}" = all ] || [ "\${FAKE_NO_INJECTOR:-}" = "$2" ]; then echo '{"spec":{"containers":[{"name": "lab-injector-probe"}]}}'
-  else echo '{"spec":{"initContainers":[{"name": "istio-proxy"}],"containers":[{"name": "lab-injector-probe"}]}}'; fi ;;
-"get -f "*) echo '{"kind":"List","items":[]}' ;;
-esac
-exit 0`),
-};
-
-/** Each cell's manifests, synthesized once: the bootstrap only reads them. */
-const synthesized = new Map<string, string>();
-function cellManifests(cell: ReturnType<typeof cellByName>): string {
-  let dir = synthesized.get(cell.name);
-  if (!dir) {
-    dir = tempDir('lab-cell-');
-    synthesizeNetworkCell(config, cell, dir);
-    synthesized.set(cell.name, dir);
-  }
-  return dir;
-}
-
-/** A cell's bootstrap with no fault, run once per cell for the tests that read it. */
-const plainRuns = new Map<string, ReturnType<typeof rehearse>>();
-function rehearsed(cellName: string): ReturnType<typeof rehearse> {
-  let run = plainRuns.get(cellName);
-  if (!run) {
-    run = rehearse(cellName);
-    plainRuns.set(cellName, run);
-  }
-  return run;
-}
-
-/** A cell's bootstrap on a Canonical Ubuntu image: no AWS CLI anywhere on the PATH. */
-function rehearse(cellName: string, fakes: Record<string, string> = {}, prepare?: (box: Sandbox) => void) {
-  const cell = cellByName(config.network, cellName);
-  const box = makeSandbox();
-  rmSync(join(box.root, 'bin', 'aws'));
-  for (const [name, body] of Object.entries(CELL_FAKES)) {
-    writeFileSync(join(box.root, 'bin', name), body);
-    chmodSync(join(box.root, 'bin', name), 0o755);
-  }
-  // Helm is there (checksum-verified install is the GPU lab's tested path); it keeps the values it got.
-  box.fake(
-    '/usr/local/bin/helm',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-    'for ((i = 1; i <= $#; i++)); do if [ "${!i}" = --values ]; then j=$((i + 1)); cp "${!j}" "$SANDBOX/values-$3.yaml"; fi; done; exit 0',
-  );
-  const ipvs = join(box.root, 'ip_vs');
-  writeFileSync(ipvs, 'IP Virtual Server version 1.2.1 (size=4096)\nTCP  0A2B0001:01BB rr\n');
-  const manifests = cellManifests(cell);
-  prepare?.(box);
-  const result = box.bootstrap(
-    config,
-    {
-      ...ENV,
-      PATH: pathWithout('aws', box),
-      LAB_MANIFESTS_DIR: manifests,
-      ...HOST_STATE[cell.datapath],
-      ...fakes,
-    },
-    { ...FAST, IPVS_PROC: `'${ipvs}'`, PROOF_WAIT_SECONDS: '1' },
-    (c) => renderCellSettings(c, cell),
-  );
-  return { box, result, calls: box.calls() };
-}
 
 describe('a network-lab cell bootstrap, rehearsed with fake system commands', () => {
   test.each(['mesh', 'dp-iptables', 'dp-nftables', 'dp-ipvs', 'dp-cilium'])(
@@ -226,14 +107,26 @@ function readableFilesContaining(dir: string, text: string, fakes: string): stri
     .filter((file) => (statSync(file).mode & 0o004) !== 0 && readFileSync(file, 'utf8').includes(text));
 }
 
+/**
+ * Each fault runs only the steps it is about (`rehearse`'s `steps`: main.sh's own loop over a cut
+ * STEP_NAMES), up to the step that must not be reached: the bootstrap before them is the same code
+ * the fault-free runs above go through. A fault in the first step runs the whole bootstrap.
+ */
 describe('preflights and proofs fail fast with the cause', () => {
-  const failure = (name: string, fakes: Record<string, string>, prepare?: (box: Sandbox) => void) => {
-    const { box, result, calls } = rehearse(name, fakes, prepare);
+  const failure = (
+    name: string,
+    fakes: Record<string, string>,
+    steps?: readonly string[],
+    prepare?: (box: Sandbox) => void,
+  ) => {
+    const { box, result, calls } = rehearse(name, fakes, prepare, steps);
     expect(result.status).not.toBe(0);
-    const [signal] = box.signals();
-    expect(signal?.body.Status).toBe('FAILURE');
-    return { reason: String(signal?.body.Reason), calls };
+    const signals = box.signals();
+    expect(signals.map((s) => s.body.Status)).toEqual(['FAILURE']);
+    return { reason: String(signals[0]?.body.Reason), calls, log: box.log() };
   };
+  /** The step a fault is in, and K3s's install after it (which the fault must keep from running). */
+  const BEFORE_K3S = ['preflight_datapath', 'install_cell_k3s'];
 
   test('a curl too old to sign S3 requests fails the cost guard step, naming the version found', () => {
     const { reason, calls } = failure('dp-iptables', { FAKE_OLD_CURL: '7.81.0' });
@@ -245,19 +138,19 @@ describe('preflights and proofs fail fast with the cause', () => {
   });
 
   test('nftables on a kernel older than 5.13, before K3s is installed', () => {
-    const { reason, calls } = failure('dp-nftables', { FAKE_KERNEL: '5.10.0-28-cloud-amd64' });
+    const { reason, calls } = failure('dp-nftables', { FAKE_KERNEL: '5.10.0-28-cloud-amd64' }, BEFORE_K3S);
     expect(reason).toContain('datapath nftables needs kernel >= 5.13, this host runs 5.10.0-28-cloud-amd64');
     expect(calls.some((c) => c.startsWith('k3s-install'))).toBe(false);
   });
 
   test('ipvs without an ip_vs module', () => {
-    const { reason, calls } = failure('dp-ipvs', { FAKE_MISSING_MODULE: 'ip_vs_sh' });
+    const { reason, calls } = failure('dp-ipvs', { FAKE_MISSING_MODULE: 'ip_vs_sh' }, BEFORE_K3S);
     expect(reason).toContain("datapath ipvs needs kernel module ip_vs_sh: 'modprobe ip_vs_sh' failed");
     expect(calls.some((c) => c.startsWith('k3s-install'))).toBe(false);
   });
 
   test("Cilium where K3s's containerd looks for CNI elsewhere", () => {
-    const { reason } = failure('dp-cilium', {}, (box) => {
+    const { reason, calls } = failure('dp-cilium', {}, ['install_cell_k3s', 'pull_cell_images'], (box) => {
       const config = box.path('/var/lib/rancher/k3s/agent/etc/containerd/config.toml');
       writeFileSync(
         join(box.root, 'k3s-install.sh'),
@@ -266,35 +159,41 @@ describe('preflights and proofs fail fast with the cause', () => {
     });
     expect(reason).toContain('with flannel off Cilium installs its CNI into /etc/cni/net.d and /opt/cni/bin');
     expect(reason).toContain('/var/lib/rancher/k3s/agent/etc/cni/net.d');
+    expect(calls.some((c) => c.startsWith('k3s crictl pull'))).toBe(false);
   });
 
   test('Cilium that does not replace kube-proxy', () => {
-    const { reason } = failure('dp-cilium', { FAKE_KPR: 'False' });
+    const { reason } = failure('dp-cilium', { FAKE_KPR: 'False' }, ['verify_datapath']);
     expect(reason).toContain('Cilium does not replace kube-proxy');
   });
 
   test('kube-proxy rules left on a Cilium cell', () => {
-    const { reason } = failure('dp-cilium', { FAKE_IPTABLES: '-A KUBE-SERVICES -j KUBE-SVC-ABC' });
+    const { reason } = failure('dp-cilium', { FAKE_IPTABLES: '-A KUBE-SERVICES -j KUBE-SVC-ABC' }, [
+      'verify_datapath',
+    ]);
     expect(reason).toContain('kube-proxy rules on a Cilium cell: iptables-save has 1 KUBE-SVC line(s)');
   });
 
   test('an nftables cell whose kube-proxy programmed no nft table', () => {
-    const { reason } = failure('dp-nftables', { FAKE_NFT_TABLE: '' });
+    const { reason } = failure('dp-nftables', { FAKE_NFT_TABLE: '' }, ['verify_datapath']);
     expect(reason).toContain('datapath nftables: no nft table ip kube-proxy');
   });
 
   test('an iptables cell without kube-proxy chains', () => {
-    const { reason } = failure('dp-iptables', { FAKE_IPTABLES: ':POSTROUTING ACCEPT [0:0]' });
+    const { reason } = failure('dp-iptables', { FAKE_IPTABLES: ':POSTROUTING ACCEPT [0:0]' }, [
+      'verify_datapath',
+    ]);
     expect(reason).toContain('datapath iptables: no KUBE-SERVICES chain');
   });
 
   test('a mesh cell whose injector does not answer', () => {
-    const { reason } = failure('mesh', { FAKE_NO_INJECTOR: 'all' });
+    const { reason } = failure('mesh', { FAKE_NO_INJECTOR: 'all' }, ['verify_mesh_injector']);
     expect(reason).toContain("istiod's injector did not answer: a dry-run pod in namespace mesh got");
   });
 
   test("a mesh cell whose injector leaves mesh-default's pods alone (E2's no-policy row out of the mesh)", () => {
-    const { reason } = failure('mesh', { FAKE_NO_INJECTOR: 'mesh-default' });
+    const { reason, log } = failure('mesh', { FAKE_NO_INJECTOR: 'mesh-default' }, ['verify_mesh_injector']);
+    expect(log).toContain("istiod's injector adds istio-proxy to pods in mesh\n");
     expect(reason).toContain("istiod's injector did not answer: a dry-run pod in namespace mesh-default got");
   });
 });

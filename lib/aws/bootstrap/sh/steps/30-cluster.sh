@@ -25,13 +25,18 @@ wait_for_agents() {
   log "waiting for ${#AGENT_HOSTS[@]} agent(s): ${AGENT_HOSTS[*]}"
   if ! wait_until "$(wait_limit)" agents_ready "$server_id"; then
     kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL" || true
-    die "not ready: $(pending_agents "$server_id") (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
+    die "not ready: $PENDING_AGENTS (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
   fi
   kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL"
   log "every agent is Ready; every GPU agent has its model cache"
 }
 
-agents_ready() { [ -z "$(pending_agents "$1")" ]; }
+# Keeps what its check found missing in PENDING_AGENTS: the failure names what the wait last saw,
+# without a further round of checks (each GetObject a signed request) eating the reporting margin.
+agents_ready() {
+  PENDING_AGENTS=$(pending_agents "$1")
+  [ -z "$PENDING_AGENTS" ]
+}
 
 # The step's budget less a margin (half, at most 30 s) to name what is missing before the
 # watchdog ends the step with no more than "over budget".
