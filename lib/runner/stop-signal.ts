@@ -5,7 +5,8 @@ import type { Clock } from './ports.ts';
  * A runner told to stop (docs/runner.md, "When the runner's pod is deleted"): SIGTERM when its pod
  * is deleted (`lab stop`, a node drain, the host ending, `lab uninstall`), SIGINT from a terminal.
  * Kubelet waits the pod's terminationGracePeriodSeconds (30 s by default, 300 s with the results
- * uploader) and then kills it, so the runner stops at once and cleans up within a bounded time:
+ * uploader) and then kills it (docs/facts.md §6.5), so the runner stops at once and cleans up
+ * within a bounded time:
  *
  * - from the request on, every wait of the runner ends by throwing `RunnerInterruptedError` (the
  *   clock's sleep is where every wait and every retry waits: poll.ts, call-policy.ts), and no new

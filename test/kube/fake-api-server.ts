@@ -17,6 +17,7 @@ import {
   send,
   status,
 } from './fake-api-util.ts';
+import { type FollowedLogs, serveFollowedLog } from './fake-log-follow.ts';
 import { type FakeWorkloads, jobStatus, podsOf, verbOf } from './fake-pods.ts';
 
 /**
@@ -58,7 +59,7 @@ export interface FakeApiOptions {
   /** How long a provisioner takes to bind a claim. */
   readonly claimBindMs?: number;
   /** What Jobs run, what pods' proxies and logs answer. */
-  readonly workloads?: FakeWorkloads;
+  readonly workloads?: FakeWorkloads & FollowedLogs;
   readonly token?: string;
   /** Physics, on the fake clock. */
   readonly crdEstablishMs?: number;
@@ -583,6 +584,7 @@ export class FakeApiServer {
       return;
     }
     if (subresource === 'log') {
+      if (serveFollowedLog(req, res, pod, this.options.workloads)) return;
       const log = this.options.workloads?.log?.(pod);
       if (log === undefined) send(res, 400, status(400, `container in pod "${name}" has no log yet`));
       else {
