@@ -14,6 +14,11 @@ export interface StudyCommandOptions {
   /** Waits between Run Command polls (tests pass one that returns at once). */
   readonly sleep?: (ms: number) => Promise<void>;
   readonly now?: () => Date;
+  /**
+   * Ctrl-C while `lab logs --follow` streams from a cluster: calls `stop`; returns what stops
+   * listening. Default: the process's SIGINT.
+   */
+  readonly onInterrupt?: (stop: () => void) => () => void;
 }
 
 /** The default download folder of `lab results` from a cluster you bring: per kubeconfig context. */
@@ -329,7 +334,10 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
           'replica: its index or pod name (qwen3-0, qwen3-kv-1); front-end: a front end or arm id (router-round-robin, epp); job: a benchmark or run id; pod: a pod name',
         )
         .option('--tail <lines>', 'lines from the end of the log', wholeNumber('--tail', 1, 10_000), 200)
-        .option('--follow', 'keep printing new lines, polling the host every 5 s, for --follow-for minutes')
+        .option(
+          '--follow',
+          'keep printing new lines: on the lab host polling every 5 s for --follow-for minutes; on a cluster (--kubeconfig/--context) streamed until the container ends or Ctrl-C',
+        )
         .option(
           '--follow-for <minutes>',
           'how long --follow polls before it stops and says so',
@@ -362,15 +370,31 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
         throw new CommanderError(1, 'commander.error', error.message);
       }
       if (onCluster(opts)) {
-        if (opts.follow)
-          fail(
-            'lab logs',
-            "--follow reaches the lab's own host; on a cluster you bring lab logs prints the last --tail lines once",
+        const { followClusterLogs, showClusterLogs } = await import('../control/cluster-logs.ts');
+        if (!opts.follow) {
+          await withCluster('lab logs', opts, (deps) =>
+            showClusterLogs(deps.api, deps.config, resolved, opts.tail, write),
           );
-        const { showClusterLogs } = await import('../control/cluster-logs.ts');
-        await withCluster('lab logs', opts, (deps) =>
-          showClusterLogs(deps.api, deps.config, resolved, opts.tail, write),
-        );
+          return;
+        }
+        // Streamed by the API until the container ends or Ctrl-C (--follow-for is the host's polls).
+        const interrupted = new AbortController();
+        const listen = options.onInterrupt ?? onSigint;
+        const unlisten = listen(() => interrupted.abort());
+        try {
+          await withCluster('lab logs', opts, async (deps) => {
+            await followClusterLogs(
+              deps.api,
+              deps.config,
+              resolved,
+              opts.tail,
+              { write, print: (text) => process.stdout.write(text) },
+              interrupted.signal,
+            );
+          });
+        } finally {
+          unlisten();
+        }
         return;
       }
       await withContext(
@@ -392,6 +416,12 @@ export function registerStudyCommands(program: Command, options: StudyCommandOpt
 
 /** How often `lab logs --follow` asks the host for new lines: one Run Command each time. */
 export const FOLLOW_POLL_SECONDS = 5;
+
+/** Ctrl-C: `stop` instead of Node's default exit, until the returned function is called. */
+function onSigint(stop: () => void): () => void {
+  process.on('SIGINT', stop);
+  return () => process.off('SIGINT', stop);
+}
 
 function write(line: string): void {
   process.stdout.write(`${line}\n`);

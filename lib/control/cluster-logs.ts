@@ -30,14 +30,19 @@ async function podsOf(api: ClusterApi, namespace: string, target: string): Promi
   return api.list('v1', 'Pod', { namespace, labelSelector: selector });
 }
 
-/** Prints the log of one source; a clear stop when there is no pod behind it. */
-export async function showClusterLogs(
-  api: ClusterApi,
-  config: LabConfig,
-  source: LogSource,
-  tailLines: number,
-  write: (text: string) => void,
-): Promise<void> {
+/** The pod (the newest behind the source) and container whose log a source names. */
+interface LogPod {
+  readonly namespace: string;
+  readonly name: string;
+  readonly title: string;
+  readonly container?: string;
+  readonly previous?: boolean;
+  /** The pod as read: its containers, for the default one. */
+  readonly object: KubeObject;
+}
+
+/** The pod behind one source; a clear stop when there is none. */
+async function logPod(api: ClusterApi, config: LabConfig, source: LogSource): Promise<LogPod> {
   let pod: { namespace: string; target: string; title: string; container?: string; previous?: boolean };
   if (source.kind === 'file') {
     if (source.title !== "the study runner's log") {
@@ -65,11 +70,82 @@ export async function showClusterLogs(
   const newest = [...pods].sort((a, b) =>
     String(b.metadata.creationTimestamp ?? '').localeCompare(String(a.metadata.creationTimestamp ?? '')),
   )[0];
-  const text = await api.podLog(pod.namespace, newest.metadata.name, {
+  return {
+    namespace: pod.namespace,
+    name: newest.metadata.name,
+    title: pod.title,
+    ...(pod.container ? { container: pod.container } : {}),
+    ...(pod.previous ? { previous: true } : {}),
+    object: newest,
+  };
+}
+
+/** Prints the log of one source; a clear stop when there is no pod behind it. */
+export async function showClusterLogs(
+  api: ClusterApi,
+  config: LabConfig,
+  source: LogSource,
+  tailLines: number,
+  write: (text: string) => void,
+): Promise<void> {
+  const pod = await logPod(api, config, source);
+  const text = await api.podLog(pod.namespace, pod.name, {
     tailLines,
     ...(pod.container ? { container: pod.container } : {}),
     ...(pod.previous ? { previous: true } : {}),
   });
-  write(`--- ${pod.title}: pod ${pod.namespace}/${newest.metadata.name}, last ${tailLines} lines`);
+  write(`--- ${pod.title}: pod ${pod.namespace}/${pod.name}, last ${tailLines} lines`);
   write(text.endsWith('\n') ? text.slice(0, -1) : text);
+}
+
+/**
+ * `lab logs --follow` on a cluster: the last `tailLines` lines, then every new one as the API
+ * streams it (pods/log with follow=true), until the container ends or `signal` aborts (Ctrl-C).
+ * `print` gets the log as it comes (not cut into lines), `write` the header and the end line.
+ */
+export async function followClusterLogs(
+  api: ClusterApi,
+  config: LabConfig,
+  source: LogSource,
+  tailLines: number,
+  out: { readonly write: (line: string) => void; readonly print: (text: string) => void },
+  signal: AbortSignal,
+): Promise<'ended' | 'stopped'> {
+  const pod = await logPod(api, config, source);
+  const container = pod.container ?? defaultContainer(pod.object);
+  out.write(
+    `--- ${pod.title}: pod ${pod.namespace}/${pod.name}, last ${tailLines} lines, then following (Ctrl-C stops)`,
+  );
+  let last = '\n';
+  const how = await api.followPodLog(
+    pod.namespace,
+    pod.name,
+    { container, tailLines, ...(pod.previous ? { previous: true } : {}) },
+    (text) => {
+      if (text.length === 0) return;
+      last = text;
+      out.print(text);
+    },
+    signal,
+  );
+  // The end line on a line of its own, also after a log whose last line had no newline.
+  if (!last.endsWith('\n')) out.print('\n');
+  out.write(how === 'ended' ? `--- ${pod.title}: container ${container} ended` : `--- stopped following`);
+  return how;
+}
+
+/**
+ * The container a log without --container is read from, as kubectl picks it: the pod's
+ * `kubectl.kubernetes.io/default-container` annotation, else its first container. Following needs
+ * one named (client-node's Log always sends `container`).
+ */
+export function defaultContainer(pod: KubeObject): string {
+  const annotated = (pod.metadata.annotations as Record<string, string> | undefined)?.[
+    'kubectl.kubernetes.io/default-container'
+  ];
+  if (annotated) return annotated;
+  const first = (pod.spec as { containers?: { name?: string }[] } | undefined)?.containers?.[0]?.name;
+  if (!first)
+    throw new ClusterStudyError(`pod ${pod.metadata.namespace}/${pod.metadata.name} has no container`);
+  return first;
 }

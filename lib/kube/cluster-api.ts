@@ -75,6 +75,17 @@ export interface ClusterApi {
   proxyGet(namespace: string, pod: string, path: string): Promise<string>;
   /** `GET pods/<pod>/log` (RBAC: get pods/log). */
   podLog(namespace: string, pod: string, options?: PodLogRequest): Promise<string>;
+  /**
+   * `GET pods/<pod>/log?follow=true` (RBAC: get pods/log): `write` gets the log as the API streams
+   * it. `ended` once the API ends the stream (the container ended), `stopped` once `signal` aborts.
+   */
+  followPodLog(
+    namespace: string,
+    pod: string,
+    options: PodLogRequest & { readonly container: string },
+    write: (text: string) => void,
+    signal: AbortSignal,
+  ): Promise<'ended' | 'stopped'>;
 }
 
 export interface PodLogRequest {

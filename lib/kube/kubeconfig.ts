@@ -1,12 +1,15 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { Writable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import {
   ApiException,
   CoreV1Api,
   KubeConfig,
   type KubernetesObject,
   KubernetesObjectApi,
+  Log,
   PatchStrategy,
   VersionApi,
 } from '@kubernetes/client-node';
@@ -203,6 +206,49 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
       } catch (error) {
         throw translate(error, `GET pods/${pod}/log`, where);
       }
+    },
+    async followPodLog(namespace, pod, options, write, signal) {
+      // client-node 1.4.0 dist/log.js `Log.log` (docs/facts.md §6.1): GET pods/<pod>/log with
+      // `follow`, the response body piped into `sink` (ended with it: the API ends the stream when
+      // the container ends), and an AbortController that cancels the request.
+      const decoder = new StringDecoder('utf8');
+      // What the body still holds when the user stops is not printed after the end line.
+      let stopping = false;
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          if (!stopping) write(decoder.write(chunk));
+          done();
+        },
+        final(done) {
+          const rest = decoder.end();
+          if (rest && !stopping) write(rest);
+          done();
+        },
+      });
+      const ended = new Promise<'ended'>((resolve, reject) => {
+        sink.on('finish', () => resolve('ended'));
+        sink.on('error', reject);
+      });
+      let controller: AbortController;
+      try {
+        controller = await new Log(kc).log(namespace, pod, options.container, sink, {
+          follow: true,
+          ...(options.previous ? { previous: true } : {}),
+          ...(options.tailLines ? { tailLines: options.tailLines } : {}),
+        });
+      } catch (error) {
+        throw translate(error, `GET pods/${pod}/log?follow=true`, where);
+      }
+      const stopped = new Promise<'stopped'>((resolve) => {
+        const stop = () => {
+          stopping = true;
+          controller.abort();
+          resolve('stopped');
+        };
+        if (signal.aborted) stop();
+        else signal.addEventListener('abort', stop, { once: true });
+      });
+      return Promise.race([ended, stopped]);
     },
     async canI(question: AccessQuestion) {
       const review = await call('SelfSubjectAccessReview', (api) =>

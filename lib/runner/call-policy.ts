@@ -2,6 +2,7 @@ import type { LabConfig } from '../config/schema.ts';
 import { KubeApiError } from './kube-cluster.ts';
 import type { Clock } from './ports.ts';
 import { formatElapsed } from './status.ts';
+import { RunnerInterruptedError } from './stop-signal.ts';
 
 /**
  * The runner's error policy for every call it makes to the Kubernetes API and the replicas (the
@@ -191,9 +192,17 @@ export function stoppedByApi(error: unknown): boolean {
 }
 
 /**
+ * Whether a study stop leaves the study `interrupted` (resumed by `lab run`, the host kept): the
+ * API stopped it, or the runner was told to stop (SIGTERM, SIGINT: stop-signal.ts).
+ */
+export function interruption(error: unknown): boolean {
+  return stoppedByApi(error) || error instanceof RunnerInterruptedError;
+}
+
+/**
  * For the call sites that turn a failure into a recorded problem: an API outage that outlasted
- * the limit is not one call's problem but the study's, so it goes on up.
+ * the limit, or the runner told to stop, is not one call's problem but the study's, so it goes on up.
  */
 export function rethrowOutage(error: unknown): void {
-  if (error instanceof ApiUnreachableError) throw error;
+  if (error instanceof ApiUnreachableError || error instanceof RunnerInterruptedError) throw error;
 }

@@ -83,14 +83,16 @@ export class JobLifecycle {
    * Before any preflight or reset: every benchmark Job of the lab namespace (a killed runner's,
    * an older study's after `lab run --new`) and every gate is deleted, and the runner waits until
    * the Jobs' pods are gone, so no leftover client loads a replica or answers for a front end.
+   * `stopped` says whose clients they are when the runner clears its own on a signal.
    */
-  async clearLab(): Promise<void> {
+  async clearLab(stopped?: string): Promise<void> {
     const { cluster, options } = this.ctx;
     const jobs = await cluster.listJobNames(BENCHMARK_JOBS_SELECTOR);
+    const whose = stopped ? `of ${stopped}` : 'an earlier runner left';
     await clearLeftoverJobs(
       jobs.map((name) => ({
         name,
-        why: 'a client an earlier runner left',
+        why: `a client ${whose}`,
         delete: () => cluster.deleteJob(name),
         remains: () => this.remains(name),
       })),
@@ -98,7 +100,7 @@ export class JobLifecycle {
         say: (line) => this.ctx.say(line),
         afterDelete: async () => {
           for (const name of await cluster.listServiceNames(gateSelector())) {
-            await this.ctx.say(`deleting service/${name}, a gate an earlier runner left`);
+            await this.ctx.say(`deleting service/${name}, a gate ${whose}`);
             await cluster.deleteService(name);
           }
         },

@@ -14,11 +14,13 @@ import type { StatusChecks } from './preflight.ts';
 import { leaveRunRequest, RUN_REQUEST_ENV } from './run-request.ts';
 import { RUNNER_DIR, RUNNER_FILES, RUNNER_RESULTS_MOUNT } from './runner-files.ts';
 import { runnerOptionsOf } from './runner-options.ts';
+import { RunnerInterruptedError, StopRequest, signalExitCode, stopOnSignals } from './stop-signal.ts';
 
 /**
  * The runner's entry in its pod: the real Kubernetes client (ServiceAccount token and CA), the
  * replicas over HTTP, the results host folder. Bundled into the runner ConfigMap at synth.
- * Exit code 0 when every run of the plan has a record (valid or not), 1 when the study stopped.
+ * Exit code 0 when every run of the plan has a record (valid or not), 1 when the study stopped,
+ * 143 (SIGTERM) or 130 (SIGINT) when the runner was told to stop (stop-signal.ts).
  * The network lab's cells run their own runner (network/entry.ts); this one refuses their configuration.
  */
 
@@ -29,6 +31,10 @@ function readJson<T>(path: string): T {
     throw new Error(`cannot read ${path}: ${(error as Error).message}`);
   }
 }
+
+// Its pod deleted, the runner stops at once and deletes its clients (docs/runner.md).
+const stop = new StopRequest(systemClock);
+stopOnSignals(process, stop, { log: (line) => console.log(line), exit: (code) => process.exit(code) });
 
 async function main(): Promise<void> {
   const dir = process.env.LAB_RUNNER_DIR ?? RUNNER_DIR;
@@ -64,6 +70,7 @@ async function main(): Promise<void> {
       jobManifest: (spec, gate) =>
         onRunnerNode(gate ? aimAtGate(jobs[spec.id], gate) : jobs[spec.id], process.env[RUNNER_NODE_ENV]),
       log: (line) => console.log(line),
+      stop,
     },
     config,
     { full: plan, smoke },
@@ -84,6 +91,6 @@ main().then(
   () => process.exit(0),
   (error: unknown) => {
     console.error(`lab study runner: ${(error as Error).message}`);
-    process.exit(1);
+    process.exit(error instanceof RunnerInterruptedError ? signalExitCode(error.signal) : 1);
   },
 );

@@ -6,6 +6,7 @@ import type { RunRecord, StudyRecord } from '../study/results.ts';
 import type { AnyChecklist, SmokeChecklist } from '../study/smoke-checklist.ts';
 import type { JobCounts } from '../study/validity.ts';
 import type { StudyStatus } from './status.ts';
+import type { StopRequest } from './stop-signal.ts';
 import type { StoredStudy } from './study-id.ts';
 
 /**
@@ -196,6 +197,8 @@ export interface RunnerDeps {
   readonly jobManifest: (spec: BenchmarkSpec, gate?: ClientGate) => JobObject;
   /** Progress lines (stdout in the cluster). */
   readonly log: (line: string) => void;
+  /** SIGTERM or SIGINT (stop-signal.ts): the study stops as `interrupted`, its clients deleted. */
+  readonly stop?: StopRequest;
 }
 
 export const systemClock: Clock = {

@@ -21,6 +21,7 @@ import { buildRecord, type RunExtras, type StudyRecords } from './records.ts';
 import type { Resets } from './resets.ts';
 import type { RunnerContext } from './runner-context.ts';
 import { type Opening, type Staged, type Stager, stagingRecord } from './stager.ts';
+import { asCleanup } from './stop-signal.ts';
 import { StudyStopError } from './study-stop.ts';
 
 /**
@@ -66,9 +67,11 @@ export class RunPipeline {
       return await this.measure(run, attempt, staged, gates);
     } finally {
       // Nothing staged outlives its run: gates that opened are closed, clients that never went
-      // are deleted (a fallback already removed its own).
-      if (staged && gates.opening && 'openedAt' in gates.opening) await this.p.stager.closeGates(staged);
-      else if (staged && !gates.opening) await this.p.stager.drop(staged);
+      // are deleted (a fallback already removed its own); also when the runner was told to stop.
+      await asCleanup(this.p.ctx.deps.stop, async () => {
+        if (staged && gates.opening && 'openedAt' in gates.opening) await this.p.stager.closeGates(staged);
+        else if (staged && !gates.opening) await this.p.stager.drop(staged);
+      });
     }
   }
 
@@ -195,6 +198,8 @@ export class RunPipeline {
       };
     }
 
+    // Told to stop (SIGTERM): no client starts loading the replicas.
+    ctx.deps.stop?.throwIfRequested();
     // The EPP's log is read from here on: what it logged for this run's load, not for earlier ones.
     const loadFrom = clock.now();
     if (staged) {

@@ -9,7 +9,7 @@ import {
 } from '../study/smoke-checklist.ts';
 import { stagedAfter } from '../study/staging.ts';
 import { replicaSetName } from '../study/topology.ts';
-import { ApiUnreachableError, stoppedByApi } from './call-policy.ts';
+import { ApiUnreachableError, interruption } from './call-policy.ts';
 import { Evidence } from './evidence.ts';
 import { JobLifecycle } from './jobs.ts';
 import type { RunnerDeps, StudyFiles } from './ports.ts';
@@ -27,6 +27,7 @@ import {
 import { Scheduler } from './scheduler.ts';
 import { Stager } from './stager.ts';
 import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus } from './status.ts';
+import { asCleanup, RunnerInterruptedError, withStop } from './stop-signal.ts';
 import { chooseStudyFolder, readStudyRecords } from './study-files.ts';
 import { chooseStudy, type StudyChoice, smokeStudyId } from './study-id.ts';
 import { StudyLog } from './study-log.ts';
@@ -54,7 +55,7 @@ export async function runStudy(
   options: RunnerOptions = {},
   mode: StudyMode = {},
 ): Promise<StudyRecord> {
-  return new StudyRunner(deps, config, plan, resolveOptions(config, options), mode).run();
+  return new StudyRunner(withStop(deps), config, plan, resolveOptions(config, options), mode).run();
 }
 
 /** What kind of study a runner works on; the default is a full study without smoke checks. */
@@ -84,7 +85,9 @@ export async function runSmokeStudy(
   plan: StudyPlan,
   options: RunnerOptions = {},
 ): Promise<SmokeOutcome> {
-  const runner = new StudyRunner(deps, config, plan, resolveOptions(config, options), { smoke: true });
+  const runner = new StudyRunner(withStop(deps), config, plan, resolveOptions(config, options), {
+    smoke: true,
+  });
   try {
     await runner.run();
     return { checklist: runner.checklist };
@@ -170,23 +173,17 @@ class StudyRunner {
     try {
       return await this.execute();
     } catch (error) {
-      // A stop the API caused (unreachable past the outage limit, or refusing) is `interrupted`:
-      // the host stays up (runner.terminateWhenDone ends only a finished or failed study) and
-      // `lab run` resumes the study.
-      const byApi = stoppedByApi(error);
-      this.state = byApi ? 'interrupted' : 'failed';
+      // A stop the API caused (unreachable past the outage limit, or refusing), or a runner told
+      // to stop (SIGTERM: its pod deleted), is `interrupted`: the host stays up
+      // (runner.terminateWhenDone ends only a finished or failed study) and `lab run` resumes the study.
+      const interrupted = interruption(error);
+      this.state = interrupted ? 'interrupted' : 'failed';
       const message = (error as Error).message;
       const verdict =
         error instanceof StudyStopError
           ? error.verdict
-          : byApi
-            ? {
-                reason: message,
-                change:
-                  error instanceof ApiUnreachableError
-                    ? 'once the API server answers again, lab run resumes the study where it stopped (runner.retry.outageMinutes sets how long a runner rides out an outage)'
-                    : 'fix what the API server refused (the runner Role, the object), then lab run resumes the study where it stopped',
-              }
+          : interrupted
+            ? { reason: message, change: interruptedChange(error) }
             : undefined;
       if (verdict && this.records.metadata) {
         this.records.metadata = {
@@ -195,8 +192,9 @@ class StudyRunner {
         };
         await this.records.writeStudy().catch(() => undefined);
       }
-      await this.say(`study ${byApi ? 'interrupted' : 'stopped'}: ${message}`);
-      if (!(error instanceof ApiUnreachableError)) await this.dropStaged();
+      await this.say(`study ${interrupted ? 'interrupted' : 'stopped'}: ${message}`);
+      if (error instanceof RunnerInterruptedError) await this.clearAfterSignal();
+      else if (!(error instanceof ApiUnreachableError)) await this.dropStaged();
       // Nothing stops a smoke study's checklist: the runs not reached say so.
       if (this.mode.smoke && this.studyId) await this.writeChecklist(message).catch(() => undefined);
       await this.writeStatus(message);
@@ -324,7 +322,7 @@ class StudyRunner {
       `checking every arm before the first long run: a smoke study of ${plan.runs.length} tiny runs`,
     );
     const { checklist, error } = await runSmokeStudy(this.deps, this.config, plan, this.options);
-    if (error && stoppedByApi(error)) throw error;
+    if (error && interruption(error)) throw error;
     if (!checklist) throw error ?? new Error('the smoke checks wrote no checklist');
     const failures = checklistFailures(checklist);
     this.records.metadata = {
@@ -357,7 +355,8 @@ class StudyRunner {
       (r) => this.records.valid(r.id),
       this.prerequisites,
     );
-    if (!next) return;
+    // Told to stop (SIGTERM): nothing new is staged.
+    if (!next || this.deps.stop?.requested) return;
     const waitsFor = (this.prerequisites.get(next.run.id) ?? []).filter((id) => id !== run.id);
     if (waitsFor.some((id) => !this.finished.has(id) && !this.records.valid(id))) return;
     if (next.run.arm && this.evidence.failed(next.run.arm, next.run.reset.pair ?? 0)) return;
@@ -425,6 +424,22 @@ class StudyRunner {
     }
   }
 
+  /**
+   * Told to stop: every client Job and gate of the lab namespace is deleted (the run in progress
+   * and the staged one), within the stop's cleanup time; what is not gone by then the next runner
+   * deletes before its first measurement.
+   */
+  private async clearAfterSignal(): Promise<void> {
+    try {
+      await asCleanup(this.deps.stop, () => this.jobs.clearLab('this runner stopped'));
+      await this.say('every client Job and gate of this runner is deleted');
+    } catch (error) {
+      await this.say(
+        `clients not all gone before exiting (${(error as Error).message}); the next runner deletes them before its first measurement`,
+      );
+    }
+  }
+
   private async writeStatus(error?: string): Promise<void> {
     const { elapsedMs, etaMs } = this.eta();
     await this.deps.store.writeStatus(
@@ -446,6 +461,15 @@ class StudyRunner {
       }),
     );
   }
+}
+
+/** What to do about an interrupted study, by what interrupted it. */
+function interruptedChange(error: unknown): string {
+  if (error instanceof RunnerInterruptedError)
+    return 'lab run resumes the study where it stopped; the run in progress then is run again';
+  return error instanceof ApiUnreachableError
+    ? 'once the API server answers again, lab run resumes the study where it stopped (runner.retry.outageMinutes sets how long a runner rides out an outage)'
+    : 'fix what the API server refused (the runner Role, the object), then lab run resumes the study where it stopped';
 }
 
 /** The StatefulSet a run's replicas belong to (its server set on its replica pair). */

@@ -66,6 +66,8 @@ export class Scheduler {
         await ctx.say(`run ${index}/${total} ${run.id}: valid record exists, skipped`);
         return;
       }
+      // Told to stop (SIGTERM): no new run starts.
+      ctx.deps.stop?.throwIfRequested();
       // Before any await, so that runs starting together see each other.
       const others = [...running];
       running.add(run.id);
@@ -134,6 +136,9 @@ export class Scheduler {
         const attempt = await records.studyFiles.claimAttempt(run.id, (last?.attempt ?? history.length) + 1);
         this.p.started(run, index);
         const result = await this.p.pipeline.attempt(run, attempt);
+        // An attempt that ended after the runner was told to stop is not kept: what it measured
+        // may be cut short, and a resumed study runs it again.
+        ctx.deps.stop?.throwIfRequested();
         const record: RunRecord = {
           ...result.record,
           attempt,

@@ -1,4 +1,5 @@
 import type { FakeClock } from '../runner/fake-servers.ts';
+import type { FollowedLogs } from './fake-log-follow.ts';
 import type { FakeWorkloads } from './fake-pods.ts';
 
 /**
@@ -39,7 +40,7 @@ export interface FakeApiOptions {
   /** How long a provisioner takes to bind a claim. */
   readonly claimBindMs?: number;
   /** What Jobs run, what pods' proxies and logs answer. */
-  readonly workloads?: FakeWorkloads;
+  readonly workloads?: FakeWorkloads & FollowedLogs;
   readonly token?: string;
   /** Physics, on the fake clock. */
   readonly crdEstablishMs?: number;

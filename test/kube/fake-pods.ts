@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { send, status } from './fake-api-util.ts';
+import { type FollowedLogs, serveFollowedLog } from './fake-log-follow.ts';
 
 /**
  * The pods the fake API server's controllers make (test/kube/fake-api-server.ts), and what a
@@ -115,11 +116,11 @@ export function verbOf(method: string, named: boolean): string {
 
 /**
  * `pods/log` and `GET pods/proxy/<path>` of one pod, answered by what the test plugged in
- * (FakeWorkloads.log and .proxy).
+ * (FakeWorkloads.log and .proxy; a followed log: fake-log-follow.ts).
  */
 export function answerPodSubresource(
   pods: readonly FakePod[],
-  workloads: FakeWorkloads | undefined,
+  workloads: (FakeWorkloads & FollowedLogs) | undefined,
   request: {
     readonly namespace?: string;
     readonly name: string;
@@ -136,6 +137,7 @@ export function answerPodSubresource(
     return;
   }
   if (subresource === 'log') {
+    if (serveFollowedLog(req, res, pod, workloads)) return;
     const log = workloads?.log?.(pod);
     if (log === undefined) send(res, 400, status(400, `container in pod "${name}" has no log yet`));
     else {

@@ -7,6 +7,7 @@ import type {
   PodMeshEvidence,
 } from '../../network/study/model.ts';
 import { rethrowOutage } from '../call-policy.ts';
+import { asCleanup } from '../stop-signal.ts';
 import { CONNTRACK_READ_SCRIPT, conntrackSetScript, countOf, keyValues } from './host-output.ts';
 import { STUDY_STEP } from './job-driver.ts';
 import { conntrackDriverJob, OUTPUT_FILES } from './jobs.ts';
@@ -147,7 +148,15 @@ export class ConntrackSteps {
    * Writes `limit` back (the host default; undefined: only read it back) and reads
    * it; tried twice, so one failed Job does not leave the host with a small table.
    */
-  async restoreLimit(
+  restoreLimit(
+    run: NetworkRun,
+    limit: number | undefined,
+  ): Promise<{ limitAfterRestore: number | null; reasons: string[] }> {
+    // Also when the runner was told to stop: a lowered limit must not outlive the step.
+    return asCleanup(this.ctx.deps.stop, () => this.restoreLimitNow(run, limit));
+  }
+
+  private async restoreLimitNow(
     run: NetworkRun,
     limit: number | undefined,
   ): Promise<{ limitAfterRestore: number | null; reasons: string[] }> {

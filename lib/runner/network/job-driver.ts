@@ -39,7 +39,7 @@ export class JobDriver implements JobDriverPort {
    * Before any measurement: every network Job of this cell (a killed runner's prober, client or
    * host command, of this study or another) is deleted and waited out with its pods.
    */
-  async clearCell(): Promise<void> {
+  async clearCell(stopped?: string): Promise<void> {
     const { cluster, cell } = this.ctx;
     const selector = `${CELL_LABEL}=${cell.name},${NETWORK_RUN_LABEL}`;
     const namespaces = cell.mesh === 'none' ? [PLAIN_NAMESPACE] : [PLAIN_NAMESPACE, MESH_NAMESPACE];
@@ -48,7 +48,9 @@ export class JobDriver implements JobDriverPort {
       for (const name of await cluster.listJobNames(namespace, selector)) {
         leftovers.push({
           name,
-          why: `a Job an earlier runner left in ${namespace}`,
+          why: stopped
+            ? `a Job of ${stopped}, in ${namespace}`
+            : `a Job an earlier runner left in ${namespace}`,
           delete: async () => {
             await cluster.deleteJob(namespace, name);
             await this.ctx.deps.store.removeJobOutput(name);

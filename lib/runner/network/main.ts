@@ -6,6 +6,7 @@ import { cellByName } from '../../network/topology.ts';
 import { inClusterTransport, KubeNetworkCluster } from '../kube-cluster.ts';
 import { type JobObject, type ServiceObject, systemClock } from '../ports.ts';
 import { runnerOptionsOf } from '../runner-options.ts';
+import type { StopRequest } from '../stop-signal.ts';
 import { FileNetworkResultStore } from './file-store.ts';
 import { HttpSidecarMetrics } from './http-sidecar.ts';
 import { type NetworkJobContext, runJobs } from './jobs.ts';
@@ -33,7 +34,12 @@ export function missingPlanJobs(
  * The network runner in its pod (main.ts chooses it when `lab` is `network`): the cell's API
  * through the ServiceAccount, the sidecars over HTTP, the cell's results host folder.
  */
-export async function networkMain(dir: string, results: string, config: LabConfig): Promise<void> {
+export async function networkMain(
+  dir: string,
+  results: string,
+  config: LabConfig,
+  stop?: StopRequest,
+): Promise<void> {
   const plan = readJson<NetworkStudyPlan>(join(dir, NETWORK_RUNNER_FILES.plan));
   const smoke = readJson<NetworkStudyPlan>(join(dir, NETWORK_RUNNER_FILES.smoke));
   const jobs = readJson<Record<string, JobObject>>(join(dir, NETWORK_RUNNER_FILES.jobs));
@@ -56,6 +62,7 @@ export async function networkMain(dir: string, results: string, config: LabConfi
       planJobs: jobs,
       serviceTemplate,
       log: (line) => console.log(line),
+      ...(stop ? { stop } : {}),
     },
     config,
     { full: plan, smoke },

@@ -14,11 +14,12 @@ import {
   ApiUnreachableError,
   DEFAULT_API_OUTAGE_MS,
   DEFAULT_RETRY_POLICY,
-  stoppedByApi,
+  interruption,
   withRetry,
 } from '../call-policy.ts';
 import type { NetworkCluster, NetworkStudyFiles, SidecarMetrics } from '../ports.ts';
 import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
+import { asCleanup, RunnerInterruptedError, withStop } from '../stop-signal.ts';
 import { readStudyRecords, StudyWrites } from '../study-files.ts';
 import { StudyLog } from '../study-log.ts';
 import { StudyStopError } from '../study-stop.ts';
@@ -67,7 +68,7 @@ export async function runNetworkStudy(
   options: NetworkRunnerOptions = {},
   mode: NetworkStudyMode = {},
 ): Promise<NetworkStudyRecord> {
-  return new NetworkStudyRunner(deps, config, plan, resolved(options), mode).run();
+  return new NetworkStudyRunner(withStop(deps), config, plan, resolved(options), mode).run();
 }
 
 function resolved(options: NetworkRunnerOptions): Resolved<NetworkRunnerOptions> {
@@ -107,7 +108,7 @@ export async function runNetworkSmokeStudy(
   plan: NetworkStudyPlan,
   options: NetworkRunnerOptions = {},
 ): Promise<NetworkSmokeOutcome> {
-  const runner = new NetworkStudyRunner(deps, config, plan, resolved(options), { smoke: true });
+  const runner = new NetworkStudyRunner(withStop(deps), config, plan, resolved(options), { smoke: true });
   try {
     await runner.run();
     return { checklist: runner.checklist };
@@ -190,17 +191,18 @@ class NetworkStudyRunner implements StepContext {
     try {
       return await this.execute();
     } catch (error) {
-      // A stop the API caused (unreachable past the outage limit, or refusing) is `interrupted`,
-      // as in the first lab: runner.terminateWhenDone ends only a finished or failed study, and
-      // `lab run` resumes this one.
-      const byApi = stoppedByApi(error);
-      this.state = byApi ? 'interrupted' : 'failed';
+      // A stop the API caused (unreachable past the outage limit, or refusing), or a runner told
+      // to stop (SIGTERM), is `interrupted`, as in the first lab: runner.terminateWhenDone ends
+      // only a finished or failed study, and `lab run` resumes this one.
+      const interrupted = interruption(error);
+      this.state = interrupted ? 'interrupted' : 'failed';
       const message = (error as Error).message;
       if (this.study && this.files) {
         this.study = { ...this.study, state: this.state, error: message };
         await this.writeStudy().catch(() => undefined);
       }
-      await this.say(`study ${byApi ? 'interrupted' : 'stopped'}: ${message}`);
+      await this.say(`study ${interrupted ? 'interrupted' : 'stopped'}: ${message}`);
+      if (error instanceof RunnerInterruptedError) await this.clearAfterSignal();
       // Nothing stops a smoke study's checklist: the runs not reached say so.
       if (this.mode.smoke && this.files) await this.writeChecklist(message).catch(() => undefined);
       await this.writeStatus(message);
@@ -311,7 +313,10 @@ class NetworkStudyRunner implements StepContext {
           await this.say(`run ${i + 1}/${total} ${run.id}: recorded earlier, skipped`);
           continue;
         }
+        // Told to stop (SIGTERM): no new run starts, and the run it cut short is not recorded.
+        this.deps.stop?.throwIfRequested();
         const record = await this.executeRun(i + 1, run);
+        this.deps.stop?.throwIfRequested();
         this.records.set(run.id, record);
         this.active = undefined;
         await this.studyFiles().writeRun(record);
@@ -327,7 +332,7 @@ class NetworkStudyRunner implements StepContext {
     } finally {
       this.active = undefined;
       // After an outage past its limit the API is not there to delete them: the next runner does.
-      if (!stoppedByOutage) await this.scale.deleteScaleServices();
+      if (!stoppedByOutage) await asCleanup(this.deps.stop, () => this.scale.deleteScaleServices());
     }
     this.state = 'finished';
     this.study = { ...this.study, state: 'finished', finishedAt: this.deps.clock.now().toISOString() };
@@ -337,6 +342,21 @@ class NetworkStudyRunner implements StepContext {
     if (this.mode.smoke) await this.writeChecklist();
     await this.writeStatus();
     return study;
+  }
+
+  /**
+   * Told to stop: every Job of the cell's runner is deleted (the run in progress), within the
+   * stop's cleanup time; what is not gone by then the next runner deletes before its first measurement.
+   */
+  private async clearAfterSignal(): Promise<void> {
+    try {
+      await asCleanup(this.deps.stop, () => this.jobs.clearCell('this runner stopped'));
+      await this.say(`every Job of this runner in cell ${this.plan.cell} is deleted`);
+    } catch (error) {
+      await this.say(
+        `Jobs not all gone before exiting (${(error as Error).message}); the next runner deletes them before its first measurement`,
+      );
+    }
   }
 
   /** The smoke study's checklist from its records, written beside them and said line by line. */
@@ -364,7 +384,7 @@ class NetworkStudyRunner implements StepContext {
       `checking every experiment of cell ${plan.cell} before the first long run: a smoke study of ${plan.runs.length} tiny runs`,
     );
     const { checklist, error } = await runNetworkSmokeStudy(this.deps, this.config, plan, this.options);
-    if (error && stoppedByApi(error)) throw error;
+    if (error && interruption(error)) throw error;
     if (!checklist) throw error ?? new Error('the smoke checks wrote no checklist');
     const failures = checklistFailures(checklist);
     this.study = {

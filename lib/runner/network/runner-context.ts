@@ -18,6 +18,7 @@ import type {
   ServiceObject,
   SidecarMetrics,
 } from '../ports.ts';
+import type { StopRequest } from '../stop-signal.ts';
 import type { NetworkJobContext } from './jobs.ts';
 
 /**
@@ -42,6 +43,8 @@ export interface NetworkRunnerDeps {
   /** The E9 Service template (charts/network/service-scale.ts `scaleServiceTemplate`). */
   readonly serviceTemplate: ServiceObject;
   readonly log: (line: string) => void;
+  /** SIGTERM or SIGINT (stop-signal.ts): the study stops as `interrupted`, its Jobs deleted. */
+  readonly stop?: StopRequest;
 }
 
 export interface NetworkRunnerOptions {
