@@ -166,19 +166,21 @@ describe('LabStack with K3s agents (issue 17)', () => {
   });
 
   it('relaunches the agents with a new server: their generation follows the server', () => {
-    const generations = (c: typeof config) => {
-      const t = Template.fromStack(new LabStack(testApp(), c.stackName, { config: c })).toJSON()
-        .Resources as Resources;
-      return Object.fromEntries(
+    const generations = (t: Resources) =>
+      Object.fromEntries(
         Object.entries(t)
           .filter(([, r]) => r.Type === 'Custom::CapacityLaunch')
           .map(([id, r]) => [id.replace(/Launch.*$/, ''), r.Properties?.Generation]),
       );
-    };
-    const before = generations(config);
+    const synthesized = (c: typeof config) =>
+      Template.fromStack(new LabStack(testApp(), c.stackName, { config: c })).toJSON().Resources as Resources;
+    // The stack of the tests above.
+    const before = generations(resources);
     expect(new Set(Object.values(before)).size).toBe(4);
     const after = generations(
-      parseLabConfig({ ...structuredClone(config), vllm: { ...config.vllm, gpuMemoryUtilization: 0.8 } }),
+      synthesized(
+        parseLabConfig({ ...structuredClone(config), vllm: { ...config.vllm, gpuMemoryUtilization: 0.8 } }),
+      ),
     );
     for (const host of Object.keys(before)) expect(after[host], host).not.toBe(before[host]);
   });

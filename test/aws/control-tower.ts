@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join } from 'node:path';
@@ -31,8 +32,7 @@ export class ControlTowerChecks implements IPolicyValidationPluginBeta1 {
     // file names the types it checks, docs/facts.md §7) for a fraction of the CPU: cfn-guard ran
     // all 237 files for every synth, 19 to 61 s of CPU per stack; the 44 that apply, 4.5 to 10 s.
     // lab-stack.test.ts runs the full set once and checks both give the same findings.
-    const guard = new CfnGuardValidator({ disabledRules: rulesNotApplying(context.templatePaths) });
-    const report = guard.validate(context);
+    const report = guardReport(context.templatePaths, rulesNotApplying(context.templatePaths));
     return {
       ...report,
       violations: report.violations.map((violation) => ({
@@ -41,6 +41,46 @@ export class ControlTowerChecks implements IPolicyValidationPluginBeta1 {
       })),
     };
   }
+}
+
+/** cfn-guard's reports so far in this worker, by the templates' content and the rules left out. */
+const reports = new Map<string, PolicyValidationPluginReportBeta1>();
+
+/**
+ * What `CfnGuardValidator` reports on these templates with these rule files disabled, run once per
+ * worker for the same templates (file name and content: an identical stack synthesized again, into
+ * another folder, is not checked again). The report is the plugin's, before ControlTowerChecks
+ * marks its findings errors; its findings point at these paths.
+ */
+export function guardReport(
+  templatePaths: readonly string[],
+  disabledRules: readonly string[],
+): PolicyValidationPluginReportBeta1 {
+  const hash = createHash('sha256');
+  // Parsed and printed again: the same template from app.synth() or from Template.toJSON().
+  for (const path of templatePaths) {
+    hash.update(`${basename(path)}\0${JSON.stringify(JSON.parse(readFileSync(path, 'utf8')))}\0`);
+  }
+  hash.update(JSON.stringify([...disabledRules].sort()));
+  const key = hash.digest('hex');
+  let report = reports.get(key);
+  if (!report) {
+    report = new CfnGuardValidator({ disabledRules: [...disabledRules] }).validate({
+      templatePaths: [...templatePaths],
+    } as IPolicyValidationContextBeta1);
+    reports.set(key, report);
+  }
+  const byName = new Map(templatePaths.map((path) => [basename(path), path]));
+  return {
+    ...report,
+    violations: report.violations.map((violation) => ({
+      ...violation,
+      violatingResources: violation.violatingResources.map((at) => ({
+        ...at,
+        templatePath: byName.get(basename(at.templatePath)) ?? at.templatePath,
+      })),
+    })),
+  };
 }
 
 /** The Control Tower rule files the plugin ships (rules/control-tower/cfn-guard/<service>/*.guard). */
@@ -66,6 +106,11 @@ function typesOfRules() {
       return { name: basename(file, '.guard'), types };
     });
   return ruleTypes;
+}
+
+/** The name of every Control Tower rule file the plugin ships. Exported for lab-stack.test.ts. */
+export function allRules(): string[] {
+  return typesOfRules().map((rule) => rule.name);
 }
 
 /**
