@@ -213,14 +213,14 @@ describe('RoleCleanup construct', () => {
 
   describe('validation', () => {
     it('needs at least one role', () => {
-      const stack = new Stack(new App(), 'Empty');
+      const stack = new Stack(new App({ builtinCloudFormationValidation: false }), 'Empty');
       expect(() => new RoleCleanup(stack, 'RoleCleanup', { roles: [] })).toThrow(
         'RoleCleanup Empty/RoleCleanup: props.roles must name at least one role, got []',
       );
     });
 
     it('refuses a role of another stack', () => {
-      const app = new App();
+      const app = new App({ builtinCloudFormationValidation: false });
       const other = new Stack(app, 'Other');
       const role = new iam.Role(other, 'Role', { assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com') });
       expect(() => new RoleCleanup(new Stack(app, 'Lab'), 'RoleCleanup', { roles: [role] })).toThrow(
@@ -229,7 +229,7 @@ describe('RoleCleanup construct', () => {
     });
 
     it('refuses an imported role', () => {
-      const stack = new Stack(new App(), 'Lab');
+      const stack = new Stack(new App({ builtinCloudFormationValidation: false }), 'Lab');
       const imported = iam.Role.fromRoleName(stack, 'Imported', 'someone-elses-role');
       expect(() => new RoleCleanup(stack, 'RoleCleanup', { roles: [imported as iam.Role] })).toThrow(
         /props.roles must hold roles created by this stack \(iam.Role\)/,
@@ -237,7 +237,7 @@ describe('RoleCleanup construct', () => {
     });
 
     it('refuses a role named twice', () => {
-      const stack = new Stack(new App(), 'Lab');
+      const stack = new Stack(new App({ builtinCloudFormationValidation: false }), 'Lab');
       const role = new iam.Role(stack, 'Role', { assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com') });
       expect(() => new RoleCleanup(stack, 'RoleCleanup', { roles: [role, role] })).toThrow(
         'props.roles names a role twice: Lab/Role, Lab/Role',
