@@ -38,14 +38,25 @@ fail() {
   exit 1
 }
 
-version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]; }
+# version_at_least <version> <minimum>: numeric dotted versions ("8.5.0"), compared field by field
+# in bash (every lab-aws call checks curl's version; sort -V would be two more processes).
+version_at_least() {
+  local have want i
+  IFS=. read -r -a have <<<"${1%%[!0-9.]*}"
+  IFS=. read -r -a want <<<"$2"
+  for ((i = 0; i < ${#want[@]}; i++)); do
+    if ((10#${have[i]:-0} != 10#${want[i]})); then ((10#${have[i]:-0} > 10#${want[i]})); return; fi
+  done
+  return 0
+}
 
 # Sets use_cli when curl is too old to sign and the image has an AWS CLI (the GPU host's Ubuntu
 # 22.04 Deep Learning AMI: curl 7.81.0 and the CLI, docs/facts.md §2.1); fails when it has neither.
 check_curl() {
   local line version
-  line=$(curl --version --max-time 5 2>/dev/null | head -n 1) || fail "curl is not on the PATH"
-  version=$(awk '{ print $2 }' <<<"$line")
+  line=$(curl --version --max-time 5 2>/dev/null) || fail "curl is not on the PATH"
+  line=${line%%$'\n'*}
+  read -r _ version _ <<<"$line"
   if version_at_least "$version" "$CURL_MINIMUM"; then return 0; fi
   if command -v aws >/dev/null; then
     use_cli=1
@@ -92,17 +103,22 @@ write_credentials() {
   role=$(imds "$session" iam/security-credentials/) || fail "no instance role credentials from the metadata service (IMDSv2)"
   role=${role%%$'\n'*}
   keys=$(imds "$session" "iam/security-credentials/$role") || fail "the metadata service gave no keys for role $role"
-  id=$(printf '%s' "$keys" | json_field AccessKeyId)
-  secret=$(printf '%s' "$keys" | json_field SecretAccessKey)
-  token=$(printf '%s' "$keys" | json_field Token)
+  json_field id AccessKeyId "$keys"
+  json_field secret SecretAccessKey "$keys"
+  json_field token Token "$keys"
   if [[ -z "$id" || -z "$secret" || -z "$token" || "$id$secret$token" =~ [\"\\[:space:][:cntrl:]] ]]; then
     fail "the metadata service's keys for role $role are not in the expected form"
   fi
   printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' "$id" "$secret" "$token" >"$private/credentials"
 }
 
-# json_field <name>: a string field of the flat JSON object on stdin (the metadata service's keys).
-json_field() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p"; }
+# json_field <variable> <name> <json>: sets the variable to a string field of a flat JSON object
+# (the metadata service's keys), or to nothing; matched by bash itself, no process.
+json_field() {
+  local pattern="\"$2\"[[:space:]]*:[[:space:]]*\"([^\"]*)\""
+  printf -v "$1" '%s' ''
+  if [[ "$3" =~ $pattern ]]; then printf -v "$1" '%s' "${BASH_REMATCH[1]}"; fi
+}
 
 # AWS's URI encoding: unreserved characters stay, every other byte is %XX; $2 adds characters to
 # keep ('/' in an S3 key's path).
@@ -192,7 +208,8 @@ put() {
   local file=$1 bucket key hash
   split_s3_uri "$2"
   [ -f "$file" ] || fail "put: no file $file"
-  hash=$(sha256sum "$file" | cut -d ' ' -f 1)
+  hash=$(sha256sum "$file")
+  hash=${hash%% *}
   request "PutObject $2" s3 "$private/answer" -X PUT -H "x-amz-content-sha256: $hash" \
     -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$(s3_url "$bucket" "$key")"
 }
@@ -217,7 +234,8 @@ sync_up() {
   local -A sent=()
   [ -d "$dir" ] || fail "sync-up: no folder $dir"
   mkdir -p "$S3_SYNC_STATE_DIR"
-  state="$S3_SYNC_STATE_DIR/$(printf '%s %s' "$dir" "$prefix" | sha256sum | cut -c 1-16)"
+  state=$(printf '%s %s' "$dir" "$prefix" | sha256sum)
+  state="$S3_SYNC_STATE_DIR/${state:0:16}"
   if [ -f "$state" ]; then
     while IFS=' ' read -r size mtime path; do sent["$path"]="$size $mtime"; done <"$state"
   fi
