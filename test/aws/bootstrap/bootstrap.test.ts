@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import {
+  BOOTSTRAP_SOURCES,
   bootstrapSteps,
   DEADLINE_SCRIPT,
   READY_MARKER,
@@ -284,6 +285,22 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     );
     expect(box.calls()).toEqual([]);
     expect(box.signals()).toEqual([]);
+  });
+});
+
+describe('runner.terminateWhenDone (the watcher itself: bootstrap-terminate.test.ts)', () => {
+  test('runner.terminateWhenDone: the bootstrap installs the watcher and its timer', () => {
+    // bumpyRehearsal's configuration has it (whenDone).
+    const { box, result, calls } = bumpyRehearsal();
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
+    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
+      readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
+    );
+    const timer = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.timer'), 'utf8');
+    expect(timer).toContain('OnUnitActiveSec=1min');
+    const service = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.service'), 'utf8');
+    expect(service).toContain(`ExecStart=${box.path(TERMINATE_WHEN_DONE_SCRIPT)}`);
   });
 });
 

@@ -117,7 +117,9 @@ export const otherRehearsal = once(() =>
  * A boot that goes wrong in three ways the bootstrap rides out, each in its own step, so one run
  * serves the three tests: apt's shutdown helper runs (pgrep finds "unattended-upgr"), the
  * WaitCondition refuses the first two signals (403), and S3 holds the studies of an earlier host
- * (one study, two objects, listed one key per page).
+ * (one study, two objects, listed one key per page). Its configuration has
+ * runner.terminateWhenDone (whenDone), which only adds a watcher in step 1: the test of that
+ * watcher reads this run too.
  */
 export const bumpyRehearsal = once(() => {
   const box = makeSandbox();
@@ -125,7 +127,7 @@ export const bumpyRehearsal = once(() => {
   box.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/runs/r 1.json', '{"run":1}');
   const pgrep = (b: Sandbox) =>
     writeFileSync(join(b.root, 'bin', 'pgrep'), '#!/bin/bash\necho "1234 unattended-upgr"\nexit 0\n');
-  return rehearse(defaults, { FAKE_S3_PAGE: '1', FAKE_SIGNAL_403: '2' }, pgrep, {}, box);
+  return rehearse(whenDone, { FAKE_S3_PAGE: '1', FAKE_SIGNAL_403: '2' }, pgrep, {}, box);
 });
 
 /**

@@ -297,7 +297,7 @@ https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
         if [[ "$headers" != *"x-amz-content-sha256: $sha;"* ]]; then
           echo '<Error><Code>XAmzContentSHA256Mismatch</Code><Message>mismatch</Message></Error>' >"$out"; printf 400; exit 0
         fi
-        mkdir -p "\${object%/*}"; cp "\${data#@}" "$object"; : >"$out"; printf 200; exit 0
+        [ -d "\${object%/*}" ] || mkdir -p "\${object%/*}"; cp "\${data#@}" "$object"; : >"$out"; printf 200; exit 0
       fi
       if [ -f "$object" ]; then cp "$object" "$out"; printf 200; exit 0; fi
       echo '<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>' >"$out"; printf 404; exit 0
