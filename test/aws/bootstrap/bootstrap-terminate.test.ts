@@ -1,13 +1,8 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import {
-  BOOTSTRAP_SOURCES,
-  bootstrapSteps,
-  renderSettings,
-  TERMINATE_WHEN_DONE_SCRIPT,
-} from '../../../lib/aws/bootstrap/bootstrap.ts';
-import { defaults, rehearse, whenDone } from './rehearse.ts';
+import { bootstrapSteps, renderSettings } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { defaults, whenDone } from './rehearse.ts';
 import { makeSandbox } from './sandbox.ts';
 
 describe('runner.terminateWhenDone', () => {
@@ -19,18 +14,8 @@ describe('runner.terminateWhenDone', () => {
     expect(renderSettings(defaults)).toContain('TERMINATE_WHEN_DONE=0');
   });
 
-  test('the bootstrap installs the watcher and its timer', () => {
-    const { box, result, calls } = rehearse(whenDone);
-    expect(result.status, box.log()).toBe(0);
-    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
-    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
-      readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
-    );
-    const timer = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.timer'), 'utf8');
-    expect(timer).toContain('OnUnitActiveSec=1min');
-    const service = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.service'), 'utf8');
-    expect(service).toContain(`ExecStart=${box.path(TERMINATE_WHEN_DONE_SCRIPT)}`);
-  });
+  // The bootstrap installing the watcher and its timer: bootstrap.test.ts, which reads a run it
+  // shares with other tests (bumpyRehearsal).
 
   /** Runs the watcher (host/lab-terminate-when-done.sh itself) once with the given status.json. */
   function watch(status?: Record<string, unknown>, sync = 'exit 0') {

@@ -2,36 +2,39 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import {
+  BOOTSTRAP_SOURCES,
   bootstrapSteps,
   DEADLINE_SCRIPT,
   READY_MARKER,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import {
-  aiGateway,
+  bumpyRehearsal,
   defaultRehearsal,
   defaults,
   ENV,
   FAST,
   LOG_OBJECT,
   LOG_PUT,
-  other,
+  otherRehearsal,
+  rebootRehearsal,
   rehearse,
 } from './rehearse.ts';
-import { makeSandbox, type Sandbox } from './sandbox.ts';
+import { makeSandbox } from './sandbox.ts';
 
-// The bootstrap run with fake system commands. The tests that only read the default run share it
-// (defaultRehearsal), so they stay in this one file. The shell program's files and settings.env:
+// The bootstrap run with fake system commands. A run costs seconds of CPU (hundreds of processes),
+// so tests that only read a run share it: the default run (defaultRehearsal), a boot that rides
+// out three troubles (bumpyRehearsal), a host booted twice (rebootRehearsal) and one run of the
+// other configuration with the ai-gateway arm (otherRehearsal), all in rehearse.ts. A test that
+// needs a run to fail runs its own. The shell program's files and settings.env:
 // bootstrap-program.test.ts; runner.terminateWhenDone: bootstrap-terminate.test.ts.
 
 describe('waiting for apt at first boot', () => {
   // unattended-upgrade-shutdown --wait-for-signal runs all the time under the process name
   // "unattended-upgr"; only the dpkg and apt locks say whether apt is busy.
-  const fakePgrep = (box: Sandbox) =>
-    writeFileSync(join(box.root, 'bin', 'pgrep'), '#!/bin/bash\necho "1234 unattended-upgr"\nexit 0\n');
-
   test('is not fooled by the always-running unattended-upgrades helper', () => {
-    const { box, result } = rehearse(defaults, {}, fakePgrep);
+    // bumpyRehearsal's pgrep lists it.
+    const { box, result } = bumpyRehearsal();
     expect(result.status, box.log()).toBe(0);
     expect(box.log()).toContain('apt and dpkg are idle');
   });
@@ -149,16 +152,17 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('without the metadata service host.json still records the K3s version, and the bootstrap goes on', () => {
-    const { box, result } = rehearse(defaults, { FAKE_NO_IMDS: '1' });
-    expect(result.status, box.log()).toBe(0);
+    // The second boot of rebootRehearsal has no metadata service.
+    const { box, second, secondLog } = rebootRehearsal();
+    expect(second.result.status, box.log()).toBe(0);
     expect(JSON.parse(readFileSync(box.path('/var/lib/lab/results/host/host.json'), 'utf8'))).toEqual({
       k3sVersion: 'v1.36.4+k3s1',
     });
-    expect(box.log()).toContain('the instance metadata service did not answer');
+    expect(secondLog).toContain('the instance metadata service did not answer');
   });
 
   test('3 replicas with llm-d: both sets awaited, six distinct GPUs, K3s v1.35.2', () => {
-    const { box, result, calls } = rehearse(other);
+    const { box, result, calls } = otherRehearsal();
     expect(result.status, box.log()).toBe(0);
     expect(calls).toContain(
       'k3s-install v1.35.2+k3s1|--write-kubeconfig-mode 644 --disable traefik --node-label llm-gateway-lab/node-role=gpu --node-label llm-gateway-lab/host=server',
@@ -170,9 +174,7 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('ai-gateway: Helm charts after Envoy Gateway is up, and its restart right after 70-ai-gateway-config', () => {
-    const { box, result, calls, index } = rehearse(aiGateway, {}, (b) =>
-      b.fake('/usr/local/bin/helm', 'exit 0'),
-    );
+    const { box, result, calls, index } = otherRehearsal();
     expect(result.status, box.log()).toBe(0);
     const helm = (args: string) => index(new RegExp(`^helm ${args}`));
     expect(helm('show chart oci://docker.io/envoyproxy/ai-gateway-crds-helm --version v1.1.0')).toBeLessThan(
@@ -217,11 +219,8 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('a relaunched host restores its studies from S3 before the runner starts; a failed restore is logged, not fatal', () => {
-    // What the old host synced: one study over two listing pages.
-    const earlier = makeSandbox();
-    earlier.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/study.json', '{"id":"s-1"}');
-    earlier.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/runs/r 1.json', '{"run":1}');
-    const { box, result, index } = rehearse(defaults, { FAKE_S3_PAGE: '1' }, undefined, {}, earlier);
+    // What the old host synced (bumpyRehearsal): one study over two listing pages.
+    const { box, result, index } = bumpyRehearsal();
     expect(result.status, box.log()).toBe(0);
     const results = box.path('/var/lib/lab/results/studies');
     expect(readFileSync(join(results, 's-1/study.json'), 'utf8')).toBe('{"id":"s-1"}');
@@ -239,9 +238,10 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
       /restored 1 earlier study record\(s\) from s3:\/\/results-bucket\/LlmGatewayLab\/studies\//,
     );
 
-    const denied = rehearse(defaults, { FAKE_S3_LIST_DENIED: '1' });
-    expect(denied.result.status, denied.box.log()).toBe(0);
-    expect(denied.box.log()).toContain(
+    // The first boot of rebootRehearsal: S3 refuses the listing.
+    const denied = rebootRehearsal();
+    expect(denied.first.result.status, denied.afterFirst.log).toBe(0);
+    expect(denied.afterFirst.log).toContain(
       'could not restore earlier studies from s3://results-bucket/LlmGatewayLab/studies/: the runner starts from what this host has',
     );
   });
@@ -288,9 +288,26 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 });
 
+describe('runner.terminateWhenDone (the watcher itself: bootstrap-terminate.test.ts)', () => {
+  test('runner.terminateWhenDone: the bootstrap installs the watcher and its timer', () => {
+    // bumpyRehearsal's configuration has it (whenDone).
+    const { box, result, calls } = bumpyRehearsal();
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
+    expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
+      readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
+    );
+    const timer = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.timer'), 'utf8');
+    expect(timer).toContain('OnUnitActiveSec=1min');
+    const service = readFileSync(box.path('/etc/systemd/system/lab-terminate-when-done.service'), 'utf8');
+    expect(service).toContain(`ExecStart=${box.path(TERMINATE_WHEN_DONE_SCRIPT)}`);
+  });
+});
+
 describe('4. the ready signal is delivered or the failure is known', () => {
   test('a 403 from the WaitCondition URL is retried until the signal is accepted', () => {
-    const { box, result } = rehearse(defaults, { FAKE_SIGNAL_403: '2' });
+    // bumpyRehearsal's WaitCondition refuses the first two.
+    const { box, result } = bumpyRehearsal();
     expect(result.status, box.log()).toBe(0);
     expect(box.log()).toContain('the SUCCESS signal was not accepted (attempt 1 of 5)');
     expect(box.log()).toContain('the SUCCESS signal was not accepted (attempt 2 of 5)');
@@ -334,13 +351,9 @@ describe('5. the OS cannot derail the boot or the study', () => {
 
 describe('6. the cost guard survives a reboot', () => {
   test('a persistent timer on the absolute deadline, kept when the bootstrap runs again', () => {
-    const box = makeSandbox();
-    const started = Math.floor(Date.now() / 1000) * 1000;
-    const first = rehearse(defaults, {}, undefined, {}, box);
-    const ended = Date.now();
-    expect(first.result.status, box.log()).toBe(0);
-    const deadline = readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim();
-    const timer = readFileSync(box.path('/etc/systemd/system/lab-deadline.timer'), 'utf8');
+    const { box, first, second, started, ended, afterFirst, secondLog } = rebootRehearsal();
+    expect(first.result.status, afterFirst.log).toBe(0);
+    const { deadline, timer } = afterFirst;
     const [, date, time] = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)Z$/.exec(deadline) ?? [];
     expect(timer).toContain(`OnCalendar=${date} ${time} UTC`);
     expect(timer).toContain('Persistent=true');
@@ -355,11 +368,11 @@ describe('6. the cost guard survives a reboot', () => {
     expect(Date.parse(deadline)).toBeLessThanOrEqual(ended + 480 * 60_000);
 
     // A second boot of the same host: the deadline stays the first one.
-    const second = rehearse(defaults, {}, undefined, {}, box);
     expect(second.result.status, box.log()).toBe(0);
     expect(readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim()).toBe(deadline);
     expect(readFileSync(box.path('/etc/systemd/system/lab-deadline.timer'), 'utf8')).toBe(timer);
-    expect(box.log()).toContain(`keeping the deadline set at first boot: ${deadline}`);
+    expect(afterFirst.log).not.toContain('keeping the deadline set at first boot');
+    expect(secondLog).toContain(`keeping the deadline set at first boot: ${deadline}`);
   });
 
   test('at the deadline the results and the log are uploaded before the host shuts down', () => {

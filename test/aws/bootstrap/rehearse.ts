@@ -1,3 +1,5 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { synthesizeCluster } from '../../../charts/synthesize.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
@@ -19,6 +21,14 @@ export const other = parseLabConfig({
   study: { optionalArms: ['llmd-precise'] },
 });
 export const aiGateway = parseLabConfig({ study: { optionalArms: ['ai-gateway'] } });
+/** `other` with the ai-gateway arm too: one rehearsal checks both (bootstrap.test.ts). */
+export const otherWithAiGateway = parseLabConfig({
+  instance: { type: 'g6.48xlarge', gpus: 8, vcpus: 192, memoryGiB: 768, pricePerHourUsd: 13.35 },
+  k3s: { version: 'v1.35.2+k3s1' },
+  vllm: { replicas: 3 },
+  workload: { partitionSeeds: [1, 2, 3] },
+  study: { optionalArms: ['llmd-precise', 'ai-gateway'] },
+});
 export const whenDone = parseLabConfig({ runner: { terminateWhenDone: true } });
 
 export const configs: [string, LabConfig][] = [
@@ -79,13 +89,69 @@ export function rehearse(
   return { box, result, calls, index, manifests };
 }
 
+/** What `rehearse` returns. */
+export type Rehearsal = ReturnType<typeof rehearse>;
+
+/** A rehearsal made on first use and shared by the tests that only read it. */
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => {
+    made ??= { value: make() };
+    return made.value;
+  };
+}
+
 /**
  * The default configuration's bootstrap, run once for the tests that only read what it did (or run
  * a host script afterwards and read only the calls that script adds). Its `calls` are those of
  * the bootstrap itself.
  */
-let defaultRun: ReturnType<typeof rehearse> | undefined;
-export const defaultRehearsal = () => {
-  defaultRun ??= rehearse(defaults);
-  return defaultRun;
-};
+export const defaultRehearsal = once(() => rehearse(defaults));
+
+/** `otherWithAiGateway`'s bootstrap (with a Helm already installed), read by two tests. */
+export const otherRehearsal = once(() =>
+  rehearse(otherWithAiGateway, {}, (b) => b.fake('/usr/local/bin/helm', 'exit 0')),
+);
+
+/**
+ * A boot that goes wrong in three ways the bootstrap rides out, each in its own step, so one run
+ * serves the three tests: apt's shutdown helper runs (pgrep finds "unattended-upgr"), the
+ * WaitCondition refuses the first two signals (403), and S3 holds the studies of an earlier host
+ * (one study, two objects, listed one key per page). Its configuration has
+ * runner.terminateWhenDone (whenDone), which only adds a watcher in step 1: the test of that
+ * watcher reads this run too.
+ */
+export const bumpyRehearsal = once(() => {
+  const box = makeSandbox();
+  box.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/study.json', '{"id":"s-1"}');
+  box.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/runs/r 1.json', '{"run":1}');
+  const pgrep = (b: Sandbox) =>
+    writeFileSync(join(b.root, 'bin', 'pgrep'), '#!/bin/bash\necho "1234 unattended-upgr"\nexit 0\n');
+  return rehearse(whenDone, { FAKE_S3_PAGE: '1', FAKE_SIGNAL_403: '2' }, pgrep, {}, box);
+});
+
+/**
+ * One host booted twice: the first boot with S3 refusing to list (no earlier studies restored),
+ * the second without the metadata service. What each boot left is kept as it was when it ended.
+ */
+export const rebootRehearsal = once(() => {
+  const box = makeSandbox();
+  const started = Math.floor(Date.now() / 1000) * 1000;
+  const first = rehearse(defaults, { FAKE_S3_LIST_DENIED: '1' }, undefined, {}, box);
+  const ended = Date.now();
+  const afterFirst = {
+    log: box.log(),
+    deadline: readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim(),
+    timer: readFileSync(box.path('/etc/systemd/system/lab-deadline.timer'), 'utf8'),
+  };
+  const second = rehearse(defaults, { FAKE_NO_IMDS: '1' }, undefined, {}, box);
+  return {
+    box,
+    first,
+    second,
+    started,
+    ended,
+    afterFirst,
+    secondLog: box.log().slice(afterFirst.log.length),
+  };
+});

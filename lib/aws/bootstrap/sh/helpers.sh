@@ -3,7 +3,16 @@
 # WaitCondition signal and the uploads of the log and the results. Sourced by main.sh after
 # settings.env, which lib/aws/bootstrap/settings.ts renders from the lab configuration.
 
-log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$*"; }
+# A line of the log, stamped in UTC. A bootstrap logs a hundred lines, and date(1) is a process
+# each: bash's own printf formats the time (%(...)T, bash 4.2+) when this bash honours TZ given to
+# the builtin, checked once here on two instants whose UTC time is known (epoch 0 and a summer
+# one: 00:00 both). Otherwise (a local time zone it cannot override) date(1) stamps the lines.
+if TZ=UTC0 printf -v LOG_CLOCK_CHECK '%(%H:%M)T %(%H:%M)T' 0 15552000 2>/dev/null &&
+  [ "$LOG_CLOCK_CHECK" = '00:00 00:00' ]; then
+  log() { TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T %s\n' -1 "$*"; }
+else
+  log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$*"; }
+fi
 
 # Fails the current step with a message; the EXIT trap signals FAILURE.
 die() {
@@ -20,12 +29,12 @@ budget_left() {
 }
 
 # wait_until <seconds> <command...>: runs the command every 5 s until it succeeds; 1 on timeout.
-# Never waits past the step's budget.
+# Never waits past the step's budget (STEP_DEADLINE, read directly: `$(budget_left)` is a process).
 wait_until() {
   local limit=$1 deadline
   shift
-  if ((limit > $(budget_left))); then limit=$(budget_left); fi
   deadline=$((SECONDS + limit))
+  if ((deadline > STEP_DEADLINE)); then deadline=$STEP_DEADLINE; fi
   until "$@"; do
     if ((SECONDS >= deadline)); then return 1; fi
     sleep "$WAIT_INTERVAL_SECONDS"
@@ -34,19 +43,24 @@ wait_until() {
 
 # within_budget <command...>: the command, ended when the step's budget runs out.
 within_budget() {
-  timeout "$(budget_left)" "$@"
+  local left=$((STEP_DEADLINE - SECONDS))
+  if ((left < 0)); then left=0; fi
+  timeout "$left" "$@"
 }
 
 # The watchdog of one step: when the budget is spent it ends the step's commands and the bootstrap,
 # whose TERM trap reports the step as over budget. A step's own waits stop at the budget first.
+# It waits in bash's own `read -t` on a pipe that nobody writes to (opened read-write once per
+# bootstrap, so it never reaches end-of-file), not in a sleep(1) process per step.
 start_watchdog() {
   local budget=$1 pid=$$
+  if [ -z "${WATCHDOG_PIPE:-}" ]; then exec {WATCHDOG_PIPE}<> <(:); fi
   (
-    # Stopped at the end of the step: the pending sleep goes with it, leaving nothing behind.
-    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-    sleep "$budget" &
-    sleeper=$!
-    wait "$sleeper"
+    # Stopped at the end of the step (the TERM interrupts the read): no process is left behind.
+    trap 'exit 0' TERM
+    # Only the timeout ends the read. A line cannot come; were the pipe broken, the read would
+    # fail at once and every step with it, loudly.
+    if read -r -t "$budget" -u "$WATCHDOG_PIPE"; then exit 0; fi
     touch "$WORK_DIR/over-budget"
     # Bash runs the TERM trap only once its foreground command ends: end that command too.
     kill -TERM "$pid" 2>/dev/null || true
@@ -136,9 +150,12 @@ upload_log() {
   lab_aws --within 120 put "$LOG_FILE" "$(log_location)" || log "could not upload $LOG_FILE to $(log_location)"
 }
 
-# install_unit <file name>: the unit's text from stdin into SYSTEMD_DIR.
+# install_unit <file name>: the unit's text from stdin into SYSTEMD_DIR (read by bash itself: a
+# bootstrap writes a dozen units, and cat would be a process each).
 install_unit() {
-  cat >"$SYSTEMD_DIR/$1"
+  local text
+  IFS= read -r -d '' text || true
+  printf '%s' "$text" >"$SYSTEMD_DIR/$1"
 }
 
 # minute_timer <name> <description> <program>: a systemd service running <program> and a timer

@@ -35,6 +35,8 @@ CURRENT_STEP='before the first step'
 CURRENT_BUDGET=0
 STEP_DEADLINE=$SECONDS
 WATCHDOG_PID=''
+# The pipe the watchdogs wait on (start_watchdog opens it).
+WATCHDOG_PIPE=''
 FAILURE_DETAIL=''
 FAILED_COMMAND=''
 FAILED_LINE=''

@@ -38,14 +38,25 @@ fail() {
   exit 1
 }
 
-version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]; }
+# version_at_least <version> <minimum>: numeric dotted versions ("8.5.0"), compared field by field
+# in bash (every lab-aws call checks curl's version; sort -V would be two more processes).
+version_at_least() {
+  local have want i
+  IFS=. read -r -a have <<<"${1%%[!0-9.]*}"
+  IFS=. read -r -a want <<<"$2"
+  for ((i = 0; i < ${#want[@]}; i++)); do
+    if ((10#${have[i]:-0} != 10#${want[i]})); then ((10#${have[i]:-0} > 10#${want[i]})); return; fi
+  done
+  return 0
+}
 
 # Sets use_cli when curl is too old to sign and the image has an AWS CLI (the GPU host's Ubuntu
 # 22.04 Deep Learning AMI: curl 7.81.0 and the CLI, docs/facts.md §2.1); fails when it has neither.
 check_curl() {
   local line version
-  line=$(curl --version --max-time 5 2>/dev/null | head -n 1) || fail "curl is not on the PATH"
-  version=$(awk '{ print $2 }' <<<"$line")
+  line=$(curl --version --max-time 5 2>/dev/null) || fail "curl is not on the PATH"
+  line=${line%%$'\n'*}
+  read -r _ version _ <<<"$line"
   if version_at_least "$version" "$CURL_MINIMUM"; then return 0; fi
   if command -v aws >/dev/null; then
     use_cli=1
@@ -92,37 +103,47 @@ write_credentials() {
   role=$(imds "$session" iam/security-credentials/) || fail "no instance role credentials from the metadata service (IMDSv2)"
   role=${role%%$'\n'*}
   keys=$(imds "$session" "iam/security-credentials/$role") || fail "the metadata service gave no keys for role $role"
-  id=$(printf '%s' "$keys" | json_field AccessKeyId)
-  secret=$(printf '%s' "$keys" | json_field SecretAccessKey)
-  token=$(printf '%s' "$keys" | json_field Token)
+  json_field id AccessKeyId "$keys"
+  json_field secret SecretAccessKey "$keys"
+  json_field token Token "$keys"
   if [[ -z "$id" || -z "$secret" || -z "$token" || "$id$secret$token" =~ [\"\\[:space:][:cntrl:]] ]]; then
     fail "the metadata service's keys for role $role are not in the expected form"
   fi
   printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' "$id" "$secret" "$token" >"$private/credentials"
 }
 
-# json_field <name>: a string field of the flat JSON object on stdin (the metadata service's keys).
-json_field() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p"; }
-
-# AWS's URI encoding: unreserved characters stay, every other byte is %XX; $2 adds characters to
-# keep ('/' in an S3 key's path).
-uri_encode() {
-  local LC_ALL=C text=$1 keep=${2:-} out='' c i
-  for ((i = 0; i < ${#text}; i++)); do
-    c=${text:i:1}
-    if [[ "$c" == [A-Za-z0-9._~-] ]] || [[ -n "$keep" && "$keep" == *"$c"* ]]; then
-      out+=$c
-    else
-      printf -v c '%%%02X' "'$c"
-      out+=$c
-    fi
-  done
-  printf '%s' "$out"
+# json_field <variable> <name> <json>: sets the variable to a string field of a flat JSON object
+# (the metadata service's keys), or to nothing; matched by bash itself, no process.
+json_field() {
+  local pattern="\"$2\"[[:space:]]*:[[:space:]]*\"([^\"]*)\""
+  printf -v "$1" '%s' ''
+  if [[ "$3" =~ $pattern ]]; then printf -v "$1" '%s' "${BASH_REMATCH[1]}"; fi
 }
 
-# s3_url <bucket> <key> [query]: virtual-hosted style (docs/facts.md §2.5).
+# uri_encode <variable> <text> [characters to keep]: sets the variable to AWS's URI encoding of
+# the text: unreserved characters stay, every other byte is %XX; the third argument adds
+# characters to keep ('/' in an S3 key's path). Into a variable, not printed: a command
+# substitution would be a process per request.
+uri_encode() {
+  local LC_ALL=C _text=$2 _keep=${3:-} _out='' _c _i
+  for ((_i = 0; _i < ${#_text}; _i++)); do
+    _c=${_text:_i:1}
+    if [[ "$_c" == [A-Za-z0-9._~-] ]] || [[ -n "$_keep" && "$_keep" == *"$_c"* ]]; then
+      _out+=$_c
+    else
+      printf -v _c '%%%02X' "'$_c"
+      _out+=$_c
+    fi
+  done
+  printf -v "$1" '%s' "$_out"
+}
+
+# s3_url <variable> <bucket> <key> [query]: sets the variable to the object's URL, virtual-hosted
+# style (docs/facts.md §2.5).
 s3_url() {
-  printf 'https://%s.s3.%s.amazonaws.com/%s%s' "$1" "$LAB_REGION" "$(uri_encode "$2" /)" "${3:+?$3}"
+  local _path
+  uri_encode _path "$3" /
+  printf -v "$1" 'https://%s.s3.%s.amazonaws.com/%s%s' "$2" "$LAB_REGION" "$_path" "${4:+?$4}"
 }
 
 # What AWS said in an error body: S3's XML <Code>/<Message>, or the JSON protocol's __type/message.
@@ -189,19 +210,21 @@ split_s3_uri() {
 # The object's real SHA-256 as its payload hash, and the body from memory: curl then signs the
 # same hash whatever its version (docs/facts.md §2.5).
 put() {
-  local file=$1 bucket key hash
+  local file=$1 bucket key hash url
   split_s3_uri "$2"
   [ -f "$file" ] || fail "put: no file $file"
-  hash=$(sha256sum "$file" | cut -d ' ' -f 1)
+  hash=$(sha256sum "$file")
+  hash=${hash%% *}
+  s3_url url "$bucket" "$key"
   request "PutObject $2" s3 "$private/answer" -X PUT -H "x-amz-content-sha256: $hash" \
-    -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$(s3_url "$bucket" "$key")"
+    -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$url"
 }
 
 get() {
-  local bucket key rc=0
+  local bucket key rc=0 url
   split_s3_uri "$1"
-  request "GetObject $1" s3 "$private/object" -H "x-amz-content-sha256: $EMPTY_SHA256" \
-    "$(s3_url "$bucket" "$key")" || rc=$?
+  s3_url url "$bucket" "$key"
+  request "GetObject $1" s3 "$private/object" -H "x-amz-content-sha256: $EMPTY_SHA256" "$url" || rc=$?
   if ((rc == 4)); then
     echo "lab-aws: GetObject $1: no such key" >&2
     return 4
@@ -217,7 +240,8 @@ sync_up() {
   local -A sent=()
   [ -d "$dir" ] || fail "sync-up: no folder $dir"
   mkdir -p "$S3_SYNC_STATE_DIR"
-  state="$S3_SYNC_STATE_DIR/$(printf '%s %s' "$dir" "$prefix" | sha256sum | cut -c 1-16)"
+  state=$(printf '%s %s' "$dir" "$prefix" | sha256sum)
+  state="$S3_SYNC_STATE_DIR/${state:0:16}"
   if [ -f "$state" ]; then
     while IFS=' ' read -r size mtime path; do sent["$path"]="$size $mtime"; done <"$state"
   fi
@@ -238,14 +262,17 @@ sync_up() {
 # sync-down: ListObjectsV2 pages (the query already in canonical order, so every curl signs it as
 # S3 reads it), then a GetObject per key with no local file of the same size.
 sync_down() {
-  local bucket key dir=${2%/} prefix token='' query listing name size
+  local bucket key dir=${2%/} prefix token='' query listing name size url encoded_token encoded_prefix
   split_s3_uri "${1%/}/"
   prefix=$key
   mkdir -p "$dir"
   while :; do
-    query="${token:+continuation-token=$(uri_encode "$token")&}list-type=2&prefix=$(uri_encode "$prefix")"
+    uri_encode encoded_token "$token"
+    uri_encode encoded_prefix "$prefix"
+    query="${token:+continuation-token=$encoded_token&}list-type=2&prefix=$encoded_prefix"
+    s3_url url "$bucket" '' "$query"
     request "ListObjectsV2 s3://$bucket/$prefix" s3 "$private/listing" \
-      -H "x-amz-content-sha256: $EMPTY_SHA256" "$(s3_url "$bucket" '' "$query")" ||
+      -H "x-amz-content-sha256: $EMPTY_SHA256" "$url" ||
       fail "ListObjectsV2 s3://$bucket/$prefix: no such bucket"
     listing=$(python3 -c 'import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()

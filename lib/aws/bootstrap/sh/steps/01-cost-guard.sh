@@ -48,11 +48,14 @@ write_host_environment() {
 # install_program <name> <path>: host/<name>.sh from the bootstrap folder, told where the
 # settings are.
 install_program() {
+  local text
+  # Read by bash itself, as install_unit does (no cat process); a missing file fails the step.
+  { IFS= read -r -d '' text || true; } <"$BOOTSTRAP_DIR/host/$1.sh"
   {
     echo '#!/bin/bash'
     printf '# Installed by the lab bootstrap from %s.\n' "$BOOTSTRAP_DIR/host/$1.sh"
     printf 'export LAB_SETTINGS=%q\n' "$BOOTSTRAP_DIR/settings.env"
-    cat "$BOOTSTRAP_DIR/host/$1.sh"
+    printf '%s' "$text"
   } >"$2"
   chmod 755 "$2"
 }

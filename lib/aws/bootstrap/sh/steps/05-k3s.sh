@@ -47,7 +47,7 @@ record_host() {
     log "the instance metadata service did not answer: $HOST_FILE lacks the instance type or zone"
   fi
   installed=$(k3s --version | awk 'NR == 1 { print $3 }')
-  mkdir -p "$(dirname "$HOST_FILE")"
+  mkdir -p "${HOST_FILE%/*}"
   python3 -c 'import json, sys
 keys = ("instanceType", "availabilityZone", "k3sVersion")
 print(json.dumps({k: v for k, v in zip(keys, sys.argv[1:]) if v}, indent=2))' \

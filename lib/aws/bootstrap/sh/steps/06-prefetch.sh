@@ -61,7 +61,7 @@ download_sharegpt() {
     log "ShareGPT file already at $SHAREGPT_FILE"
     return 0
   fi
-  mkdir -p "$(dirname "$SHAREGPT_FILE")"
+  mkdir -p "${SHAREGPT_FILE%/*}"
   if curl -fsSL --retry 5 --max-time "$(budget_left)" -o "$SHAREGPT_FILE.part" "$SHAREGPT_URL" &&
     mv "$SHAREGPT_FILE.part" "$SHAREGPT_FILE"; then
     log "downloaded the ShareGPT file to $SHAREGPT_FILE"

@@ -74,13 +74,14 @@ for o in doc.get("items", [doc]):
 }
 
 apply_charts() {
-  local file
+  local file name
   restore_studies
   # Only the top-level NN-*.yaml files: jobs/ holds the study's Jobs, which start load on creation.
   for file in "$LAB_MANIFESTS_DIR"/[0-9]*.yaml; do
     log "applying ${file##*/}"
     kubectl apply --server-side --field-manager=lab-bootstrap -f "$file"
-    run_after_apply "$(basename "$file" .yaml)"
+    name=${file##*/}
+    run_after_apply "${name%.yaml}"
   done
 }
 
