@@ -361,10 +361,27 @@ function formatNumber(n: number): string {
 }
 
 /**
+ * The predictions of the last few configurations, by their JSON. The simulation is pure and takes
+ * about a second of CPU per study; a process asks again for the same configuration (a runner that
+ * resumes, a report after a run, the rehearsals of the tests).
+ */
+const predictionsMemo = new Map<string, StudyPredictions>();
+const PREDICTIONS_KEPT = 8;
+
+/**
  * The predictions a study runs with, as its JSON records them: every arm on the configured
  * workload, with the KV cache size the replicas logged when the runner read it (docs/facts.md §3.1).
  */
 export function studyPredictions(config: LabConfig, kvCacheTokens?: number): StudyPredictions {
-  const overrides = kvCacheTokens === undefined ? {} : { kvTokens: kvCacheTokens };
-  return predictStudy(config, planInput(config, overrides), planEngine(config));
+  const key = JSON.stringify([config, kvCacheTokens ?? null]);
+  let predictions = predictionsMemo.get(key);
+  if (!predictions) {
+    const overrides = kvCacheTokens === undefined ? {} : { kvTokens: kvCacheTokens };
+    predictions = predictStudy(config, planInput(config, overrides), planEngine(config));
+    predictionsMemo.set(key, predictions);
+    if (predictionsMemo.size > PREDICTIONS_KEPT)
+      predictionsMemo.delete(predictionsMemo.keys().next().value as string);
+  }
+  // A copy: a caller may change what it got without changing what the next caller gets.
+  return structuredClone(predictions);
 }

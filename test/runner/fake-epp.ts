@@ -1,7 +1,7 @@
 import { endpointPickerArgs, endpointPickerProps } from '../../charts/endpoint-picker.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import type { PodState } from '../../lib/runner/ports.ts';
-import { studyArms } from '../../lib/study/arms.ts';
+import { type Arm, studyArms } from '../../lib/study/arms.ts';
 import type { BenchmarkSpec } from '../../lib/study/plan.ts';
 import { SCORES_LINE, SCORES_LINE_VERBOSITY } from '../../lib/study/precise-evidence.ts';
 import { armById, EPP_CONTAINER, eppName } from '../../lib/study/topology.ts';
@@ -31,11 +31,14 @@ export class FakeEpps {
   private readonly pods = new Map<string, EppPod>();
   private readonly verbosity = new Map<string, number>();
   private readonly generations = new Map<string, number>();
+  /** The study's arms by id: a load is scored at every tick of the fake clock. */
+  private readonly arms: ReadonlyMap<string, Arm>;
 
   constructor(
     private readonly config: LabConfig,
     private readonly scorer: FakeEppScorer = {},
   ) {
+    this.arms = new Map(studyArms(config).map((arm) => [arm.id, arm]));
     for (let pair = 0; pair < config.study.parallelism; pair++) {
       for (const arm of studyArms(config).filter((a) => a.frontEnd === 'llmd')) {
         const name = eppName(config, arm.frontEndId, pair);
@@ -80,7 +83,7 @@ export class FakeEpps {
     at: number,
   ): void {
     if (spec.target.kind !== 'arm') return;
-    const arm = armById(this.config, spec.target.arm);
+    const arm = this.arms.get(spec.target.arm) ?? armById(this.config, spec.target.arm);
     if (arm.frontEnd !== 'llmd') return;
     const name = eppName(this.config, arm.frontEndId, spec.target.pair ?? 0);
     const pod = this.pods.get(name);

@@ -188,7 +188,12 @@ describe('fault injection: the whole default study', () => {
         dead = () => resolve('killed');
       });
       const outcome = await Promise.race([
-        runIn(lab, { cluster: faultyApi(lab, next, faults, outageFrom), deps: mortal(killAt, dead) }),
+        runIn(lab, {
+          cluster: faultyApi(lab, next, faults, outageFrom),
+          deps: mortal(killAt, dead),
+          // The runner's own Job poll: the API calls, and so the faults and kills, fall as in a lab.
+          options: { jobPollIntervalMs: undefined },
+        }),
         died,
       ]);
       if (outcome !== 'killed') {

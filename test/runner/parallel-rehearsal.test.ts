@@ -15,6 +15,7 @@ import {
   FakeReplica,
   rehearsalDeps,
 } from './fakes.ts';
+import { REHEARSAL_JOB_POLL_MS } from './rehearsal-kit.ts';
 
 /**
  * The rehearsal of `study.parallelism: 2`: the real runner against the fake cluster with four
@@ -66,6 +67,7 @@ beforeAll(async () => {
     replicaUrls: (_servers, pair) => replicas.slice(pair * 2, pair * 2 + 2).map((r) => r.url),
     frontEndUrl: (arm, pair) => `${frontEnds.url}/${arm.id}${pairSuffix(pair)}`,
     eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
+    jobPollIntervalMs: REHEARSAL_JOB_POLL_MS,
   });
 }, 120_000);
 

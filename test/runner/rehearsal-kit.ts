@@ -44,6 +44,15 @@ export const ARM_RATES: Record<string, number> = {
   'epp-completions': 0.79,
 };
 
+/**
+ * How often a rehearsal's runner polls a running Job: every 5 s of the fake clock instead of the
+ * runner's default 1 s (jobPollIntervalMs). Each poll is a GET of the fake cluster and a
+ * status.json written to disk, about 2 ms of CPU: the default study's 27 runs poll about 3,000
+ * times at 1 s and 700 at 5 s, with the same physics (each fake client still runs its 120 s and
+ * is noticed at most one poll late). rehearsal.test.ts's whole-study run keeps the default.
+ */
+export const REHEARSAL_JOB_POLL_MS = 5_000;
+
 export function calibratedHitRate(spec: BenchmarkSpec): number {
   if (spec.dataset === 'sharegpt') return 0.05;
   if (spec.target.kind === 'arm') return ARM_RATES[spec.target.arm];
@@ -147,6 +156,7 @@ export function runnerIn(lab: Lab, setup: RunnerSetup = {}): { deps: RunnerDeps;
       frontEndUrl: (arm) => `${lab.frontEnds.url}/${arm.id}`,
       eppMetricsUrl: (arm) => `${lab.pickers.url}/${arm.id}`,
       statusChecks: preflightStatusChecks(lab.config),
+      jobPollIntervalMs: REHEARSAL_JOB_POLL_MS,
       ...setup.options,
     },
   };

@@ -19,7 +19,7 @@ import {
   FakeReplica,
   rehearsalDeps,
 } from './fakes.ts';
-import { calibratedHitRate } from './rehearsal-kit.ts';
+import { calibratedHitRate, REHEARSAL_JOB_POLL_MS } from './rehearsal-kit.ts';
 /**
  * The rehearsals' shared setup (test/runner/rehearsal*.test.ts): the loopback replicas, front
  * ends and EPPs, and `rehearsal()`, a fake cluster and clock with a runner to start in them.
@@ -139,6 +139,7 @@ export function rehearsal(
       frontEndUrl: (arm) => `${frontEnds.url}/${arm.id}`,
       eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
       statusChecks: preflightStatusChecks(usedConfig),
+      jobPollIntervalMs: REHEARSAL_JOB_POLL_MS,
       ...setup.options,
     });
   const study = () => {

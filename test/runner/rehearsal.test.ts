@@ -31,7 +31,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
   let study: StudyRecord;
 
   beforeAll(async () => {
-    r = rehearsal();
+    // The runner's own Job poll (every second), which the other rehearsals make coarser.
+    r = rehearsal({ options: { jobPollIntervalMs: undefined } });
     mkdirSync(join(r.dir, 'host'));
     writeFileSync(
       join(r.dir, 'host', 'gpu-uuids.json'),

@@ -19,6 +19,7 @@ import {
   FakeReplica,
   rehearsalDeps,
 } from './fakes.ts';
+import { REHEARSAL_JOB_POLL_MS } from './rehearsal-kit.ts';
 
 /**
  * Staging (lib/study/staging.ts) rehearsed: the real runner against the fake cluster, whose
@@ -91,6 +92,7 @@ async function rehearse(setup: Setup = {}) {
       replicaUrls: () => replicas.map((r) => r.url),
       frontEndUrl: (arm) => `${frontEnds.url}/${arm.id}`,
       eppMetricsUrl: (arm) => `${pickers.url}/${arm.id}`,
+      jobPollIntervalMs: REHEARSAL_JOB_POLL_MS,
     });
   return { config, cluster, clock, lines, run, elapsedMs: () => clock.ms - started };
 }

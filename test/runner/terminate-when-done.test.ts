@@ -6,6 +6,7 @@ import { uploadChecks } from '../../lib/control/smoke-uploads.ts';
 import { RUNNER_LOG_FILE, SMOKE_CHECKLIST_FILE, STATUS_FILE, studyDir } from '../../lib/runner/layout.ts';
 import type { SmokeChecklist } from '../../lib/study/smoke-checklist.ts';
 import { tempDir } from '../temp.ts';
+import { linkPython3 } from './host-python.ts';
 
 /**
  * runner.terminateWhenDone after a failed smoke study (issue 27): the host's real
@@ -59,6 +60,7 @@ function host(syncWorks: () => boolean): Host {
   ].join('\n');
   writeFileSync(join(dir, 'shutdown'), `${shutdown}\n`);
   chmodSync(join(dir, 'shutdown'), 0o755);
+  linkPython3(dir);
   const settings = join(dir, 'settings.env');
   writeFileSync(
     settings,

@@ -131,25 +131,36 @@ export function endpointPicker(
 
 /**
  * One pod's LRU of block hashes (golang-lru semantics: adding an existing key refreshes it). A key's
- * latest stamp lives in a map; a queue of (key, stamp) pairs is trimmed lazily, so every operation
- * is amortized O(1) however many keys pass through.
+ * latest stamp lives in an array indexed by the key (keys are small non-negative integers: chain
+ * positions, then one run per request); a queue of (key, stamp) pairs is trimmed lazily, so every
+ * operation is amortized O(1) however many keys pass through.
  */
 class BlockLru {
-  private readonly stamp = new Map<number, number>();
-  private queueKeys: number[] = [];
-  private queueStamps: number[] = [];
+  /** Latest stamp per key, -1 for a key not held. Grown as larger keys arrive. */
+  private stamp = new Int32Array(1024).fill(-1);
+  private held = 0;
+  private queueKeys = new Int32Array(1024);
+  private queueStamps = new Int32Array(1024);
   private head = 0;
+  private tail = 0;
   private clock = 0;
 
   get size(): number {
-    return this.stamp.size;
+    return this.held;
   }
 
   touch(key: number): void {
     const now = this.clock++;
-    this.stamp.set(key, now);
-    this.queueKeys.push(key);
-    this.queueStamps.push(now);
+    if (key >= this.stamp.length) this.stamp = grown(this.stamp, key + 1, -1);
+    if (this.stamp[key] === -1) this.held++;
+    this.stamp[key] = now;
+    if (this.tail === this.queueKeys.length) {
+      this.queueKeys = grown(this.queueKeys, this.tail + 1, 0);
+      this.queueStamps = grown(this.queueStamps, this.tail + 1, 0);
+    }
+    this.queueKeys[this.tail] = key;
+    this.queueStamps[this.tail] = now;
+    this.tail++;
   }
 
   /** Removes and returns the least recently touched key (the caller checks size > 0). */
@@ -158,8 +169,9 @@ class BlockLru {
       const key = this.queueKeys[this.head] as number;
       const stamp = this.queueStamps[this.head] as number;
       this.head++;
-      if (this.stamp.get(key) === stamp) {
-        this.stamp.delete(key);
+      if (this.stamp[key] === stamp) {
+        this.stamp[key] = -1;
+        this.held--;
         this.compact();
         return key;
       }
@@ -168,11 +180,22 @@ class BlockLru {
 
   /** Drops the consumed head of the queue once it is half of it. */
   private compact(): void {
-    if (this.head < 1024 || this.head * 2 < this.queueKeys.length) return;
-    this.queueKeys = this.queueKeys.slice(this.head);
-    this.queueStamps = this.queueStamps.slice(this.head);
+    if (this.head < 1024 || this.head * 2 < this.tail) return;
+    this.queueKeys.copyWithin(0, this.head, this.tail);
+    this.queueStamps.copyWithin(0, this.head, this.tail);
+    this.tail -= this.head;
     this.head = 0;
   }
+}
+
+/** A copy of `array` with room for at least `length` entries (doubling), the new ones `fill`. */
+function grown(array: Int32Array<ArrayBuffer>, length: number, fill: number): Int32Array<ArrayBuffer> {
+  let size = array.length * 2;
+  while (size < length) size *= 2;
+  const next = new Int32Array(size);
+  next.set(array);
+  if (fill !== 0) next.fill(fill, array.length);
+  return next;
 }
 
 export function precisePrefixPicker(

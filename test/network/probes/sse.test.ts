@@ -1,16 +1,18 @@
 import { createServer } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   eventDueMs,
   formatSseEvent,
+  type SseClientResult,
   SseParser,
+  type SseServerResult,
   type StreamPlan,
   sequenceErrors,
   streamPlanOf,
   summarizeStream,
 } from '../../../lib/network/probes/sse.ts';
 import { type RunningSseServer, readSseStream, startSseServer } from '../../../lib/network/probes/sse-net.ts';
-import { closedPort, withLoopLag } from './loopback.ts';
+import { closedPort } from './loopback.ts';
 
 const PLAN: StreamPlan = { events: 200, intervalMs: 20, stallAfter: -1, stallMs: 0 };
 
@@ -102,6 +104,53 @@ describe('SSE wire format and parser', () => {
   });
 });
 
+/**
+ * One stream over loopback on a stepped clock: the server's timers are vitest's fake ones, both
+ * ends read the fake clock (their injected `clock`), and the clock moves to the next event's due
+ * time only once the client has read the event before it. Each arrival is then stamped with its
+ * due time however starved this process is, so the gaps are exact, not bounded by a margin.
+ */
+async function steppedStream(
+  plan: StreamPlan,
+): Promise<{ result: SseClientResult; served: SseServerResult }> {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  let running: RunningSseServer | undefined;
+  try {
+    const clock = () => Date.now();
+    running = await startSseServer({ host: '127.0.0.1', port: 0, plan, clock });
+    // The client reads the clock for its request, its connect, then once per chunk it receives.
+    let reads = 0;
+    let wake: (() => void) | undefined;
+    const clientClock = () => {
+      reads++;
+      wake?.();
+      return Date.now();
+    };
+    const readsReach = (n: number) =>
+      new Promise<void>((resolve) => {
+        wake = () => reads >= n && resolve();
+        wake();
+      });
+    const reading = readSseStream({
+      url: `http://127.0.0.1:${running.port}/events`,
+      expectedEvents: plan.events,
+      timeoutMs: 30_000,
+      clock: clientClock,
+    });
+    for (let seq = 1; seq < plan.events; seq++) {
+      await readsReach(2 + seq);
+      vi.advanceTimersToNextTimer();
+    }
+    const result = await reading;
+    const served = await running.stop();
+    running = undefined;
+    return { result, served };
+  } finally {
+    vi.useRealTimers();
+    await running?.stop();
+  }
+}
+
 describe('SSE over loopback', () => {
   let server: RunningSseServer | undefined;
   afterEach(async () => {
@@ -109,41 +158,24 @@ describe('SSE over loopback', () => {
     server = undefined;
   });
 
-  it('receives exactly 200 events with gaps near 20 ms (E7 default)', async () => {
-    server = await startSseServer({ host: '127.0.0.1', port: 0, plan: PLAN });
-    const result = await readSseStream({
-      url: `http://127.0.0.1:${server.port}/events`,
-      expectedEvents: 200,
-      timeoutMs: 30_000,
-    });
+  it('receives exactly 200 events 20 ms apart (E7 default)', async () => {
+    const { result, served } = await steppedStream(PLAN);
     expect(result.errors).toEqual([]);
     expect(result.events).toBe(200);
-    expect(result.gaps?.count).toBe(199);
-    // The schedule is absolute, so the mean gap is the interval unless the last event is late.
-    expect(result.gaps?.meanMs).toBeGreaterThan(19);
-    expect(result.gaps?.meanMs).toBeLessThan(21.5);
-    expect(result.gaps?.p50Ms).toBeGreaterThan(15);
-    expect(result.gaps?.p50Ms).toBeLessThan(25);
-    expect(result.firstEventMs).toBeLessThan(1_000);
-    expect(result.durationMs).toBeGreaterThanOrEqual(3_980);
-    const served = await server.stop();
-    server = undefined;
+    expect(result.gaps).toMatchObject({ count: 199, p50Ms: 20, maxMs: 20, meanMs: 20 });
+    expect(result.firstEventMs).toBe(0);
+    // The schedule is absolute: the last event is due 199 intervals after the first.
+    expect(result.durationMs).toBe(3_980);
     expect(served).toMatchObject({ probe: 'sse-server', streams: 1, abandoned: 0, eventsSent: 200 });
+    expect(served.sendLate?.maxMs).toBe(0);
   });
 
   it('shows a server stall in the maximum gap, not in the median', async () => {
-    const plan = { events: 40, intervalMs: 10, stallAfter: 20, stallMs: 300 };
-    server = await startSseServer({ host: '127.0.0.1', port: 0, plan });
-    const url = `http://127.0.0.1:${server.port}/events`;
-    const { value: result, lagMs } = await withLoopLag(() =>
-      readSseStream({ url, expectedEvents: 40, timeoutMs: 30_000 }),
-    );
+    const { result } = await steppedStream({ events: 40, intervalMs: 10, stallAfter: 20, stallMs: 300 });
     expect(result.errors).toEqual([]);
-    // 310 ms nominal. If this process was starved while event 20 arrived, the gap before event 21
-    // shrinks by that lag; it still stands ten intervals above the rest.
-    expect(result.gaps?.maxMs).toBeGreaterThan(Math.max(100, 300 - lagMs));
-    expect(result.gaps?.maxMs).toBeLessThan(1_000 + lagMs);
-    expect(result.gaps?.p50Ms).toBeLessThan(50);
+    // The stall after event 20 delays event 21 and, on the absolute schedule, every later one.
+    expect(result.gaps).toMatchObject({ count: 39, maxMs: 310, p50Ms: 10 });
+    expect(result.durationMs).toBe(39 * 10 + 300);
   });
 
   it('honours query overrides, counts a client that leaves, answers 400 and 404', async () => {

@@ -81,7 +81,7 @@ export interface FakeJob {
   deletedAtMs?: number;
 }
 
-interface FakeService {
+export interface FakeService {
   readonly namespace: string;
   readonly name: string;
   readonly labels: Record<string, string>;

@@ -8,7 +8,7 @@ import {
 } from '../../../lib/network/probes/service-prober.ts';
 import { jobOutputDir } from '../../../lib/runner/network/layout.ts';
 import type { JobObject } from '../../../lib/runner/ports.ts';
-import type { FakeCell, FakeJob } from './fake-cell.ts';
+import type { FakeCell, FakeJob, FakeService } from './fake-cell.ts';
 
 /**
  * The fake cell's E9 prober in watch mode: when its pod starts probing, and what it sees of each
@@ -24,6 +24,8 @@ export interface FakeProber {
   /** Attempts every this many ms whatever the timeout (a broken prober); undefined: timeout + a loop turn. */
   readonly stepMs?: number;
   readyWritten: boolean;
+  /** The attempts on each address so far, by target (watch). */
+  watching?: Map<string, Watching>;
 }
 
 /** The prober pod, once started, writes its ready file (the runner's go signal). */
@@ -40,47 +42,77 @@ export function advanceProber(cell: FakeCell, entry: FakeJob, prober: FakeProber
   entry.durationMs = Math.min(end, prober.startMs + prober.giveUpMs) + 50 - entry.createdAtMs;
 }
 
+/** How far the prober got on one address: its attempts so far, and where the next one starts. */
+interface Watching {
+  /** The Service the attempts were judged against (a later one judges them anew). */
+  readonly service: FakeService | undefined;
+  readonly runs: AttemptRun[];
+  attempts: number;
+  refused: number;
+  timedOut: number;
+  connectedAt: number | null;
+  /** When the next attempt starts. */
+  t: number;
+  /** The time up to which attempts were made. */
+  limit: number;
+}
+
 /**
  * What the prober sees of one address up to `untilMs`: attempts from its start, each timing out
  * (no rule: the SYN is dropped), refused at once (kube-proxy's REJECT while the Service has no
- * endpoints yet), or connecting once the datapath forwards the address.
+ * endpoints yet), or connecting once the datapath forwards the address. The runner polls the
+ * prober's Job every second of fake time and each poll asks again, so the attempts made so far are
+ * kept (FakeProber.watching) and continued from where they stopped: the same attempts, at the same
+ * times, as going through them all from the start each time (tens of thousands of refused ones
+ * 0.4 ms apart), as long as the address's Service is the same one.
  */
 function watch(cell: FakeCell, prober: FakeProber, target: string, untilMs: number): WatchedTarget {
   const service = cell.serviceAt(target.split(':')[0]);
-  const runs: AttemptRun[] = [];
-  let attempts = 0;
-  let refused = 0;
-  let timedOut = 0;
-  let connectedAt: number | null = null;
   const stagger = prober.targets.indexOf(target) * 0.05;
-  let t = prober.startMs + stagger;
   const limit = Math.min(untilMs, prober.startMs + prober.giveUpMs);
-  while (t <= limit) {
-    attempts++;
-    if (service && t >= service.programmedAtMs) {
-      addAttempt(runs, 'connected', t);
-      connectedAt = t + 0.08;
+  prober.watching ??= new Map();
+  let w = prober.watching.get(target);
+  if (!w || w.service !== service || limit < w.limit) {
+    w = {
+      service,
+      runs: [],
+      attempts: 0,
+      refused: 0,
+      timedOut: 0,
+      connectedAt: null,
+      t: prober.startMs + stagger,
+      limit,
+    };
+    prober.watching.set(target, w);
+  }
+  w.limit = limit;
+  while (w.connectedAt === null && w.t <= limit) {
+    w.attempts++;
+    if (service && w.t >= service.programmedAtMs) {
+      addAttempt(w.runs, 'connected', w.t);
+      w.connectedAt = w.t + 0.08;
       break;
     }
-    if (service && t >= service.rejectsFromMs && prober.stepMs === undefined) {
-      addAttempt(runs, 'refused', t);
-      refused++;
-      t += 0.4;
+    if (service && w.t >= service.rejectsFromMs && prober.stepMs === undefined) {
+      addAttempt(w.runs, 'refused', w.t);
+      w.refused++;
+      w.t += 0.4;
     } else {
-      addAttempt(runs, 'timeout', t);
-      timedOut++;
-      t += prober.stepMs ?? prober.attemptTimeoutMs + 0.2;
+      addAttempt(w.runs, 'timeout', w.t);
+      w.timedOut++;
+      w.t += prober.stepMs ?? prober.attemptTimeoutMs + 0.2;
     }
   }
   return {
     target,
     probingSinceEpochMs: prober.startMs + stagger,
-    connectedAtEpochMs: connectedAt,
-    attempts,
-    refused,
-    timedOut,
+    connectedAtEpochMs: w.connectedAt,
+    attempts: w.attempts,
+    refused: w.refused,
+    timedOut: w.timedOut,
     otherErrors: {},
-    attemptRuns: runs,
+    // addAttempt replaces a run rather than changing it: a copy of the list is a snapshot.
+    attemptRuns: [...w.runs],
   };
 }
 

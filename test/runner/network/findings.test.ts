@@ -15,6 +15,7 @@ import { runNetworkSmokeStudy, runNetworkStudy } from '../../../lib/runner/netwo
 import type { NetworkCluster, NetworkResultStore } from '../../../lib/runner/ports.ts';
 import type { StudyStatus } from '../../../lib/runner/status.ts';
 import { tempDir } from '../../temp.ts';
+import { linkPython3 } from '../host-python.ts';
 import { killAfterWrite, RunnerKilled } from '../rehearsal-kit.ts';
 import { FakeCell, fakeDeps } from './fake-cell.ts';
 
@@ -95,6 +96,7 @@ function terminateWhenDoneWouldEnd(statusFile: string): boolean {
     writeFileSync(join(dir, name), body);
     chmodSync(join(dir, name), 0o755);
   }
+  linkPython3(dir);
   const settings = join(dir, 'settings.env');
   writeFileSync(
     settings,
