@@ -30,7 +30,17 @@ export class BlockPool {
     this.copyPrev = new Int32Array(capacity).fill(NONE);
     this.copyNext = new Int32Array(capacity).fill(NONE);
     this.keyFirst = new Int32Array(keys).fill(NONE);
-    for (let b = 0; b < capacity; b++) this.appendFree(b);
+    // Every block free, in index order: what appendFree() on 0, 1, 2, ... leaves, linked in one pass.
+    for (let b = 0; b < capacity; b++) {
+      this.freePrev[b] = b - 1;
+      this.freeNext[b] = b + 1;
+    }
+    if (capacity > 0) {
+      this.freeNext[capacity - 1] = NONE;
+      this.freeHead = 0;
+      this.freeTail = capacity - 1;
+    }
+    this.freeSize = capacity;
   }
 
   get freeBlocks(): number {

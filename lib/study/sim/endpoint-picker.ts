@@ -77,7 +77,10 @@ export function endpointPicker(
     Math.floor(((input.chatTemplateTokens + input.prefixLen) * bytesPerToken) / spec.hashBlockSize),
   );
   const uniqueBase = input.prefixes * sharedBlocks;
-  const lru: BlockLru[] = Array.from({ length: replicas }, () => new BlockLru());
+  // Keys: the shared blocks, then totalBlocks per request (request < prompts); a request touches
+  // totalBlocks keys on the pod it goes to.
+  const touches = input.prompts * totalBlocks;
+  const lru: BlockLru[] = Array.from({ length: replicas }, () => new BlockLru(uniqueBase + touches, touches));
   // Which pods hold each shared (prefix) block. Suffix blocks are unique per request: no later
   // request can match them, so only their LRU slots matter.
   const held = new Uint8Array(uniqueBase * replicas);
@@ -131,25 +134,35 @@ export function endpointPicker(
 
 /**
  * One pod's LRU of block hashes (golang-lru semantics: adding an existing key refreshes it). A key's
- * latest stamp lives in a map; a queue of (key, stamp) pairs is trimmed lazily, so every operation
- * is amortized O(1) however many keys pass through.
+ * latest stamp lives in an array indexed by key (keys are dense: the prefix blocks, then every
+ * request's own); a queue of (key, stamp) pairs is trimmed lazily, so every operation is amortized
+ * O(1) however many keys pass through. Typed arrays sized for the whole run instead of a Map: the
+ * EPP's routing was the simulator's hottest spot (`lab plan`, `lab report`).
  */
 class BlockLru {
-  private readonly stamp = new Map<number, number>();
-  private queueKeys: number[] = [];
-  private queueStamps: number[] = [];
+  /** Latest stamp + 1 per key; 0 when the key is not in the LRU. */
+  private readonly stamp: Int32Array;
+  private readonly queueKeys: Int32Array;
+  private readonly queueStamps: Int32Array;
   private head = 0;
+  private tail = 0;
   private clock = 0;
+  size = 0;
 
-  get size(): number {
-    return this.stamp.size;
+  /** `keys`: every key is below it; `touches`: the most touch() calls the run can make. */
+  constructor(keys: number, touches: number) {
+    this.stamp = new Int32Array(keys);
+    this.queueKeys = new Int32Array(touches);
+    this.queueStamps = new Int32Array(touches);
   }
 
   touch(key: number): void {
-    const now = this.clock++;
-    this.stamp.set(key, now);
-    this.queueKeys.push(key);
-    this.queueStamps.push(now);
+    const now = ++this.clock;
+    if (this.stamp[key] === 0) this.size++;
+    this.stamp[key] = now;
+    this.queueKeys[this.tail] = key;
+    this.queueStamps[this.tail] = now;
+    this.tail++;
   }
 
   /** Removes and returns the least recently touched key (the caller checks size > 0). */
@@ -158,20 +171,12 @@ class BlockLru {
       const key = this.queueKeys[this.head] as number;
       const stamp = this.queueStamps[this.head] as number;
       this.head++;
-      if (this.stamp.get(key) === stamp) {
-        this.stamp.delete(key);
-        this.compact();
+      if (this.stamp[key] === stamp) {
+        this.stamp[key] = 0;
+        this.size--;
         return key;
       }
     }
-  }
-
-  /** Drops the consumed head of the queue once it is half of it. */
-  private compact(): void {
-    if (this.head < 1024 || this.head * 2 < this.queueKeys.length) return;
-    this.queueKeys = this.queueKeys.slice(this.head);
-    this.queueStamps = this.queueStamps.slice(this.head);
-    this.head = 0;
   }
 }
 
