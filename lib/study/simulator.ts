@@ -109,6 +109,43 @@ export function simulate(
   model?: Partial<SimulationModel>,
 ): SimulationResult {
   const m: SimulationModel = { ...DEFAULT_SIMULATION_MODEL, ...model };
+  const key = JSON.stringify([input, routing, m], exactly);
+  const known = recent.get(key);
+  if (known) return copyOf(known);
+  const result = simulateOnce(input, routing, m);
+  if (recent.size >= RECENT_LIMIT) recent.delete(recent.keys().next().value as string);
+  recent.set(key, result);
+  return copyOf(result);
+}
+
+/**
+ * Recent results by their exact input, routing and model. A plan simulates the same run several
+ * times (an arm's prediction and its run's duration, the partition as policy and as reference; about
+ * a third of `lab plan`'s simulations), and a process that plans or reports twice repeats them all.
+ * The simulator is pure, so a repeat is answered from here.
+ */
+const recent = new Map<string, SimulationResult>();
+const RECENT_LIMIT = 1024;
+
+/** JSON.stringify replacer that keeps apart what JSON would merge (NaN, infinities, -0, undefined). */
+function exactly(_key: string, value: unknown): unknown {
+  if (value === undefined) return '\u0000undefined';
+  if (typeof value === 'number' && (!Number.isFinite(value) || Object.is(value, -0))) {
+    return `\u0000${Object.is(value, -0) ? '-0' : String(value)}`;
+  }
+  return value;
+}
+
+/** A caller's own copy: results are plain data that a caller may change. */
+function copyOf(result: SimulationResult): SimulationResult {
+  return {
+    ...result,
+    perReplica: result.perReplica.map((replica) => ({ ...replica })),
+    timing: { ...result.timing },
+  };
+}
+
+function simulateOnce(input: SimulationInput, routing: Routing, m: SimulationModel): SimulationResult {
   const shape = requestShape(input);
   const capacity = usableBlocks(input, m);
   validate(input, m, shape, capacity);

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { defaultLabConfig } from '../../lib/config/load.ts';
 import { tempDir } from '../temp.ts';
-import { runLabCli } from './run-lab.ts';
+import { runLabCli, runLabHere } from './run-lab.ts';
 
 function overrideFile(text: string): string {
   const path = join(tempDir('lab-cli-'), 'lab.yaml');
@@ -16,8 +16,8 @@ function overrideFile(text: string): string {
 }
 
 describe('lab config', () => {
-  it('prints the effective default configuration as YAML and says it is valid', () => {
-    const run = runLabCli(['config']);
+  it('prints the effective default configuration as YAML and says it is valid', async () => {
+    const run = await runLabHere(['config']);
     expect(run.code).toBe(0);
     // The LLM-gateway lab's settings: the network lab's section is not shown.
     const { network: _other, ...llmGateway } = defaultLabConfig();
@@ -25,8 +25,8 @@ describe('lab config', () => {
     expect(run.stderr).toContain('# configuration: defaults; valid');
   });
 
-  it('shows the network lab when the configuration selects it', () => {
-    const run = runLabCli(['--config', 'examples/network-lab.yaml', 'config']);
+  it('shows the network lab when the configuration selects it', async () => {
+    const run = await runLabHere(['--config', 'examples/network-lab.yaml', 'config']);
     expect(run.code).toBe(0);
     const shown = parse(run.stdout);
     expect(Object.keys(shown)).toEqual(['lab', 'stackName', 'aws', 'k3s', 'runner', 'network']);
@@ -37,32 +37,32 @@ describe('lab config', () => {
     ]);
   });
 
-  it('merges --config over the defaults and prints JSON on request', () => {
+  it('merges --config over the defaults and prints JSON on request', async () => {
     const path = overrideFile('vllm:\n  replicas: 3\nworkload:\n  partitionSeeds: [1, 2, 3]\n');
-    const run = runLabCli(['--config', path, 'config', '--json']);
+    const run = await runLabHere(['--config', path, 'config', '--json']);
     expect(run.code).toBe(0);
     const config = JSON.parse(run.stdout);
     expect(config.vllm.replicas).toBe(3);
     expect(config.vllm.blockSize).toBe(16);
   });
 
-  it('honours $LAB_CONFIG', () => {
+  it('honours $LAB_CONFIG', async () => {
     const path = overrideFile('namespace: from-env\n');
-    const run = runLabCli(['config', '--json'], { LAB_CONFIG: path });
+    const run = await runLabHere(['config', '--json'], { LAB_CONFIG: path });
     expect(JSON.parse(run.stdout).namespace).toBe('from-env');
     expect(run.stderr).toContain(`# configuration: ${path}; valid`);
   });
 
-  it('prints warnings on standard error and still exits 0', () => {
+  it('prints warnings on standard error and still exits 0', async () => {
     const path = overrideFile('workload:\n  prefixes: 8\n  prefixLen: 512\n');
-    const run = runLabCli(['--config', path, 'config']);
+    const run = await runLabHere(['--config', path, 'config']);
     expect(run.code).toBe(0);
     expect(run.stderr).toMatch(/^warning: workload: the working set \(8 prefixes x 512 tokens/m);
   });
 
-  it('exits 1 with every problem and no stack trace on a bad configuration', () => {
+  it('exits 1 with every problem and no stack trace on a bad configuration', async () => {
     const path = overrideFile('vllm:\n  replicas: 9\n  blockSize: 20\n');
-    const run = runLabCli(['--config', path, 'config']);
+    const run = await runLabHere(['--config', path, 'config']);
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
     expect(run.stderr).toContain(`Invalid lab configuration (${path}): 2 problem(s)`);
@@ -71,7 +71,7 @@ describe('lab config', () => {
     expect(run.stderr).not.toContain('    at ');
   });
 
-  it('has help, and rejects an unknown command in one line with a suggestion and where the help is', () => {
+  it('has help, and rejects an unknown command in one line with a suggestion and where the help is (through bin/launch.mjs)', () => {
     const help = runLabCli(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Usage: lab [options] [command]');
@@ -82,6 +82,7 @@ describe('lab config', () => {
     expect(typo.stderr).toBe("lab: unknown command 'confg' (did you mean config?); see lab --help\n");
   });
 
+  // Spawned: commander ends the process itself on a subcommand's usage error.
   it('rejects an unknown option of a subcommand in one line that names the subcommand', () => {
     const typo = runLabCli(['status', '--stak', 'X']);
     expect(typo.code).toBe(1);
@@ -96,8 +97,8 @@ describe('the bin/lab.ts entry', () => {
 
   const root = fileURLToPath(new URL('../..', import.meta.url));
 
-  function labFrom(command: string, cwd: string, env: NodeJS.ProcessEnv = {}) {
-    return spawnSync(command, ['plan', '--prefixes', '4', '--json'], {
+  function labFrom(command: string, cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = {}) {
+    return spawnSync(command, args, {
       cwd,
       env: { ...process.env, LAB_CONFIG: '', ...env },
       encoding: 'utf8',
@@ -108,18 +109,24 @@ describe('the bin/lab.ts entry', () => {
     const elsewhere = tempDir('lab-elsewhere-');
     const link = join(elsewhere, 'lab');
     symlinkSync(entry, link);
+    // `lab config` (no simulation): the arguments and a relative --config reach the lab from any folder.
+    writeFileSync(join(elsewhere, 'lab.yaml'), 'namespace: elsewhere\n');
+    const args = ['--config', 'lab.yaml', 'config', '--json'];
     for (const run of [
-      labFrom(entry, elsewhere),
-      labFrom(link, elsewhere),
-      labFrom(entry, elsewhere, { LAB_CLI_BUNDLE: 'off' }),
+      labFrom(entry, elsewhere, args),
+      labFrom(link, elsewhere, args),
+      labFrom(entry, elsewhere, args, { LAB_CLI_BUNDLE: 'off' }),
     ]) {
       expect(run.status, run.stderr).toBe(0);
-      expect(JSON.parse(run.stdout).workingSetTokens).toBe(4 * 2048);
+      expect(JSON.parse(run.stdout).namespace).toBe('elsewhere');
     }
   });
 
   it('starts from a bundle cached under node_modules/.cache, built from the sources it lists', () => {
-    expect(labFrom(entry, root).status).toBe(0);
+    // `lab plan`: its lazily loaded chunk (the study model, the simulator) runs from the bundle.
+    const plan = labFrom(entry, root, ['plan', '--prefixes', '4', '--json']);
+    expect(plan.status, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout).workingSetTokens).toBe(4 * 2048);
     // One cache folder per checkout: the first 12 hex digits of the SHA-256 of its path (bin/launch.mjs).
     const checkout = createHash('sha256').update(resolve(root)).digest('hex').slice(0, 12);
     const manifest = join(root, 'node_modules', '.cache', 'llm-gateway-lab', checkout, 'manifest.json');

@@ -3,11 +3,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fixtureStudy } from '../report/fixture.ts';
 import { tempDir } from '../temp.ts';
-import { runLabCli } from './run-lab.ts';
+import { runLabCli, runLabHere } from './run-lab.ts';
 
 describe('lab plan', () => {
-  it('reads right for the default configuration', () => {
-    const run = runLabCli(['plan']);
+  it('reads right for the default configuration', async () => {
+    const run = await runLabHere(['plan']);
     expect(run.code).toBe(0);
     expect(run.stdout).toContain(
       'Workload: 128 prefixes x 2,048 tokens, 1,024 prompts (8 per prefix), concurrency 32',
@@ -45,10 +45,10 @@ describe('lab plan', () => {
     expect(Number(paired?.[1])).toBeLessThan(0.6 * Number(serial?.[1]));
   });
 
-  it("--calibrate-from refits the timing model on a study's single-replica runs and predicts with it", () => {
+  it("--calibrate-from refits the timing model on a study's single-replica runs and predicts with it", async () => {
     const dir = tempDir('lab-plan-calibrate-');
     writeFileSync(join(dir, 'study.json'), JSON.stringify(fixtureStudy()));
-    const run = runLabCli(['plan', '--calibrate-from', dir]);
+    const run = await runLabHere(['plan', '--calibrate-from', dir]);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(
@@ -60,19 +60,19 @@ describe('lab plan', () => {
       /^ {2}router-cache-aware \(prompt-blind\) +vllm-router-cache-aware +4\d\.\d% /m,
     );
     // A folder without a study is named with the reason.
-    const empty = runLabCli(['plan', '--calibrate-from', tempDir('lab-plan-nostudy-')]);
+    const empty = await runLabHere(['plan', '--calibrate-from', tempDir('lab-plan-nostudy-')]);
     expect(empty.code).toBe(1);
     expect(empty.stderr).toMatch(/^lab plan: --calibrate-from .*study\.json/);
   });
 
-  it('offers no parallelism figure when the cluster lacks the GPUs for a second pair', () => {
-    const run = runLabCli(['plan', '--replicas', '4']);
+  it('offers no parallelism figure when the cluster lacks the GPUs for a second pair', async () => {
+    const run = await runLabHere(['plan', '--replicas', '4']);
     expect(run.code).toBe(0);
     expect(run.stdout).not.toContain('study.parallelism: 2');
   });
 
-  it('reads right for the failed first design, 8 x 512', () => {
-    const run = runLabCli(['plan', '--prefixes', '8', '--prefix-len', '512']);
+  it('reads right for the failed first design, 8 x 512', async () => {
+    const run = await runLabHere(['plan', '--prefixes', '8', '--prefix-len', '512']);
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('  working set             4,096 tokens');
     expect(run.stdout).toMatch(
@@ -80,8 +80,8 @@ describe('lab plan', () => {
     );
   });
 
-  it('prints JSON with --json', () => {
-    const run = runLabCli(['plan', '--json', '--replicas', '3', '--kv-tokens', '100000']);
+  it('prints JSON with --json', async () => {
+    const run = await runLabHere(['plan', '--json', '--replicas', '3', '--kv-tokens', '100000']);
     expect(run.code).toBe(0);
     const json = JSON.parse(run.stdout);
     expect(json.kvCacheTokensPerReplica).toBe(100_000);
@@ -107,31 +107,31 @@ describe('lab plan', () => {
     expect(staged.overheads.jobStartSeconds).toBe(0);
   });
 
-  it('estimates without staging when runner.stageNextRun is false, and says so', () => {
+  it('estimates without staging when runner.stageNextRun is false, and says so', async () => {
     const path = join(tempDir('lab-plan-'), 'lab.yaml');
     writeFileSync(path, 'runner:\n  stageNextRun: false\n');
-    const text = runLabCli(['--config', path, 'plan']);
+    const text = await runLabHere(['--config', path, 'plan']);
     expect(text.code).toBe(0);
     expect(text.stdout).toContain(
       '  staging off (runner.stageNextRun: false): every run starts its clients when it starts\n',
     );
-    const staged = runLabCli(['plan', '--json']);
-    const unstaged = runLabCli(['--config', path, 'plan', '--json']);
+    const staged = await runLabHere(['plan', '--json']);
+    const unstaged = await runLabHere(['--config', path, 'plan', '--json']);
     const total = (run: { stdout: string }) => JSON.parse(run.stdout).estimate.totalSeconds as number;
     // The Job starts and restarts staging hides cost instance time again.
     expect(total(unstaged) - total(staged)).toBeGreaterThan(10 * 60);
     expect(JSON.parse(unstaged.stdout).estimate.staging.stagedRuns).toBe(0);
   });
 
-  it('says that an empty configuration file leaves every setting at its default', () => {
+  it('says that an empty configuration file leaves every setting at its default', async () => {
     const path = join(tempDir('lab-plan-'), 'empty.yaml');
     writeFileSync(path, '# nothing set yet\n');
-    const run = runLabCli(['--config', path, 'plan', '--json']);
+    const run = await runLabHere(['--config', path, 'plan', '--json']);
     expect(run.code).toBe(0);
     expect(run.stderr).toBe(`warning: ${path} is empty: every setting has its default (the published lab)\n`);
   });
 
-  it('names the option, the bad value and what is allowed', () => {
+  it('names the option, the bad value and what is allowed (through bin/launch.mjs, as a user runs it)', () => {
     const run = runLabCli(['plan', '--prefixes', 'many']);
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(
@@ -142,8 +142,8 @@ describe('lab plan', () => {
   describe('with a network-lab configuration', () => {
     const network = ['--config', 'examples/network-lab.yaml', 'plan'];
 
-    it('prints runs, duration and cost per cell, entries per Service count, conntrack expectations', () => {
-      const run = runLabCli(network);
+    it('prints runs, duration and cost per cell, entries per Service count, conntrack expectations', async () => {
+      const run = await runLabHere(network);
       expect(run.code).toBe(0);
       expect(run.stdout).toMatch(
         /^ {2}mesh +iptables +sidecar +C E1 E1s E2 E3 E4 E5 E6 E7 E8 E9 E10 +91 +\d+\.\d min +\d+\.\d min +\d+\.\d min +\d\.\d\d USD$/m,
@@ -163,8 +163,8 @@ describe('lab plan', () => {
       expect(run.stdout).toContain('No warnings: every cell can measure what it claims.');
     });
 
-    it('prints the plan as JSON with --json, one cell with --cell', () => {
-      const run = runLabCli([...network, '--json', '--cell', 'dp-cilium']);
+    it('prints the plan as JSON with --json, one cell with --cell', async () => {
+      const run = await runLabHere([...network, '--json', '--cell', 'dp-cilium']);
       expect(run.code).toBe(0);
       const json = JSON.parse(run.stdout);
       expect(json.cells).toHaveLength(1);
@@ -188,18 +188,18 @@ describe('lab plan', () => {
       expect(json.overheads.jobStartSeconds).toBeGreaterThan(0);
     });
 
-    it('refuses an unknown cell and the LLM-gateway what-if options, naming them', () => {
-      const unknown = runLabCli([...network, '--cell', 'dp-nft']);
+    it('refuses an unknown cell and the LLM-gateway what-if options, naming them', async () => {
+      const unknown = await runLabHere([...network, '--cell', 'dp-nft']);
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toBe(
         'lab plan: --cell dp-nft: no such cell in network.cells (cells: mesh, dp-iptables, dp-cilium)\n',
       );
-      const whatIf = runLabCli([...network, '--prefixes', '8', '--kv-tokens', '1000']);
+      const whatIf = await runLabHere([...network, '--prefixes', '8', '--kv-tokens', '1000']);
       expect(whatIf.code).toBe(1);
       expect(whatIf.stderr).toMatch(
         /^lab plan: --prefixes, --kv-tokens: what-if values of the LLM-gateway lab's workload/,
       );
-      const llm = runLabCli(['plan', '--cell', 'mesh']);
+      const llm = await runLabHere(['plan', '--cell', 'mesh']);
       expect(llm.code).toBe(1);
       expect(llm.stderr).toContain('--cell mesh: cells belong to the network lab');
     });
@@ -209,8 +209,8 @@ describe('lab plan', () => {
 describe('lab plan --replicas (issue 17)', () => {
   it.each([4, 8])(
     'predicts every policy and the study for %i replicas, the partition with a client each',
-    (replicas) => {
-      const run = runLabCli(['plan', '--json', '--replicas', String(replicas)]);
+    async (replicas) => {
+      const run = await runLabHere(['plan', '--json', '--replicas', String(replicas)]);
       expect(run.code).toBe(0);
       const json = JSON.parse(run.stdout);
       expect(json.policies['ideal-partition'].perReplica).toHaveLength(replicas);
@@ -226,8 +226,8 @@ describe('lab plan --replicas (issue 17)', () => {
     },
   );
 
-  it('prints the table for 8 replicas and prices the configured cluster', () => {
-    const run = runLabCli(['plan', '--replicas', '8'], { LAB_CONFIG: 'examples/multi-node.yaml' });
+  it('prints the table for 8 replicas and prices the configured cluster', async () => {
+    const run = await runLabHere(['plan', '--replicas', '8'], { LAB_CONFIG: 'examples/multi-node.yaml' });
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('  KV cache per replica    163,472 tokens x 8 replica(s)');
     expect(run.stdout).toMatch(/^ {2}policy +overall +replica 0 .* replica 7 /m);

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { writeReport } from '../../lib/report/write.ts';
 import { tempDir } from '../temp.ts';
 import { CHROMIUM, needs } from '../tools.ts';
-import { withChromium } from './browser.ts';
+import { chromiumOfFile } from './browser.ts';
 import { fixtureStudy } from './fixture.ts';
 
 const VALID_ARMS = 8;
@@ -15,17 +15,25 @@ interface SvgGraphics {
   getBBox(): { width: number; height: number };
 }
 const canRun = needs(CHROMIUM, import.meta.url, 'the Chromium rendering test');
+const withPage = chromiumOfFile();
+
+/** The fixture study's report, written once for the file's tests (they only read it). */
+let written: Promise<string> | undefined;
+function reportHtml(): Promise<string> {
+  written ??= (async () => {
+    const dir = tempDir('lab-report-browser-');
+    await writeFile(join(dir, 'study.json'), JSON.stringify(fixtureStudy()));
+    return (await writeReport(dir)).html;
+  })();
+  return written;
+}
 
 describe('report.html in headless Chromium', () => {
   it.runIf(canRun)(
     'renders the three charts with one bar per valid arm, reference rules and axis titles',
     async () => {
-      const dir = tempDir('lab-report-browser-');
-      await writeFile(join(dir, 'study.json'), JSON.stringify(fixtureStudy()));
-      const { html } = await writeReport(dir);
-
-      await withChromium(async (context) => {
-        const page = await context.newPage();
+      const html = await reportHtml();
+      await withPage(async (page) => {
         const requests: string[] = [];
         page.on('request', (request) => requests.push(request.url()));
         await page.goto(pathToFileURL(html).href);
@@ -71,11 +79,8 @@ describe('report.html in headless Chromium', () => {
   it.skipIf(!canRun)(
     'fits a 1400 px window and a 1280 px laptop screen: no table clipped, no axis title on a label',
     async () => {
-      const dir = tempDir('lab-report-layout-');
-      await writeFile(join(dir, 'study.json'), JSON.stringify(fixtureStudy()));
-      const { html } = await writeReport(dir);
-      await withChromium(async (context) => {
-        const page = await context.newPage();
+      const html = await reportHtml();
+      await withPage(async (page) => {
         for (const width of [1400, 1280]) {
           await page.setViewportSize({ width, height: 900 });
           await page.goto(pathToFileURL(html).href);

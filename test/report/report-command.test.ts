@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runLabCli } from '../cli/run-lab.ts';
+import { runLabCli, runLabHere } from '../cli/run-lab.ts';
 import { tempDir } from '../temp.ts';
 import { fixtureStudy } from './fixture.ts';
 
@@ -19,7 +19,7 @@ describe('lab report', () => {
   it('writes report.md and report.html beside study.json, prints their paths and leaves study.json as it was', async () => {
     const dir = await resultsDir();
     const before = await readFile(join(dir, 'study.json'), 'utf8');
-    const run = runLabCli(['report', dir]);
+    const run = await runLabHere(['report', dir]);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(run.stdout).toContain(`wrote ${join(dir, 'report.md')}`);
@@ -55,7 +55,7 @@ describe('lab report', () => {
 
   it('--no-calibrate leaves the calibrated section out', async () => {
     const dir = await resultsDir();
-    const run = runLabCli(['report', '--no-calibrate', dir]);
+    const run = await runLabHere(['report', '--no-calibrate', dir]);
     expect(run.code).toBe(0);
     expect(await readFile(join(dir, 'report.md'), 'utf8')).not.toContain('calibrated on this study');
   });
@@ -63,7 +63,7 @@ describe('lab report', () => {
   it('writes into --out, creating it, and nothing into the results folder', async () => {
     const dir = await resultsDir();
     const out = join(dir, 'reports', 'today');
-    const run = runLabCli(['report', '--no-calibrate', dir, '--out', out]);
+    const run = await runLabHere(['report', '--no-calibrate', dir, '--out', out]);
     expect(run.code).toBe(0);
     expect(existsSync(join(out, 'report.md'))).toBe(true);
     expect(existsSync(join(out, 'report.html'))).toBe(true);
@@ -73,7 +73,7 @@ describe('lab report', () => {
   it('an --out that cannot be created is named with the reason, without a stack trace', async () => {
     const dir = await resultsDir();
     const out = join(dir, 'study.json', 'reports');
-    const run = runLabCli(['report', '--no-calibrate', dir, '--out', out]);
+    const run = await runLabHere(['report', '--no-calibrate', dir, '--out', out]);
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
     expect(run.stderr).toBe(
@@ -84,7 +84,7 @@ describe('lab report', () => {
   it('a partial study: the reports carry the banner and the command says it too', async () => {
     const study = fixtureStudy();
     const dir = await resultsDir({ ...study, runs: study.runs.slice(0, 7) });
-    const run = runLabCli(['report', '--no-calibrate', dir]);
+    const run = await runLabHere(['report', '--no-calibrate', dir]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/^lab report: Partial study: 7 of \d+ planned runs recorded/);
     expect(await readFile(join(dir, 'report.md'), 'utf8')).toContain('> **Partial study: 7 of ');
@@ -97,13 +97,13 @@ describe('lab report', () => {
       await writeFile(join(dir, 'studies', id, 'study.json'), JSON.stringify(fixtureStudy()));
     }
     await mkdir(join(dir, 'studies', '20251015-090000-cccccccc'), { recursive: true });
-    const run = runLabCli(['report', '--no-calibrate', dir]);
+    const run = await runLabHere(['report', '--no-calibrate', dir]);
     expect(run.stderr).toBe('');
     expect(run.stdout).toContain(`read ${join(dir, 'studies', '20251014-090000-bbbbbbbb', 'study.json')}`);
     expect(existsSync(join(dir, 'report.md'))).toBe(true);
   });
 
-  it('fails clearly when study.json is missing', async () => {
+  it('fails clearly when study.json is missing (through bin/launch.mjs, as a user runs it)', async () => {
     const dir = tempDir('lab-report-empty-');
     const run = runLabCli(['report', '--no-calibrate', dir]);
     expect(run.code).toBe(1);
@@ -123,7 +123,7 @@ describe('lab report', () => {
       ),
     };
     const dir = await resultsDir(broken);
-    const run = runLabCli(['report', '--no-calibrate', dir]);
+    const run = await runLabHere(['report', '--no-calibrate', dir]);
     expect(run.code).toBe(1);
     const file = join(dir, 'study.json');
     expect(run.stderr).toContain(`lab report: ${file} is not a study JSON (schema version 1): 3 problem(s)`);

@@ -106,6 +106,23 @@ describe('BlockPool', () => {
 });
 
 describe('simulate', () => {
+  it("answers a repeat from its recent results: equal, the caller's own copy, keyed by everything", () => {
+    const input = { ...DEFAULT, replicas: 2, prefixes: 32, prompts: 256 };
+    const first = simulate(input, 'round-robin');
+    first.perReplica[0] = { ...first.perReplica[1], requests: -1 } as never;
+    first.timing.meanTtftMs = -1;
+    const again = simulate({ ...input }, 'round-robin');
+    expect(again.perReplica[0]?.requests).toBeGreaterThan(0);
+    expect(again.timing.meanTtftMs).toBeGreaterThan(0);
+    expect(again).toEqual(simulate({ ...input }, 'round-robin'));
+    // A field of the input, the routing or the model that changes makes another simulation.
+    expect(simulate({ ...input, seed: 7 }, 'round-robin')).not.toEqual(again);
+    expect(simulate(input, 'random').policy).toBe('random');
+    expect(simulate(input, 'round-robin', { stepOverheadMs: 20 }).timing.durationSeconds).toBeGreaterThan(
+      again.timing.durationSeconds,
+    );
+  });
+
   it('reaches the theoretical bound when the working set fits (within 0.1 points)', () => {
     // 16 x 2048 = 32,768 tokens against 163,472: only each prefix's first request misses.
     const input = { ...DEFAULT, prefixes: 16 };

@@ -6,7 +6,7 @@ import { networkStudyFiles } from '../../../lib/report/network/load.ts';
 import { writeNetworkReport } from '../../../lib/report/network/write.ts';
 import { tempDir } from '../../temp.ts';
 import { CHROMIUM, needs } from '../../tools.ts';
-import { withChromium } from '../browser.ts';
+import { chromiumOfFile } from '../browser.ts';
 import { fixtureNetworkStudies, NETWORK_SECTIONS } from './fixture.ts';
 
 /** The DOM's SVGGraphicsElement, as far as this test uses it (the project compiles without DOM types). */
@@ -15,20 +15,28 @@ interface SvgGraphics {
 }
 
 const canRun = needs(CHROMIUM, import.meta.url, 'the Chromium rendering test');
+const withPage = chromiumOfFile();
+
+/** The fixture cells' report, written once for the file's tests (they only read it). */
+let written: Promise<string> | undefined;
+function reportHtml(): Promise<string> {
+  written ??= (async () => {
+    const dir = tempDir('lab-net-browser-');
+    for (const study of fixtureNetworkStudies()) {
+      await mkdir(join(dir, study.cell));
+      await writeFile(join(dir, study.cell, 'study.json'), JSON.stringify(study));
+    }
+    return (await writeNetworkReport(await networkStudyFiles(dir), dir)).html;
+  })();
+  return written;
+}
 
 describe('the network report.html in headless Chromium', () => {
   it.runIf(canRun)(
     'renders every table and the four charts, with no console error and nothing fetched',
     async () => {
-      const dir = tempDir('lab-net-browser-');
-      for (const study of fixtureNetworkStudies()) {
-        await mkdir(join(dir, study.cell));
-        await writeFile(join(dir, study.cell, 'study.json'), JSON.stringify(study));
-      }
-      const { html } = await writeNetworkReport(await networkStudyFiles(dir), dir);
-
-      await withChromium(async (context) => {
-        const page = await context.newPage();
+      const html = await reportHtml();
+      await withPage(async (page) => {
         const requests: string[] = [];
         const problems: string[] = [];
         page.on('request', (request) => requests.push(request.url()));
@@ -106,14 +114,8 @@ describe('the network report.html in headless Chromium', () => {
   it.runIf(canRun)(
     'fits a 1400 px window and a 1280 px laptop screen: no table wider than its room',
     async () => {
-      const dir = tempDir('lab-net-layout-');
-      for (const study of fixtureNetworkStudies()) {
-        await mkdir(join(dir, study.cell));
-        await writeFile(join(dir, study.cell, 'study.json'), JSON.stringify(study));
-      }
-      const { html } = await writeNetworkReport(await networkStudyFiles(dir), dir);
-      await withChromium(async (context) => {
-        const page = await context.newPage();
+      const html = await reportHtml();
+      await withPage(async (page) => {
         for (const width of [1400, 1280]) {
           await page.setViewportSize({ width, height: 900 });
           await page.goto(pathToFileURL(html).href);

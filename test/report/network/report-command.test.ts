@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { NetworkStudyRecord } from '../../../lib/network/study/model.ts';
-import { runLabCli } from '../../cli/run-lab.ts';
+import { runLabCli, runLabHere } from '../../cli/run-lab.ts';
 import { tempDir } from '../../temp.ts';
 import { fixtureStudy } from '../fixture.ts';
 import { fixtureCellStudy, fixtureNetworkStudies } from './fixture.ts';
@@ -22,7 +22,7 @@ describe('lab report on a network study', () => {
   it('the folder of the cells: one report of every cell, beside them; the study files untouched', async () => {
     const dir = await cellsDir();
     const before = await readFile(join(dir, 'mesh', 'study.json'), 'utf8');
-    const run = runLabCli(['report', dir]);
+    const run = await runLabHere(['report', dir]);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(
@@ -48,7 +48,7 @@ describe('lab report on a network study', () => {
 
   it("one cell's folder: that cell's report in its folder", async () => {
     const dir = await cellsDir([fixtureCellStudy('dp-cilium')]);
-    const run = runLabCli(['report', join(dir, 'dp-cilium')]);
+    const run = await runLabHere(['report', join(dir, 'dp-cilium')]);
     expect(run.code, run.stderr).toBe(0);
     const md = await readFile(join(dir, 'dp-cilium', 'report.md'), 'utf8');
     expect(md).toContain('| dp-cilium (cilium) | 10,000 | 20,012 | 2 | 3 (estimate) | no baseline | no |');
@@ -58,13 +58,13 @@ describe('lab report on a network study', () => {
   it('several cell folders make one report, into --out; without --out it says so', async () => {
     const dir = await cellsDir();
     const cells = ['mesh', 'dp-iptables'].map((c) => join(dir, c));
-    const refused = runLabCli(['report', ...cells]);
+    const refused = await runLabHere(['report', ...cells]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toBe(
       'lab report: several results folders: choose where the report goes with --out\n',
     );
     const out = join(dir, 'reports');
-    const run = runLabCli(['report', ...cells, '--out', out]);
+    const run = await runLabHere(['report', ...cells, '--out', out]);
     expect(run.code, run.stderr).toBe(0);
     const md = await readFile(join(out, 'report.md'), 'utf8');
     expect(md).toContain('| mesh | iptables | sidecar |');
@@ -74,13 +74,13 @@ describe('lab report on a network study', () => {
 
   it('--baseline names the cell every cell is compared with; a cell the report lacks is refused with the cells it has', async () => {
     const dir = await cellsDir();
-    const refused = runLabCli(['report', dir, '--baseline', 'dp-nftables']);
+    const refused = await runLabHere(['report', dir, '--baseline', 'dp-nftables']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toBe(
       'lab report: --baseline "dp-nftables" is not a cell of this report; choose one of: dp-cilium, dp-iptables, mesh\n',
     );
     expect(existsSync(join(dir, 'report.md'))).toBe(false);
-    const run = runLabCli(['report', dir, '--baseline', 'dp-cilium']);
+    const run = await runLabHere(['report', dir, '--baseline', 'dp-cilium']);
     expect(run.code, run.stderr).toBe(0);
     const md = await readFile(join(dir, 'report.md'), 'utf8');
     expect(md).toContain('Baseline cell: dp-cilium (cilium, mesh none; named with --baseline).');
@@ -90,7 +90,7 @@ describe('lab report on a network study', () => {
   it('a partial study: the report carries the banner and the command says it too', async () => {
     const mesh = fixtureCellStudy('mesh');
     const dir = await cellsDir([{ ...mesh, state: 'running', runs: mesh.runs.slice(0, 12) }]);
-    const run = runLabCli(['report', dir]);
+    const run = await runLabHere(['report', dir]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe(
       "lab report: Partial study: cell mesh's study is still running (12 run record(s) so far). The tables cover only the recorded runs; lab run resumes a study, skipping every run that already has a valid record.\n",
@@ -98,7 +98,7 @@ describe('lab report on a network study', () => {
     expect(await readFile(join(dir, 'report.md'), 'utf8')).toContain("> **Partial study: cell mesh's study");
   });
 
-  it('a network study that is not shaped right is named with its problems, without a stack trace', async () => {
+  it('a network study that is not shaped right is named with its problems, without a stack trace (through bin/launch.mjs, as a user runs it)', async () => {
     const mesh = fixtureCellStudy('mesh');
     const dir = await cellsDir([{ ...mesh, state: 'done' } as unknown as NetworkStudyRecord]);
     const run = runLabCli(['report', dir]);
@@ -115,17 +115,17 @@ describe('lab report on a network study', () => {
     const gateway = join(dir, 'gateway');
     await mkdir(gateway);
     await writeFile(join(gateway, 'study.json'), JSON.stringify(fixtureStudy()));
-    const mixed = runLabCli(['report', join(dir, 'mesh'), gateway, '--out', join(dir, 'out')]);
+    const mixed = await runLabHere(['report', join(dir, 'mesh'), gateway, '--out', join(dir, 'out')]);
     expect(mixed.code).toBe(1);
     expect(mixed.stderr).toBe(
       `lab report: ${gateway}: no network study (a study.json with lab: "network") in the folder or its cell folders\n`,
     );
-    const two = runLabCli(['report', gateway, gateway]);
+    const two = await runLabHere(['report', gateway, gateway]);
     expect(two.code).toBe(1);
     expect(two.stderr).toBe(
       'lab report: several results folders make one report only for network-lab cells; give one LLM-gateway results folder\n',
     );
-    const first = runLabCli(['report', gateway]);
+    const first = await runLabHere(['report', gateway]);
     expect(first.code, first.stderr).toBe(0);
     expect(await readFile(join(gateway, 'report.md'), 'utf8')).toMatch(/^# LLM-gateway study report\n/);
   });
