@@ -74,19 +74,24 @@ export interface KindOutcome {
   readonly reasons: readonly string[];
 }
 
+/** The output file a Job writes, or the files (a grouped mTLS Job writes one per case). */
+export type JobFiles = string | readonly string[];
+
 /** What a finished Job left. */
 export interface JobRun {
   readonly outcome: NetworkJobOutcome;
-  /** The output file's text; undefined when the Job wrote none. */
+  /** The (first) output file's text; undefined when the Job wrote none. */
   readonly text: string | undefined;
+  /** Each output file's text by name; undefined for a file the Job did not write. */
+  readonly files: Readonly<Record<string, string | undefined>>;
   readonly pods: readonly NetworkPodState[];
 }
 
 /** The Job side of the runner (job-driver.ts), as the steps use it. */
 export interface JobDriverPort {
-  runJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
+  runJob(run: { readonly id: string } | undefined, job: JobObject, file: JobFiles): Promise<JobRun>;
   startJob(run: { readonly id: string } | undefined, job: JobObject): Promise<void>;
-  finishJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
+  finishJob(run: { readonly id: string } | undefined, job: JobObject, file: JobFiles): Promise<JobRun>;
   hostOutput(step: string, runId: string, script: string, cilium?: boolean): Promise<string>;
   waitFor(what: string, check: () => Promise<string | undefined>): Promise<string | undefined>;
   /** The options of a wait of the runner (poll.ts): its clock and interval, status while it waits. */
