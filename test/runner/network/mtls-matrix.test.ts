@@ -76,14 +76,18 @@ describe('the mTLS matrix, one client pod per source', () => {
     expect(observed('port-exception-out-of-mesh')).toEqual({ httpCode: '200', curlExit: 0 });
     expect(observed('authz-denied')).toEqual({ httpCode: '403', curlExit: 0 });
     // Each source's identity: service account, injection opt-in or opt-out, and the URLs of its cases.
-    const job = (name: string) => t.fake.created.find((j) => j.metadata.name === name);
+    const job = (name: string) => {
+      const found = t.fake.created.find((j) => j.metadata.name === name);
+      if (!found) throw new Error(`no job/${name}`);
+      return found;
+    };
     const pod = (name: string) =>
-      (job(name)?.spec as { template: Record<string, Record<string, unknown>> }).template;
+      (job(name).spec as { template: Record<string, Record<string, unknown>> }).template;
     expect(pod(E2_JOBS[2]).spec.serviceAccountName).toBe('bad');
     expect(pod(E2_JOBS[3]).spec.serviceAccountName).toBeUndefined();
     expect(pod(E2_JOBS[0]).metadata.labels).toMatchObject({ 'sidecar.istio.io/inject': 'false' });
     expect(pod(E2_JOBS[1]).metadata.labels).toMatchObject({ 'sidecar.istio.io/inject': 'true' });
-    expect(mtlsCasesOf(containerOf(job(E2_JOBS[0]) as never).command)).toEqual([
+    expect(mtlsCasesOf(containerOf(job(E2_JOBS[0])).command)).toEqual([
       { id: 'no-policy-out-of-mesh', url: 'http://fortio.mesh-default.svc.cluster.local:8080/echo' },
       { id: 'port-exception-out-of-mesh', url: 'http://fortio-permissive.mesh.svc.cluster.local:8080/echo' },
       { id: 'strict-out-of-mesh', url: 'http://fortio.mesh.svc.cluster.local:8080/echo' },
