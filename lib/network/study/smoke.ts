@@ -19,6 +19,16 @@ export const NETWORK_SMOKE_PREFIX = SMOKE_PREFIX;
 export const NETWORK_SMOKE_TARGET_MINUTES = 5;
 
 /**
+ * How long a smoke study waits for a precondition (mesh pods restarted into the mesh, E9's
+ * Services with ready backends, E10's conntrack baseline) before the run fails "not started",
+ * against the full study's runner.readyTimeoutMinutes (10). Twice the mesh restart `lab plan`
+ * assumes (timing.ts meshRestartSeconds, 60 s); E9's 100 Services are ready in seconds; and a
+ * killed study's TIME_WAIT entries (120 s) are gone before E10, the smoke's last run. So a smoke
+ * precondition that is not met by then will not be, and the user learns it in minutes.
+ */
+export const NETWORK_SMOKE_READY_TIMEOUT_MINUTES = 2;
+
+/**
  * The tiny load. fortio: 2 s at 50 QPS per run (enough calls for the histogram, the rate and the
  * sidecar's counters; 100 new connections on E9's run, so the conntrack baseline stays low for
  * E10). E6: 1 MiB. E7: 20 events. E9: 5 samples per step. E10: one lowered limit.

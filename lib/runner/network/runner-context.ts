@@ -6,7 +6,8 @@ import type {
   NetworkRunResult,
   PodMeshEvidence,
 } from '../../network/study/model.ts';
-import type { RetryPolicy } from '../call-policy.ts';
+import { NETWORK_SMOKE_READY_TIMEOUT_MINUTES } from '../../network/study/smoke.ts';
+import { DEFAULT_API_OUTAGE_MS, DEFAULT_RETRY_POLICY, type RetryPolicy } from '../call-policy.ts';
 import type { PollOptions } from '../poll.ts';
 import type {
   Clock,
@@ -54,6 +55,11 @@ export interface NetworkRunnerOptions {
   /** How long a precondition (pods restarted, Services ready, conntrack baseline) may take. @default 10 minutes */
   readonly readyTimeoutMs?: number;
   /**
+   * The same for a smoke study (and the full study's smoke checks), when shorter than readyTimeoutMs.
+   * @default NETWORK_SMOKE_READY_TIMEOUT_MINUTES (lib/network/study/smoke.ts), 2 minutes
+   */
+  readonly smokeReadyTimeoutMs?: number;
+  /**
    * The error policy of the cell's API and the sidecar scrapes (call-policy.ts, as the first
    * lab's runner): retries on 429, 5xx and connection errors; `outageMs` is how long an API call
    * keeps being tried (`runner.retry.outageMinutes`; the scrapes never ride out an outage).
@@ -63,6 +69,28 @@ export interface NetworkRunnerOptions {
 }
 
 export type Resolved<T> = { readonly [K in keyof T]-?: T[K] };
+
+/** The options with their defaults. */
+export function resolved(options: NetworkRunnerOptions): Resolved<NetworkRunnerOptions> {
+  return {
+    jobTimeoutMs: options.jobTimeoutMs ?? 15 * 60_000,
+    pollIntervalMs: options.pollIntervalMs ?? 2_000,
+    progressEveryMs: options.progressEveryMs ?? 60_000,
+    readyTimeoutMs: options.readyTimeoutMs ?? 10 * 60_000,
+    smokeReadyTimeoutMs: options.smokeReadyTimeoutMs ?? NETWORK_SMOKE_READY_TIMEOUT_MINUTES * 60_000,
+    retry: options.retry ?? { ...DEFAULT_RETRY_POLICY, outageMs: DEFAULT_API_OUTAGE_MS },
+  };
+}
+
+/**
+ * A smoke study's options: its waits end after the smoke's ready timeout, so a precondition that
+ * will never hold (an injector that never injects, a backend that never starts) fails a smoke
+ * study in minutes, not after the full study's 10.
+ */
+export function smokeOptions(options: NetworkRunnerOptions): Resolved<NetworkRunnerOptions> {
+  const full = resolved(options);
+  return { ...full, readyTimeoutMs: Math.min(full.readyTimeoutMs, full.smokeReadyTimeoutMs) };
+}
 
 /** A run's kind-specific outcome before judgment. */
 export interface KindOutcome {
