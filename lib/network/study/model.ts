@@ -230,6 +230,8 @@ export interface MtlsCaseResult {
   readonly id: string;
   readonly expected: CurlOutcome;
   readonly observed: CurlOutcome | null;
+  /** The Job whose curl observed it: one per source of the matrix (mtls-groups.ts). Absent in older records. */
+  readonly job?: string;
 }
 
 /** E9: what a step found (entries counted by a host-command Job, the prober's result). */

@@ -1,6 +1,7 @@
 import type { ChecklistEntry, ProofCheck, ProofStatus, SmokeChecklist } from '../../study/smoke-checklist.ts';
 import { meanMs } from './fortio-result.ts';
 import type { NetworkRun, NetworkRunRecord, NetworkStudyRecord, Precondition } from './model.ts';
+import { NETWORK_SMOKE_READY_TIMEOUT_MINUTES } from './smoke.ts';
 import {
   datapathCheck,
   fortioResultCheck,
@@ -53,8 +54,7 @@ export const NETWORK_PROOF_FIXES: Readonly<Record<NetworkProof, string>> = {
   host: 'the runner reads host/host.json (the bootstrap writes it) and runs a host-command Job for the kernel and CPU flags: lab logs bootstrap --cell <cell>, lab logs runner --cell <cell>',
   datapath:
     "the cell's K3s or Cilium install is not what it claims: lab logs bootstrap --cell <cell> (the datapath step); on Cilium, cilium-dbg status must report KubeProxyReplacement True",
-  preconditions:
-    'the mesh namespaces need their Istio label and pods created after it, E9 its backend pods, E10 a conntrack baseline below its threshold: lab logs runner --cell <cell> names what it waited for',
+  preconditions: `the mesh namespaces need their Istio label and pods created after it, E9 its backend pods, E10 a conntrack baseline below its threshold; a smoke study waits ${NETWORK_SMOKE_READY_TIMEOUT_MINUTES} min for each (the full study runner.readyTimeoutMinutes): lab logs runner --cell <cell> names what it waited for`,
   job: 'lab logs job <run-id> --cell <cell> shows why the Job failed (image pull, DNS, the server refusing)',
   result:
     "the Job must write its file into its output folder (/out, the cell's results folder jobs/<job>/): lab logs job <run-id> --cell <cell>",

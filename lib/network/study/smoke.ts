@@ -19,6 +19,16 @@ export const NETWORK_SMOKE_PREFIX = SMOKE_PREFIX;
 export const NETWORK_SMOKE_TARGET_MINUTES = 5;
 
 /**
+ * How long a smoke study waits for a precondition (mesh pods restarted into the mesh, E9's
+ * Services with ready backends, E10's conntrack baseline) before the run fails "not started",
+ * against the full study's runner.readyTimeoutMinutes (10). Twice the mesh restart `lab plan`
+ * assumes (timing.ts meshRestartSeconds, 60 s); E9's 100 Services are ready in seconds; and a
+ * killed study's TIME_WAIT entries (120 s) are gone before E10, the smoke's last run. So a smoke
+ * precondition that is not met by then will not be, and the user learns it in minutes.
+ */
+export const NETWORK_SMOKE_READY_TIMEOUT_MINUTES = 2;
+
+/**
  * The tiny load. fortio: 2 s at 50 QPS per run (enough calls for the histogram, the rate and the
  * sidecar's counters; 100 new connections on E9's run, so the conntrack baseline stays low for
  * E10). E6: 1 MiB. E7: 20 events. E9: 5 samples per step. E10: one lowered limit.
@@ -71,16 +81,42 @@ export function networkSmokeConfig(config: LabConfig): LabConfig {
 /**
  * The smoke plan of a cell: the tiny configuration's plan without the runs that prove nothing new
  * (E3's saturation variant repeats E1s's path at E3's arms; E10's step at the host's default limit,
- * since the lowered step reads the default and restores it), ids `smoke-<id>`.
+ * since the lowered step reads the default and restores it; a client run whose path and load an
+ * earlier smoke run has already had, `samePath`), ids `smoke-<id>`.
  */
 export function networkSmokePlan(config: LabConfig, cellName: string): NetworkStudyPlan {
   const plan = networkStudyPlan(networkSmokeConfig(config), cellName);
   const lowered = plan.runs.some((r) => r.spec.kind === 'conntrack' && r.spec.limit !== 'default');
+  const paths = new Set<string>();
   const runs = plan.runs
     .filter((run) => !run.id.startsWith('e3-saturation-'))
     .filter((run) => !(lowered && run.spec.kind === 'conntrack' && run.spec.limit === 'default'))
+    .filter((run) => {
+      const path = samePath(run);
+      if (path === undefined) return true;
+      if (paths.has(path)) return false;
+      paths.add(path);
+      return true;
+    })
     .map(renamed);
   return { ...plan, runs };
+}
+
+/**
+ * What a client run exercises: its client, target, tool, mode and load, and the mTLS rule it is
+ * judged by. At the smoke's tiny load several runs coincide: E3's and E4's plain arms are E1's
+ * plain run (2 s at 50 QPS to the same server), E3's mesh-mtls and E4's mesh-l7 arms are E1's
+ * mesh-mtls run (`mesh-l7` is the same path, judged by the same counters: validity-mesh.ts), and
+ * E9's new-connection run is the same at every step. The first of them runs and its proofs count
+ * for the rest. The full study keeps them all: their loads differ there, and they are measurements.
+ * Calibration (to the pod IP), the mTLS matrix, E9's steps and E10 are their own paths (undefined).
+ */
+export function samePath(run: NetworkRun): string | undefined {
+  const { spec } = run;
+  if (run.experiment === 'C') return undefined;
+  if (spec.kind !== 'fortio' && spec.kind !== 'download' && spec.kind !== 'sse') return undefined;
+  const arm = spec.arm === 'mesh-l7' ? 'mesh-mtls' : spec.arm;
+  return JSON.stringify({ ...spec, arm });
 }
 
 function renamed(run: NetworkRun): NetworkRun {

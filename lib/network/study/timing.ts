@@ -1,6 +1,7 @@
 import type { MeshMode } from '../../config/network.ts';
 import { DEFAULT_RUN_OVERHEADS } from '../../study/duration.ts';
 import type { NetworkRun, NetworkRunSpec } from './model.ts';
+import { mtlsClientGroups } from './mtls-groups.ts';
 
 /** How long a cell's runs take, for `lab plan` (planner.ts): its full study's and its smoke study's. */
 
@@ -94,10 +95,11 @@ export function runSeconds(
     case 'sse':
       return { load: (spec.events * spec.intervalMs) / 1000, overhead: job };
     case 'mtls':
-      // One client pod per case (each namespace and service account is its own pod).
+      // One client pod per source (namespace, service account, in or out of the mesh) runs its
+      // cases' curls one after the other (mtls-groups.ts).
       return {
         load: spec.cases.length * o.curlSeconds,
-        overhead: spec.cases.length * o.jobStartSeconds + o.runnerSeconds,
+        overhead: mtlsClientGroups(spec.cases).length * o.jobStartSeconds + o.runnerSeconds,
       };
     case 'service-scale': {
       const previous = Math.max(

@@ -173,7 +173,9 @@ export function mtlsMatrixCompleteCheck(spec: MtlsRunSpec, cases: readonly MtlsC
   return spec.cases.flatMap((planned) => {
     const found = cases.find((entry) => entry.id === planned.id);
     if (!found) return [`mTLS case ${planned.id} has no result`];
-    return found.observed === null ? [`mTLS case ${planned.id} was not observed (its curl did not run)`] : [];
+    return found.observed === null
+      ? [`mTLS case ${planned.id} was not observed (its curl left no outcome)`]
+      : [];
   });
 }
 

@@ -7,6 +7,7 @@ import type {
   NetworkRunResult,
   PodMeshEvidence,
 } from '../../network/study/model.ts';
+import { mtlsClientGroups } from '../../network/study/mtls-groups.ts';
 import {
   ISTIO_SYSTEM_NAMESPACE,
   MESH_NAMESPACE,
@@ -16,7 +17,7 @@ import {
 import { rethrowOutage } from '../call-policy.ts';
 import type { JobObject, NetworkPodState } from '../ports.ts';
 import { curlOutcome, mtlsCounters, mtlsDelta, parseCurlResult } from './host-output.ts';
-import { mtlsCaseJobName, OUTPUT_FILES, runJobs } from './jobs.ts';
+import { mtlsCaseFile, mtlsGroupJobName, OUTPUT_FILES, runJobs } from './jobs.ts';
 import { networkJobName } from './layout.ts';
 import { type KindOutcome, meshEvidence, type StepContext } from './runner-context.ts';
 
@@ -194,34 +195,44 @@ export class ClientSteps {
     };
   }
 
-  /** E2/E8: one curl Job per case; the observed outcome beside the expected one. */
+  /**
+   * E2/E8: one curl Job per source (mtls-groups.ts), its curls one file per case; each case's
+   * observed outcome beside the expected one, with the Job that observed it. A case whose file is
+   * missing or does not parse is that case's reason alone: the other cases keep their outcomes.
+   */
   async mtlsRun(run: NetworkRun, spec: MtlsRunSpec): Promise<KindOutcome> {
-    const cases: MtlsCaseResult[] = [];
+    const observedBy = new Map<string, MtlsCaseResult>();
     const pods: PodMeshEvidence[] = [];
     const reasons: string[] = [];
     let job: NetworkJobOutcome = 'succeeded';
-    for (const c of spec.cases) {
-      await this.ctx.phase(`mTLS case ${c.id}`);
-      const name = mtlsCaseJobName(run.id, c.id);
-      const done = await this.ctx.jobs.runJob(run, this.planJob(run, name), OUTPUT_FILES.curl);
+    for (const group of mtlsClientGroups(spec.cases)) {
+      await this.ctx.phase(`mTLS cases ${group.cases.map((c) => c.id).join(', ')}`);
+      const name = mtlsGroupJobName(run.id, group.id);
+      const files = group.cases.map((c) => mtlsCaseFile(c.id));
+      const done = await this.ctx.jobs.runJob(run, this.planJob(run, name), files);
       pods.push(...done.pods.map(meshEvidence));
       if (done.outcome !== 'succeeded') job = done.outcome;
-      let observed = null;
-      if (done.text === undefined)
-        reasons.push(`case ${c.id}: job/${name} ${done.outcome} and left no result file`);
-      else {
-        try {
-          observed = curlOutcome(parseCurlResult(done.text));
-        } catch (error) {
-          rethrowOutage(error);
-          reasons.push(`case ${c.id}: ${(error as Error).message}`);
+      for (const c of group.cases) {
+        const text = done.files[mtlsCaseFile(c.id)];
+        let observed = null;
+        if (text === undefined)
+          reasons.push(`case ${c.id}: job/${name} ${done.outcome} and left no ${mtlsCaseFile(c.id)}`);
+        else {
+          try {
+            observed = curlOutcome(parseCurlResult(text));
+          } catch (error) {
+            rethrowOutage(error);
+            reasons.push(`case ${c.id}: ${(error as Error).message}`);
+          }
         }
+        observedBy.set(c.id, { id: c.id, expected: c.expected, observed, job: name });
+        await this.ctx.say(
+          `${run.id} ${c.id}: expected HTTP ${c.expected.httpCode}/exit ${c.expected.curlExit}, observed ${observed ? `HTTP ${observed.httpCode}/exit ${observed.curlExit}` : 'nothing'} (job/${name})`,
+        );
       }
-      cases.push({ id: c.id, expected: c.expected, observed });
-      await this.ctx.say(
-        `${run.id} ${c.id}: expected HTTP ${c.expected.httpCode}/exit ${c.expected.curlExit}, observed ${observed ? `HTTP ${observed.httpCode}/exit ${observed.curlExit}` : 'nothing'}`,
-      );
     }
+    // The record keeps the plan's case order, whatever the order of the Jobs.
+    const cases = spec.cases.flatMap((c) => observedBy.get(c.id) ?? []);
     return { job, result: { kind: 'mtls', cases }, pods, reasons };
   }
 

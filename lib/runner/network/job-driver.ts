@@ -8,7 +8,7 @@ import type { JobObject } from '../ports.ts';
 import { formatElapsed } from '../status.ts';
 import { ciliumCommandJob, hostCommandJob, NETWORK_RUN_LABEL, OUTPUT_FILES } from './jobs.ts';
 import { networkJobName } from './layout.ts';
-import type { JobDriverPort, JobRun, StepContext } from './runner-context.ts';
+import type { JobDriverPort, JobFiles, JobRun, StepContext } from './runner-context.ts';
 
 /** The study's own Jobs (host facts, datapath evidence) keep their files under this run id. */
 export const STUDY_STEP = 'study';
@@ -70,7 +70,7 @@ export class JobDriver implements JobDriverPort {
    * first, the Job is polled until its counts say succeeded or failed (or it times out and is
    * deleted), its pods' log and output file are kept in the run's attempt folder, then it is deleted.
    */
-  async runJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun> {
+  async runJob(run: { readonly id: string } | undefined, job: JobObject, file: JobFiles): Promise<JobRun> {
     await this.startJob(run, job);
     return this.finishJob(run, job, file);
   }
@@ -84,8 +84,11 @@ export class JobDriver implements JobDriverPort {
     await this.ctx.cluster.createJob(job);
   }
 
-  /** Waits for a started Job to end, keeps its log and `file`, and deletes it (see runJob). */
-  async finishJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun> {
+  /**
+   * Waits for a started Job to end, keeps its log and its output file (or files: a grouped Job
+   * writes one per case), and deletes it (see runJob).
+   */
+  async finishJob(run: { readonly id: string } | undefined, job: JobObject, file: JobFiles): Promise<JobRun> {
     const { namespace, name } = job.metadata;
     const runId = run?.id ?? STUDY_STEP;
     const outcome = await this.waitForJob(namespace, name);
@@ -100,12 +103,20 @@ export class JobDriver implements JobDriverPort {
       }
     }
     if (logs.length > 0) await this.keep(runId, `${name}.log`, logs.join('\n'));
-    const text = await this.ctx.deps.store.readJobOutput(name, file);
-    if (text !== undefined) await this.keep(runId, `${name}-${file}`, text);
+    const names = typeof file === 'string' ? [file] : file;
+    const files: Record<string, string | undefined> = {};
+    for (const each of names) {
+      const text = await this.ctx.deps.store.readJobOutput(name, each);
+      files[each] = text;
+      if (text !== undefined) await this.keep(runId, `${name}-${each}`, text);
+    }
     await this.ctx.deps.store.removeJobOutput(name);
     await this.deleteJobAndWait(namespace, name);
-    await this.ctx.say(`${runId}: job/${name} ${outcome}${text === undefined ? `, no ${file}` : ''}`);
-    return { outcome, text, pods };
+    const missing = names.filter((each) => files[each] === undefined);
+    await this.ctx.say(
+      `${runId}: job/${name} ${outcome}${missing.length > 0 ? `, no ${missing.join(', ')}` : ''}`,
+    );
+    return { outcome, text: files[names[0]], files, pods };
   }
 
   /**

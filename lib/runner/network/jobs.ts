@@ -3,13 +3,8 @@ import type { LabConfig } from '../../config/schema.ts';
 import { fortioLoadArgs } from '../../network/fortio.ts';
 import type { ProbeName } from '../../network/probes/bundle.ts';
 import { NETWORK_REQUESTS } from '../../network/resources.ts';
-import type {
-  DownloadRunSpec,
-  FortioRunSpec,
-  MtlsCase,
-  NetworkRun,
-  SseRunSpec,
-} from '../../network/study/model.ts';
+import type { DownloadRunSpec, FortioRunSpec, NetworkRun, SseRunSpec } from '../../network/study/model.ts';
+import { type MtlsClientGroup, mtlsClientGroups } from '../../network/study/mtls-groups.ts';
 import { CELL_LABEL, GOOD_SERVICE_ACCOUNT, MESH_NAMESPACE, PLAIN_NAMESPACE } from '../../network/topology.ts';
 import type { ContainerRequests } from '../../study/resources.ts';
 import { RESULTS_HOST_PATH } from '../../study/topology.ts';
@@ -191,27 +186,23 @@ export function fortioJob(
 export const CURL_WRITE_OUT =
   '{"httpCode":"%{http_code}","curlExit":%{exitcode},"sizeDownloadBytes":%{size_download},"speedDownloadBytesPerSecond":%{speed_download},"timeTotalSeconds":%{time_total}}';
 
-/**
- * A shell line running curl on `$URL` and writing its write-out to /out/curl.json. With
- * `passExit`, the Job fails when curl does (a download); without, curl's failure is the
- * measurement (the mTLS matrix) and the Job succeeds once the file is written.
- */
-function curlScript(passExit: boolean, maxSeconds: number): string {
+/** A shell line running curl on `$URL`, its write-out into /out/curl.json; the Job fails when curl does. */
+function curlScript(maxSeconds: number): string {
   const out = `${JOB_OUTPUT_MOUNT}/${OUTPUT_FILES.curl}`;
   return [
     `curl -sS -o /dev/null --max-time ${maxSeconds} -w '${CURL_WRITE_OUT}' "$URL" > ${out}.tmp`,
     'code=$?',
     `mv ${out}.tmp ${out}`,
-    passExit ? 'exit $code' : 'exit 0',
+    'exit $code',
   ].join('; ');
 }
 
-function curlContainer(ctx: NetworkJobContext, url: string, passExit: boolean, maxSeconds: number) {
+function curlContainer(ctx: NetworkJobContext, url: string, maxSeconds: number) {
   return {
     name: 'curl',
     image: ctx.config.network.probeImage,
     imagePullPolicy: 'IfNotPresent',
-    command: ['sh', '-c', curlScript(passExit, maxSeconds)],
+    command: ['sh', '-c', curlScript(maxSeconds)],
     env: [{ name: 'URL', value: url }],
     resources: resources(NETWORK_REQUESTS.nodeProbe),
     securityContext: unprivileged,
@@ -229,19 +220,63 @@ export function downloadJob(
   const serviceAccountName = clientServiceAccount(spec.clientNamespace);
   return networkJob(ctx, name, spec.clientNamespace, runId, 'download-client', {
     ...(serviceAccountName ? { serviceAccountName } : {}),
-    containers: [curlContainer(ctx, spec.url, true, 600)],
+    containers: [curlContainer(ctx, spec.url, 600)],
   });
 }
 
+/** Where a grouped mTLS Job writes one case's curl write-out, in its /out folder. */
+export function mtlsCaseFile(caseId: string): string {
+  return `curl-${caseId}.json`;
+}
+
+/** How long one curl of the matrix may take: a dropped connection fails at once, a hang ends here. */
+export const MTLS_CURL_MAX_SECONDS = 10;
+
 /**
- * One row of the mTLS matrix (E2, E8): a curl from a pod in or out of the mesh under the case's
- * service account. Out of the mesh in an injected namespace, the pod opts out of injection.
+ * The shell of a grouped mTLS Job: for each `<case id> <url>` pair of its arguments, one curl
+ * whose write-out becomes /out/curl-<case id>.json (`mtlsCaseFile`). curl's failure is the
+ * measurement (a dropped connection, exit 56), so a failed curl never stops the next one, and the
+ * Job succeeds once every case had its turn; a case whose file is missing is that case's problem
+ * alone.
  */
-export function mtlsCaseJob(ctx: NetworkJobContext, name: string, runId: string, c: MtlsCase): JobObject {
-  return networkJob(ctx, name, c.clientNamespace, runId, 'mtls-client', {
-    ...(c.serviceAccount !== 'default' ? { serviceAccountName: c.serviceAccount } : {}),
-    podLabels: { [SIDECAR_INJECT_LABEL]: c.inMesh ? 'true' : 'false' },
-    containers: [curlContainer(ctx, c.url, false, 10)],
+export function mtlsCurlsScript(maxSeconds = MTLS_CURL_MAX_SECONDS): string {
+  const out = `"${JOB_OUTPUT_MOUNT}/${mtlsCaseFile('$1')}"`;
+  const tmp = `"${JOB_OUTPUT_MOUNT}/${mtlsCaseFile('$1')}.tmp"`;
+  return [
+    'while [ $# -ge 2 ]; do',
+    `curl -sS -o /dev/null --max-time ${maxSeconds} -w '${CURL_WRITE_OUT}' "$2" > ${tmp};`,
+    `mv ${tmp} ${out};`,
+    'shift 2;',
+    'done;',
+    'exit 0',
+  ].join(' ');
+}
+
+/**
+ * The curls of one source of the mTLS matrix (E2, E8; lib/network/study/mtls-groups.ts): one pod
+ * in or out of the mesh under the source's service account runs each case's curl in plan order.
+ * Out of the mesh in an injected namespace, the pod opts out of injection.
+ */
+export function mtlsClientJob(
+  ctx: NetworkJobContext,
+  name: string,
+  runId: string,
+  group: MtlsClientGroup,
+): JobObject {
+  return networkJob(ctx, name, group.clientNamespace, runId, 'mtls-client', {
+    ...(group.serviceAccount !== 'default' ? { serviceAccountName: group.serviceAccount } : {}),
+    podLabels: { [SIDECAR_INJECT_LABEL]: group.inMesh ? 'true' : 'false' },
+    containers: [
+      {
+        name: 'curl',
+        image: ctx.config.network.probeImage,
+        imagePullPolicy: 'IfNotPresent',
+        command: ['sh', '-c', mtlsCurlsScript(), 'mtls-curls', ...group.cases.flatMap((c) => [c.id, c.url])],
+        resources: resources(NETWORK_REQUESTS.nodeProbe),
+        securityContext: unprivileged,
+        volumeMounts: [outMount],
+      },
+    ],
   });
 }
 
@@ -442,9 +477,9 @@ export function runJobs(ctx: NetworkJobContext, run: NetworkRun): Record<string,
       return { [name]: sseJob(ctx, name, run.id, spec) };
     case 'mtls':
       return Object.fromEntries(
-        spec.cases.map((c) => {
-          const caseName = mtlsCaseJobName(run.id, c.id);
-          return [caseName, mtlsCaseJob(ctx, caseName, run.id, c)];
+        mtlsClientGroups(spec.cases).map((group) => {
+          const groupName = mtlsGroupJobName(run.id, group.id);
+          return [groupName, mtlsClientJob(ctx, groupName, run.id, group)];
         }),
       );
     case 'service-scale':
@@ -454,8 +489,9 @@ export function runJobs(ctx: NetworkJobContext, run: NetworkRun): Record<string,
   }
 }
 
-export function mtlsCaseJobName(runId: string, caseId: string): string {
-  return networkJobName(runId, caseId);
+/** The Job of one source of an mTLS run (`net-e2-matrix-mesh-good-in-mesh`). */
+export function mtlsGroupJobName(runId: string, groupId: string): string {
+  return networkJobName(runId, groupId);
 }
 
 /** Every static Job of a plan, by name: what the runner's ConfigMap carries (`jobs.json`). */

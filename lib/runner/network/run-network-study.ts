@@ -10,13 +10,7 @@ import type {
 import { type NetworkProof, networkSmokeChecklist } from '../../network/study/smoke-checklist.ts';
 import { judgeNetworkRun, judgeRepeats, type NetworkJudgeConfig } from '../../network/study/validity.ts';
 import { checklistFailures, formatChecklist, type SmokeChecklist } from '../../study/smoke-checklist.ts';
-import {
-  ApiUnreachableError,
-  DEFAULT_API_OUTAGE_MS,
-  DEFAULT_RETRY_POLICY,
-  interruption,
-  withRetry,
-} from '../call-policy.ts';
+import { ApiUnreachableError, interruption, withRetry } from '../call-policy.ts';
 import type { NetworkCluster, NetworkStudyFiles, SidecarMetrics } from '../ports.ts';
 import { ProgressTimer, progressLine, type StudyState, studyEtaMs, studyStatus } from '../status.ts';
 import { asCleanup, RunnerInterruptedError, withStop } from '../stop-signal.ts';
@@ -28,12 +22,14 @@ import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
 import { ConntrackSteps } from './conntrack-steps.ts';
 import { JobDriver } from './job-driver.ts';
-import type {
-  KindOutcome,
-  NetworkRunnerDeps,
-  NetworkRunnerOptions,
-  Resolved,
-  StepContext,
+import {
+  type KindOutcome,
+  type NetworkRunnerDeps,
+  type NetworkRunnerOptions,
+  type Resolved,
+  resolved,
+  type StepContext,
+  smokeOptions,
 } from './runner-context.ts';
 import { ServiceScaleSteps } from './scale-steps.ts';
 import { cellStudyFolder, lastStudyOf } from './study-choice.ts';
@@ -71,16 +67,6 @@ export async function runNetworkStudy(
   return new NetworkStudyRunner(withStop(deps), config, plan, resolved(options), mode).run();
 }
 
-function resolved(options: NetworkRunnerOptions): Resolved<NetworkRunnerOptions> {
-  return {
-    jobTimeoutMs: options.jobTimeoutMs ?? 15 * 60_000,
-    pollIntervalMs: options.pollIntervalMs ?? 2_000,
-    progressEveryMs: options.progressEveryMs ?? 60_000,
-    readyTimeoutMs: options.readyTimeoutMs ?? 10 * 60_000,
-    retry: options.retry ?? { ...DEFAULT_RETRY_POLICY, outageMs: DEFAULT_API_OUTAGE_MS },
-  };
-}
-
 /** What kind of study a network runner works on (as the first lab's StudyMode, run-study.ts). */
 export interface NetworkStudyMode {
   /**
@@ -108,7 +94,7 @@ export async function runNetworkSmokeStudy(
   plan: NetworkStudyPlan,
   options: NetworkRunnerOptions = {},
 ): Promise<NetworkSmokeOutcome> {
-  const runner = new NetworkStudyRunner(withStop(deps), config, plan, resolved(options), { smoke: true });
+  const runner = new NetworkStudyRunner(withStop(deps), config, plan, smokeOptions(options), { smoke: true });
   try {
     await runner.run();
     return { checklist: runner.checklist };

@@ -6,7 +6,8 @@ import type {
   NetworkRunResult,
   PodMeshEvidence,
 } from '../../network/study/model.ts';
-import type { RetryPolicy } from '../call-policy.ts';
+import { NETWORK_SMOKE_READY_TIMEOUT_MINUTES } from '../../network/study/smoke.ts';
+import { DEFAULT_API_OUTAGE_MS, DEFAULT_RETRY_POLICY, type RetryPolicy } from '../call-policy.ts';
 import type { PollOptions } from '../poll.ts';
 import type {
   Clock,
@@ -57,6 +58,11 @@ export interface NetworkRunnerOptions {
   /** How long a precondition (pods restarted, Services ready, conntrack baseline) may take. @default 10 minutes */
   readonly readyTimeoutMs?: number;
   /**
+   * The same for a smoke study (and the full study's smoke checks), when shorter than readyTimeoutMs.
+   * @default NETWORK_SMOKE_READY_TIMEOUT_MINUTES (lib/network/study/smoke.ts), 2 minutes
+   */
+  readonly smokeReadyTimeoutMs?: number;
+  /**
    * The error policy of the cell's API and the sidecar scrapes (call-policy.ts, as the first
    * lab's runner): retries on 429, 5xx and connection errors; `outageMs` is how long an API call
    * keeps being tried (`runner.retry.outageMinutes`; the scrapes never ride out an outage).
@@ -66,6 +72,28 @@ export interface NetworkRunnerOptions {
 }
 
 export type Resolved<T> = { readonly [K in keyof T]-?: T[K] };
+
+/** The options with their defaults. */
+export function resolved(options: NetworkRunnerOptions): Resolved<NetworkRunnerOptions> {
+  return {
+    jobTimeoutMs: options.jobTimeoutMs ?? 15 * 60_000,
+    pollIntervalMs: options.pollIntervalMs ?? 2_000,
+    progressEveryMs: options.progressEveryMs ?? 60_000,
+    readyTimeoutMs: options.readyTimeoutMs ?? 10 * 60_000,
+    smokeReadyTimeoutMs: options.smokeReadyTimeoutMs ?? NETWORK_SMOKE_READY_TIMEOUT_MINUTES * 60_000,
+    retry: options.retry ?? { ...DEFAULT_RETRY_POLICY, outageMs: DEFAULT_API_OUTAGE_MS },
+  };
+}
+
+/**
+ * A smoke study's options: its waits end after the smoke's ready timeout, so a precondition that
+ * will never hold (an injector that never injects, a backend that never starts) fails a smoke
+ * study in minutes, not after the full study's 10.
+ */
+export function smokeOptions(options: NetworkRunnerOptions): Resolved<NetworkRunnerOptions> {
+  const full = resolved(options);
+  return { ...full, readyTimeoutMs: Math.min(full.readyTimeoutMs, full.smokeReadyTimeoutMs) };
+}
 
 /** A run's kind-specific outcome before judgment. */
 export interface KindOutcome {
@@ -77,19 +105,24 @@ export interface KindOutcome {
   readonly reasons: readonly string[];
 }
 
+/** The output file a Job writes, or the files (a grouped mTLS Job writes one per case). */
+export type JobFiles = string | readonly string[];
+
 /** What a finished Job left. */
 export interface JobRun {
   readonly outcome: NetworkJobOutcome;
-  /** The output file's text; undefined when the Job wrote none. */
+  /** The (first) output file's text; undefined when the Job wrote none. */
   readonly text: string | undefined;
+  /** Each output file's text by name; undefined for a file the Job did not write. */
+  readonly files: Readonly<Record<string, string | undefined>>;
   readonly pods: readonly NetworkPodState[];
 }
 
 /** The Job side of the runner (job-driver.ts), as the steps use it. */
 export interface JobDriverPort {
-  runJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
+  runJob(run: { readonly id: string } | undefined, job: JobObject, file: JobFiles): Promise<JobRun>;
   startJob(run: { readonly id: string } | undefined, job: JobObject): Promise<void>;
-  finishJob(run: { readonly id: string } | undefined, job: JobObject, file: string): Promise<JobRun>;
+  finishJob(run: { readonly id: string } | undefined, job: JobObject, file: JobFiles): Promise<JobRun>;
   hostOutput(step: string, runId: string, script: string, cilium?: boolean): Promise<string>;
   waitFor(what: string, check: () => Promise<string | undefined>): Promise<string | undefined>;
   /** The options of a wait of the runner (poll.ts): its clock and interval, status while it waits. */

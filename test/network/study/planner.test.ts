@@ -277,10 +277,16 @@ describe('runs, duration and cost per cell', () => {
     expect(at('e1s-plain-r1').load).toBe(20);
     expect(at('e7-plain-r1').load).toBe(4);
     expect(at('e6-plain-r1').load).toBeCloseTo(1);
-    // Seven curls: the no-PeerAuthentication row and the port-exception row are two of them.
+    // Seven curls (the no-PeerAuthentication row and the port-exception row are two of them) from
+    // four client pods: out of the mesh, and in it as good, bad and default.
     expect(at('e2-matrix')).toEqual({
       load: 7 * o.curlSeconds,
-      overhead: 7 * o.jobStartSeconds + o.runnerSeconds,
+      overhead: 4 * o.jobStartSeconds + o.runnerSeconds,
+    });
+    // E8's two out-of-mesh curls share one pod.
+    expect(at('e8-strict-exceptions')).toEqual({
+      load: 2 * o.curlSeconds,
+      overhead: o.jobStartSeconds + o.runnerSeconds,
     });
     // Step 1,000 creates the 900 Services step 100 did not; EndpointSlices at 20/s pace it.
     expect(at('e9-services-1000')).toEqual({

@@ -167,7 +167,7 @@ describe('mtlsMatrixCheck and mtlsMatrixCompleteCheck', () => {
 
   it('fails a case that was not observed or has no result', () => {
     expect(mtlsMatrixCompleteCheck(matrixSpec, [{ ...strictCase, observed: null }])).toEqual([
-      'mTLS case strict-out-of-mesh was not observed (its curl did not run)',
+      'mTLS case strict-out-of-mesh was not observed (its curl left no outcome)',
     ]);
     expect(mtlsMatrixCompleteCheck(matrixSpec, [])).toEqual(['mTLS case strict-out-of-mesh has no result']);
   });

@@ -10,6 +10,34 @@ import type { JobObject } from '../../../lib/runner/ports.ts';
 /** How long a deleted Job's pod takes to terminate (the Jobs' terminationGracePeriodSeconds 1, plus the kubelet). */
 export const POD_TERMINATION_MS = 2_500;
 
+/** From a Job's creation until its container runs (images cached by the bootstrap): once per pod. */
+export const POD_START_MS = 2_000;
+
+/** What one command of a Job's container takes when it has no `-t` duration: a curl, a probe, a host command. */
+export const COMMAND_MS = 3_000;
+
+/** The cases a grouped mTLS Job's curls cover: `<case id> <url>` pairs after `sh -c <script> <name>`. */
+export function mtlsCasesOf(command: readonly string[]): { id: string; url: string }[] {
+  const pairs = command.slice(4);
+  return Array.from({ length: Math.floor(pairs.length / 2) }, (_, i) => ({
+    id: pairs[2 * i],
+    url: pairs[2 * i + 1],
+  }));
+}
+
+/**
+ * How long a Job runs from its creation: its pod's start, then its load (fortio's `-t`), or one
+ * command, or one curl per case of a grouped mTLS Job, one after the other.
+ */
+export function jobDurationMs(job: JobObject): number {
+  const { args, command } = containerOf(job);
+  const seconds = flag(args, '-t');
+  if (seconds !== undefined) return POD_START_MS + Number(seconds.replace('s', '')) * 1000;
+  if (job.metadata.labels['app.kubernetes.io/component'] === 'mtls-client')
+    return POD_START_MS + mtlsCasesOf(command).length * COMMAND_MS;
+  return POD_START_MS + COMMAND_MS;
+}
+
 /** Components whose pods load the node's CPU while they run (the host commands are a blink). */
 export const LOADING_COMPONENTS = [
   'fortio-client',

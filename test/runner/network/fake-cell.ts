@@ -40,8 +40,10 @@ import {
 import {
   containerOf,
   flag,
+  jobDurationMs,
   LOADING_COMPONENTS,
   matches,
+  mtlsCasesOf,
   POD_TERMINATION_MS,
   programmingDelays,
   SYSTEM_CLUSTER_IPS,
@@ -145,6 +147,11 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
   coarseFortio: RegExp | undefined;
   /** fortio Jobs (by name pattern) whose calls take `SLOW_FORTIO_FACTOR` times their arm's latency. */
   slowFortio: RegExp | undefined;
+  /**
+   * mTLS cases (by case id) whose curl leaves no file (`no-file`) or the given write-out instead of
+   * the policy's answer; the other cases of the same pod are unaffected.
+   */
+  readonly brokenCurlCases = new Map<string, 'no-file' | string>();
   /** Prober Jobs (by name pattern) whose attempts come every 200 ms whatever their timeout (samples quantized to 200 ms). */
   coarseProber: RegExp | undefined;
   /** How long a prober pod takes from its Job's creation to its first attempt (ms). */
@@ -295,7 +302,6 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       phase: 'Running',
       labels: { 'job-name': job.metadata.name, ...job.metadata.labels },
     };
-    const seconds = Number((flag(containerOf(job).args, '-t') ?? '3s').replace('s', ''));
     const command = containerOf(job).command;
     const prober =
       job.metadata.labels['app.kubernetes.io/component'] === 'service-prober'
@@ -311,7 +317,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
     this.jobs.set(key, {
       job,
       createdAtMs: this.clock.ms,
-      durationMs: this.hangJobs?.test(job.metadata.name) ? Number.POSITIVE_INFINITY : (seconds + 2) * 1000,
+      durationMs: this.hangJobs?.test(job.metadata.name) ? Number.POSITIVE_INFINITY : jobDurationMs(job),
       ...(prober ? { prober } : {}),
       pod,
       done: false,
@@ -496,6 +502,22 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
 
   // ---- What each Job leaves ----
 
+  /**
+   * A grouped mTLS Job: each case's curl, from the same pod, writes its own file
+   * (`curl-<case id>.json`); a case of `brokenCurlCases` writes what the test says, or nothing.
+   */
+  private finishMtlsCases(job: JobObject): boolean {
+    const dir = join(this.root, jobOutputDir(job.metadata.name));
+    mkdirSync(dir, { recursive: true });
+    for (const { id, url } of mtlsCasesOf(containerOf(job).command)) {
+      const broken = this.brokenCurlCases.get(id);
+      if (broken === 'no-file') continue;
+      const text = broken === undefined ? curlOutput(this, job, url, false) : broken;
+      writeFileSync(join(dir, `curl-${id}.json`), text);
+    }
+    return true;
+  }
+
   /** Writes the Job's output like the real tool would; false when the Job fails. */
   private finish(job: JobObject): boolean {
     const name = job.metadata.name;
@@ -511,10 +533,11 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
         text = fortioOutput(this, job, args);
         break;
       case 'download-client':
-      case 'mtls-client':
         file = 'curl.json';
-        text = curlOutput(this, job, env.URL, component === 'download-client');
+        text = curlOutput(this, job, env.URL, true);
         break;
+      case 'mtls-client':
+        return this.finishMtlsCases(job);
       case 'sse-client':
         file = 'sse.json';
         text = JSON.stringify(sseOutput(this, job, command));

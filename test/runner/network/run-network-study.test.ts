@@ -170,43 +170,6 @@ describe('runNetworkStudy', () => {
     expect(clear.invalidReasons.join('; ')).toContain('16 under connection_security_policy="none"');
   });
 
-  it('records the mTLS matrix: observed beside expected, one curl Job per case under its service account', async () => {
-    const t = setup('mesh');
-    const study = await runNetworkStudy(
-      t.deps,
-      config,
-      planOf('mesh', ['e2-matrix', 'e8-strict-exceptions']),
-      FAST,
-    );
-    for (const run of study.runs) {
-      expect(run.valid, run.invalidReasons.join('; ')).toBe(true);
-      if (run.result?.kind !== 'mtls') throw new Error('not an mTLS result');
-      for (const c of run.result.cases) expect(c.observed, c.id).toEqual(c.expected);
-    }
-    const denied = t.fake.created.find((j) => j.metadata.name === 'net-e2-matrix-authz-denied');
-    expect(denied?.spec).toMatchObject({ template: { spec: { serviceAccountName: 'bad' } } });
-    const observed = (id: string) =>
-      study.runs[0].result?.kind === 'mtls'
-        ? study.runs[0].result.cases.find((c) => c.id === id)?.observed
-        : undefined;
-    expect(observed('strict-out-of-mesh')).toEqual({ httpCode: '000', curlExit: 56 });
-    // E2's two PERMISSIVE rows, each its own curl Job: the mesh default and the port exception.
-    expect(observed('no-policy-out-of-mesh')).toEqual({ httpCode: '200', curlExit: 0 });
-    expect(observed('port-exception-out-of-mesh')).toEqual({ httpCode: '200', curlExit: 0 });
-    const urlOf = (name: string) =>
-      (
-        t.fake.created.find((j) => j.metadata.name === name)?.spec as {
-          template: { spec: { containers: { env?: { name: string; value: string }[] }[] } };
-        }
-      )?.template.spec.containers[0].env?.find((e) => e.name === 'URL')?.value;
-    expect(urlOf('net-e2-matrix-no-policy-out-of-mesh')).toBe(
-      'http://fortio.mesh-default.svc.cluster.local:8080/echo',
-    );
-    expect(urlOf('net-e2-matrix-port-exception-out-of-mesh')).toBe(
-      'http://fortio-permissive.mesh.svc.cluster.local:8080/echo',
-    );
-  });
-
   it('restarts mesh pods created before the label, before a mesh run', async () => {
     const t = setup('mesh', { meshPodsBeforeLabel: true });
     expect(t.fake.serverPods('mesh').every((p) => !p.hasSidecar)).toBe(true);
