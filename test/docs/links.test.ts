@@ -45,4 +45,12 @@ describe('links in README.md and docs/', () => {
     }
     expect(broken).toEqual([]);
   });
+
+  it('docs/README.md lists every page of docs/', () => {
+    const contents = readFileSync(join(REPO_ROOT, 'docs/README.md'), 'utf8');
+    const unlisted = documentationFiles()
+      .filter((file) => file.startsWith('docs/') && file !== 'docs/README.md')
+      .filter((file) => !contents.includes(`](${file.slice('docs/'.length)})`));
+    expect(unlisted).toEqual([]);
+  });
 });
