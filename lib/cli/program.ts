@@ -45,10 +45,21 @@ function oneLineErrors(command: Command, path: string): void {
   for (const sub of command.commands) oneLineErrors(sub, `${path} ${sub.name()}`);
 }
 
+/**
+ * Every command throws its usage error instead of calling process.exit: a subcommand does not
+ * inherit exitOverride() set on its parent after it was added, and a process.exit deep in
+ * commander would skip the caller's clean-up.
+ */
+function throwingOnExit(command: Command): Command {
+  command.exitOverride();
+  for (const sub of command.commands) throwingOnExit(sub);
+  return command;
+}
+
 /** Runs the CLI; known errors become a message and exit code 1, not a stack trace. */
 export async function runLab(argv: readonly string[]): Promise<number> {
   try {
-    await labProgram().exitOverride().parseAsync(argv, { from: 'user' });
+    await throwingOnExit(labProgram()).parseAsync(argv, { from: 'user' });
     return 0;
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode;

@@ -82,13 +82,15 @@ describe('lab config', () => {
     expect(typo.stderr).toBe("lab: unknown command 'confg' (did you mean config?); see lab --help\n");
   });
 
-  // Spawned: commander ends the process itself on a subcommand's usage error.
-  it('rejects an unknown option of a subcommand in one line that names the subcommand', () => {
+  it('rejects an unknown option of a subcommand in one line that names the subcommand', async () => {
+    const expected = "lab status: unknown option '--stak' (did you mean --stack?); see lab status --help\n";
     const typo = runLabCli(['status', '--stak', 'X']);
     expect(typo.code).toBe(1);
-    expect(typo.stderr).toBe(
-      "lab status: unknown option '--stak' (did you mean --stack?); see lab status --help\n",
-    );
+    expect(typo.stderr).toBe(expected);
+    // In-process, runLab returns the code instead of commander ending the process (exitOverride
+    // on every subcommand): a caller's clean-up still runs.
+    const here = await runLabHere(['status', '--stak', 'X']);
+    expect(here).toEqual({ code: 1, stdout: '', stderr: expected });
   });
 });
 

@@ -33,8 +33,8 @@ export function runLabCli(args: readonly string[], env: NodeJS.ProcessEnv = {}):
  * wiring, options and error handling), with what it writes captured: the same code, exit code and
  * output as runLabCli without a process start and a bundle load (0.3 to 0.5 s of CPU each on a
  * small VM). `env` is the environment the command reads (LAB_CONFIG), restored afterwards.
- * Not for a subcommand's usage errors (an unknown option, a bad option value): commander ends the
- * process itself there (`process.exit`), so those tests spawn with runLabCli.
+ * A subcommand's usage error (an unknown option, a bad option value) comes back as its exit code
+ * too (runLab sets exitOverride on every command).
  */
 export async function runLabHere(args: readonly string[], env: Record<string, string> = {}): Promise<LabRun> {
   // Relative paths (examples/...) resolve against the working directory, as with runLabCli's cwd.
