@@ -29,6 +29,19 @@ export function quantity(value: string | number): k8s.Quantity {
   return typeof value === 'number' ? k8s.Quantity.fromNumber(value) : k8s.Quantity.fromString(value);
 }
 
+/**
+ * A container that only reads the runner's results folder, which the runner writes as root
+ * (charts/runner-job.ts): it reads as root, with no capability, a read-only root filesystem
+ * (its mounts of the folder are read-only too).
+ */
+export const RESULTS_READER_SECURITY: k8s.SecurityContext = {
+  runAsNonRoot: false,
+  runAsUser: 0,
+  readOnlyRootFilesystem: true,
+  allowPrivilegeEscalation: false,
+  capabilities: { drop: ['ALL'] },
+};
+
 /** A container's `resources` from the lab's request table (lib/study/resources.ts): no CPU limit. */
 export function containerResources(r: ContainerRequests): k8s.ResourceRequirements {
   return {

@@ -20,6 +20,7 @@ import {
   podPlacement,
   port,
   RESULTS_HOST_PATH,
+  RESULTS_READER_SECURITY,
 } from './common.ts';
 
 /**
@@ -132,15 +133,7 @@ export class ResultsStoreChart extends Chart {
                   periodSeconds: 10,
                 },
                 resources: containerResources(REQUESTS.resultsServer),
-                // The runner writes the folder as root (charts/runner-job.ts): read it as root, with
-                // no capability, a read-only root filesystem and a read-only mount.
-                securityContext: {
-                  runAsNonRoot: false,
-                  runAsUser: 0,
-                  readOnlyRootFilesystem: true,
-                  allowPrivilegeEscalation: false,
-                  capabilities: { drop: ['ALL'] },
-                },
+                securityContext: RESULTS_READER_SECURITY,
                 volumeMounts: [
                   { name: 'code', mountPath: RESULTS_SERVER_DIR, readOnly: true },
                   { name: 'results', mountPath: RUNNER_RESULTS_MOUNT, readOnly: true },

@@ -3,7 +3,7 @@ import type { ResultsUpload } from '../lib/config/results-upload.ts';
 import type { LabConfig } from '../lib/config/schema.ts';
 import { RUNNER_RESULTS_MOUNT } from '../lib/runner/runner-files.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
-import { containerResources, envVars, quantity } from './common.ts';
+import { containerResources, envVars, quantity, RESULTS_READER_SECURITY } from './common.ts';
 
 /**
  * `runner.results.upload` (lib/config/results-upload.ts): a native sidecar of the runner's pod
@@ -86,15 +86,7 @@ export function resultsUploader(upload: ResultsUpload): { container: k8s.Contain
         LAB_UPLOAD_EVERY: String(upload.everySeconds),
       }),
       resources: containerResources(REQUESTS.resultsUpload),
-      // The runner writes the folder as root (charts/runner-job.ts): read it as root, with no
-      // capability, a read-only root filesystem and a read-only mount (as the results server).
-      securityContext: {
-        runAsNonRoot: false,
-        runAsUser: 0,
-        readOnlyRootFilesystem: true,
-        allowPrivilegeEscalation: false,
-        capabilities: { drop: ['ALL'] },
-      },
+      securityContext: RESULTS_READER_SECURITY,
       volumeMounts: [
         { name: 'results', mountPath: RUNNER_RESULTS_MOUNT, readOnly: true },
         { name: 'upload-scratch', mountPath: SCRATCH },
