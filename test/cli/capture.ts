@@ -1,3 +1,4 @@
+import type { Command } from 'commander';
 import { vi } from 'vitest';
 
 export interface Captured<T> {
@@ -25,4 +26,28 @@ export async function captureOutput<T>(action: () => Promise<T>): Promise<Captur
     out.mockRestore();
     err.mockRestore();
   }
+}
+
+/**
+ * `lab --config <configFile> <argv> --kubeconfig <kubeconfig>` through `program` (commands already
+ * registered, exitOverride set): its exit code and what it wrote. An error that is not a command's
+ * exit is thrown, not turned into a code.
+ */
+export function runOnCluster(
+  program: Command,
+  configFile: string,
+  kubeconfig: string,
+  argv: readonly string[],
+): Promise<Captured<number>> {
+  return captureOutput(async () => {
+    try {
+      await program.parseAsync(['--config', configFile, ...argv, '--kubeconfig', kubeconfig], {
+        from: 'user',
+      });
+      return 0;
+    } catch (error) {
+      if (error instanceof Error && 'exitCode' in error) return (error as { exitCode: number }).exitCode;
+      throw error;
+    }
+  });
 }

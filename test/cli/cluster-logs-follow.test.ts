@@ -8,7 +8,7 @@ import { FakeApiServer } from '../kube/fake-api-server.ts';
 import { LiveLog, tailOf } from '../kube/fake-log-follow.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
 import { tempDir } from '../temp.ts';
-import { captureOutput } from './capture.ts';
+import { runOnCluster } from './capture.ts';
 
 /**
  * `lab logs --follow` on a cluster you bring: pods/log with follow=true, streamed until the
@@ -67,16 +67,7 @@ async function cluster(live: LiveLog) {
         };
       },
     });
-    return captureOutput(async () => {
-      try {
-        await program.parseAsync(['--config', configFile, ...argv, '--kubeconfig', kubeconfig], {
-          from: 'user',
-        });
-        return 0;
-      } catch (error) {
-        return (error as { exitCode?: number }).exitCode ?? -1;
-      }
-    });
+    return runOnCluster(program, configFile, kubeconfig, argv);
   };
   return { lab, pressCtrlC: () => interrupt?.(), listening: () => interrupt !== undefined };
 }

@@ -11,7 +11,7 @@ import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
 import { type FakeApiOptions, FakeApiServer } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
 import { tempDir } from '../temp.ts';
-import { captureOutput } from './capture.ts';
+import { runOnCluster } from './capture.ts';
 
 /**
  * What goes wrong on a cluster you bring, each one clear line on stderr and exit 1: RBAC that
@@ -72,16 +72,7 @@ async function cluster({ workloads, ...rest }: Partial<FakeApiOptions> = {}) {
   const lab = (...argv: string[]) => {
     const program = new Command('lab').option('-c, --config <file>').exitOverride();
     registerStudyCommands(program, { now: () => clock.now(), sleep: (ms) => clock.sleep(ms) });
-    return captureOutput(async () => {
-      try {
-        await program.parseAsync(['--config', configFile, ...argv, '--kubeconfig', kubeconfig], {
-          from: 'user',
-        });
-        return 0;
-      } catch (error) {
-        return (error as { exitCode?: number }).exitCode ?? -1;
-      }
-    });
+    return runOnCluster(program, configFile, kubeconfig, argv);
   };
   return { lab, results, server, kubeconfig };
 }

@@ -17,7 +17,7 @@ import { type FakeApiOptions, FakeApiServer } from '../kube/fake-api-server.ts';
 import type { FakeJobState } from '../kube/fake-pods.ts';
 import { calibratedHitRate, type Lab, runnerIn, startLab, stopLabs } from '../runner/rehearsal-kit.ts';
 import { tempDir } from '../temp.ts';
-import { captureOutput } from './capture.ts';
+import { captureOutput, runOnCluster } from './capture.ts';
 
 /**
  * The issue's "done when": on a cluster the user brings, `lab install`, `lab run`, `lab status`
@@ -107,17 +107,7 @@ class ByoCluster {
     const clock = this.lab.clock;
     registerClusterCommands(program, { clock, download: async () => GAIE_CRD });
     registerStudyCommands(program, { now: () => clock.now(), sleep: (ms) => clock.sleep(ms) });
-    return captureOutput(async () => {
-      try {
-        await program.parseAsync(['--config', this.configFile, ...argv, '--kubeconfig', this.kubeconfig], {
-          from: 'user',
-        });
-        return 0;
-      } catch (error) {
-        if (error instanceof Error && 'exitCode' in error) return (error as { exitCode: number }).exitCode;
-        throw error;
-      }
-    });
+    return runOnCluster(program, this.configFile, this.kubeconfig, argv);
   }
 }
 
