@@ -177,7 +177,9 @@ const REFUSED_JOURNAL = [
 
 /**
  * The runs whose step waits for what never comes (`waitingStep`), started together in the
- * background by the first block that needs one and read by several tests each.
+ * background by the first rehearsed block and read by several tests each, in the file's last
+ * block: their real-time waits (about 30 s) pass while the blocks before it run the server and
+ * the agents.
  */
 let waiting: { agentsMissing: Promise<Run>; gpuMissing: Promise<Run>; joinRefused: Promise<Run> } | undefined;
 function waitingRuns() {
@@ -308,49 +310,6 @@ describe('the server of a cluster with agents, rehearsed', () => {
     expect(box.signals().map((s) => s.body.Status)).toEqual(['SUCCESS']);
   });
 
-  test('an agent that never joins fails the wait with its name and where its log is', async () => {
-    const { box, result } = await waitingRuns().agentsMissing;
-    expect(result.status).not.toBe(0);
-    const signals = box.signals();
-    expect(signals.map((s) => s.body.Status)).toEqual(['FAILURE']);
-    const waitStep = SERVER_STEPS.find((s) => s.name === 'wait_for_agents');
-    expect(waitStep?.title).toBe(
-      'wait for the K3s agents (gpu-1 gpu, gpu-2 gpu, client-1 cpu) to be Ready, each GPU agent with its model cache',
-    );
-    expect(signals[0]?.body.Reason).toContain(
-      `${stepMarker(0, 2, String(waitStep?.title))} failed: not ready: `,
-    );
-    expect(signals[0]?.body.Reason).toContain('gpu-2 has not joined or is not Ready');
-    expect(signals[0]?.body.Reason).toContain(
-      "(each agent's bootstrap log: s3://results-bucket/LlmGatewayLab/agents/<host>/host/bootstrap.log)",
-    );
-    // The wait gave up by itself: the watchdog did not have to end the step.
-    expect(signals[0]?.body.Reason).not.toContain('ran out of its budget');
-    expect(box.calls().some((c) => c.startsWith('kubectl apply') || c.startsWith('helm'))).toBe(false);
-  });
-
-  test('a GPU agent without its model cache report keeps the replicas from being placed', async () => {
-    const { box, result } = await waitingRuns().agentsMissing;
-    expect(result.status).not.toBe(0);
-    // Each agent's cause: gpu-1 joined without its report; client-1 (CPU) needs none.
-    expect(box.signals()[0]?.body.Reason).toContain(
-      'failed: not ready: gpu-1 has not reported its model cache;gpu-2 has not joined or is not Ready (',
-    );
-    expect(box.calls().some((c) => c.startsWith('kubectl apply') || c.startsWith('helm'))).toBe(false);
-  });
-
-  test('a GPU agent that does not advertise its GPU fails the device plugin step', async () => {
-    const { box, result } = await waitingRuns().gpuMissing;
-    expect(result.status).not.toBe(0);
-    expect(box.signals().map((s) => s.body.Status)).toEqual(['FAILURE']);
-    expect(box.log()).toContain('agent gpu-1: allocatable nvidia.com/gpu 1');
-    expect(box.signals()[0]?.body.Reason).toContain(
-      "agent gpu-2 reports '0' allocatable nvidia.com/gpu, expected 1 (the NVIDIA device plugin's pod on that node, kube-system)",
-    );
-    expect(box.signals()[0]?.body.Reason).not.toContain('ran out of its budget');
-    expect(box.calls().some((c) => c.includes('rollout status statefulset/'))).toBe(false);
-  });
-
   test('a token it may not read fails the K3s step with the cause', () => {
     const { box, result, calls } = server(
       { FAKE_SECRET_DENIED: '1' },
@@ -465,6 +424,71 @@ describe('a K3s agent, rehearsed', () => {
     expect(box.log()).toContain('has not answered for 5 minutes: it ended');
   });
 
+  test('an agent without the server URL stops before anything, as the launcher must set it', () => {
+    const { LAB_SERVER_URL: _, ...withoutUrl } = AGENT_ENV;
+    const box = makeSandbox();
+    const result = box.bootstrap(config, { ...withoutUrl, LAB_MANIFESTS_DIR: box.root }, FAST, (c) =>
+      renderAgentSettings(c, gpu1),
+    );
+    expect(result.status).toBe(2);
+    expect(box.log()).toContain(
+      'environment variables missing: LAB_SERVER_URL (the user-data launcher sets them)',
+    );
+  });
+});
+
+/**
+ * The tests of the runs that wait in real time (`waitingRuns`), last in the file: the runs start in
+ * the background with the first rehearsed block, and wait while the blocks above use the CPU.
+ */
+describe('waits that give up, rehearsed in the background', () => {
+  beforeAll(() => {
+    waitingRuns();
+  });
+
+  test('an agent that never joins fails the wait with its name and where its log is', async () => {
+    const { box, result } = await waitingRuns().agentsMissing;
+    expect(result.status).not.toBe(0);
+    const signals = box.signals();
+    expect(signals.map((s) => s.body.Status)).toEqual(['FAILURE']);
+    const waitStep = SERVER_STEPS.find((s) => s.name === 'wait_for_agents');
+    expect(waitStep?.title).toBe(
+      'wait for the K3s agents (gpu-1 gpu, gpu-2 gpu, client-1 cpu) to be Ready, each GPU agent with its model cache',
+    );
+    expect(signals[0]?.body.Reason).toContain(
+      `${stepMarker(0, 2, String(waitStep?.title))} failed: not ready: `,
+    );
+    expect(signals[0]?.body.Reason).toContain('gpu-2 has not joined or is not Ready');
+    expect(signals[0]?.body.Reason).toContain(
+      "(each agent's bootstrap log: s3://results-bucket/LlmGatewayLab/agents/<host>/host/bootstrap.log)",
+    );
+    // The wait gave up by itself: the watchdog did not have to end the step.
+    expect(signals[0]?.body.Reason).not.toContain('ran out of its budget');
+    expect(box.calls().some((c) => c.startsWith('kubectl apply') || c.startsWith('helm'))).toBe(false);
+  });
+
+  test('a GPU agent without its model cache report keeps the replicas from being placed', async () => {
+    const { box, result } = await waitingRuns().agentsMissing;
+    expect(result.status).not.toBe(0);
+    // Each agent's cause: gpu-1 joined without its report; client-1 (CPU) needs none.
+    expect(box.signals()[0]?.body.Reason).toContain(
+      'failed: not ready: gpu-1 has not reported its model cache;gpu-2 has not joined or is not Ready (',
+    );
+    expect(box.calls().some((c) => c.startsWith('kubectl apply') || c.startsWith('helm'))).toBe(false);
+  });
+
+  test('a GPU agent that does not advertise its GPU fails the device plugin step', async () => {
+    const { box, result } = await waitingRuns().gpuMissing;
+    expect(result.status).not.toBe(0);
+    expect(box.signals().map((s) => s.body.Status)).toEqual(['FAILURE']);
+    expect(box.log()).toContain('agent gpu-1: allocatable nvidia.com/gpu 1');
+    expect(box.signals()[0]?.body.Reason).toContain(
+      "agent gpu-2 reports '0' allocatable nvidia.com/gpu, expected 1 (the NVIDIA device plugin's pod on that node, kube-system)",
+    );
+    expect(box.signals()[0]?.body.Reason).not.toContain('ran out of its budget');
+    expect(box.calls().some((c) => c.includes('rollout status statefulset/'))).toBe(false);
+  });
+
   test('a failed join is reported with its cause from the k3s-agent journal', async () => {
     const { box, result } = await waitingRuns().joinRefused;
     expect(result.status).not.toBe(0);
@@ -483,18 +507,6 @@ describe('a K3s agent, rehearsed', () => {
     expect(box.log()).toContain('401 Unauthorized');
     expect(box.calls().some((c) => c.includes('lab-model-prefetch') || c.includes('crictl pull'))).toBe(
       false,
-    );
-  });
-
-  test('an agent without the server URL stops before anything, as the launcher must set it', () => {
-    const { LAB_SERVER_URL: _, ...withoutUrl } = AGENT_ENV;
-    const box = makeSandbox();
-    const result = box.bootstrap(config, { ...withoutUrl, LAB_MANIFESTS_DIR: box.root }, FAST, (c) =>
-      renderAgentSettings(c, gpu1),
-    );
-    expect(result.status).toBe(2);
-    expect(box.log()).toContain(
-      'environment variables missing: LAB_SERVER_URL (the user-data launcher sets them)',
     );
   });
 });

@@ -8,6 +8,7 @@ import {
   READY_MARKER,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { onlySteps, stepMarker } from './only-steps.ts';
 import {
   bumpyRehearsal,
   defaultRehearsal,
@@ -20,14 +21,23 @@ import {
   rebootRehearsal,
   rehearse,
 } from './rehearse.ts';
-import { makeSandbox } from './sandbox.ts';
+import { makeSandbox, type Sandbox } from './sandbox.ts';
 
 // The bootstrap run with fake system commands. A run costs seconds of CPU (hundreds of processes),
 // so tests that only read a run share it: the default run (defaultRehearsal), a boot that rides
 // out three troubles (bumpyRehearsal), a host booted twice (rebootRehearsal) and one run of the
 // other configuration with the ai-gateway arm (otherRehearsal), all in rehearse.ts. A test that
-// needs a run to fail runs its own. The shell program's files and settings.env:
+// needs a run to fail runs its own, and only the step its fault is in and the one after it
+// (onlySteps: main.sh's own loop over a cut step table), except the wrong GPU count, which keeps the
+// whole table's numbering ("[step 4/13]"). The shell program's files and settings.env:
 // bootstrap-program.test.ts; runner.terminateWhenDone: bootstrap-terminate.test.ts.
+
+/** The default host's steps, for the faults that run only theirs. */
+const STEPS = bootstrapSteps(defaults);
+const title = (name: string) => String(STEPS.find((s) => s.name === name)?.title);
+/** The deadline the launcher writes before the bootstrap starts (read by signal_success). */
+const launcherDeadline = (box: Sandbox) =>
+  writeFileSync(box.path('/opt/lab/deadline'), '2030-01-01T00:00:00Z\n');
 
 describe('waiting for apt at first boot', () => {
   // unattended-upgrade-shutdown --wait-for-signal runs all the time under the process name
@@ -247,12 +257,18 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('two replicas on one GPU fail step 12', () => {
-    const { box, result } = rehearse(defaults, { FAKE_SHARED_GPU: '1' });
+    const { box, result } = rehearse(
+      defaults,
+      { FAKE_SHARED_GPU: '1' },
+      launcherDeadline,
+      onlySteps(STEPS, ['record_gpu_uuids', 'signal_success']),
+    );
     expect(result.status).toBe(1);
-    const [signal] = box.signals();
-    expect(signal?.body.Status).toBe('FAILURE');
-    expect(signal?.body.Reason).toMatch(
-      /^\[step 12\/13\] .* failed: replicas share a physical GPU \(GPU-shared\)/,
+    expect(STEPS[11]?.name).toBe('record_gpu_uuids');
+    const signals = box.signals();
+    expect(signals.map((s) => s.body.Status)).toEqual(['FAILURE']);
+    expect(String(signals[0]?.body.Reason)).toContain(
+      `${stepMarker(0, 2, title('record_gpu_uuids'))} failed: replicas share a physical GPU (GPU-shared)`,
     );
   });
 
@@ -318,13 +334,21 @@ describe('4. the ready signal is delivered or the failure is known', () => {
   });
 
   test('a signal refused every time is not counted as delivered, and the bootstrap fails', () => {
-    const { box, result, calls } = rehearse(defaults, { FAKE_SIGNAL_403: '99' });
+    const { box, result, calls } = rehearse(
+      defaults,
+      { FAKE_SIGNAL_403: '99' },
+      launcherDeadline,
+      onlySteps(STEPS, ['signal_success']),
+    );
     expect(result.status).toBe(1);
     expect(box.signals()).toEqual([]);
     expect(existsSync(box.path('/opt/lab/signalled'))).toBe(false);
     expect(existsSync(box.path(READY_MARKER))).toBe(false);
     expect(box.log()).toContain('could not deliver the SUCCESS signal to the WaitCondition');
-    expect(box.log()).toContain('FAILED [step 13/13] signal SUCCESS to the WaitCondition: could not deliver');
+    expect(STEPS.at(-1)?.name).toBe('signal_success');
+    expect(box.log()).toContain(
+      `FAILED ${stepMarker(0, 1, 'signal SUCCESS to the WaitCondition')}: could not deliver`,
+    );
     // Five tries for SUCCESS, five for the FAILURE that follows; the log still reaches S3.
     expect(calls.filter((c) => c.startsWith('curl -sS --fail --max-time 60 -X PUT'))).toHaveLength(10);
     expect(box.awsRequests()).toContain(LOG_PUT);
@@ -397,33 +421,43 @@ describe('6. the cost guard survives a reboot', () => {
 
 describe('7. diagnosis', () => {
   test('K3s without the nvidia runtime in its containerd config fails step 6, though the RuntimeClass exists', () => {
-    const { box, result, calls } = rehearse(defaults, { FAKE_NO_NVIDIA_RUNTIME: '1' });
+    const { box, result, calls } = rehearse(
+      defaults,
+      { FAKE_NO_NVIDIA_RUNTIME: '1' },
+      undefined,
+      onlySteps(STEPS, ['install_k3s', 'prefetch']),
+    );
     expect(result.status).toBe(1);
+    expect(STEPS[5]?.name).toBe('install_k3s');
     // kubectl get runtimeclass would have answered: the static manifest creates it anyway.
     expect(calls.some((c) => c.startsWith('kubectl get runtimeclass'))).toBe(false);
     const [signal] = box.signals();
+    // Nothing after the step: the model is not pre-fetched.
+    expect(calls.some((c) => c.includes('lab-model-prefetch'))).toBe(false);
     expect(signal?.body.Reason).toMatch(
-      /^\[step 6\/13\] install K3s .* failed: K3s's containerd has no nvidia runtime: \S+\/var\/lib\/rancher\/k3s\/agent\/etc\/containerd\/config\.toml lacks a runtimes "nvidia" table/,
+      /^\[step 1\/2\] install K3s .* failed: K3s's containerd has no nvidia runtime: \S+\/var\/lib\/rancher\/k3s\/agent\/etc\/containerd\/config\.toml lacks a runtimes "nvidia" table/,
     );
   });
 
   test('a step that hangs is ended at its budget; the reason names it and where the log is, which is uploaded', () => {
-    const budgets = bootstrapSteps(defaults).map((s, i) => (i === 10 ? 2 : s.budgetSeconds));
     const { box, result, calls } = rehearse(
       defaults,
       { FAKE_HANG: '*rollout status statefulset/*' },
       undefined,
-      { STEP_BUDGETS: `(${budgets.join(' ')})` },
+      onlySteps(STEPS, ['wait_for_replicas', 'record_gpu_uuids'], { wait_for_replicas: 2 }),
     );
     expect(result.status).toBe(1);
+    expect(STEPS[10]?.name).toBe('wait_for_replicas');
     // Ended, not waited out: the hanging command started and never got to its end (30 s). Asserted
     // on what happened, not on elapsed time, which a loaded machine stretches.
     expect(calls).toContainEqual(expect.stringMatching(/^kubectl -n vllm rollout status statefulset\//));
     expect(calls.filter((c) => c.startsWith('hang-over'))).toEqual([]);
+    // The step after it never ran.
+    expect(calls.some((c) => c.includes(' exec '))).toBe(false);
     const [signal] = box.signals();
     expect(signal?.body.Status).toBe('FAILURE');
     expect(signal?.body.Reason).toMatch(
-      /^\[step 11\/13\] wait for 2 vLLM replica\(s\) .* failed: the step ran out of its budget of 0 min 2 s \(the step budgets share instance\.readyTimeoutMinutes\)\nfull log: s3:\/\/results-bucket\/LlmGatewayLab\/host\/bootstrap\.log\n/,
+      /^\[step 1\/2\] wait for 2 vLLM replica\(s\) .* failed: the step ran out of its budget of 0 min 2 s \(the step budgets share instance\.readyTimeoutMinutes\)\nfull log: s3:\/\/results-bucket\/LlmGatewayLab\/host\/bootstrap\.log\n/,
     );
     expect(box.awsRequests()).toContain(LOG_PUT);
   });
