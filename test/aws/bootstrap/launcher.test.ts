@@ -4,6 +4,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { renderLauncher, USER_DATA_LIMIT_BYTES } from '../../../lib/aws/bootstrap/launcher.ts';
+import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
 import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
 
@@ -73,9 +74,16 @@ describe('renderLauncher', () => {
   );
 });
 
-/** A bootstrap folder archive whose main.sh is `main`, as the asset is a zip of the folder. */
-function bootstrapZip(box: Sandbox, main: string): string {
-  const zip = join(box.root, 'bootstrap-stub.zip');
+/**
+ * A bootstrap folder archive whose main.sh is `main`, as the asset is a zip of the folder: made
+ * once per `main` for the file (a python3 start each; the fake S3 copies it, the launcher only
+ * reads it).
+ */
+const zips = new Map<string, string>();
+function bootstrapZip(main: string): string {
+  const cached = zips.get(main);
+  if (cached) return cached;
+  const zip = join(tempDir('lab-launcher-zip-'), 'bootstrap-stub.zip');
   const made = spawnSync('python3', [
     '-c',
     'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], "w") as z:\n    z.writestr("main.sh", sys.argv[2])\n    z.writestr("settings.env", "")',
@@ -83,7 +91,17 @@ function bootstrapZip(box: Sandbox, main: string): string {
     main,
   ]);
   expect(made.status).toBe(0);
+  zips.set(main, zip);
   return zip;
+}
+
+/** A run made on first use and shared by the tests that only read it. */
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => {
+    made ??= { value: make() };
+    return made.value;
+  };
 }
 
 /** A launcher's pauses between S3 tries, made instant. */
@@ -93,18 +111,37 @@ function instantSleep(box: Sandbox): void {
 }
 
 describe('the launcher, run in a sandbox', () => {
-  function launch(env: Record<string, string>, bootstrap = 'exit 0\n', inputs = concrete) {
+  function launch(env: Record<string, string>, bootstrap = 'exit 0\n', prepare?: (box: Sandbox) => void) {
     const box = makeSandbox();
     instantSleep(box);
-    const result = box.run(renderLauncher(inputs), {
-      FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, bootstrap),
+    prepare?.(box);
+    const result = box.run(renderLauncher(concrete), {
+      FAKE_BOOTSTRAP_ZIP: bootstrapZip(bootstrap),
       ...env,
     });
     return { box, result };
   }
 
+  // Runs read by two tests each (a launch is a few dozen processes, python3 among them).
+  /** S3 refuses every download; the clock before and after the run brackets the deadline. */
+  const refused = once(() => {
+    const started = Math.floor(Date.now() / 1000) * 1000;
+    const run = launch({ FAKE_S3_FAIL: '1' });
+    return { ...run, started, ended: Date.now() };
+  });
+  /** A bootstrap that notes its environment, the manifests it got and where it ran from. */
+  const unpacked = once(() =>
+    launch(
+      {},
+      `env | grep -E '^(LAB_|WAIT_HANDLE_URL|AWS_DEFAULT_REGION)' | sort >"$SANDBOX/env.txt"
+ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
+echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
+`,
+    ),
+  );
+
   test('signals FAILURE to the wait handle when the S3 download fails, and logs no URL', () => {
-    const { box, result } = launch({ FAKE_S3_FAIL: '1' });
+    const { box, result } = refused();
     expect(result.status).not.toBe(0);
     const signals = box.signals();
     expect(signals).toHaveLength(1);
@@ -131,10 +168,7 @@ describe('the launcher, run in a sandbox', () => {
   });
 
   test('unpacks the manifests archive and runs the bootstrap with its environment', () => {
-    const bootstrap = `env | grep -E '^(LAB_|WAIT_HANDLE_URL|AWS_DEFAULT_REGION)' | sort >"$SANDBOX/env.txt"
-ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
-`;
-    const { box, result } = launch({}, bootstrap);
+    const { box, result } = unpacked();
     expect(result.status).toBe(0);
     expect(box.signals()).toEqual([]);
     const env = readFileSync(join(box.root, 'env.txt'), 'utf8');
@@ -151,8 +185,19 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     ]);
   });
 
+  /**
+   * A relaunched host (a deadline written by its first boot) whose S3 downloads fail at first:
+   * read by the retry test and the one that keeps the deadline.
+   */
+  const relaunched = once(() =>
+    launch({ FAKE_S3_FAIL_TIMES: '2' }, 'exit 0\n', (box) => {
+      mkdirSync(box.path('/opt/lab'), { recursive: true });
+      writeFileSync(box.path('/opt/lab/deadline'), '2030-01-01T00:00:00Z\n');
+    }),
+  );
+
   test('retries an S3 download that fails at first, then goes on', () => {
-    const { box, result } = launch({ FAKE_S3_FAIL_TIMES: '2' });
+    const { box, result } = relaunched();
     expect(result.status, box.log()).toBe(0);
     expect(box.signals()).toEqual([]);
     expect(box.calls().filter((c) => c.includes('--aws-sigv4'))).toHaveLength(4);
@@ -160,7 +205,7 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
   });
 
   test('runs main.sh of the unpacked bootstrap folder', () => {
-    const { box, result } = launch({}, 'echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"\n');
+    const { box, result } = unpacked();
     expect(result.status).toBe(0);
     expect(readFileSync(join(box.root, 'ran.txt'), 'utf8').trim()).toBe(
       `main.sh ran from ${box.path('/opt/lab/bootstrap')}`,
@@ -185,9 +230,7 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
   });
 
   test('arms the deadline before anything else: shutdown in the lifetime, with the deadline written', () => {
-    const started = Math.floor(Date.now() / 1000) * 1000;
-    const { box, result } = launch({ FAKE_S3_FAIL: '1' });
-    const ended = Date.now();
+    const { box, result, started, ended } = refused();
     expect(result.status).not.toBe(0);
     const calls = box.calls();
     expect(calls[0]).toBe(`shutdown -h +480 lab lifetime reached before the bootstrap armed its cost guard`);
@@ -198,11 +241,8 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
   });
 
   test("keeps a deadline written before (the bootstrap of a reboot keeps the first boot's)", () => {
-    const box = makeSandbox();
-    instantSleep(box);
-    mkdirSync(box.path('/opt/lab'), { recursive: true });
-    writeFileSync(box.path('/opt/lab/deadline'), '2030-01-01T00:00:00Z\n');
-    box.run(renderLauncher(concrete), { FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, 'exit 0\n') });
+    const { box, result } = relaunched();
+    expect(result.status, box.log()).toBe(0);
     expect(readFileSync(box.path('/opt/lab/deadline'), 'utf8')).toBe('2030-01-01T00:00:00Z\n');
   });
 
@@ -214,7 +254,7 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     const bootstrap = 'command -v aws >"$SANDBOX/aws-found.txt" || echo none >"$SANDBOX/aws-found.txt"\n';
     const result = box.run(renderLauncher(concrete), {
       PATH: path,
-      FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, bootstrap),
+      FAKE_BOOTSTRAP_ZIP: bootstrapZip(bootstrap),
     });
     expect(result.status, box.log()).toBe(0);
     expect(readFileSync(join(box.root, 'aws-found.txt'), 'utf8').trim()).toBe('none');
@@ -237,7 +277,7 @@ ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
     const result = box.run(renderLauncher(concrete), {
       PATH: pathWithout('aws', join(box.root, 'bin')),
       FAKE_OLD_CURL: '7.81.0',
-      FAKE_BOOTSTRAP_ZIP: bootstrapZip(box, 'exit 0\n'),
+      FAKE_BOOTSTRAP_ZIP: bootstrapZip('exit 0\n'),
     });
     expect(result.status).not.toBe(0);
     const [signal] = box.signals();
