@@ -10,7 +10,6 @@ import {
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import { onlySteps, stepMarker } from './only-steps.ts';
 import {
-  bumpyRehearsal,
   defaultRehearsal,
   defaults,
   ENV,
@@ -24,9 +23,10 @@ import {
 import { makeSandbox, type Sandbox } from './sandbox.ts';
 
 // The bootstrap run with fake system commands. A run costs seconds of CPU (hundreds of processes),
-// so tests that only read a run share it: the default run (defaultRehearsal), a boot that rides
-// out three troubles (bumpyRehearsal), a host booted twice (rebootRehearsal) and one run of the
-// other configuration with the ai-gateway arm (otherRehearsal), all in rehearse.ts. A test that
+// so tests that only read a run share it: the default run (defaultRehearsal), a host booted twice
+// whose first boot rides out three troubles and whose second has no metadata service
+// (rebootRehearsal), and one run of the other configuration with the ai-gateway arm, where S3
+// refuses the listing of earlier studies (otherRehearsal), all in rehearse.ts. A test that
 // needs a run to fail runs its own, and only the step its fault is in and the one after it
 // (onlySteps: main.sh's own loop over a cut step table), except the wrong GPU count, which keeps the
 // whole table's numbering ("[step 4/13]"). The shell program's files and settings.env:
@@ -43,10 +43,10 @@ describe('waiting for apt at first boot', () => {
   // unattended-upgrade-shutdown --wait-for-signal runs all the time under the process name
   // "unattended-upgr"; only the dpkg and apt locks say whether apt is busy.
   test('is not fooled by the always-running unattended-upgrades helper', () => {
-    // bumpyRehearsal's pgrep lists it.
-    const { box, result } = bumpyRehearsal();
-    expect(result.status, box.log()).toBe(0);
-    expect(box.log()).toContain('apt and dpkg are idle');
+    // The pgrep of rebootRehearsal's first boot lists it.
+    const { first, afterFirst } = rebootRehearsal();
+    expect(first.result.status, afterFirst.log).toBe(0);
+    expect(afterFirst.log).toContain('apt and dpkg are idle');
   });
 
   test('waits while a lock is held', () => {
@@ -162,7 +162,7 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('without the metadata service host.json still records the K3s version, and the bootstrap goes on', () => {
-    // The second boot of rebootRehearsal has no metadata service.
+    // The second boot of rebootRehearsal has no metadata service (host.json is the last boot's).
     const { box, second, secondLog } = rebootRehearsal();
     expect(second.result.status, box.log()).toBe(0);
     expect(JSON.parse(readFileSync(box.path('/var/lib/lab/results/host/host.json'), 'utf8'))).toEqual({
@@ -229,13 +229,15 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('a relaunched host restores its studies from S3 before the runner starts; a failed restore is logged, not fatal', () => {
-    // What the old host synced (bumpyRehearsal): one study over two listing pages.
-    const { box, result, index } = bumpyRehearsal();
-    expect(result.status, box.log()).toBe(0);
+    // What the old host synced, restored by rebootRehearsal's first boot: one study over two
+    // listing pages.
+    const { box, first, afterFirst } = rebootRehearsal();
+    const { index } = first;
+    expect(first.result.status, afterFirst.log).toBe(0);
     const results = box.path('/var/lib/lab/results/studies');
     expect(readFileSync(join(results, 's-1/study.json'), 'utf8')).toBe('{"id":"s-1"}');
     expect(readFileSync(join(results, 's-1/runs/r 1.json'), 'utf8')).toBe('{"run":1}');
-    expect(box.awsRequests().filter((r) => r.startsWith('LIST '))).toEqual([
+    expect(afterFirst.awsRequests.filter((r) => r.startsWith('LIST '))).toEqual([
       'LIST results-bucket/LlmGatewayLab/studies/',
       'LIST results-bucket/LlmGatewayLab/studies/',
     ]);
@@ -244,14 +246,15 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     );
     expect(restore).toBeGreaterThan(-1);
     expect(restore).toBeLessThan(index(/^kubectl apply .*90-runner\.yaml$/));
-    expect(box.log()).toMatch(
+    expect(afterFirst.log).toMatch(
       /restored 1 earlier study record\(s\) from s3:\/\/results-bucket\/LlmGatewayLab\/studies\//,
     );
 
-    // The first boot of rebootRehearsal: S3 refuses the listing.
-    const denied = rebootRehearsal();
-    expect(denied.first.result.status, denied.afterFirst.log).toBe(0);
-    expect(denied.afterFirst.log).toContain(
+    // otherRehearsal: S3 refuses the listing (403), and the bootstrap goes on.
+    const denied = otherRehearsal();
+    expect(denied.result.status, denied.box.log()).toBe(0);
+    expect(denied.box.awsRequests()).toContain('LIST results-bucket/LlmGatewayLab/studies/');
+    expect(denied.box.log()).toContain(
       'could not restore earlier studies from s3://results-bucket/LlmGatewayLab/studies/: the runner starts from what this host has',
     );
   });
@@ -306,10 +309,10 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
 
 describe('runner.terminateWhenDone (the watcher itself: bootstrap-terminate.test.ts)', () => {
   test('runner.terminateWhenDone: the bootstrap installs the watcher and its timer', () => {
-    // bumpyRehearsal's configuration has it (whenDone).
-    const { box, result, calls } = bumpyRehearsal();
-    expect(result.status, box.log()).toBe(0);
-    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
+    // rebootRehearsal's configuration has it (whenDone); its first boot installed the watcher.
+    const { box, first, afterFirst } = rebootRehearsal();
+    expect(first.result.status, afterFirst.log).toBe(0);
+    expect(first.calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
     expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
       readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
     );
@@ -322,15 +325,15 @@ describe('runner.terminateWhenDone (the watcher itself: bootstrap-terminate.test
 
 describe('4. the ready signal is delivered or the failure is known', () => {
   test('a 403 from the WaitCondition URL is retried until the signal is accepted', () => {
-    // bumpyRehearsal's WaitCondition refuses the first two.
-    const { box, result } = bumpyRehearsal();
-    expect(result.status, box.log()).toBe(0);
-    expect(box.log()).toContain('the SUCCESS signal was not accepted (attempt 1 of 5)');
-    expect(box.log()).toContain('the SUCCESS signal was not accepted (attempt 2 of 5)');
-    expect(box.log()).toContain('the SUCCESS signal reached the WaitCondition');
-    expect(box.signals()).toHaveLength(1);
-    expect(existsSync(box.path('/opt/lab/signalled'))).toBe(true);
-    expect(existsSync(box.path(READY_MARKER))).toBe(true);
+    // The WaitCondition of rebootRehearsal's first boot refuses the first two.
+    const { first, afterFirst } = rebootRehearsal();
+    expect(first.result.status, afterFirst.log).toBe(0);
+    expect(afterFirst.log).toContain('the SUCCESS signal was not accepted (attempt 1 of 5)');
+    expect(afterFirst.log).toContain('the SUCCESS signal was not accepted (attempt 2 of 5)');
+    expect(afterFirst.log).toContain('the SUCCESS signal reached the WaitCondition');
+    expect(afterFirst.signals).toHaveLength(1);
+    expect(afterFirst.signalled).toBe(true);
+    expect(afterFirst.ready).toBe(true);
   });
 
   test('a signal refused every time is not counted as delivered, and the bootstrap fails', () => {

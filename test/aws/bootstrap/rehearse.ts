@@ -1,6 +1,7 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { synthesizeCluster } from '../../../charts/synthesize.ts';
+import { READY_MARKER } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';
@@ -108,43 +109,44 @@ function once<T>(make: () => T): () => T {
  */
 export const defaultRehearsal = once(() => rehearse(defaults));
 
-/** `otherWithAiGateway`'s bootstrap (with a Helm already installed), read by two tests. */
+/**
+ * `otherWithAiGateway`'s bootstrap (with a Helm already installed), read by three tests. S3 refuses
+ * to list the earlier studies, which the bootstrap rides out (logged, nothing restored): the test
+ * of that reads this run too.
+ */
 export const otherRehearsal = once(() =>
-  rehearse(otherWithAiGateway, {}, (b) => b.fake('/usr/local/bin/helm', 'exit 0')),
+  rehearse(otherWithAiGateway, { FAKE_S3_LIST_DENIED: '1' }, (b) => b.fake('/usr/local/bin/helm', 'exit 0')),
 );
 
 /**
- * A boot that goes wrong in three ways the bootstrap rides out, each in its own step, so one run
- * serves the three tests: apt's shutdown helper runs (pgrep finds "unattended-upgr"), the
- * WaitCondition refuses the first two signals (403), and S3 holds the studies of an earlier host
- * (one study, two objects, listed one key per page). Its configuration has
- * runner.terminateWhenDone (whenDone), which only adds a watcher in step 1: the test of that
- * watcher reads this run too.
+ * One host booted twice, read by the tests of either boot. The first boot goes wrong in three ways
+ * it rides out, each in its own step: apt's shutdown helper runs (pgrep finds "unattended-upgr"),
+ * the WaitCondition refuses the first two signals (403), and S3 holds the studies of an earlier
+ * host (one study, two objects, listed one key per page). The second has no metadata service. The
+ * configuration has runner.terminateWhenDone (whenDone), which only adds a watcher in step 1: the
+ * test of that watcher reads this run too. What the first boot left is kept as it was when it
+ * ended (`afterFirst`): the second adds to the log, the signals and the S3 requests, and rewrites
+ * host.json.
  */
-export const bumpyRehearsal = once(() => {
+export const rebootRehearsal = once(() => {
   const box = makeSandbox();
   box.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/study.json', '{"id":"s-1"}');
   box.putS3Object('results-bucket/LlmGatewayLab/studies/s-1/runs/r 1.json', '{"run":1}');
   const pgrep = (b: Sandbox) =>
     writeFileSync(join(b.root, 'bin', 'pgrep'), '#!/bin/bash\necho "1234 unattended-upgr"\nexit 0\n');
-  return rehearse(whenDone, { FAKE_S3_PAGE: '1', FAKE_SIGNAL_403: '2' }, pgrep, {}, box);
-});
-
-/**
- * One host booted twice: the first boot with S3 refusing to list (no earlier studies restored),
- * the second without the metadata service. What each boot left is kept as it was when it ended.
- */
-export const rebootRehearsal = once(() => {
-  const box = makeSandbox();
   const started = Math.floor(Date.now() / 1000) * 1000;
-  const first = rehearse(defaults, { FAKE_S3_LIST_DENIED: '1' }, undefined, {}, box);
+  const first = rehearse(whenDone, { FAKE_S3_PAGE: '1', FAKE_SIGNAL_403: '2' }, pgrep, {}, box);
   const ended = Date.now();
   const afterFirst = {
     log: box.log(),
+    signals: box.signals(),
+    awsRequests: box.awsRequests(),
+    signalled: existsSync(box.path('/opt/lab/signalled')),
+    ready: existsSync(box.path(READY_MARKER)),
     deadline: readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim(),
     timer: readFileSync(box.path('/etc/systemd/system/lab-deadline.timer'), 'utf8'),
   };
-  const second = rehearse(defaults, { FAKE_NO_IMDS: '1' }, undefined, {}, box);
+  const second = rehearse(whenDone, { FAKE_NO_IMDS: '1' }, undefined, {}, box);
   return {
     box,
     first,
