@@ -14,7 +14,9 @@ import type { ClusterCheck } from './cluster-checks.ts';
  * at run time: one SubjectAccessReview per permission its chart grants (charts/study-runner.ts;
  * test/runner/runner-rbac.test.ts proves those are exactly the runner's API calls), plus what the
  * cluster's default roles must grant it. Without this a missing permission (another authorizer,
- * a hardened default role) would surface only in the middle of a study, as a 403.
+ * a hardened default role) would surface only in the middle of a study, as a 403. The facts it
+ * relies on (RBAC's matching, the default roles, a ServiceAccount's user and groups) are
+ * docs/facts.md §6.6.
  */
 
 /** The runner's access, as `lab install` applies it and reviews it. */

@@ -3,6 +3,7 @@ import { studyRunnerObjects } from '../../charts/study-runner.ts';
 import { runClusterDoctor } from '../../lib/doctor/cluster.ts';
 import { InstallStopped, installLab } from '../../lib/install/install.ts';
 import type { InstallPlan } from '../../lib/install/plan.ts';
+import { uninstallLab } from '../../lib/install/uninstall.ts';
 import { describeAccess } from '../../lib/kube/cluster-api.ts';
 import { rig as anyRig, GPU_NODE } from './rig.ts';
 
@@ -65,6 +66,10 @@ describe('the study runner’s access, reviewed for its ServiceAccount', () => {
     expect(applied).toContain('RoleBinding lab-study-runner');
     expect(applied).toContain('ClusterRoleBinding vllm-lab-study-runner-metrics');
     expect(server.requests.filter((r) => r.endsWith('/subjectaccessreviews'))).toHaveLength(17);
+    // lab uninstall removes them with the charts, the cluster-scoped metrics reader included.
+    await uninstallLab(plan, 'vllm', { api: deps.api, clock: deps.clock, write: () => {} });
+    expect(server.live('ClusterRole')).toEqual([]);
+    expect(server.live('ClusterRoleBinding')).toEqual([]);
   });
 
   it('lab install: FAIL naming what another authorizer refuses the runner, and the fix', async () => {

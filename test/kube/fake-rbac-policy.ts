@@ -7,7 +7,7 @@ import { status } from './fake-api-util.ts';
  * pkg/apis/rbac/v1/evaluation_helpers.go at 03bf11a: VerbMatches, APIGroupMatches,
  * ResourceMatches with `resource/subresource` and `*\/subresource`, ResourceNameMatches with an
  * empty list matching every name, NonResourceURLMatches with a trailing `*`). A RoleBinding
- * grants only in its own namespace, a ClusterRoleBinding everywhere.
+ * grants only in its own namespace, a ClusterRoleBinding everywhere (docs/facts.md §6.6).
  */
 
 /** What the authorizer is asked: a request's attributes (k8s.io/apiserver authorizer.Attributes). */
