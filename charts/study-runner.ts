@@ -119,12 +119,13 @@ export class StudyRunnerChart extends Chart {
     new k8s.KubeRole(this, 'role', {
       metadata: { name, labels },
       rules: [
-        { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
+        // Exactly what the runner calls (test/runner/runner-rbac.test.ts derives it from a
+        // rehearsal): Jobs are polled, never watched; `get pods` is a retried delete's check.
+        { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'delete'] },
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
         { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
         // Restarting a front end patches its pod template (kubectl.kubernetes.io/restartedAt).
         { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
-        { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
         // Staging the next run (lib/study/staging.ts): a gate copies its front end's Service (get),
         // is created closed, opened by a patch of its selector and deleted; a killed runner's
         // gates are found by label (list).

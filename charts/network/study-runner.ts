@@ -81,9 +81,10 @@ export interface NetworkStudyRunnerChartProps extends ChartProps {
  * The in-cluster runner of a cell's network study (lib/runner/network): a Job on the pinned Node
  * image running the bundled runner, pinned to the cell's node with the results host folder
  * mounted (the Jobs it starts write their outputs there). Least privilege: Jobs, pods and their
- * logs in the namespaces it runs clients in; Services and EndpointSlices in `plain` (E9); pod
- * deletion in `mesh` (pods created before the label are restarted); the Cilium agent's log on
- * Cilium cells; `get` on its two namespaces (their labels). It never execs into a pod.
+ * logs in the namespaces it runs clients in; Services and EndpointSlices in `plain` (E9), and the
+ * Services of `mesh` listed (their ClusterIPs are taken); pod deletion in the mesh namespaces
+ * (pods created before the label are restarted); the Cilium agent's log on Cilium cells; `get` on
+ * the mesh namespaces (their labels). It never execs into a pod.
  */
 export class NetworkStudyRunnerChart extends Chart {
   constructor(scope: Construct, id: string, props: NetworkStudyRunnerChartProps) {
@@ -114,9 +115,11 @@ export class NetworkStudyRunnerChart extends Chart {
         subjects: [{ kind: 'ServiceAccount', name, namespace }],
       });
     };
+    // Exactly what the runner calls (test/runner/network/runner-rbac.test.ts derives it from each
+    // cell kind's whole study): pods are listed, never read one by one.
     role('plain', PLAIN_NAMESPACE, [
       jobs,
-      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
       podLogs,
       // E9: the Services the runner creates from the template, and their endpoints.
       { apiGroups: [''], resources: ['services'], verbs: ['create', 'list', 'delete'] },
@@ -126,12 +129,14 @@ export class NetworkStudyRunnerChart extends Chart {
       role('mesh', MESH_NAMESPACE, [
         jobs,
         // Pods created before the namespace label have no sidecar: the runner deletes them.
-        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
+        { apiGroups: [''], resources: ['pods'], verbs: ['list', 'delete'] },
         podLogs,
+        // E9's probe Services take free ClusterIPs: the runner reads those in use here too.
+        { apiGroups: [''], resources: ['services'], verbs: ['list'] },
       ]);
       // E2's mesh-default server: restarted into the mesh like mesh's; no Job runs there.
       role('mesh-default', MESH_DEFAULT_NAMESPACE, [
-        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
+        { apiGroups: [''], resources: ['pods'], verbs: ['list', 'delete'] },
       ]);
     }
     if (cell.mesh === 'ambient') {
@@ -141,28 +146,31 @@ export class NetworkStudyRunnerChart extends Chart {
     if (cell.datapath === 'cilium') {
       role('cilium', CILIUM_NAMESPACE, [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }, podLogs]);
     }
-    // Namespaces are cluster-scoped: only a ClusterRole reaches them, limited to the lab's own.
-    const namespaceReader = `${name}-namespaces`;
-    clusterScoped(
-      new k8s.KubeClusterRole(this, 'namespace-reader', {
-        metadata: { name: namespaceReader, labels },
-        rules: [
-          {
-            apiGroups: [''],
-            resources: ['namespaces'],
-            verbs: ['get'],
-            resourceNames: withMesh ? [PLAIN_NAMESPACE, ...MESH_NAMESPACES] : [PLAIN_NAMESPACE],
-          },
-        ],
-      }),
-    );
-    clusterScoped(
-      new k8s.KubeClusterRoleBinding(this, 'namespace-reader-binding', {
-        metadata: { name: namespaceReader, labels },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: namespaceReader },
-        subjects: [{ kind: 'ServiceAccount', name, namespace }],
-      }),
-    );
+    // The mesh namespaces' labels (the namespace-labelled precondition). Namespaces are
+    // cluster-scoped: only a ClusterRole reaches them, limited to those two by name.
+    if (withMesh) {
+      const namespaceReader = `${name}-namespaces`;
+      clusterScoped(
+        new k8s.KubeClusterRole(this, 'namespace-reader', {
+          metadata: { name: namespaceReader, labels },
+          rules: [
+            {
+              apiGroups: [''],
+              resources: ['namespaces'],
+              verbs: ['get'],
+              resourceNames: [...MESH_NAMESPACES],
+            },
+          ],
+        }),
+      );
+      clusterScoped(
+        new k8s.KubeClusterRoleBinding(this, 'namespace-reader-binding', {
+          metadata: { name: namespaceReader, labels },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: namespaceReader },
+          subjects: [{ kind: 'ServiceAccount', name, namespace }],
+        }),
+      );
+    }
 
     runnerJob(this, {
       name,

@@ -2,7 +2,8 @@ import type { LabConfig } from '../config/schema.ts';
 import type { ClusterCheck } from '../install/cluster-checks.ts';
 import { readClusterChecks } from '../install/cluster-read.ts';
 import type { InstallPlan } from '../install/plan.ts';
-import type { ClusterApi } from '../kube/cluster-api.ts';
+import { checkRunnerAccess } from '../install/runner-access.ts';
+import { type ClusterApi, KubeApiError } from '../kube/cluster-api.ts';
 import type { DoctorStatus, Progress } from './model.ts';
 
 /**
@@ -20,6 +21,7 @@ export const CLUSTER_DOCTOR_CHECKS = [
   'nodes',
   'results-storage',
   'rbac',
+  'runner-rbac',
 ] as const;
 export type ClusterDoctorCheck = (typeof CLUSTER_DOCTOR_CHECKS)[number];
 
@@ -50,6 +52,9 @@ export async function runClusterDoctor(
   const version = await api.version();
   progress('reading the nodes and RuntimeClasses, asking the access reviews (SelfSubjectAccessReview)');
   const checks = await readClusterChecks(plan, api);
+  progress("asking whether the study runner's ServiceAccount may do its work (SubjectAccessReview)");
+  const applied = await runnerAccessApplied(api, plan);
+  const runner = await checkRunnerAccess(api, plan.runnerAccess, applied);
   const lines: ClusterDoctorLine[] = [
     {
       check: 'cluster',
@@ -57,7 +62,7 @@ export async function runClusterDoctor(
       subject: api.target.context,
       message: `${api.target.server} answers: Kubernetes ${version}`,
     },
-    ...checks.map(lineOf),
+    ...[...checks, runner].map(lineOf),
   ];
   return {
     stackName: config.stackName,
@@ -78,4 +83,25 @@ function lineOf(check: ClusterCheck): ClusterDoctorLine {
     message: check.message,
     ...(check.fix === undefined ? {} : { fix: check.fix }),
   };
+}
+
+/** Whether every binding of the runner's access is in the cluster (a lab installed before). */
+async function runnerAccessApplied(api: ClusterApi, plan: InstallPlan): Promise<boolean> {
+  for (const object of plan.runnerAccess.objects) {
+    if (!object.kind.endsWith('Binding')) continue;
+    const ref = {
+      apiVersion: object.apiVersion,
+      kind: object.kind,
+      name: object.metadata.name,
+      ...(object.metadata.namespace ? { namespace: object.metadata.namespace } : {}),
+    };
+    try {
+      if (!(await api.read(ref))) return false;
+    } catch (error) {
+      // A user who may not read the bindings cannot install the lab either (the rbac line says so).
+      if (error instanceof KubeApiError && error.kind === 'forbidden') return false;
+      throw error;
+    }
+  }
+  return true;
 }

@@ -11,6 +11,7 @@ import {
 import { type ClusterCheck, clusterChecks, GPU_RESOURCE } from './cluster-checks.ts';
 import { readClusterChecks } from './cluster-read.ts';
 import type { InstallPlan } from './plan.ts';
+import { checkRunnerAccess } from './runner-access.ts';
 import { WAIT_LIMITS_MS } from './steps.ts';
 
 export { type InstallDeps, InstallStopped } from './apply.ts';
@@ -61,6 +62,15 @@ export async function installLab(plan: InstallPlan, deps: InstallDeps): Promise<
         break;
     }
   }
+  // Applied: now the API server can say whether the runner may do its work, before any study.
+  const access = await checkRunnerAccess(api, plan.runnerAccess, true);
+  write(checkLine(access));
+  if (access.outcome === 'fail') {
+    throw new InstallStopped(
+      `the study runner could not do its work on this cluster (everything else is installed):\n  - ${access.message}\n    fix: ${access.fix}`,
+    );
+  }
+  if (access.fix) write(`        ${access.fix}`);
   write(`installed in ${minutes(clock.now().getTime() - started)}`);
 }
 

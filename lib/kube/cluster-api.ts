@@ -41,12 +41,27 @@ export interface AccessQuestion {
   /** `proxy`, `log`: a subresource is its own RBAC permission (`get pods/proxy`). */
   readonly subresource?: string;
   readonly namespace?: string;
+  /** One object by name (a rule's `resourceNames`). */
+  readonly name?: string;
 }
 
-/** `get pods/proxy in llm-gateway-lab`, `patch customresourcedefinitions.apiextensions.k8s.io`. */
-export function describeAccess(q: AccessQuestion): string {
+/** A non-resource URL, as `kubectl auth can-i get /version` asks it. */
+export interface UrlAccessQuestion {
+  readonly verb: string;
+  readonly path: string;
+}
+
+/** Who a SubjectAccessReview asks about: a user name and its groups. */
+export interface AccessSubject {
+  readonly user: string;
+  readonly groups: readonly string[];
+}
+
+/** `get pods/proxy in llm-gateway-lab`, `patch customresourcedefinitions.apiextensions.k8s.io`, `get /version`. */
+export function describeAccess(q: AccessQuestion | UrlAccessQuestion): string {
+  if ('path' in q) return `${q.verb} ${q.path}`;
   const resource = `${q.resource}${q.subresource ? `/${q.subresource}` : ''}${q.group ? `.${q.group}` : ''}`;
-  return `${q.verb} ${resource}${q.namespace ? ` in ${q.namespace}` : ''}`;
+  return `${q.verb} ${resource}${q.name ? ` ${q.name}` : ''}${q.namespace ? ` in ${q.namespace}` : ''}`;
 }
 
 export interface ClusterApi {
@@ -68,6 +83,11 @@ export interface ClusterApi {
   remove(ref: ObjectRef): Promise<'deleted' | 'absent'>;
   /** SelfSubjectAccessReview: may the kubeconfig's user do this? */
   canI(question: AccessQuestion): Promise<boolean>;
+  /**
+   * SubjectAccessReview: may `subject` (another user, a ServiceAccount) do this? The kubeconfig's
+   * user needs `create subjectaccessreviews.authorization.k8s.io`; without it a 403 `forbidden`.
+   */
+  canSubject(subject: AccessSubject, question: AccessQuestion | UrlAccessQuestion): Promise<boolean>;
   /**
    * `GET pods/<pod>/proxy/<path>` (RBAC: get pods/proxy): the pod's first declared port answers.
    * The answer must be text (docs/facts.md §6.1).

@@ -15,11 +15,13 @@ import {
 } from '@kubernetes/client-node';
 import {
   type AccessQuestion,
+  type AccessSubject,
   type ClusterApi,
   KubeApiError,
   type KubeObject,
   LAB_FIELD_MANAGER,
   type ObjectRef,
+  type UrlAccessQuestion,
 } from './cluster-api.ts';
 
 /** Which cluster: the usual kubectl rules (`--kubeconfig`, else `$KUBECONFIG`, else ~/.kube/config). */
@@ -264,6 +266,35 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
               ...(question.subresource ? { subresource: question.subresource } : {}),
               ...(question.namespace ? { namespace: question.namespace } : {}),
             },
+          },
+        } as KubernetesObject),
+      );
+      return (plain(review).status as { allowed?: boolean } | undefined)?.allowed === true;
+    },
+    async canSubject(subject: AccessSubject, question: AccessQuestion | UrlAccessQuestion) {
+      // authorization.k8s.io/v1 SubjectAccessReview (client-node 1.4.0 V1SubjectAccessReviewSpec:
+      // user, groups, resourceAttributes | nonResourceAttributes). The authorizer knows only what
+      // the spec says: the groups are the subject's, not inferred from the user name.
+      const review = await call('SubjectAccessReview', (api) =>
+        api.create({
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          metadata: {},
+          spec: {
+            user: subject.user,
+            groups: [...subject.groups],
+            ...('path' in question
+              ? { nonResourceAttributes: { verb: question.verb, path: question.path } }
+              : {
+                  resourceAttributes: {
+                    verb: question.verb,
+                    group: question.group,
+                    resource: question.resource,
+                    ...(question.subresource ? { subresource: question.subresource } : {}),
+                    ...(question.namespace ? { namespace: question.namespace } : {}),
+                    ...(question.name ? { name: question.name } : {}),
+                  },
+                }),
           },
         } as KubernetesObject),
       );

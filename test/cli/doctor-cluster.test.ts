@@ -189,6 +189,7 @@ describe('lab doctor --kubeconfig: lab install checks as doctor lines', () => {
       'nodes pass',
       'results-storage pass',
       'rbac pass',
+      'runner-rbac pass',
     ]);
   });
 

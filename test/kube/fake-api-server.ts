@@ -9,7 +9,13 @@ import { deepMerge, keyOf, parseSelector, readBody, send, status } from './fake-
 import { livePods, nodeObjects, withStatus } from './fake-controllers.ts';
 import { type Resource, resourceList, servedResources } from './fake-discovery.ts';
 import { answerPodSubresource, type FakePod, verbOf } from './fake-pods.ts';
-import { type AccessReview, answerReview, forbidden } from './fake-rbac.ts';
+import {
+  type AccessReview,
+  answerReview,
+  answerSubjectReview,
+  forbidden,
+  type SubjectReview,
+} from './fake-rbac.ts';
 import { storageClassObjects, withDefaultClass } from './fake-storage.ts';
 
 export type { FakeApiOptions, FakeNode, FakeStorageClass } from './fake-api-types.ts';
@@ -188,6 +194,11 @@ export class FakeApiServer implements FakeClusterState {
       case 'POST':
         if (resource.kind === 'SelfSubjectAccessReview') {
           send(res, 201, answerReview(this.options.denied ?? [], JSON.parse(body) as AccessReview));
+          return;
+        }
+        if (resource.kind === 'SubjectAccessReview') {
+          const review = JSON.parse(body) as SubjectReview;
+          send(res, 201, answerSubjectReview(this.live(), this.options.othersDeny ?? [], review));
           return;
         }
         send(res, 405, status(405, 'the fake serves create only for access reviews'));

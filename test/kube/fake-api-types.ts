@@ -35,6 +35,11 @@ export interface FakeApiOptions {
    * `get pods/proxy`, `patch jobs.batch` (fake-rbac.ts).
    */
   readonly denied?: readonly string[];
+  /**
+   * What another authorizer in front of RBAC (a webhook, a policy engine) refuses any other
+   * subject, in SubjectAccessReviews: `get pods/log`, `get /version` (fake-rbac.ts).
+   */
+  readonly othersDeny?: readonly string[];
   /** StorageClasses; a claim binds only to one that exists. */
   readonly storageClasses?: readonly FakeStorageClass[];
   /** How long a provisioner takes to bind a claim. */

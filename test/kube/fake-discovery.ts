@@ -34,6 +34,7 @@ const BUILTIN: readonly Resource[] = [
   ['storage.k8s.io', 'v1', 'StorageClass', 'storageclasses', false],
   ['apiextensions.k8s.io', 'v1', 'CustomResourceDefinition', 'customresourcedefinitions', false],
   ['authorization.k8s.io', 'v1', 'SelfSubjectAccessReview', 'selfsubjectaccessreviews', false],
+  ['authorization.k8s.io', 'v1', 'SubjectAccessReview', 'subjectaccessreviews', false],
 ].map(([group, version, kind, plural, namespaced]) => ({
   group: group as string,
   version: version as string,

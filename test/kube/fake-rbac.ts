@@ -1,4 +1,5 @@
 import { status } from './fake-api-util.ts';
+import { RbacPolicy, type RequestAttributes } from './fake-rbac-policy.ts';
 
 /**
  * The fake API server's RBAC (test/kube/fake-api-server.ts): one list of refused permissions
@@ -62,4 +63,55 @@ export function answerReview(denied: readonly string[], review: AccessReview) {
     }),
   );
   return { ...review, status: { allowed } };
+}
+
+/** A SubjectAccessReview as the client posts it (authorization.k8s.io/v1 SubjectAccessReviewSpec). */
+export interface SubjectReview {
+  readonly spec: {
+    readonly user: string;
+    readonly groups?: readonly string[];
+    readonly resourceAttributes?: AccessReview['spec']['resourceAttributes'] & { readonly name?: string };
+    readonly nonResourceAttributes?: { readonly verb: string; readonly path: string };
+  };
+}
+
+/**
+ * A SubjectAccessReview answered as the apiserver's authorizer chain answers it: `othersDeny`
+ * (another authorizer in front of RBAC: a webhook, a policy engine; `get pods/log`, `get /version`)
+ * refuses first, then RBAC over the cluster's Roles, ClusterRoles and bindings (`objects`, as
+ * applied) with the default roles every authenticated user has (fake-rbac-policy.ts).
+ */
+export function answerSubjectReview(
+  objects: readonly Record<string, unknown>[],
+  othersDeny: readonly string[],
+  review: SubjectReview,
+) {
+  const { spec } = review;
+  const r = spec.resourceAttributes;
+  const request: RequestAttributes = spec.nonResourceAttributes
+    ? { verb: spec.nonResourceAttributes.verb, path: spec.nonResourceAttributes.path }
+    : {
+        verb: r?.verb ?? '',
+        group: r?.group ?? '',
+        resource: r?.resource ?? '',
+        ...(r?.subresource ? { subresource: r.subresource } : {}),
+        ...(r?.namespace ? { namespace: r.namespace } : {}),
+        ...(r?.name ? { name: r.name } : {}),
+      };
+  const named =
+    'path' in request
+      ? `${request.verb} ${request.path}`
+      : permissionName({
+          verb: request.verb,
+          group: request.group,
+          resource: request.resource,
+          ...(request.subresource ? { subresource: request.subresource } : {}),
+        });
+  const denied = othersDeny.includes(named);
+  const allowed =
+    !denied && new RbacPolicy(objects).allows({ user: spec.user, groups: spec.groups ?? [] }, request);
+  return {
+    ...review,
+    status: { allowed, ...(denied ? { denied: true, reason: 'denied by a webhook' } : {}) },
+  };
 }

@@ -266,6 +266,12 @@ export class FakeEndpointPickers {
   indexerSize: Record<string, number> = {};
   llmdWithoutMetrics = false;
   readonly scraped: string[] = [];
+  /**
+   * The EPP's authorization of a scrape whose token is valid: a SubjectAccessReview of the token's
+   * user for the non-resource path (controller-runtime's WithAuthenticationAndAuthorization, as
+   * GAIE v1.0.1 wires it). Unset: every valid token may.
+   */
+  authorize: ((request: { verb: string; path: string }) => boolean) | undefined;
   url = '';
   private server: Server | undefined;
 
@@ -278,6 +284,10 @@ export class FakeEndpointPickers {
       }
       if (what !== 'metrics') {
         res.writeHead(404).end();
+        return;
+      }
+      if (this.authorize && !this.authorize({ verb: 'get', path: '/metrics' })) {
+        res.writeHead(403).end('Forbidden');
         return;
       }
       this.scraped.push(arm);

@@ -54,11 +54,10 @@ describe('the StudyRunner chart', () => {
 
   it('grants only what the runner does, in the lab namespace', () => {
     expect(of('Role').rules).toEqual([
-      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'delete'] },
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'delete'] },
       { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
       { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
-      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get'] },
       { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'create', 'patch', 'delete'] },
     ]);
     expect(of('RoleBinding')).toMatchObject({

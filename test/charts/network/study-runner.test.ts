@@ -109,15 +109,23 @@ describe('the network study runner chart', () => {
         ];
         expect(roles).toEqual(expected.sort());
         const cluster = rules.filter((r) => r.ns === '(cluster)');
-        expect(cluster).toEqual([
-          expect.objectContaining({
-            resources: ['namespaces'],
-            verbs: ['get'],
-            resourceNames: expect.any(Array),
-          }),
-        ]);
+        expect(cluster).toEqual(
+          cell.mesh !== 'none'
+            ? [
+                expect.objectContaining({
+                  resources: ['namespaces'],
+                  verbs: ['get'],
+                  resourceNames: ['mesh', 'mesh-default'],
+                }),
+              ]
+            : [],
+        );
+        // Services are created and deleted in plain only; mesh's are listed (E9's free ClusterIPs).
         const services = rules.filter((r) => r.resources.includes('services'));
-        expect(services.map((r) => r.ns)).toEqual(['plain']);
+        expect(services.map((r) => `${r.ns}: ${r.verbs.join(',')}`)).toEqual([
+          'plain: create,list,delete',
+          ...(cell.mesh !== 'none' ? ['mesh: list'] : []),
+        ]);
         // Pods are deleted only in the mesh namespaces (restarts after the label), never in plain
         // or kube-system.
         expect(
