@@ -1,6 +1,7 @@
 import type { NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import type { CellHostFacts, DatapathEvidence } from '../../network/study/model.ts';
+import type { NetworkJudgeConfig } from '../../network/study/validity.ts';
 import { FORTIO_SERVER, PLAIN_NAMESPACE } from '../../network/topology.ts';
 import { rethrowOutage } from '../call-policy.ts';
 import { HOST_FILE } from '../layout.ts';
@@ -25,6 +26,24 @@ export function requiredVersions(config: LabConfig, cell: NetworkCell): Record<s
     ...(cell.datapath === 'cilium' ? { cilium: c.cilium.version } : {}),
     ...(cell.mesh !== 'none' ? { istio: c.istio.version } : {}),
     k3s: '',
+  };
+}
+
+/** The cell's settings the validity checks judge against (lib/network/study/validity.ts). */
+export function cellJudgeConfig(
+  config: LabConfig,
+  cell: NetworkCell,
+  node: string | undefined,
+): NetworkJudgeConfig {
+  const { network } = config;
+  return {
+    datapath: cell.datapath,
+    mesh: cell.mesh,
+    node: node ?? 'unknown (no fortio server pod found at the start of the study)',
+    lbMapMax: network.cilium.lbMapMax,
+    requiredVersions: Object.keys(requiredVersions(config, cell)),
+    resolutionSeconds: network.fortio.resolutionSeconds,
+    connections: network.fortio.connections,
   };
 }
 
