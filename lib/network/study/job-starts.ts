@@ -21,20 +21,20 @@ export interface PlannedJob {
 const host = (what: string): PlannedJob => ({ kind: 'host', what });
 
 /**
- * Before the first run (lib/runner/network/cell-facts.ts): the host's kernel and CPU flags, the
- * datapath's rules, and on a Cilium cell `cilium-dbg status`. A resumed study reads its record
- * instead, and a conntrack limit a killed runner left lowered costs two more: neither is planned.
+ * Before the first run (lib/runner/network/cell-facts.ts studyFacts): one host Job for the host's
+ * kernel and CPU flags and the datapath's rules, and on a Cilium cell `cilium-dbg status` (another
+ * container image). A resumed study reads its record instead, and a conntrack limit a killed
+ * runner left lowered costs two more: neither is planned.
  */
 export function studyStartJobs(datapath: Datapath): PlannedJob[] {
   return [
-    host('host facts: kernel and CPU flags (cell-facts.ts hostFacts)'),
-    host('datapath rules (cell-facts.ts datapathEvidence)'),
-    ...(datapath === 'cilium' ? [host('cilium-dbg status (cell-facts.ts datapathEvidence)')] : []),
+    host("host facts and the datapath's rules (cell-facts.ts studyFacts)"),
+    ...(datapath === 'cilium' ? [host('cilium-dbg status (cell-facts.ts studyFacts)')] : []),
   ];
 }
 
-/** The Jobs one run starts, after `before` (the runs before it in the same study). */
-export function runJobStarts(run: NetworkRun, before: readonly NetworkRun[]): PlannedJob[] {
+/** The Jobs one run starts. */
+export function runJobStarts(run: NetworkRun): PlannedJob[] {
   const { spec } = run;
   switch (spec.kind) {
     case 'fortio':
@@ -52,17 +52,14 @@ export function runJobStarts(run: NetworkRun, before: readonly NetworkRun[]): Pl
         host('entries count (scale-steps.ts scaleRun)'),
         { kind: 'prober', what: 'service prober (new-service-probe.ts)' },
       ];
-    case 'conntrack': {
-      // The study's first E10 step reads the host default before lowering anything.
-      const first = !before.some((r) => r.spec.kind === 'conntrack');
+    case 'conntrack':
       return [
         // At least one read; while the table settles, one per poll (timed as the settle wait).
+        // The study's first read also gives the host default (conntrack-steps.ts conntrackBaseline).
         host('conntrack baseline read (conntrack-steps.ts conntrackBaseline)'),
-        ...(first ? [host("the host's nf_conntrack_max (conntrack-steps.ts hostDefault)")] : []),
         host('conntrack limit set (conntrack-steps.ts conntrackRun)'),
         { kind: 'driver', what: 'conntrack driver (conntrack-steps.ts conntrackRun)' },
         host('conntrack limit restored and read back (conntrack-steps.ts restoreLimit)'),
       ];
-    }
   }
 }

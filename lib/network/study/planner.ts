@@ -24,10 +24,7 @@ export {
 
 /** How many Jobs a study of these runs starts, its own start's host Jobs included (job-starts.ts). */
 export function jobStarts(runs: readonly NetworkRun[], datapath: Datapath): number {
-  return (
-    studyStartJobs(datapath).length +
-    runs.reduce((sum, run, i) => sum + runJobStarts(run, runs.slice(0, i)).length, 0)
-  );
+  return studyStartJobs(datapath).length + runs.reduce((sum, run) => sum + runJobStarts(run).length, 0);
 }
 
 /**

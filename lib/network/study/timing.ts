@@ -143,7 +143,7 @@ export function runSeconds(
   before: readonly NetworkRun[],
   o: NetworkRunOverheads = DEFAULT_NETWORK_RUN_OVERHEADS,
 ): { load: number; overhead: number } {
-  const jobs = jobsSeconds(runJobStarts(run, before), o) + o.runnerSeconds;
+  const jobs = jobsSeconds(runJobStarts(run), o) + o.runnerSeconds;
   const spec: NetworkRunSpec = run.spec;
   switch (spec.kind) {
     case 'fortio':

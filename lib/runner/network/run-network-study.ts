@@ -17,7 +17,7 @@ import { asCleanup, RunnerInterruptedError, withStop } from '../stop-signal.ts';
 import { readStudyRecords, StudyWrites } from '../study-files.ts';
 import { StudyLog } from '../study-log.ts';
 import { StudyStopError } from '../study-stop.ts';
-import { cellJudgeConfig, cellNode, datapathEvidence, hostFacts } from './cell-facts.ts';
+import { cellJudgeConfig, cellNode, studyFacts } from './cell-facts.ts';
 import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
 import { ConntrackSteps } from './conntrack-steps.ts';
@@ -265,8 +265,7 @@ class NetworkStudyRunner implements StepContext {
         );
 
     this.node = await cellNode(this);
-    const host = existing?.host ?? (await hostFacts(this));
-    const datapath = existing?.datapathEvidence ?? (await datapathEvidence(this));
+    const { host, datapath } = await studyFacts(this, existing);
     this.study = {
       lab: 'network',
       studyId: choice.id,

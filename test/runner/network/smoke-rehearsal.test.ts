@@ -176,24 +176,20 @@ describe("lab plan's Job starts against the runner's", () => {
         byRun.set(run, (byRun.get(run) ?? 0) + 1);
       }
       const planned = new Map<string, number>([['study', studyStartJobs(plan.datapath).length]]);
-      for (const [i, run] of plan.runs.entries())
-        planned.set(run.id, runJobStarts(run, plan.runs.slice(0, i)).length);
+      for (const run of plan.runs) planned.set(run.id, runJobStarts(run).length);
       expect(Object.fromEntries(byRun), cell).toEqual(Object.fromEntries(planned));
       expect(planNetworkStudy(config).cells.find((c) => c.cell === cell)?.smoke.jobStarts, cell).toBe(
         fake.created.length,
       );
     }
-    // E10's step: the baseline read, the host default, the limit set, the driver, the restore.
-    const e10 = healthy[0].fake.created.filter(
-      (j) => j.metadata.labels[NETWORK_RUN_LABEL] === 'smoke-e10-limit-1024',
-    );
-    expect(e10.map((j) => j.metadata.labels['app.kubernetes.io/component'])).toEqual([
-      'host-command',
-      'host-command',
-      'host-command',
-      'conntrack-driver',
-      'host-command',
-    ]);
+    // E10's step: the baseline read (which gives the host default too), the limit set, the
+    // driver, the restore; the study's start one host Job for the host facts and the datapath.
+    const { fake } = healthy[0];
+    const jobsOf = (run: string) => fake.created.filter((j) => j.metadata.labels[NETWORK_RUN_LABEL] === run);
+    expect(
+      jobsOf('smoke-e10-limit-1024').map((j) => j.metadata.labels['app.kubernetes.io/component']),
+    ).toEqual(['host-command', 'host-command', 'conntrack-driver', 'host-command']);
+    expect(jobsOf('study').map((j) => j.metadata.name)).toEqual(['net-host-facts']);
   });
 });
 
