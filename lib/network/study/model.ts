@@ -297,6 +297,17 @@ export interface NetworkRunRecord {
   readonly flags?: readonly string[];
   /** Which attempt of the run this record is (1 when absent). */
   readonly attempt?: number;
+  /**
+   * Runs that need the mesh's pods: per namespace, the pods the runner found out of the mesh and
+   * restarted into it (empty: none had to be). Absent in older records and on other runs.
+   */
+  readonly meshRestart?: readonly MeshRestartEvidence[];
+}
+
+/** The pods of one mesh namespace the runner restarted into the mesh before a run (docs/facts.md §N2). */
+export interface MeshRestartEvidence {
+  readonly namespace: string;
+  readonly restarted: readonly string[];
 }
 
 /** `study.json` of a cell's network study. */

@@ -3,16 +3,29 @@ import { lbEntriesPerService, networkProblems, networkWarnings } from '../../con
 import type { LabConfig } from '../../config/schema.ts';
 import { BOOT_MARGIN_MINUTES, baseBudgetMinutes, NETWORK_BASE_STEP_MINUTES } from '../../facts/budgets.ts';
 import { alignRows } from '../../study/planner.ts';
+import { runJobStarts, studyStartJobs } from './job-starts.ts';
 import type { ExperimentId, NetworkRun } from './model.ts';
 import { networkStudyPlan } from './plan.ts';
 import { NETWORK_SMOKE_TARGET_MINUTES, networkSmokePlan } from './smoke.ts';
-import { DEFAULT_NETWORK_RUN_OVERHEADS, type NetworkRunOverheads, planSeconds } from './timing.ts';
+import {
+  DEFAULT_NETWORK_RUN_OVERHEADS,
+  type MeshRestartPlan,
+  meshRestart,
+  type NetworkRunOverheads,
+  planSeconds,
+} from './timing.ts';
 
 export {
   DEFAULT_NETWORK_RUN_OVERHEADS,
+  type MeshRestartPlan,
   type NetworkRunOverheads,
   runSeconds,
 } from './timing.ts';
+
+/** How many Jobs a study of these runs starts, its own start's host Jobs included (job-starts.ts). */
+export function jobStarts(runs: readonly NetworkRun[], datapath: Datapath): number {
+  return studyStartJobs(datapath).length + runs.reduce((sum, run) => sum + runJobStarts(run).length, 0);
+}
 
 /**
  * `lab plan` for the network lab (docs/facts.md §N7): before any money is spent, per cell the
@@ -148,6 +161,10 @@ export interface CellPlan {
   readonly experiments: readonly ExperimentId[];
   readonly runs: number;
   readonly runsByExperiment: Readonly<Partial<Record<ExperimentId, number>>>;
+  /** Jobs the study starts (clients, host commands, prober, driver), each paying a pod start. */
+  readonly jobStarts: number;
+  /** The mesh pods' restart: counted once where it can happen, and why (timing.ts meshRestart). */
+  readonly meshRestart: MeshRestartPlan;
   /** Seconds of load (fortio -t, downloads, streams, probes, conntrack drives). */
   readonly loadSeconds: number;
   /** Seconds around the load (Job starts, API calls, waits), from the overheads. */
@@ -172,13 +189,16 @@ export interface CellPlan {
 /** A cell's smoke study: its runs, duration and cost, timed as the full study is. */
 export interface SmokeTiming {
   readonly runs: number;
+  /** Jobs the smoke study starts. */
+  readonly jobStarts: number;
   readonly durationSeconds: number;
   readonly costUsd: number;
   /** Over NETWORK_SMOKE_TARGET_MINUTES. */
   readonly overTarget: boolean;
   /**
-   * The full study with these checks first. The mesh pods' restart (when at all) happens once per
-   * cell, in the checks: the full study then finds its pods in the mesh and does not pay it again.
+   * The full study with these checks first. The mesh pods' restart (where it can happen) happens
+   * once per cell, in the checks: the full study then finds its pods in the mesh and does not pay
+   * it again. Each study reads the host at its start.
    */
   readonly withFullStudy: { readonly durationSeconds: number; readonly costUsd: number };
 }
@@ -234,16 +254,17 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
       `cost uses network.instance.pricePerHourUsd ${network.instance.pricePerHourUsd} USD/h, the price of ${network.instance.type}, not of this cell's ${instanceType}`,
     );
   }
-  const { loadSeconds, overheadSeconds } = planSeconds(study.runs, study.mesh, overheads);
+  const { loadSeconds, overheadSeconds } = planSeconds(study.runs, study, overheads);
   const durationSeconds = loadSeconds + overheadSeconds;
   const pricePerHourUsd = network.instance.pricePerHourUsd;
   const smokeRuns = networkSmokePlan(config, name).runs;
-  const smokeTime = planSeconds(smokeRuns, study.mesh, overheads);
+  const smokeTime = planSeconds(smokeRuns, study, overheads);
   const smokeSeconds = smokeTime.loadSeconds + smokeTime.overheadSeconds;
-  const withFullSeconds =
-    smokeSeconds + durationSeconds - (study.mesh === 'none' ? 0 : overheads.meshRestartSeconds);
+  const restart = meshRestart(study.mesh, overheads);
+  const withFullSeconds = smokeSeconds + durationSeconds - restart.seconds;
   const smoke: SmokeTiming = {
     runs: smokeRuns.length,
+    jobStarts: jobStarts(smokeRuns, study.datapath),
     durationSeconds: smokeSeconds,
     costUsd: (smokeSeconds / 3600) * pricePerHourUsd,
     overTarget: smokeSeconds > NETWORK_SMOKE_TARGET_MINUTES * 60,
@@ -283,6 +304,8 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
     experiments: Object.keys(runsByExperiment) as ExperimentId[],
     runs: study.runs.length,
     runsByExperiment,
+    jobStarts: jobStarts(study.runs, study.datapath),
+    meshRestart: restart,
     loadSeconds,
     overheadSeconds,
     durationSeconds,
@@ -416,22 +439,26 @@ export function formatNetworkPlan(plan: NetworkPlan): string {
   );
   lines.push(
     alignRows(
-      ['cell', 'smoke runs', 'smoke', 'smoke cost', 'full study with its checks', 'full cost'],
+      ['cell', 'smoke runs', 'Jobs', 'smoke', 'smoke cost', 'full study with its checks', 'full cost'],
       plan.cells.map((c) => [
         c.cell,
         String(c.smoke.runs),
+        String(c.smoke.jobStarts),
         `${minutes(c.smoke.durationSeconds)}${c.smoke.overTarget ? ` (over ${NETWORK_SMOKE_TARGET_MINUTES})` : ''}`,
         `${c.smoke.costUsd.toFixed(2)} USD`,
         minutes(c.smoke.withFullStudy.durationSeconds),
         `${c.smoke.withFullStudy.costUsd.toFixed(2)} USD`,
       ]),
-      4,
+      5,
     ),
   );
   lines.push(
     `  all cells: smoke ${minutes(plan.smoke.durationSeconds)}, about ${plan.smoke.costUsd.toFixed(2)} USD; the full study begins with the same checks: ${minutes(Math.max(0, ...plan.cells.map((c) => c.smoke.withFullStudy.durationSeconds)))}, about ${plan.cells.reduce((sum, c) => sum + c.smoke.withFullStudy.costUsd, 0).toFixed(2)} USD in all`,
-    '',
+    `  every Job started (clients, the study's host facts, E9's and E10's host commands) pays an assumed ${plan.overheads.jobStartSeconds} s pod start`,
   );
+  for (const c of plan.cells.filter((cell) => cell.mesh !== 'none'))
+    lines.push(`  ${c.cell}: mesh pods' restart ${c.meshRestart.why}`);
+  lines.push('');
 
   lines.push('E9 Services at scale: entries each step adds over the 0-Service count');
   const serviceCounts = [...new Set(plan.cells.flatMap((c) => c.entries.steps.map((s) => s.services)))];

@@ -265,7 +265,7 @@ function passed(
     case 'preconditions':
       return run.preconditions.length === 0
         ? check(proof, 'not-applicable', 'the run has no preconditions')
-        : check(proof, 'pass', run.preconditions.map(preconditionText).join(', '));
+        : preconditionsCheck(input, run, r);
     case 'job':
       return check(proof, 'pass', `${r.job}${r.attempt ? ` (attempt ${r.attempt})` : ''}`);
     case 'result':
@@ -302,6 +302,36 @@ function passed(
     default:
       return check(proof, 'pass', '');
   }
+}
+
+/**
+ * The preconditions met, with the mesh restart's evidence: which pods the runner had to restart
+ * into the mesh. On a sidecar cell none should (docs/facts.md §N2: istiod's injector fails closed
+ * before any mesh pod is created, and lab plan counts no restart there), so a restart is a WARN.
+ */
+function preconditionsCheck(
+  input: CellChecklistInput,
+  run: NetworkRun,
+  r: NetworkRunRecord,
+): ProofCheck<NetworkProof> {
+  const restarted = (r.meshRestart ?? []).filter((m) => m.restarted.length > 0);
+  const texts = run.preconditions.map((p) => {
+    if (p.kind !== 'pods-restarted-after-label') return preconditionText(p);
+    const found = r.meshRestart?.find((m) => m.namespace === p.namespace);
+    if (!found) return `${preconditionText(p)} (restarts not recorded by this runner)`;
+    return found.restarted.length === 0
+      ? `pods of ${p.namespace} in the mesh, none restarted`
+      : `pods of ${p.namespace} in the mesh after restarting ${found.restarted.length} created without it (${found.restarted.join(', ')})`;
+  });
+  if (restarted.length > 0 && input.judge.mesh === 'sidecar') {
+    return check(
+      'preconditions',
+      'warn',
+      texts.join(', '),
+      `pods of a mesh namespace existed without their sidecar, which a normal bootstrap rules out (istiod's injector, failurePolicy Fail, is installed before the charts: docs/facts.md §N2), so lab plan did not count this restart: were the charts applied before istiod or the namespace label? lab logs bootstrap --cell ${input.plan.cell}`,
+    );
+  }
+  return check('preconditions', 'pass', texts.join(', '));
 }
 
 function resultEvidence(r: NetworkRunRecord): string {

@@ -1,7 +1,7 @@
-import type { MeshMode } from '../../config/network.ts';
+import type { Datapath, MeshMode } from '../../config/network.ts';
 import { DEFAULT_RUN_OVERHEADS } from '../../study/duration.ts';
+import { type PlannedJob, runJobStarts, studyStartJobs } from './job-starts.ts';
 import type { NetworkRun, NetworkRunSpec } from './model.ts';
-import { mtlsClientGroups } from './mtls-groups.ts';
 
 /** How long a cell's runs take, for `lab plan` (planner.ts): its full study's and its smoke study's. */
 
@@ -10,8 +10,13 @@ import { mtlsClientGroups } from './mtls-groups.ts';
  * on a cell yet; each says where it comes from, and the runner's status.json ETA replaces them.
  */
 export interface NetworkRunOverheads {
-  /** Creating a Job until its container runs: images were pulled by the bootstrap (pull_cell_images). */
+  /**
+   * Creating a Job until its container runs: images were pulled by the bootstrap (pull_cell_images).
+   * Paid by every Job the runner starts, clients and host commands alike (job-starts.ts).
+   */
   readonly jobStartSeconds: number;
+  /** A host-command Job's command once its container runs: reading or writing a /proc/sys file. */
+  readonly hostCommandSeconds: number;
   /** The runner's own work per run (polls 5 s apart, result file, record): as the first lab's. */
   readonly runnerSeconds: number;
   /** One curl of the mTLS matrix after its pod started. */
@@ -27,19 +32,23 @@ export interface NetworkRunOverheads {
   readonly endpointSlicesPerSecond: number;
   /** One prober sample: create a Service, wait until its ClusterIP connects, delete it. */
   readonly proberSampleSeconds: number;
-  /** Counting the entries with a privileged host-command Job. */
+  /** Counting the entries in a privileged host-command Job once it runs (its start is a Job start). */
   readonly entriesCountSeconds: number;
   /**
    * Waiting for the conntrack baseline after a step: the closed loopback connections stay in
    * TIME_WAIT for nf_conntrack_tcp_timeout_time_wait (120 s kernel default).
    */
   readonly conntrackSettleSeconds: number;
-  /** Labelling the mesh namespace and restarting its pods, once per mesh cell. */
+  /**
+   * Restarting the mesh pods created without their sidecar, once per mesh cell, where it can
+   * happen at all (meshRestart).
+   */
   readonly meshRestartSeconds: number;
 }
 
 export const DEFAULT_NETWORK_RUN_OVERHEADS: NetworkRunOverheads = {
   jobStartSeconds: 10,
+  hostCommandSeconds: 1,
   runnerSeconds: DEFAULT_RUN_OVERHEADS.runnerSeconds,
   curlSeconds: 2,
   downloadBytesPerSecond: 100 * 1024 * 1024,
@@ -51,18 +60,64 @@ export const DEFAULT_NETWORK_RUN_OVERHEADS: NetworkRunOverheads = {
   meshRestartSeconds: 60,
 };
 
-/** A plan's load and overhead seconds: its runs, the mesh's restart once, the Services' cleanup. */
+/** Whether `lab plan` counts the mesh pods' restart on a cell, and why. */
+export interface MeshRestartPlan {
+  readonly seconds: number;
+  readonly why: string;
+}
+
+/**
+ * The mesh pods' restart where it can happen (docs/facts.md §N2). Sidecar mode: never after the
+ * bootstrap's order, since istiod's injector webhook (failurePolicy Fail) exists before any pod of a
+ * labelled namespace is created, so such a pod is injected or refused, never admitted without
+ * its sidecar. Ambient: enrolment is istio-cni's, not confirmed, so the restart stays assumed.
+ */
+export function meshRestart(mesh: MeshMode, overheads: NetworkRunOverheads): MeshRestartPlan {
+  switch (mesh) {
+    case 'none':
+      return { seconds: 0, why: 'no mesh' };
+    case 'sidecar':
+      return {
+        seconds: 0,
+        why: "not planned: the bootstrap installs istiod's injector (failurePolicy Fail) before any mesh pod, so every mesh pod has its sidecar; the smoke checklist says if one had to be restarted",
+      };
+    case 'ambient':
+      return {
+        seconds: overheads.meshRestartSeconds,
+        why: `${overheads.meshRestartSeconds} s assumed once: whether istio-cni enrols every ambient pod at its creation is not confirmed`,
+      };
+  }
+}
+
+/** Seconds of the Jobs a study starts before its first run (the host facts, the datapath proof). */
+export function studyStartSeconds(datapath: Datapath, overheads: NetworkRunOverheads): number {
+  return jobsSeconds(studyStartJobs(datapath), overheads);
+}
+
+/** Each Job's start, and a host command's own time (a load's time is the run's load). */
+function jobsSeconds(jobs: readonly PlannedJob[], o: NetworkRunOverheads): number {
+  return jobs.reduce((sum, j) => sum + o.jobStartSeconds + (j.kind === 'host' ? o.hostCommandSeconds : 0), 0);
+}
+
+/**
+ * A plan's load and overhead seconds: the study's start, its runs, the mesh's restart where it can
+ * happen (once), the Services' cleanup.
+ */
 export function planSeconds(
   runs: readonly NetworkRun[],
-  mesh: MeshMode,
+  cell: { readonly mesh: MeshMode; readonly datapath: Datapath },
   overheads: NetworkRunOverheads,
 ): { loadSeconds: number; overheadSeconds: number } {
   const timed = runs.map((run, i) => runSeconds(run, runs.slice(0, i), overheads));
-  const meshSetup = mesh === 'none' ? 0 : overheads.meshRestartSeconds;
+  const meshSetup = meshRestart(cell.mesh, overheads).seconds;
   const cleanup = serviceCleanupSeconds(runs, overheads);
   return {
     loadSeconds: timed.reduce((sum, t) => sum + t.load, 0),
-    overheadSeconds: timed.reduce((sum, t) => sum + t.overhead, 0) + meshSetup + cleanup,
+    overheadSeconds:
+      timed.reduce((sum, t) => sum + t.overhead, 0) +
+      studyStartSeconds(cell.datapath, overheads) +
+      meshSetup +
+      cleanup,
   };
 }
 
@@ -79,28 +134,28 @@ function newConnections(runs: readonly NetworkRun[]): number {
   }, 0);
 }
 
-/** A run's load and overhead seconds; an E9 step's creations depend on the steps before it. */
+/**
+ * A run's load and overhead seconds: every Job it starts (job-starts.ts) pays its start, and the
+ * runner's own work once; an E9 step's creations depend on the steps before it.
+ */
 export function runSeconds(
   run: NetworkRun,
   before: readonly NetworkRun[],
   o: NetworkRunOverheads = DEFAULT_NETWORK_RUN_OVERHEADS,
 ): { load: number; overhead: number } {
-  const job = o.jobStartSeconds + o.runnerSeconds;
+  const jobs = jobsSeconds(runJobStarts(run), o) + o.runnerSeconds;
   const spec: NetworkRunSpec = run.spec;
   switch (spec.kind) {
     case 'fortio':
-      return { load: spec.seconds, overhead: job };
+      return { load: spec.seconds, overhead: jobs };
     case 'download':
-      return { load: spec.bytes / o.downloadBytesPerSecond, overhead: job };
+      return { load: spec.bytes / o.downloadBytesPerSecond, overhead: jobs };
     case 'sse':
-      return { load: (spec.events * spec.intervalMs) / 1000, overhead: job };
+      return { load: (spec.events * spec.intervalMs) / 1000, overhead: jobs };
     case 'mtls':
       // One client pod per source (namespace, service account, in or out of the mesh) runs its
       // cases' curls one after the other (mtls-groups.ts).
-      return {
-        load: spec.cases.length * o.curlSeconds,
-        overhead: mtlsClientGroups(spec.cases).length * o.jobStartSeconds + o.runnerSeconds,
-      };
+      return { load: spec.cases.length * o.curlSeconds, overhead: jobs };
     case 'service-scale': {
       const previous = Math.max(
         0,
@@ -112,16 +167,17 @@ export function runSeconds(
         (created / spec.createConcurrency) * o.apiCallSeconds,
         created / o.endpointSlicesPerSecond,
       );
+      // The entries Job's host command is the count itself.
       return {
         load: spec.samples * o.proberSampleSeconds,
-        overhead: creation + o.entriesCountSeconds + job,
+        overhead: creation + jobs - o.hostCommandSeconds + o.entriesCountSeconds,
       };
     }
     case 'conntrack': {
       // The baseline wait: only after runs that opened at least the baseline's threshold of new
       // connections (a smoke study's 100 new connections settle at once).
       const settle = newConnections(before) >= spec.baselineMax ? o.conntrackSettleSeconds : 0;
-      return { load: spec.connectTimeoutSeconds, overhead: settle + job };
+      return { load: spec.connectTimeoutSeconds, overhead: settle + jobs };
     }
   }
 }

@@ -233,6 +233,7 @@ const RunRecordSchema = z.object({
   invalidReasons: z.array(z.string()),
   flags: z.array(z.string()).optional(),
   attempt: counted.optional(),
+  meshRestart: z.array(z.object({ namespace: z.string(), restarted: z.array(z.string()) })).optional(),
 });
 
 export const NetworkStudyRecordSchema = z.object({

@@ -1,6 +1,7 @@
 import type { NetworkCell } from '../../config/network.ts';
 import type { LabConfig } from '../../config/schema.ts';
 import type { CellHostFacts, DatapathEvidence } from '../../network/study/model.ts';
+import type { NetworkJudgeConfig } from '../../network/study/validity.ts';
 import { FORTIO_SERVER, PLAIN_NAMESPACE } from '../../network/topology.ts';
 import { rethrowOutage } from '../call-policy.ts';
 import { HOST_FILE } from '../layout.ts';
@@ -28,6 +29,24 @@ export function requiredVersions(config: LabConfig, cell: NetworkCell): Record<s
   };
 }
 
+/** The cell's settings the validity checks judge against (lib/network/study/validity.ts). */
+export function cellJudgeConfig(
+  config: LabConfig,
+  cell: NetworkCell,
+  node: string | undefined,
+): NetworkJudgeConfig {
+  const { network } = config;
+  return {
+    datapath: cell.datapath,
+    mesh: cell.mesh,
+    node: node ?? 'unknown (no fortio server pod found at the start of the study)',
+    lbMapMax: network.cilium.lbMapMax,
+    requiredVersions: Object.keys(requiredVersions(config, cell)),
+    resolutionSeconds: network.fortio.resolutionSeconds,
+    connections: network.fortio.connections,
+  };
+}
+
 /** The cell's node: where the charts pinned the plain fortio server (every pod must run there). */
 export async function cellNode(ctx: StepContext): Promise<string | undefined> {
   try {
@@ -40,8 +59,41 @@ export async function cellNode(ctx: StepContext): Promise<string | undefined> {
   }
 }
 
-/** Instance type and zone from the bootstrap's host.json; kernel and CPU flags from a host Job. */
-export async function hostFacts(ctx: StepContext): Promise<CellHostFacts> {
+/** What the study's host Job printed, or why it printed nothing. */
+interface HostJobOutput {
+  readonly text?: string;
+  readonly error?: string;
+}
+
+/**
+ * The host's facts and its datapath's rules, read once per study with ONE host Job (a pod start
+ * is the cost: lib/network/study/job-starts.ts), plus `cilium-dbg status` on a Cilium cell. What
+ * `existing` (a resumed study's record) already holds is not read again.
+ */
+export async function studyFacts(
+  ctx: StepContext,
+  existing?: { readonly host?: CellHostFacts; readonly datapathEvidence?: DatapathEvidence },
+): Promise<{ host: CellHostFacts; datapath: DatapathEvidence | undefined }> {
+  const scripts = [
+    ...(existing?.host ? [] : [HOST_FACTS_SCRIPT]),
+    ...(existing?.datapathEvidence ? [] : [DATAPATH_SCRIPT]),
+  ];
+  let output: HostJobOutput = {};
+  if (scripts.length > 0) {
+    try {
+      output = { text: await ctx.jobs.hostOutput('host-facts', 'study', scripts.join('; ')) };
+    } catch (error) {
+      rethrowOutage(error);
+      output = { error: (error as Error).message };
+    }
+  }
+  const host = existing?.host ?? (await hostFacts(ctx, output));
+  const datapath = existing?.datapathEvidence ?? (await datapathEvidence(ctx, output));
+  return { host, datapath };
+}
+
+/** Instance type and zone from the bootstrap's host.json; kernel and CPU flags from the host Job. */
+async function hostFacts(ctx: StepContext, output: HostJobOutput): Promise<CellHostFacts> {
   let host: { instanceType?: unknown; availabilityZone?: unknown; k3sVersion?: unknown } = {};
   const text = await ctx.deps.store.readHostFile(HOST_FILE);
   if (text === undefined) await ctx.say(`${HOST_FILE} not found: instance type and zone not recorded`);
@@ -55,11 +107,11 @@ export async function hostFacts(ctx: StepContext): Promise<CellHostFacts> {
   let kernel = 'unknown';
   let cpuFlags: string[] = [];
   try {
-    const facts = parseHostFacts(await ctx.jobs.hostOutput('host-facts', 'study', HOST_FACTS_SCRIPT));
+    if (output.text === undefined) throw new Error(output.error ?? 'no host Job ran');
+    const facts = parseHostFacts(output.text);
     kernel = facts.kernel;
     cpuFlags = facts.cpuFlags;
   } catch (error) {
-    rethrowOutage(error);
     await ctx.say(`host facts not read: ${(error as Error).message}`);
   }
   const { k3s: _read, ...pinned } = requiredVersions(ctx.config, ctx.cell);
@@ -85,14 +137,17 @@ export async function hostFacts(ctx: StepContext): Promise<CellHostFacts> {
 }
 
 /** What the datapath really is on the host (docs/facts.md §N5); undefined when not read. */
-export async function datapathEvidence(ctx: StepContext): Promise<DatapathEvidence | undefined> {
+async function datapathEvidence(
+  ctx: StepContext,
+  output: HostJobOutput,
+): Promise<DatapathEvidence | undefined> {
   try {
-    const rules = await ctx.jobs.hostOutput('datapath', 'study', DATAPATH_SCRIPT);
+    if (output.text === undefined) throw new Error(output.error ?? 'no host Job ran');
     const cilium =
       ctx.cell.datapath === 'cilium'
         ? await ctx.jobs.hostOutput('cilium-status', 'study', CILIUM_STATUS_SCRIPT, true)
         : undefined;
-    const evidence = parseDatapathEvidence(rules, cilium);
+    const evidence = parseDatapathEvidence(output.text, cilium);
     await ctx.say(
       `datapath evidence: ${evidence.kubeSvcChains} KUBE-SVC chains, kube-proxy nft table ${evidence.nftKubeProxyTable ? 'present' : 'absent'}, ${evidence.ipvsServices} ipvs services${evidence.kubeProxyReplacement === null ? '' : `, KubeProxyReplacement ${evidence.kubeProxyReplacement}`}`,
     );

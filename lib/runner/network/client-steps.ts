@@ -1,4 +1,5 @@
 import type {
+  MeshRestartEvidence,
   MtlsCaseResult,
   MtlsMetricEvidence,
   MtlsRunSpec,
@@ -43,7 +44,17 @@ export function withServerAddress(job: JobObject, url: string, podIp: string): J
  * preconditions (the namespace's label, pods restarted into the mesh).
  */
 export class ClientSteps {
+  /** What podsRestarted found since the last takeMeshRestarts: the run's evidence. */
+  private restarts: MeshRestartEvidence[] = [];
+
   constructor(private readonly ctx: StepContext) {}
+
+  /** The mesh restarts of the run's preconditions (each namespace checked, even with nothing restarted). */
+  takeMeshRestarts(): MeshRestartEvidence[] {
+    const taken = this.restarts;
+    this.restarts = [];
+    return taken;
+  }
 
   planJob(run: NetworkRun, name: string): JobObject {
     const job = this.ctx.deps.planJobs?.[name] ?? runJobs(this.ctx.deps.jobs, run)[name];
@@ -254,7 +265,10 @@ export class ClientSteps {
     return true;
   }
 
-  /** Pods created before the label carry no sidecar: they are deleted and their replacements waited for. */
+  /**
+   * Pods created before the label (or before istiod's injector) carry no sidecar: they are deleted
+   * and their replacements waited for; what was restarted is kept for the run's record.
+   */
   async podsRestarted(namespace: string): Promise<string | undefined> {
     const selector = '!job-name';
     const stale = (await this.ctx.cluster.listPods(namespace, selector)).filter((pod) => !this.meshed(pod));
@@ -264,6 +278,9 @@ export class ClientSteps {
       );
       await this.ctx.cluster.deletePod(namespace, pod.name);
     }
+    // The evidence the smoke checklist shows: after a normal bootstrap there is none to restart
+    // on a sidecar cell (docs/facts.md §N2), so a restart says the cell was set up otherwise.
+    this.restarts.push({ namespace, restarted: stale.map((p) => p.name) });
     const staleUids = new Set(stale.map((p) => p.uid));
     return this.ctx.jobs.waitFor(`pods of ${namespace} in the mesh and ready`, async () => {
       const pods = await this.ctx.cluster.listPods(namespace, selector);

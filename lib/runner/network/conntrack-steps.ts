@@ -48,13 +48,20 @@ export class ConntrackSteps {
     private readonly recordDefault: (limit: number) => Promise<void>,
   ) {}
 
-  /** The host default: recorded earlier in the study, else read now (before anything is written). */
+  /**
+   * The host default: recorded earlier in the study (or by this step's baseline read, which reads
+   * the limit too), else read now, before anything is written.
+   */
   private async hostDefault(run: NetworkRun): Promise<number> {
     if (this.conntrackDefault !== undefined) return this.conntrackDefault;
     const values = keyValues(
       await this.ctx.jobs.hostOutput(`ct-default-${run.id}`, run.id, CONNTRACK_READ_SCRIPT),
     );
-    const limit = countOf(values, 'max', 'the conntrack read Job');
+    return this.adoptDefault(run, countOf(values, 'max', 'the conntrack read Job'));
+  }
+
+  /** Keeps the host's own limit, read before the study lowered anything, in the study record. */
+  private async adoptDefault(run: NetworkRun, limit: number): Promise<number> {
     this.conntrackDefault = limit;
     await this.recordDefault(limit);
     await this.ctx.say(`${run.id}: the host's nf_conntrack_max is ${limit}; every E10 step restores it`);
@@ -226,13 +233,19 @@ export class ConntrackSteps {
     return { found, restoredTo: hostDefault };
   }
 
-  /** Waits (each poll a short host Job) until the conntrack table holds fewer than `max` entries. */
+  /**
+   * Waits (each poll a short host Job) until the conntrack table holds fewer than `max` entries.
+   * The read prints the limit too: before the study's first E10 step lowered anything, that is the
+   * host default, kept from the first poll so the step needs no Job of its own to read it.
+   */
   async conntrackBaseline(run: NetworkRun, max: number): Promise<string | undefined> {
     let poll = 0;
     return this.ctx.jobs.waitFor(`fewer than ${max} conntrack entries`, async () => {
       const values = keyValues(
         await this.ctx.jobs.hostOutput(`ct-read-${run.id}-${++poll}`, run.id, CONNTRACK_READ_SCRIPT),
       );
+      if (this.conntrackDefault === undefined)
+        await this.adoptDefault(run, countOf(values, 'max', 'the conntrack read Job'));
       const count = countOf(values, 'count', 'the conntrack read Job');
       return count < max ? undefined : `${count} entries`;
     });

@@ -17,7 +17,7 @@ import { asCleanup, RunnerInterruptedError, withStop } from '../stop-signal.ts';
 import { readStudyRecords, StudyWrites } from '../study-files.ts';
 import { StudyLog } from '../study-log.ts';
 import { StudyStopError } from '../study-stop.ts';
-import { cellNode, datapathEvidence, hostFacts, requiredVersions } from './cell-facts.ts';
+import { cellJudgeConfig, cellNode, studyFacts } from './cell-facts.ts';
 import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
 import { ConntrackSteps } from './conntrack-steps.ts';
@@ -265,8 +265,7 @@ class NetworkStudyRunner implements StepContext {
         );
 
     this.node = await cellNode(this);
-    const host = existing?.host ?? (await hostFacts(this));
-    const datapath = existing?.datapathEvidence ?? (await datapathEvidence(this));
+    const { host, datapath } = await studyFacts(this, existing);
     this.study = {
       lab: 'network',
       studyId: choice.id,
@@ -393,16 +392,7 @@ class NetworkStudyRunner implements StepContext {
 
   /** The cell's settings the validity checks judge against (lib/network/study/validity.ts). */
   private judgeConfig(): NetworkJudgeConfig {
-    const { network } = this.config;
-    return {
-      datapath: this.cell.datapath,
-      mesh: this.cell.mesh,
-      node: this.node ?? 'unknown (no fortio server pod found at the start of the study)',
-      lbMapMax: network.cilium.lbMapMax,
-      requiredVersions: Object.keys(requiredVersions(this.config, this.cell)),
-      resolutionSeconds: network.fortio.resolutionSeconds,
-      connections: network.fortio.connections,
-    };
+    return cellJudgeConfig(this.config, this.cell, this.node);
   }
 
   // ---- One run -------------------------------------------------------------------------------
@@ -421,6 +411,7 @@ class NetworkStudyRunner implements StepContext {
         break;
       }
     }
+    const meshRestart = this.clients.takeMeshRestarts();
     const outcome: KindOutcome =
       unmet.length > 0 ? { job: 'failed', pods: [], reasons: unmet } : await this.executeKind(run);
     const draft: RecordDraft = {
@@ -438,6 +429,7 @@ class NetworkStudyRunner implements StepContext {
       pods: outcome.pods,
       ...(outcome.mtlsMetrics ? { mtlsMetrics: outcome.mtlsMetrics } : {}),
       ...(attempt > 1 ? { attempt } : {}),
+      ...(meshRestart.length > 0 ? { meshRestart } : {}),
     };
     const judgment = judgeNetworkRun(
       run,

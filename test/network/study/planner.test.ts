@@ -11,6 +11,7 @@ import {
   planNetworkStudy,
   runSeconds,
 } from '../../../lib/network/study/planner.ts';
+import { studyStartSeconds } from '../../../lib/network/study/timing.ts';
 
 const allDatapaths = (network: object = {}) =>
   parseLabConfig({
@@ -288,20 +289,80 @@ describe('runs, duration and cost per cell', () => {
       load: 2 * o.curlSeconds,
       overhead: o.jobStartSeconds + o.runnerSeconds,
     });
-    // Step 1,000 creates the 900 Services step 100 did not; EndpointSlices at 20/s pace it.
+    // Step 1,000 creates the 900 Services step 100 did not; EndpointSlices at 20/s pace it. Two
+    // Jobs: the entries count (a host command) and the prober.
     expect(at('e9-services-1000')).toEqual({
       load: 20 * o.proberSampleSeconds,
-      overhead: 900 / 20 + o.entriesCountSeconds + o.jobStartSeconds + o.runnerSeconds,
+      overhead: 900 / 20 + 2 * o.jobStartSeconds + o.entriesCountSeconds + o.runnerSeconds,
+    });
+    // An E10 step starts four Jobs: the baseline read (the first one gives the host default too),
+    // the limit set, the driver and the restore.
+    expect(at('e10-limit-default')).toEqual({
+      load: 5,
+      overhead: o.conntrackSettleSeconds + 4 * o.jobStartSeconds + 3 * o.hostCommandSeconds + o.runnerSeconds,
     });
     expect(at('e10-limit-2048')).toEqual({
       load: 5,
-      overhead: o.conntrackSettleSeconds + o.jobStartSeconds + o.runnerSeconds,
+      overhead: o.conntrackSettleSeconds + 4 * o.jobStartSeconds + 3 * o.hostCommandSeconds + o.runnerSeconds,
     });
+  });
+
+  test("the mesh pods' restart: not planned on a sidecar cell (istiod's injector fails closed before any pod), assumed on ambient", () => {
+    const o = DEFAULT_NETWORK_RUN_OVERHEADS;
+    const twoMeshes = parseLabConfig({
+      lab: 'network',
+      network: {
+        cells: [
+          { name: 'mesh', datapath: 'iptables', mesh: 'sidecar' },
+          { name: 'ambient', datapath: 'iptables', mesh: 'ambient' },
+        ],
+      },
+    });
+    const sidecar = cellOf(twoMeshes, 'mesh');
+    const ambient = cellOf(twoMeshes, 'ambient');
+    expect(sidecar.meshRestart).toMatchObject({
+      seconds: 0,
+      why: expect.stringContaining('failurePolicy Fail'),
+    });
+    expect(ambient.meshRestart).toMatchObject({
+      seconds: o.meshRestartSeconds,
+      why: expect.stringContaining('not confirmed'),
+    });
+    // Counted in the ambient cell's smoke, and once in its full study with the checks; never on the sidecar cell.
+    const noRestart = planNetworkStudy(twoMeshes, { overheads: { ...o, meshRestartSeconds: 0 } });
+    const without = (name: string) => noRestart.cells.find((c) => c.cell === name);
+    expect(ambient.smoke.durationSeconds - (without('ambient')?.smoke.durationSeconds ?? 0)).toBe(
+      o.meshRestartSeconds,
+    );
+    expect(
+      ambient.smoke.withFullStudy.durationSeconds -
+        (without('ambient')?.smoke.withFullStudy.durationSeconds ?? 0),
+    ).toBe(o.meshRestartSeconds);
+    expect(sidecar.smoke.durationSeconds).toBe(without('mesh')?.smoke.durationSeconds);
+    expect(sidecar.durationSeconds).toBe(without('mesh')?.durationSeconds);
+    expect(formatNetworkPlan(planNetworkStudy(twoMeshes))).toContain(
+      "mesh: mesh pods' restart not planned: the bootstrap installs istiod's injector (failurePolicy Fail)",
+    );
+  });
+
+  test('the study counts its start: one host Job for host facts and datapath, and Cilium status on a Cilium cell', () => {
+    const o = DEFAULT_NETWORK_RUN_OVERHEADS;
+    expect(studyStartSeconds('iptables', o)).toBe(o.jobStartSeconds + o.hostCommandSeconds);
+    expect(studyStartSeconds('cilium', o)).toBe(2 * (o.jobStartSeconds + o.hostCommandSeconds));
+    const plan = planNetworkStudy(allDatapaths());
+    const iptables = plan.cells.find((c) => c.cell === 'dp-iptables');
+    const cilium = plan.cells.find((c) => c.cell === 'dp-cilium');
+    // The same runs, one more Job on Cilium: the start's cilium-dbg status.
+    expect((cilium?.jobStarts ?? 0) - (iptables?.jobStarts ?? 0)).toBe(1);
+    expect((cilium?.overheadSeconds ?? 0) - (iptables?.overheadSeconds ?? 0)).toBeCloseTo(
+      o.jobStartSeconds + o.hostCommandSeconds,
+    );
   });
 
   test('duration adds load and overheads; cost is duration x price; cells run in parallel', () => {
     const zero: NetworkRunOverheads = {
       jobStartSeconds: 0,
+      hostCommandSeconds: 0,
       runnerSeconds: 0,
       curlSeconds: 0,
       downloadBytesPerSecond: Number.POSITIVE_INFINITY,

@@ -157,11 +157,15 @@ export function conntrackDriverOutput(cell: FakeCell, command: string[]): Conntr
 export function hostCommandOutput(cell: FakeCell, script: string): string | undefined {
   const services = cell.allServices() + 3; // kubernetes, kube-dns, metrics-server
   const iptables = cell.cell.datapath === 'iptables';
-  if (script.includes('uname -r'))
-    return 'kernel=6.8.0-1016-aws\ncpuFlags= fpu vme de pse tsc msr pae sse2 ssse3 aes avx avx2 avx512f vaes vpclmulqdq pclmulqdq sha_ni\n';
+  // The study's host Job prints the host facts and the datapath's rules together (one pod start).
+  const facts = script.includes('uname -r')
+    ? 'kernel=6.8.0-1016-aws\ncpuFlags= fpu vme de pse tsc msr pae sse2 ssse3 aes avx avx2 avx512f vaes vpclmulqdq pclmulqdq sha_ni\n'
+    : '';
+  const rules = script.includes('KUBE-SVC-')
+    ? `kubeSvcChains=${iptables ? services : 0}\nnftKubeProxyTable=${cell.cell.datapath === 'nftables'}\nipvsServices=${cell.cell.datapath === 'ipvs' ? services : 0}\n`
+    : '';
+  if (facts || rules) return facts + rules;
   if (script.includes('cilium-dbg status')) return 'kubeProxyReplacement=True\n';
-  if (script.includes('KUBE-SVC-'))
-    return `kubeSvcChains=${iptables ? services : 0}\nnftKubeProxyTable=${cell.cell.datapath === 'nftables'}\nipvsServices=${cell.cell.datapath === 'ipvs' ? services : 0}\n`;
   if (script.includes('entries=$(')) {
     const entries =
       cell.cell.datapath === 'cilium'

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadLabConfig } from '../../../lib/config/load.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
+import { runJobStarts, studyStartJobs } from '../../../lib/network/study/job-starts.ts';
 import type { NetworkStudyPlan, NetworkStudyRecord } from '../../../lib/network/study/model.ts';
 import { cellExperiments, networkStudyPlan } from '../../../lib/network/study/plan.ts';
 import { planNetworkStudy } from '../../../lib/network/study/planner.ts';
@@ -19,6 +20,7 @@ import {
   studyDir,
 } from '../../../lib/runner/layout.ts';
 import { FileNetworkResultStore } from '../../../lib/runner/network/file-store.ts';
+import { NETWORK_RUN_LABEL } from '../../../lib/runner/network/jobs.ts';
 import { runNetworkLabStudy } from '../../../lib/runner/network/lab-study.ts';
 import {
   type NetworkSmokeOutcome,
@@ -161,6 +163,33 @@ describe('the network smoke study of the default lab', () => {
         expect.stringMatching(/1024 during .* restored to 262144 \(read back 262144\)/),
       ]);
     }
+  });
+});
+
+describe("lab plan's Job starts against the runner's", () => {
+  it('counts every Job the runner creates on each cell, run by run, the study-start host Jobs and E10 host commands included', () => {
+    for (const { cell, fake } of healthy) {
+      const plan = networkSmokePlan(config, cell);
+      const byRun = new Map<string, number>();
+      for (const job of fake.created) {
+        const run = job.metadata.labels[NETWORK_RUN_LABEL];
+        byRun.set(run, (byRun.get(run) ?? 0) + 1);
+      }
+      const planned = new Map<string, number>([['study', studyStartJobs(plan.datapath).length]]);
+      for (const run of plan.runs) planned.set(run.id, runJobStarts(run).length);
+      expect(Object.fromEntries(byRun), cell).toEqual(Object.fromEntries(planned));
+      expect(planNetworkStudy(config).cells.find((c) => c.cell === cell)?.smoke.jobStarts, cell).toBe(
+        fake.created.length,
+      );
+    }
+    // E10's step: the baseline read (which gives the host default too), the limit set, the
+    // driver, the restore; the study's start one host Job for the host facts and the datapath.
+    const { fake } = healthy[0];
+    const jobsOf = (run: string) => fake.created.filter((j) => j.metadata.labels[NETWORK_RUN_LABEL] === run);
+    expect(
+      jobsOf('smoke-e10-limit-1024').map((j) => j.metadata.labels['app.kubernetes.io/component']),
+    ).toEqual(['host-command', 'host-command', 'conntrack-driver', 'host-command']);
+    expect(jobsOf('study').map((j) => j.metadata.name)).toEqual(['net-host-facts']);
   });
 });
 
