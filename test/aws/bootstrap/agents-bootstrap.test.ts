@@ -465,6 +465,27 @@ describe('a K3s agent, rehearsed', () => {
     expect(box.log()).toContain('has not answered for 5 minutes: it ended');
   });
 
+  // set -e ended the watcher at its first log line when tee could not write (a full disk), before
+  // the upload and the shutdown: the agent ran on until its deadline. /dev/full fails every write,
+  // as a full disk does; one minute without an answer is enough here.
+  test('on a full disk an agent whose server is gone still ends', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(config, { LOG_FILE: '/dev/full', SERVER_GONE_MINUTES: '1' }, (c) =>
+      renderAgentSettings(c, client1),
+    );
+    writeFileSync(box.path('/opt/lab/host.env'), `LAB_SERVER_URL=${AGENT_ENV.LAB_SERVER_URL}\n`);
+    box.fake('/usr/local/sbin/lab-sync-results', 'exit 0');
+    const result = box.runFile(join(box.bootstrapDir, 'host', 'lab-follow-server.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+      FAKE_SERVER_GONE: '1',
+    });
+    expect(result.stderr).toContain('No space left on device');
+    expect(box.calls().filter((c) => !c.startsWith('curl'))).toEqual([
+      'lab-sync-results ',
+      "shutdown -h now the lab's K3s server ended: this agent ends with it",
+    ]);
+  });
+
   test('a failed join is reported with its cause from the k3s-agent journal', async () => {
     const { box, result } = await waitingRuns().joinRefused;
     expect(result.status).not.toBe(0);

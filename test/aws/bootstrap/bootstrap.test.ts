@@ -5,7 +5,9 @@ import {
   BOOTSTRAP_SOURCES,
   bootstrapSteps,
   DEADLINE_SCRIPT,
+  LOG_UPLOAD_SCRIPT,
   READY_MARKER,
+  RESULTS_SYNC_SCRIPT,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import {
@@ -392,6 +394,26 @@ describe('6. the cost guard survives a reboot', () => {
     expect(calls.filter((c) => c.startsWith('shutdown'))).toHaveLength(1);
     const service = readFileSync(box.path('/etc/systemd/system/lab-deadline.service'), 'utf8');
     expect(service).toContain(`ExecStart=${box.path(DEADLINE_SCRIPT)}`);
+  });
+
+  // set -e ended the script at its first log line when tee could not write (a full root disk: the
+  // model and the images live there), before the shutdown: the host ran on past its deadline.
+  // /dev/full fails every write, as a full disk does.
+  test('on a full disk the deadline still shuts the host down', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(defaults, { LOG_FILE: '/dev/full' });
+    box.fake(RESULTS_SYNC_SCRIPT, 'exit 0');
+    box.fake(LOG_UPLOAD_SCRIPT, 'exit 0');
+    const fired = box.runFile(join(box.bootstrapDir, 'host', 'lab-deadline.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+    });
+    expect(fired.stderr).toContain('No space left on device');
+    expect(fired.stdout).toContain('lab lifetime reached (instance.maxLifetimeHours, deadline unknown)');
+    expect(box.calls().map((c) => c.trim())).toEqual([
+      'lab-sync-results',
+      'lab-upload-log',
+      'shutdown -h now lab lifetime reached (instance.maxLifetimeHours): results uploaded, terminating',
+    ]);
   });
 });
 
