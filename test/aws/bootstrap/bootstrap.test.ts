@@ -10,6 +10,7 @@ import {
   RESULTS_SYNC_SCRIPT,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { onlySteps } from './only-steps.ts';
 import {
   bumpyRehearsal,
   defaultRehearsal,
@@ -448,6 +449,24 @@ describe('7. diagnosis', () => {
       /^\[step 11\/13\] wait for 2 vLLM replica\(s\) .* failed: the step ran out of its budget of 0 min 2 s \(the step budgets share instance\.readyTimeoutMinutes\)\nfull log: s3:\/\/results-bucket\/LlmGatewayLab\/host\/bootstrap\.log\n/,
     );
     expect(box.awsRequests()).toContain(LOG_PUT);
+  });
+
+  // Bash reads a command substitution to its end, and the commands of a pipeline in one are the
+  // bootstrap's grandchildren: the watchdog ended only its children, so a hanging kubectl exec in
+  // record_gpu_uuids' `$(kubectl exec ... | sed ...)` kept the bootstrap from its TERM trap until
+  // the hang ended (here 30 s; on a host, maybe never). Only this step runs, with a 2 s budget.
+  test('a hang inside a command substitution is ended at the budget too', () => {
+    const only = onlySteps(bootstrapSteps(defaults), ['record_gpu_uuids', 'signal_success'], {
+      record_gpu_uuids: 2,
+    });
+    const { box, result, calls } = rehearse(defaults, { FAKE_HANG: '* exec *nvidia-smi*' }, undefined, only);
+    expect(result.status).toBe(1);
+    expect(calls).toContainEqual(expect.stringMatching(/^kubectl -n vllm exec \S+ -- nvidia-smi -L$/));
+    expect(calls.filter((c) => c.startsWith('hang-over'))).toEqual([]);
+    const [signal] = box.signals();
+    expect(signal?.body.Reason).toMatch(
+      /^\[step 1\/2\] .* failed: the step ran out of its budget of 0 min 2 s /,
+    );
   });
 
   test('the bootstrap log reaches S3 on a timer, so a WaitCondition timeout leaves it readable', () => {
