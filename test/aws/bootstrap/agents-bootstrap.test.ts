@@ -12,7 +12,7 @@ import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
 import { onlySteps, stepMarker } from './only-steps.ts';
-import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
+import { fakeCommand, makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
 
 /** Issue 17's cluster: the GPU host as server, two GPU agents (one GPU each) and a CPU agent. */
 const config = parseLabConfig({
@@ -349,6 +349,23 @@ describe('the server of a cluster with agents, rehearsed', () => {
     );
     expect(box.signals()[0]?.body.Reason).not.toContain('ran out of its budget');
     expect(box.calls().some((c) => c.includes('rollout status statefulset/'))).toBe(false);
+  });
+
+  // `kubectl ... | grep -qx True` under pipefail: grep ends at the first True line, and kubectl,
+  // still writing (a replaced agent's lingering node after the Ready one; kubectl writes each
+  // value as it goes), dies of SIGPIPE, so a Ready agent counted as not Ready. A listing longer
+  // than a pipe holds makes that interleaving certain: its writer cannot finish before grep ends.
+  test('an agent whose Ready node is listed before others counts as Ready', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(config);
+    writeFileSync(
+      join(box.root, 'bin', 'kubectl'),
+      fakeCommand(`printf 'True\\n'; printf 'False\\n%.0s' {1..200000}`),
+    );
+    const result = box.run(
+      `set -o pipefail\nsource '${join(box.bootstrapDir, 'main.sh')}'\nif node_ready gpu-1; then echo ready; else echo not-ready; fi\n`,
+    );
+    expect(result.stdout.trim()).toBe('ready');
   });
 
   test('a token it may not read fails the K3s step with the cause', () => {
