@@ -11,7 +11,7 @@ import {
 import { join } from 'node:path';
 import { beforeEach, describe, expect, test } from 'vitest';
 import { parseLabConfig } from '../../../lib/config/load.ts';
-import { makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
+import { fakeCommand, makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
 
 /**
  * host/lab-aws.sh on its own, against the sandbox's fake curl, metadata service, S3 and Secrets
@@ -74,6 +74,26 @@ describe('lab-aws put', () => {
     expect(box.calls().some((c) => c.endsWith('amazonaws.com/Lab/dir/report%20one.json'))).toBe(true);
     // A fresh read of the keys before each retry: 3 requests, 3 config files.
     expect(box.curlConfigFiles()).toHaveLength(3);
+    expectKeysKept(result.stdout + result.stderr);
+  });
+
+  // The hash was taken from the file and curl read the file again: a line written in between (the
+  // bootstrap's log while its timer uploads it) made the body differ from its hash, and S3 refused
+  // it. A sha256sum that lets the file grow right after it read it forces that interleaving.
+  test('a file that grows while it is uploaded is stored as it was when the upload began', () => {
+    const file = join(box.root, 'bootstrap.log');
+    writeFileSync(file, 'line 1\n');
+    writeFileSync(
+      join(box.root, 'bin', 'sha256sum'),
+      fakeCommand(
+        `/usr/bin/sha256sum "$@"; rc=$?\nif [ ! -e "$SANDBOX/grew" ]; then touch "$SANDBOX/grew"; echo 'line 2' >>"${file}"; fi\nexit $rc`,
+      ),
+    );
+    chmodSync(join(box.root, 'bin', 'sha256sum'), 0o755);
+    const result = labAws(['put', file, 's3://results-bucket/Lab/host/bootstrap.log']);
+    expect(result.status, result.stderr).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe('line 1\nline 2\n');
+    expect(box.s3Object('results-bucket/Lab/host/bootstrap.log')).toBe('line 1\n');
     expectKeysKept(result.stdout + result.stderr);
   });
 

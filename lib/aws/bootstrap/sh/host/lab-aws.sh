@@ -208,16 +208,20 @@ split_s3_uri() {
 }
 
 # The object's real SHA-256 as its payload hash, and the body from memory: curl then signs the
-# same hash whatever its version (docs/facts.md §2.5).
+# same hash whatever its version (docs/facts.md §2.5). Both from a copy in the private folder: the
+# file may grow between the hash and curl's read (the bootstrap's log on its 2-minute timer, a
+# running study's logs), and S3 refuses a body that is not what was hashed
+# (XAmzContentSHA256Mismatch, not retried): the upload failed.
 put() {
-  local file=$1 bucket key hash url
+  local file=$1 bucket key hash url body="$private/upload"
   split_s3_uri "$2"
   [ -f "$file" ] || fail "put: no file $file"
-  hash=$(sha256sum "$file")
+  cp -- "$file" "$body" || fail "put: cannot read $file"
+  hash=$(sha256sum "$body")
   hash=${hash%% *}
   s3_url url "$bucket" "$key"
   request "PutObject $2" s3 "$private/answer" -X PUT -H "x-amz-content-sha256: $hash" \
-    -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$url"
+    -H 'Content-Type: application/octet-stream' --data-binary "@$body" "$url"
 }
 
 get() {
