@@ -155,6 +155,28 @@ describe('lab-aws sync-up', () => {
       'PUT results-bucket/Lab/cell/studies/s-1/run.json',
     ]);
   });
+
+  // The runner writes status.json through a temporary file renamed into place every few seconds: a
+  // listing that caught the temporary file found it gone at its upload, and the whole sync failed
+  // ("1 file(s) not uploaded"), as did lab results. A cp that sees the rename happen first forces it.
+  test('a file renamed away between the listing and its upload is no failure', () => {
+    const results = box.path('/var/lib/lab/results');
+    mkdirSync(results, { recursive: true });
+    writeFileSync(join(results, 'status.json.tmp-7-1'), '{"state":"running"}');
+    writeFileSync(join(results, 'study.json'), '{"id":"s-1"}');
+    writeFileSync(
+      join(box.root, 'bin', 'cp'),
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+      fakeCommand('case "$2" in *.tmp-*) mv "$2" "${2%.tmp-*}" ;; esac\nexec /bin/cp "$@"'),
+    );
+    chmodSync(join(box.root, 'bin', 'cp'), 0o755);
+    const result = labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/']);
+    expect(result.status, result.stderr).toBe(0);
+    expect(box.awsRequests()).toEqual(['PUT results-bucket/Lab/cell/study.json']);
+    // Its final name is new to the record: the next sync uploads it.
+    expect(labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/']).status).toBe(0);
+    expect(box.s3Object('results-bucket/Lab/cell/status.json')).toBe('{"state":"running"}');
+  });
 });
 
 describe('lab-aws get and sync-down', () => {

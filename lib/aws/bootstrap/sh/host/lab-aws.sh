@@ -254,9 +254,11 @@ sync_up() {
     if (put "$dir/$path" "$prefix/$path"); then
       sent["$path"]="$size $mtime"
       uploaded=$((uploaded + 1))
-    else
+    elif [ -e "$dir/$path" ]; then
       failed=$((failed + 1))
     fi
+    # A file gone since the listing is no failure: the runner writes through a temporary file
+    # renamed into place (status.json every few seconds), and its final name is listed next time.
   done < <(find "$dir" -type f -printf '%s %T@ %P\0' | sort -z -k 3)
   for path in "${!sent[@]}"; do printf '%s %s\n' "${sent["$path"]}" "$path"; done >"$state.new"
   mv "$state.new" "$state"
