@@ -61,7 +61,10 @@ start_watchdog() {
     # Only the timeout ends the read. A line cannot come; were the pipe broken, the read would
     # fail at once and every step with it, loudly.
     if read -r -t "$budget" -u "$WATCHDOG_PIPE"; then exit 0; fi
-    touch "$WORK_DIR/over-budget"
+    # Best effort: this subshell inherits set -e, and a marker that cannot be written (a disk full
+    # or remounted read-only) ended it here, leaving the step to hang unbounded. Without the
+    # marker the step still fails, as "stopped by a signal".
+    touch "$WORK_DIR/over-budget" 2>/dev/null || true
     # Bash runs the TERM trap only once its foreground command ends: end that command too, and
     # everything below it. A command substitution or a pipeline in a subshell runs its commands
     # as grandchildren, and bash reads a command substitution to its end: one hanging grandchild
