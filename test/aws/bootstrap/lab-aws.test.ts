@@ -177,6 +177,30 @@ describe('lab-aws sync-up', () => {
     expect(labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/']).status).toBe(0);
     expect(box.s3Object('results-bucket/Lab/cell/status.json')).toBe('{"state":"running"}');
   });
+
+  // Two syncs at once (the 5-minute timer and the deadline's, or lab results) wrote their record
+  // of what was sent through one shared name: the second to rename it found it gone, and its
+  // whole sync failed. An mv that lets a second sync run to its end first forces that.
+  test('two syncs at once both succeed', () => {
+    const results = box.path('/var/lib/lab/results');
+    mkdirSync(results, { recursive: true });
+    writeFileSync(join(results, 'study.json'), '{"id":"s-1"}');
+    const args = `sync-up '${results}/' s3://results-bucket/Lab/cell/`;
+    writeFileSync(
+      join(box.root, 'bin', 'mv'),
+      fakeCommand(
+        `if [ ! -e "$SANDBOX/second" ]; then touch "$SANDBOX/second"; bash '${join(box.bootstrapDir, 'host', 'lab-aws.sh')}' ${args} || echo "second sync failed" >&2; fi\nexec /bin/mv "$@"`,
+      ),
+    );
+    chmodSync(join(box.root, 'bin', 'mv'), 0o755);
+    const result = labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/']);
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).not.toContain('second sync failed');
+    expect(box.awsRequests()).toEqual([
+      'PUT results-bucket/Lab/cell/study.json',
+      'PUT results-bucket/Lab/cell/study.json',
+    ]);
+  });
 });
 
 describe('lab-aws get and sync-down', () => {

@@ -260,8 +260,11 @@ sync_up() {
     # A file gone since the listing is no failure: the runner writes through a temporary file
     # renamed into place (status.json every few seconds), and its final name is listed next time.
   done < <(find "$dir" -type f -printf '%s %T@ %P\0' | sort -z -k 3)
-  for path in "${!sent[@]}"; do printf '%s %s\n' "${sent["$path"]}" "$path"; done >"$state.new"
-  mv "$state.new" "$state"
+  # Written under a name of this process's own: two syncs can run at once (the 5-minute timer and
+  # the deadline, terminateWhenDone's watcher or lab results), and with one shared name the
+  # second mv found the file gone and failed its whole sync.
+  for path in "${!sent[@]}"; do printf '%s %s\n' "${sent["$path"]}" "$path"; done >"$state.new.$$"
+  mv "$state.new.$$" "$state"
   if ((failed > 0)); then fail "sync-up $dir -> $prefix/: $failed file(s) not uploaded ($uploaded uploaded)"; fi
 }
 
