@@ -39,6 +39,8 @@ export class StopRequest {
   private error: RunnerInterruptedError | undefined;
   private requestedAtMs = 0;
   private readonly waiting = new Set<(error: RunnerInterruptedError) => void>();
+  /** Cleanup sleeps begun before the request: the request cuts each to the cleanup's deadline. */
+  private readonly cuts = new Set<() => void>();
 
   /** `clock` is the runner's own: the cleanup's deadline runs on it (a fake clock in tests). */
   constructor(
@@ -53,6 +55,8 @@ export class StopRequest {
     this.requestedAtMs = this.clock.now().getTime();
     for (const stop of this.waiting) stop(this.error);
     this.waiting.clear();
+    for (const cut of this.cuts) cut();
+    this.cuts.clear();
   }
 
   /** The stop, once requested. */
@@ -76,7 +80,7 @@ export class StopRequest {
       now: () => inner.now(),
       sleep: async (ms) => {
         if (inCleanup.getStore()) {
-          if (!this.error) return inner.sleep(ms);
+          if (!this.error) return this.cleanupSleep(inner, ms);
           const left = this.requestedAtMs + this.cleanupMs - inner.now().getTime();
           if (left <= 0) throw this.error;
           return inner.sleep(Math.min(ms, left));
@@ -99,6 +103,32 @@ export class StopRequest {
     };
     interruptible.add(clock);
     return clock;
+  }
+
+  /**
+   * A cleanup sleep begun before any request. A request during it cuts it to the cleanup's
+   * deadline: left alone, a retry's backoff (up to 30 s, call-policy.ts) outlived the cleanup time
+   * and even STOP_EXIT_MS, and the process exited before the cleanup after it (the lab's client
+   * Jobs deleted) had begun.
+   */
+  private cleanupSleep(inner: Clock, ms: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const done = () => {
+        this.cuts.delete(cut);
+        resolve();
+      };
+      const failed = (error: unknown) => {
+        this.cuts.delete(cut);
+        reject(error);
+      };
+      const end = inner.now().getTime() + ms;
+      const cut = () => {
+        const deadline = this.requestedAtMs + this.cleanupMs;
+        if (end > deadline) inner.sleep(deadline - inner.now().getTime()).then(done, failed);
+      };
+      this.cuts.add(cut);
+      inner.sleep(ms).then(done, failed);
+    });
   }
 
   /** Runs `work` as cleanup: its waits go on after the request, until the cleanup's deadline. */

@@ -28,6 +28,27 @@ function readJson<T>(path: string): T {
   return JSON.parse(readFileSync(path, 'utf8')) as T;
 }
 
+/** A clock whose sleeps end only when `advance` moves it past their end. */
+class SteppedClock {
+  ms = 0;
+  private readonly sleepers: { until: number; wake: () => void }[] = [];
+  now(): Date {
+    return new Date(this.ms);
+  }
+  sleep(ms: number): Promise<void> {
+    return new Promise((wake) => this.sleepers.push({ until: this.ms + ms, wake }));
+  }
+  async advance(ms: number): Promise<void> {
+    this.ms += ms;
+    for (const sleeper of this.sleepers.filter((s) => s.until <= this.ms)) {
+      this.sleepers.splice(this.sleepers.indexOf(sleeper), 1);
+      sleeper.wake();
+    }
+    // Let what the wake-ups resolved run.
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+  }
+}
+
 describe('StopRequest', () => {
   it('ends a sleep going on at the request, on the real clock, and every later one at once', async () => {
     const stop = new StopRequest(systemClock);
@@ -60,6 +81,30 @@ describe('StopRequest', () => {
     expect(polls).toBe(Math.ceil(STOP_CLEANUP_MS / 2_000) + 1);
     // Outside the section, the same clock throws at once.
     await expect(clock.sleep(1)).rejects.toThrow(RunnerInterruptedError);
+  });
+
+  // A cleanup sleep that had begun before the request went on to its end: a retry's backoff (up to
+  // 30 s) outlived the cleanup time and the process's own exit limit, so the cleanup after it (the
+  // client Jobs deleted) never ran. A clock whose sleeps end only when the test moves it forces
+  // the request to come in the middle of one.
+  it('cuts a cleanup sleep that began before the request to the cleanup deadline', async () => {
+    const manual = new SteppedClock();
+    const stop = new StopRequest(manual);
+    const clock = stop.clockOf(manual);
+    let woke = false;
+    const cleanup = stop.cleanup(async () => {
+      await clock.sleep(30_000);
+      woke = true;
+      await clock.sleep(1);
+    });
+    await manual.advance(1_000);
+    stop.request('SIGTERM');
+    await manual.advance(STOP_CLEANUP_MS - 1);
+    expect(woke).toBe(false);
+    await manual.advance(1);
+    expect(woke).toBe(true);
+    // Past the deadline the section's next wait throws: it never outlives the cleanup time.
+    await expect(cleanup).rejects.toThrow(RunnerInterruptedError);
   });
 
   it('wraps a clock once, so a nested runner (the smoke checks) shares its stop', () => {

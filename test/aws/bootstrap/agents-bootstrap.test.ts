@@ -12,7 +12,7 @@ import type { LabConfig } from '../../../lib/config/schema.ts';
 import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
 import { onlySteps, stepMarker } from './only-steps.ts';
-import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
+import { fakeCommand, makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
 
 /** Issue 17's cluster: the GPU host as server, two GPU agents (one GPU each) and a CPU agent. */
 const config = parseLabConfig({
@@ -310,6 +310,23 @@ describe('the server of a cluster with agents, rehearsed', () => {
     expect(box.signals().map((s) => s.body.Status)).toEqual(['SUCCESS']);
   });
 
+  // `kubectl ... | grep -qx True` under pipefail: grep ends at the first True line, and kubectl,
+  // still writing (a replaced agent's lingering node after the Ready one; kubectl writes each
+  // value as it goes), dies of SIGPIPE, so a Ready agent counted as not Ready. A listing longer
+  // than a pipe holds makes that interleaving certain: its writer cannot finish before grep ends.
+  test('an agent whose Ready node is listed before others counts as Ready', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(config);
+    writeFileSync(
+      join(box.root, 'bin', 'kubectl'),
+      fakeCommand(`printf 'True\\n'; printf 'False\\n%.0s' {1..200000}`),
+    );
+    const result = box.run(
+      `set -o pipefail\nsource '${join(box.bootstrapDir, 'main.sh')}'\nif node_ready gpu-1; then echo ready; else echo not-ready; fi\n`,
+    );
+    expect(result.stdout.trim()).toBe('ready');
+  });
+
   test('a token it may not read fails the K3s step with the cause', () => {
     const { box, result, calls } = server(
       { FAKE_SECRET_DENIED: '1' },
@@ -434,6 +451,27 @@ describe('a K3s agent, rehearsed', () => {
     expect(box.log()).toContain(
       'environment variables missing: LAB_SERVER_URL (the user-data launcher sets them)',
     );
+  });
+
+  // set -e ended the watcher at its first log line when tee could not write (a full disk), before
+  // the upload and the shutdown: the agent ran on until its deadline. /dev/full fails every write,
+  // as a full disk does; one minute without an answer is enough here.
+  test('on a full disk an agent whose server is gone still ends', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(config, { LOG_FILE: '/dev/full', SERVER_GONE_MINUTES: '1' }, (c) =>
+      renderAgentSettings(c, client1),
+    );
+    writeFileSync(box.path('/opt/lab/host.env'), `LAB_SERVER_URL=${AGENT_ENV.LAB_SERVER_URL}\n`);
+    box.fake('/usr/local/sbin/lab-sync-results', 'exit 0');
+    const result = box.runFile(join(box.bootstrapDir, 'host', 'lab-follow-server.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+      FAKE_SERVER_GONE: '1',
+    });
+    expect(result.stderr).toContain('No space left on device');
+    expect(box.calls().filter((c) => !c.startsWith('curl'))).toEqual([
+      'lab-sync-results ',
+      "shutdown -h now the lab's K3s server ended: this agent ends with it",
+    ]);
   });
 });
 

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import {
@@ -108,6 +108,30 @@ describe("a step's watchdog", () => {
     const result = spawnSync('bash', ['-c', `trap '' TERM; exec bash '${script}'`], { encoding: 'utf8' });
     expect(result.stdout).toBe('stopped\n');
     expect(existsSync(join(work, 'over-budget'))).toBe(false);
+  });
+
+  // The watchdog's subshell inherits set -e: when its over-budget marker could not be written (a
+  // full or read-only disk; here a link into a folder that does not exist), it ended there without
+  // ending the step, which then ran on unbounded. The step's command outlasting the 1 s budget by
+  // far shows whether it was ended ("hang-over" only if not).
+  test('ends its step even when it cannot write its marker', () => {
+    const work = tempDir('lab-watchdog-');
+    symlinkSync(join(work, 'missing', 'over-budget'), join(work, 'over-budget'));
+    const script = join(work, 'hang.sh');
+    writeFileSync(
+      script,
+      [
+        'set -Eeuo pipefail',
+        `WORK_DIR='${work}'`,
+        `source '${join(BOOTSTRAP_SOURCES, 'helpers.sh')}'`,
+        "trap 'echo ended; exit 1' TERM",
+        'start_watchdog 1',
+        'sleep 20',
+        'echo hang-over',
+      ].join('\n'),
+    );
+    const result = spawnSync('bash', [script], { encoding: 'utf8' });
+    expect(result.stdout).toBe('ended\n');
   });
 });
 

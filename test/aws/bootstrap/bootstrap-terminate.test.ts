@@ -18,9 +18,9 @@ describe('runner.terminateWhenDone', () => {
   // shares with other tests (bumpyRehearsal).
 
   /** Runs the watcher (host/lab-terminate-when-done.sh itself) once with the given status.json. */
-  function watch(status?: Record<string, unknown>, sync = 'exit 0') {
+  function watch(status?: Record<string, unknown>, sync = 'exit 0', settings: Record<string, string> = {}) {
     const box = makeSandbox();
-    box.writeBootstrap(whenDone);
+    box.writeBootstrap(whenDone, settings);
     if (status) {
       mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
       writeFileSync(box.path('/var/lib/lab/results/status.json'), JSON.stringify(status));
@@ -57,5 +57,18 @@ describe('runner.terminateWhenDone', () => {
     expect(result.status).toBe(0);
     expect(calls.map((c) => c.trim())).toEqual(['lab-sync-results']);
     expect(box.log()).toContain('the results upload failed: the host stays up and tries again in a minute');
+  });
+
+  // set -e ended the watcher at its first log line when tee could not write (a full disk), every
+  // minute, before the upload and the shutdown: the host ran on until its deadline. /dev/full
+  // fails every write, as a full disk does.
+  test('on a full disk a finished study still ends the host', () => {
+    const { result, calls } = watch({ state: 'finished' }, 'exit 0', { LOG_FILE: '/dev/full' });
+    expect(result.stderr).toContain('No space left on device');
+    expect(result.status).toBe(0);
+    expect(calls).toEqual([
+      'lab-sync-results ',
+      'shutdown -h now lab study finished (runner.terminateWhenDone): results uploaded, terminating',
+    ]);
   });
 });

@@ -5,7 +5,9 @@ import {
   BOOTSTRAP_SOURCES,
   bootstrapSteps,
   DEADLINE_SCRIPT,
+  LOG_UPLOAD_SCRIPT,
   READY_MARKER,
+  RESULTS_SYNC_SCRIPT,
   TERMINATE_WHEN_DONE_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import { onlySteps, stepMarker } from './only-steps.ts';
@@ -420,6 +422,26 @@ describe('6. the cost guard survives a reboot', () => {
     const service = readFileSync(box.path('/etc/systemd/system/lab-deadline.service'), 'utf8');
     expect(service).toContain(`ExecStart=${box.path(DEADLINE_SCRIPT)}`);
   });
+
+  // set -e ended the script at its first log line when tee could not write (a full root disk: the
+  // model and the images live there), before the shutdown: the host ran on past its deadline.
+  // /dev/full fails every write, as a full disk does.
+  test('on a full disk the deadline still shuts the host down', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(defaults, { LOG_FILE: '/dev/full' });
+    box.fake(RESULTS_SYNC_SCRIPT, 'exit 0');
+    box.fake(LOG_UPLOAD_SCRIPT, 'exit 0');
+    const fired = box.runFile(join(box.bootstrapDir, 'host', 'lab-deadline.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+    });
+    expect(fired.stderr).toContain('No space left on device');
+    expect(fired.stdout).toContain('lab lifetime reached (instance.maxLifetimeHours, deadline unknown)');
+    expect(box.calls().map((c) => c.trim())).toEqual([
+      'lab-sync-results',
+      'lab-upload-log',
+      'shutdown -h now lab lifetime reached (instance.maxLifetimeHours): results uploaded, terminating',
+    ]);
+  });
 });
 
 describe('7. diagnosis', () => {
@@ -463,6 +485,24 @@ describe('7. diagnosis', () => {
       /^\[step 1\/2\] wait for 2 vLLM replica\(s\) .* failed: the step ran out of its budget of 0 min 2 s \(the step budgets share instance\.readyTimeoutMinutes\)\nfull log: s3:\/\/results-bucket\/LlmGatewayLab\/host\/bootstrap\.log\n/,
     );
     expect(box.awsRequests()).toContain(LOG_PUT);
+  });
+
+  // Bash reads a command substitution to its end, and the commands of a pipeline in one are the
+  // bootstrap's grandchildren: the watchdog ended only its children, so a hanging kubectl exec in
+  // record_gpu_uuids' `$(kubectl exec ... | sed ...)` kept the bootstrap from its TERM trap until
+  // the hang ended (here 30 s; on a host, maybe never). Only this step runs, with a 2 s budget.
+  test('a hang inside a command substitution is ended at the budget too', () => {
+    const only = onlySteps(bootstrapSteps(defaults), ['record_gpu_uuids', 'signal_success'], {
+      record_gpu_uuids: 2,
+    });
+    const { box, result, calls } = rehearse(defaults, { FAKE_HANG: '* exec *nvidia-smi*' }, undefined, only);
+    expect(result.status).toBe(1);
+    expect(calls).toContainEqual(expect.stringMatching(/^kubectl -n vllm exec \S+ -- nvidia-smi -L$/));
+    expect(calls.filter((c) => c.startsWith('hang-over'))).toEqual([]);
+    const [signal] = box.signals();
+    expect(signal?.body.Reason).toMatch(
+      /^\[step 1\/2\] .* failed: the step ran out of its budget of 0 min 2 s /,
+    );
   });
 
   test('the bootstrap log reaches S3 on a timer, so a WaitCondition timeout leaves it readable', () => {

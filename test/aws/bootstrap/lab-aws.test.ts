@@ -11,7 +11,7 @@ import {
 import { join } from 'node:path';
 import { beforeEach, describe, expect, test } from 'vitest';
 import { parseLabConfig } from '../../../lib/config/load.ts';
-import { makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
+import { fakeCommand, makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
 
 /**
  * host/lab-aws.sh on its own, against the sandbox's fake curl, metadata service, S3 and Secrets
@@ -77,6 +77,26 @@ describe('lab-aws put', () => {
     expectKeysKept(result.stdout + result.stderr);
   });
 
+  // The hash was taken from the file and curl read the file again: a line written in between (the
+  // bootstrap's log while its timer uploads it) made the body differ from its hash, and S3 refused
+  // it. A sha256sum that lets the file grow right after it read it forces that interleaving.
+  test('a file that grows while it is uploaded is stored as it was when the upload began', () => {
+    const file = join(box.root, 'bootstrap.log');
+    writeFileSync(file, 'line 1\n');
+    writeFileSync(
+      join(box.root, 'bin', 'sha256sum'),
+      fakeCommand(
+        `/usr/bin/sha256sum "$@"; rc=$?\nif [ ! -e "$SANDBOX/grew" ]; then touch "$SANDBOX/grew"; echo 'line 2' >>"${file}"; fi\nexit $rc`,
+      ),
+    );
+    chmodSync(join(box.root, 'bin', 'sha256sum'), 0o755);
+    const result = labAws(['put', file, 's3://results-bucket/Lab/host/bootstrap.log']);
+    expect(result.status, result.stderr).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe('line 1\nline 2\n');
+    expect(box.s3Object('results-bucket/Lab/host/bootstrap.log')).toBe('line 1\n');
+    expectKeysKept(result.stdout + result.stderr);
+  });
+
   test('a 403 fails at once with what S3 said', () => {
     const file = join(box.root, 'log');
     writeFileSync(file, 'x');
@@ -133,6 +153,52 @@ describe('lab-aws sync-up', () => {
     expect(box.awsRequests().slice(4).sort()).toEqual([
       'PUT results-bucket/Lab/cell/status.json',
       'PUT results-bucket/Lab/cell/studies/s-1/run.json',
+    ]);
+  });
+
+  // The runner writes status.json through a temporary file renamed into place every few seconds: a
+  // listing that caught the temporary file found it gone at its upload, and the whole sync failed
+  // ("1 file(s) not uploaded"), as did lab results. A cp that sees the rename happen first forces it.
+  test('a file renamed away between the listing and its upload is no failure', () => {
+    const results = box.path('/var/lib/lab/results');
+    mkdirSync(results, { recursive: true });
+    writeFileSync(join(results, 'status.json.tmp-7-1'), '{"state":"running"}');
+    writeFileSync(join(results, 'study.json'), '{"id":"s-1"}');
+    writeFileSync(
+      join(box.root, 'bin', 'cp'),
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+      fakeCommand('case "$2" in *.tmp-*) mv "$2" "${2%.tmp-*}" ;; esac\nexec /bin/cp "$@"'),
+    );
+    chmodSync(join(box.root, 'bin', 'cp'), 0o755);
+    const result = labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/']);
+    expect(result.status, result.stderr).toBe(0);
+    expect(box.awsRequests()).toEqual(['PUT results-bucket/Lab/cell/study.json']);
+    // Its final name is new to the record: the next sync uploads it.
+    expect(labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/']).status).toBe(0);
+    expect(box.s3Object('results-bucket/Lab/cell/status.json')).toBe('{"state":"running"}');
+  });
+
+  // Two syncs at once (the 5-minute timer and the deadline's, or lab results) wrote their record
+  // of what was sent through one shared name: the second to rename it found it gone, and its
+  // whole sync failed. An mv that lets a second sync run to its end first forces that.
+  test('two syncs at once both succeed', () => {
+    const results = box.path('/var/lib/lab/results');
+    mkdirSync(results, { recursive: true });
+    writeFileSync(join(results, 'study.json'), '{"id":"s-1"}');
+    const args = `sync-up '${results}/' s3://results-bucket/Lab/cell/`;
+    writeFileSync(
+      join(box.root, 'bin', 'mv'),
+      fakeCommand(
+        `if [ ! -e "$SANDBOX/second" ]; then touch "$SANDBOX/second"; bash '${join(box.bootstrapDir, 'host', 'lab-aws.sh')}' ${args} || echo "second sync failed" >&2; fi\nexec /bin/mv "$@"`,
+      ),
+    );
+    chmodSync(join(box.root, 'bin', 'mv'), 0o755);
+    const result = labAws(['sync-up', `${results}/`, 's3://results-bucket/Lab/cell/']);
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).not.toContain('second sync failed');
+    expect(box.awsRequests()).toEqual([
+      'PUT results-bucket/Lab/cell/study.json',
+      'PUT results-bucket/Lab/cell/study.json',
     ]);
   });
 });

@@ -61,14 +61,38 @@ start_watchdog() {
     # Only the timeout ends the read. A line cannot come; were the pipe broken, the read would
     # fail at once and every step with it, loudly.
     if read -r -t "$budget" -u "$WATCHDOG_PIPE"; then exit 0; fi
-    touch "$WORK_DIR/over-budget"
-    # Bash runs the TERM trap only once its foreground command ends: end that command too.
+    # Best effort: this subshell inherits set -e, and a marker that cannot be written (a disk full
+    # or remounted read-only) ended it here, leaving the step to hang unbounded. Without the
+    # marker the step still fails, as "stopped by a signal".
+    touch "$WORK_DIR/over-budget" 2>/dev/null || true
+    # Bash runs the TERM trap only once its foreground command ends: end that command too, and
+    # everything below it. A command substitution or a pipeline in a subshell runs its commands
+    # as grandchildren, and bash reads a command substitution to its end: one hanging grandchild
+    # (a kubectl exec in `uuids=$(kubectl exec ... | sed ...)`) kept the bootstrap from its trap
+    # until it ended, if ever, long after the budget.
     kill -TERM "$pid" 2>/dev/null || true
-    for child in $(ps -o pid= --ppid "$pid"); do
-      if [ "$child" != "$BASHPID" ]; then kill -TERM "$child" 2>/dev/null || true; fi
-    done
+    list_descendants "$pid" "$BASHPID"
+    for child in "${DESCENDANTS[@]}"; do kill -TERM "$child" 2>/dev/null || true; done
   ) &
   WATCHDOG_PID=$!
+}
+
+# list_descendants <pid> <skip>: every process below <pid>, except <skip> and those below it, into
+# DESCENDANTS (one listing of the process table, walked by bash).
+list_descendants() {
+  local child parent i=0 queue=("$1")
+  local -A below=()
+  DESCENDANTS=()
+  while read -r child parent; do below[$parent]+=" $child"; done < <(ps -e -o pid=,ppid=)
+  while ((i < ${#queue[@]})); do
+    for child in ${below[${queue[i]}]:-}; do
+      if [ "$child" != "$2" ]; then
+        queue+=("$child")
+        DESCENDANTS+=("$child")
+      fi
+    done
+    i=$((i + 1))
+  done
 }
 
 # KILL, not TERM: a TERM that reaches the subshell before its trap is set can be lost (bash 5.2

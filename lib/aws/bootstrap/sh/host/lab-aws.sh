@@ -208,16 +208,20 @@ split_s3_uri() {
 }
 
 # The object's real SHA-256 as its payload hash, and the body from memory: curl then signs the
-# same hash whatever its version (docs/facts.md §2.5).
+# same hash whatever its version (docs/facts.md §2.5). Both from a copy in the private folder: the
+# file may grow between the hash and curl's read (the bootstrap's log on its 2-minute timer, a
+# running study's logs), and S3 refuses a body that is not what was hashed
+# (XAmzContentSHA256Mismatch, not retried): the upload failed.
 put() {
-  local file=$1 bucket key hash url
+  local file=$1 bucket key hash url body="$private/upload"
   split_s3_uri "$2"
   [ -f "$file" ] || fail "put: no file $file"
-  hash=$(sha256sum "$file")
+  cp -- "$file" "$body" || fail "put: cannot read $file"
+  hash=$(sha256sum "$body")
   hash=${hash%% *}
   s3_url url "$bucket" "$key"
   request "PutObject $2" s3 "$private/answer" -X PUT -H "x-amz-content-sha256: $hash" \
-    -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$url"
+    -H 'Content-Type: application/octet-stream' --data-binary "@$body" "$url"
 }
 
 get() {
@@ -250,12 +254,17 @@ sync_up() {
     if (put "$dir/$path" "$prefix/$path"); then
       sent["$path"]="$size $mtime"
       uploaded=$((uploaded + 1))
-    else
+    elif [ -e "$dir/$path" ]; then
       failed=$((failed + 1))
     fi
+    # A file gone since the listing is no failure: the runner writes through a temporary file
+    # renamed into place (status.json every few seconds), and its final name is listed next time.
   done < <(find "$dir" -type f -printf '%s %T@ %P\0' | sort -z -k 3)
-  for path in "${!sent[@]}"; do printf '%s %s\n' "${sent["$path"]}" "$path"; done >"$state.new"
-  mv "$state.new" "$state"
+  # Written under a name of this process's own: two syncs can run at once (the 5-minute timer and
+  # the deadline, terminateWhenDone's watcher or lab results), and with one shared name the
+  # second mv found the file gone and failed its whole sync.
+  for path in "${!sent[@]}"; do printf '%s %s\n' "${sent["$path"]}" "$path"; done >"$state.new.$$"
+  mv "$state.new.$$" "$state"
   if ((failed > 0)); then fail "sync-up $dir -> $prefix/: $failed file(s) not uploaded ($uploaded uploaded)"; fi
 }
 

@@ -16,7 +16,8 @@ if curl -sk --max-time 10 -o /dev/null "$LAB_SERVER_URL/ping"; then
 fi
 misses=$(($(cat "$misses_file" 2>/dev/null || echo 0) + 1))
 echo "$misses" >"$misses_file"
-say() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$*" | tee -a "$LOG_FILE"; }
+# Best effort: a log line that cannot be written (a full disk) must not keep the agent from ending.
+say() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$*" | tee -a "$LOG_FILE" || true; }
 if [ "$misses" -lt "$SERVER_GONE_MINUTES" ]; then
   say "the K3s server $LAB_SERVER_URL did not answer ($misses of $SERVER_GONE_MINUTES in a row before this agent ends)"
   exit 0

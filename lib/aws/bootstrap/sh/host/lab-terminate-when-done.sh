@@ -15,7 +15,8 @@ readonly UPLOAD_RETRY_MINUTES=15
 # folder (/var/lib/lab), not in it, so it is never uploaded.
 readonly RETRY_MARKER=${TERMINATE_RETRY_MARKER:-$(dirname "$(dirname "$STATUS_FILE")")/terminate-upload-retry}
 
-log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$1" | tee -a "$LOG_FILE"; }
+# Best effort: a log line that cannot be written (a full disk) must not keep the host from ending.
+log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$1" | tee -a "$LOG_FILE" || true; }
 
 [ -f "$STATUS_FILE" ] || exit 0
 # The runner renames status.json into place, so a read never sees half a file.

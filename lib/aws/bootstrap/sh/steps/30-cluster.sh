@@ -62,11 +62,12 @@ pending_agents() {
   printf '%s' "${pending[*]}"
 }
 
-# One Ready node carries the host's label (a replaced agent's old node may linger NotReady).
+# One Ready node carries the host's label (a replaced agent's old node may linger NotReady). Not
+# `kubectl ... | grep -q`: grep ends at the first True, and kubectl, still printing the old node's
+# line, died of SIGPIPE, which pipefail made "not Ready" (helpers.sh output_matches).
 node_ready() {
-  kubectl get nodes -l "$HOST_LABEL=$1" \
-    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
-    grep -qx True
+  output_matches '^True$' kubectl get nodes -l "$HOST_LABEL=$1" \
+    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null
 }
 
 model_cache_reported() {
