@@ -1,0 +1,20 @@
+/**
+ * The named sources of `<!-- example-of: <name> -->` blocks (scripts/examples.ts): output that no
+ * offline `lab` command prints, made from the lab's own code. npm run docs:examples writes them and
+ * test/docs/examples.test.ts fails when a page's block differs. Each is imported only when a page
+ * names it.
+ */
+import type { ExampleSource } from './examples.ts';
+
+export const EXAMPLE_SOURCES: Readonly<Record<string, ExampleSource>> = {
+  'smoke-checklist': {
+    what: "docs/first-run.md: the smoke checklist of the rehearsal with one arm's EPP broken (test/runner/smoke-example.ts, the rehearsal test/runner/smoke-rehearsal.test.ts drives), with the upload lines lab status adds",
+    make: async () => (await import('../test/runner/smoke-example.ts')).smokeChecklistExample(),
+    // Its first test runs this very rehearsal: checked there, the suite runs it once.
+    checkedBy: 'test/runner/smoke-rehearsal.test.ts',
+  },
+  'calibration-table': {
+    what: "docs/planning.md: the timing model's in-sample error on docs/facts.md §4.1 with the default coefficients (scripts/calibration-table.ts, as scripts/bench-calibration.ts prints it)",
+    make: async () => (await import('./calibration-table.ts')).calibrationTable(),
+  },
+};
