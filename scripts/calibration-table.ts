@@ -1,7 +1,8 @@
 /**
  * The timing model against docs/facts.md §4.1's calibration table with the default coefficients:
  * the same points and engine for scripts/bench-calibration.ts (which prints every row) and the
- * table of docs/planning.md (`<!-- example-of: calibration-table -->`, npm run docs:examples).
+ * table of docs/planning.md (`<!-- example-of: calibration-table -->`, npm run docs:examples),
+ * and docs/plan.md's hit rates against the same points (`simulator-calibration`).
  */
 import { defaultLabConfig } from '../lib/config/load.ts';
 import {
@@ -13,7 +14,8 @@ import {
   type TimingMetric,
 } from '../lib/study/calibration.ts';
 import { planEngine, planInput } from '../lib/study/planner.ts';
-import { DEFAULT_SIMULATION_MODEL, type SimulationModel } from '../lib/study/simulator.ts';
+import { DEFAULT_SIMULATION_MODEL, type SimulationModel, simulate } from '../lib/study/simulator.ts';
+import { upperBound } from '../lib/study/workload.ts';
 
 const CONFIG = defaultLabConfig();
 /** The simulator as `lab plan` runs it on the default configuration. */
@@ -55,5 +57,29 @@ export function calibrationTable(
     lines.push(`| ${point.input.prefixes} | ${cells.join(' | ')} |`);
   }
   lines.push(`| RMS | ${(100 * rmsRelativeError(rows)).toFixed(1)}% over all ${rows.length} figures | | |`);
+  return lines.join('\n');
+}
+
+const pct = (fraction: number) => `${(100 * fraction).toFixed(1)}%`;
+const thousands = (n: number) => Math.round(n).toLocaleString('en-US');
+
+/**
+ * docs/plan.md's calibration table: per point of docs/facts.md §4.1, the measured and simulated hit
+ * rate, the upper bound's formula (lib/study/workload.ts), and measured against simulated tok/s and
+ * ITL, one single-replica simulation per point with the default coefficients.
+ */
+export function simulatorCalibrationTable(): string {
+  const lines = [
+    '| prefixes | measured hit rate | simulated | bound (formula) | measured / simulated tok/s | measured / simulated ITL |',
+    '|---|---|---|---|---|---|',
+  ];
+  for (const point of CALIBRATION_POINTS) {
+    const { hitRate, timing } = simulate(point.input, 'single-replica', CALIBRATION_ENGINE);
+    const m = point.measured;
+    if (m.hitRate === undefined) throw new Error(`${point.label}: no measured hit rate`);
+    lines.push(
+      `| ${point.input.prefixes} | ${pct(m.hitRate)} | ${pct(hitRate)} | ${pct(upperBound(point.input))} | ${thousands(m.totalTokensPerSecond)} / ${thousands(timing.totalTokensPerSecond)} | ${m.meanItlMs.toFixed(1)} / ${timing.meanItlMs.toFixed(1)} ms |`,
+    );
+  }
   return lines.join('\n');
 }

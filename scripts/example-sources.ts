@@ -17,6 +17,10 @@ export const EXAMPLE_SOURCES: Readonly<Record<string, ExampleSource>> = {
     what: "docs/planning.md: the timing model's in-sample error on docs/facts.md §4.1 with the default coefficients (scripts/calibration-table.ts, as scripts/bench-calibration.ts prints it)",
     make: async () => (await import('./calibration-table.ts')).calibrationTable(),
   },
+  'simulator-calibration': {
+    what: "docs/plan.md: the simulator's hit rate, tok/s and ITL against docs/facts.md §4.1's single-replica runs, with the upper bound's formula (scripts/calibration-table.ts)",
+    make: async () => (await import('./calibration-table.ts')).simulatorCalibrationTable(),
+  },
   'study-schedules': {
     what: "docs/runner.md: the default study's instance time and cost per schedule, as lab plan estimates them (scripts/study-schedules.ts, lib/study/duration.ts)",
     make: async () => (await import('./study-schedules.ts')).studySchedulesTable(),
