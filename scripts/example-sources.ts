@@ -13,6 +13,12 @@ export const EXAMPLE_SOURCES: Readonly<Record<string, ExampleSource>> = {
     // Its first test runs this very rehearsal: checked there, the suite runs it once.
     checkedBy: 'test/runner/smoke-rehearsal.test.ts',
   },
+  'lab-status': {
+    what: 'docs/study-control.md: lab status on a mocked deployed lab 15 minutes into the default study (test/cli/status-example.ts)',
+    make: async () => (await import('../test/cli/status-example.ts')).statusExample(),
+    // Its test of the study id, invalid runs, cost and shutdown runs this very example.
+    checkedBy: 'test/cli/status-results-commands.test.ts',
+  },
   'calibration-table': {
     what: "docs/planning.md: the timing model's in-sample error on docs/facts.md §4.1 with the default coefficients (scripts/calibration-table.ts, as scripts/bench-calibration.ts prints it)",
     make: async () => (await import('./calibration-table.ts')).calibrationTable(),
