@@ -19,6 +19,10 @@ export const EXAMPLE_SOURCES: Readonly<Record<string, ExampleSource>> = {
     // Its test of the study id, invalid runs, cost and shutdown runs this very example.
     checkedBy: 'test/cli/status-results-commands.test.ts',
   },
+  'lab-teardown': {
+    what: "docs/teardown.md: lab teardown's plan for a stack stuck in DELETE_FAILED by Quick Setup's policies (the mocked CloudFormation, IAM and EC2 of the test)",
+    checkedBy: 'test/cli/teardown-command.test.ts',
+  },
   'calibration-table': {
     what: "docs/planning.md: the timing model's in-sample error on docs/facts.md §4.1 with the default coefficients (scripts/calibration-table.ts, as scripts/bench-calibration.ts prints it)",
     make: async () => (await import('./calibration-table.ts')).calibrationTable(),
