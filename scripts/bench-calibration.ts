@@ -1,25 +1,20 @@
 /**
  * The timing model against docs/facts.md §4.1's calibration table (one replica, 128/64/16/8 prefixes):
  * the in-sample error of the default coefficients, a refit from them, and the simulator's run time.
+ * docs/planning.md's table is the first of these (scripts/calibration-table.ts, npm run docs:examples).
  *
  * Run: npx tsx scripts/bench-calibration.ts            (the defaults' errors and a refit)
  *      npx tsx scripts/bench-calibration.ts --no-fit   (the defaults' errors only)
  */
-import { defaultLabConfig } from '../lib/config/load.ts';
 import {
   type CalibrationRow,
   calibrationErrors,
   fitTimingModel,
-  labSpecCalibrationPoints,
   rmsRelativeError,
   TIMING_COEFFICIENTS,
 } from '../lib/study/calibration.ts';
-import { planEngine, planInput } from '../lib/study/planner.ts';
-import { DEFAULT_SIMULATION_MODEL, type SimulationModel, simulate } from '../lib/study/simulator.ts';
-
-const CONFIG = defaultLabConfig();
-const ENGINE: SimulationModel = { ...DEFAULT_SIMULATION_MODEL, ...planEngine(CONFIG) };
-const POINTS = labSpecCalibrationPoints({ ...planInput(CONFIG), replicas: 1 });
+import { type SimulationModel, simulate } from '../lib/study/simulator.ts';
+import { CALIBRATION_ENGINE as ENGINE, CALIBRATION_POINTS as POINTS, percent } from './calibration-table.ts';
 
 function table(title: string, rows: readonly CalibrationRow[]): void {
   console.log(`\n${title}`);
@@ -27,7 +22,7 @@ function table(title: string, rows: readonly CalibrationRow[]): void {
     `  ${'run'.padEnd(28)} ${'metric'.padEnd(22)} ${'predicted'.padStart(10)} ${'measured'.padStart(10)} ${'error'.padStart(8)}`,
   );
   for (const r of rows) {
-    const err = `${r.relativeError >= 0 ? '+' : ''}${(100 * r.relativeError).toFixed(1)}%`;
+    const err = percent(r.relativeError);
     console.log(
       `  ${r.label.padEnd(28)} ${r.metric.padEnd(22)} ${r.predicted.toFixed(1).padStart(10)} ${r.measured.toFixed(1).padStart(10)} ${err.padStart(8)}`,
     );

@@ -7,6 +7,7 @@ import { allCustomMatcher } from 'aws-sdk-client-mock-vitest';
 import 'aws-sdk-client-mock-vitest/extend';
 import { describe, expect, it } from 'vitest';
 import { renderReadStatus, renderSyncResults } from '../../lib/control/host-scripts.ts';
+import { sourceBlockOnPage } from '../../scripts/examples.ts';
 import { tempDir } from '../temp.ts';
 import {
   BUCKET,
@@ -20,6 +21,7 @@ import {
   ssm,
   stackWith,
 } from './deployed-lab.ts';
+import { runStatusExample, statusExampleBlock } from './status-example.ts';
 
 import {
   body,
@@ -64,29 +66,9 @@ describe('lab status', () => {
   });
 
   it('adds the study id, the invalid runs, the cost so far and the shutdown time', async () => {
-    deployed();
-    ec2.on(DescribeInstancesCommand, { InstanceIds: [INSTANCE] }).resolves({
-      Reservations: [
-        {
-          Instances: [
-            {
-              InstanceId: INSTANCE,
-              State: { Name: 'running' },
-              LaunchTime: new Date(NOW.getTime() - 3_600_000),
-            },
-          ],
-        },
-      ],
-    });
-    const status = {
-      ...STATUS,
-      studyId: '20251014-090000-3f2a9c1e',
-      studyStartedAt: '2025-10-14T09:00:00.000Z',
-      invalidRunIds: ['bound-p64'],
-    };
-    hostAnswers(`runner job: active\n${statusBlock(status)}`);
-    const run = await lab('status', '--stack', STACK);
-    expect(run.code, run.stderr).toBe(0);
+    // docs/study-control.md's example (test/cli/status-example.ts): the host up an hour, one invalid run.
+    const run = await runStatusExample();
+    expect(run.code).toBe(0);
     const lines = run.stdout.split('\n');
     expect(lines).toContain(
       'study:     20251014-090000-3f2a9c1e, started 2025-10-14T09:00:00.000Z (results in studies/20251014-090000-3f2a9c1e/)',
@@ -96,6 +78,10 @@ describe('lab status', () => {
     expect(lines).toContain(
       `shutdown:  ${new Date(NOW.getTime() + 7 * 3_600_000).toISOString()} at the latest (instance.maxLifetimeHours 8), in 7h00m00s`,
     );
+    expect(
+      sourceBlockOnPage('docs/study-control.md', 'lab-status'),
+      'docs/study-control.md: the lab status example is stale; run npm run docs:examples',
+    ).toBe(statusExampleBlock(run.stdout));
   });
 
   it('a running status whose Job failed is flagged stale', async () => {

@@ -1,4 +1,3 @@
-import { GetCommandInvocationCommand, InvocationDoesNotExist, SendCommandCommand } from '@aws-sdk/client-ssm';
 import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { Command } from 'commander';
@@ -7,53 +6,15 @@ import { sdkControlClients } from '../../lib/cli/aws-clients.ts';
 import { registerStudyCommands } from '../../lib/cli/study-commands.ts';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import { runnerJob } from '../../lib/control/host-scripts.ts';
-import { INSTANCE, mockDeployedLab, STACK, ssm } from './deployed-lab.ts';
+import { mockDeployedLab, STACK } from './deployed-lab.ts';
+import { NOW } from './study-host.ts';
 
 /**
  * What the study commands' tests share (lab run, status, results, logs on a deployed lab mocked
  * with aws-sdk-client-mock): the host's answers through SSM and a `lab` that waits no real time.
  */
 
-export const COMMAND_ID = '0b1c2d3e-aaaa-bbbb-cccc-1234567890ab';
-export const NOW = new Date('2025-10-14T09:14:40.000Z');
-
-export const STATUS = {
-  state: 'running',
-  startedAt: '2025-10-14T09:00:00.000Z',
-  updatedAt: '2025-10-14T09:14:20.000Z',
-  totalRuns: 27,
-  recordedRuns: 7,
-  validRuns: 6,
-  invalidRuns: 1,
-  current: {
-    index: 8,
-    id: 'arm-router-round-robin-prefix',
-    phase: 'waiting for job',
-    startedAt: '2025-10-14T09:14:00.000Z',
-    elapsedSeconds: 20,
-  },
-  etaSeconds: 2160,
-  message: 'run 8/27 arm-router-round-robin-prefix: waiting for job (elapsed 20s, study ETA 36m)',
-};
-
-export function hostAnswers(
-  stdout: string,
-  options: { status?: string; code?: number; stderr?: string } = {},
-) {
-  ssm.on(SendCommandCommand).resolves({ Command: { CommandId: COMMAND_ID } });
-  ssm
-    .on(GetCommandInvocationCommand, { CommandId: COMMAND_ID, InstanceId: INSTANCE })
-    .rejectsOnce(new InvocationDoesNotExist({ $metadata: {}, message: '' }))
-    .resolvesOnce({ Status: 'InProgress' })
-    .resolves({
-      Status: (options.status ?? 'Success') as 'Success',
-      ResponseCode: options.code ?? 0,
-      StandardOutputContent: stdout,
-      StandardErrorContent: options.stderr ?? '',
-    });
-}
-
-export const statusBlock = (status: object) => `--- status.json\n${JSON.stringify(status, null, 2)}\n`;
+export { COMMAND_ID, hostAnswers, NOW, STATUS, statusBlock } from './study-host.ts';
 
 export interface Run {
   readonly code: number;

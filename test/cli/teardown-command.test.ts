@@ -31,6 +31,7 @@ import { captureOutput } from './capture.ts';
 import 'aws-sdk-client-mock-vitest/extend';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { runLab } from '../../lib/cli/program.ts';
+import { sourceBlockOnPage } from '../../scripts/examples.ts';
 
 expect.extend(allCustomMatcher);
 
@@ -240,6 +241,11 @@ describe('lab teardown', () => {
         '',
       ].join('\n'),
     );
+    // docs/teardown.md shows this plan (scripts/example-sources.ts: lab-teardown, made only here).
+    expect(
+      sourceBlockOnPage('docs/teardown.md', 'lab-teardown'),
+      'docs/teardown.md: the lab teardown example is stale: copy what lab teardown printed here',
+    ).toBe(run.stdout.trimEnd());
     expect(cfn).toHaveReceivedNthCommandWith(ListStackResourcesCommand, 2, {
       StackName: STACK,
       NextToken: 'page-2',

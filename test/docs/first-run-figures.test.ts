@@ -47,6 +47,35 @@ describe('docs/first-run.md: the time and cost of each step are what lab plan pr
     expectQuoted(page, `(2.70 + ${smokeCost} + ${fullCost} + about 0.80`);
     const total = 2.7 + Number(smokeCost) + Number(fullCost) + 0.8;
     expectQuoted(page, `costs about ${total.toFixed(1)}0 USD`);
+    const [paired, pairedCost] = figures(
+      plan,
+      /with study\.parallelism: 2 .*: ([\d.]+) min, about ([\d.]+) USD/,
+    );
+    expectQuoted(page, `With \`study.parallelism: 2\`: ${paired} min, about ${pairedCost} USD.`);
+  });
+
+  it('the network lab, each cell’s smoke study', () => {
+    const cell = (name: string) =>
+      figures(
+        network,
+        new RegExp(
+          `^  ${name} +(\\d+) +([\\d.]+) min(?: \\(over \\d+\\))? +([\\d.]+) USD +([\\d.]+) min`,
+          'm',
+        ),
+      );
+    const [, mesh, meshCost, meshFull] = cell('mesh');
+    const [, plain, plainCost] = cell('dp-iptables');
+    expect(cell('dp-cilium').slice(1, 3)).toEqual([plain, plainCost]);
+    expectQuoted(page, `(the mesh cell; ${plain} min for the others)`);
+    expectQuoted(page, `the cells without a mesh about **${plain} min, ${plainCost} USD** each`);
+    expectQuoted(page, `the mesh cell about **${mesh} min, ${meshCost} USD**`);
+    expectQuoted(page, `(${meshFull} min in all for the mesh cell with its checks`);
+    const [smoke, smokeCost, , fullCost] = figures(
+      network,
+      /all cells: smoke ([\d.]+) min, about ([\d.]+) USD; the full study begins with the same checks: ([\d.]+) min, about ([\d.]+) USD/,
+    );
+    expectQuoted(page, `about ${smoke} min and ${smokeCost} USD for the three example cells`);
+    expectQuoted(page, `about ${fullCost} USD for the three cells)`);
   });
 
   it('the network lab, all cells', () => {

@@ -1,52 +1,35 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
-import type { LabConfig } from '../../lib/config/schema.ts';
-import { runLabStudy } from '../../lib/runner/lab-study.ts';
 import { SMOKE_CHECKLIST_TEXT_FILE, SMOKE_REQUEST_FILE, studyDir } from '../../lib/runner/layout.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
 import { StudyStopError } from '../../lib/runner/study-stop.ts';
-import { type BenchmarkSpec, findRun, type StudyPlan, studyPlan } from '../../lib/study/plan.ts';
+import { findRun, studyPlan } from '../../lib/study/plan.ts';
 import type { StudyRecord } from '../../lib/study/results.ts';
 import { smokePlan } from '../../lib/study/smoke.ts';
 import type { SmokeChecklist } from '../../lib/study/smoke-checklist.ts';
 import { estimateSmoke, SMOKE_TARGET_MINUTES } from '../../lib/study/smoke-estimate.ts';
-import { calibratedHitRate, type Lab, runnerIn, startLab, stopLabs } from './rehearsal-kit.ts';
+import { sourceBlockOnPage } from '../../scripts/examples.ts';
+import { stopLabs } from './rehearsal-kit.ts';
+import {
+  BROKEN_ARM as BROKEN,
+  checklistExcerpt,
+  FULL_RUNS,
+  rehearseBrokenSmoke,
+  smokeLab,
+  startSmokeOrFull as start,
+} from './smoke-example.ts';
 
 /**
  * The smoke study rehearsed (docs/first-run.md): the real runner against the fake cluster, with the
  * default lab and one arm broken on purpose, an EPP that never sees a prompt (its prefix indexer
  * stays at 0). The checklist names that arm's failing proof with its evidence and fix and passes
- * every other arm; the full study stops on the same break before its first long run.
+ * every other arm; the full study stops on the same break before its first long run. The lab and
+ * the break are test/runner/smoke-example.ts's, whose checklist docs/first-run.md shows.
  */
 
-const BROKEN = 'epp-completions';
-/** Two runs of the full study stand for its hours: the checks must stop it before either. */
-const FULL_RUNS = ['partition', 'arm-epp-completions-prefix'];
-
 afterEach(stopLabs);
-
-function hitRate(spec: BenchmarkSpec): number {
-  // The smoke study's replicas-directly run has the partition's shape.
-  return spec.id.startsWith('smoke-partition') ? 0.81 : calibratedHitRate(spec);
-}
-
-async function smokeLab(config: LabConfig = defaultLabConfig()): Promise<{ lab: Lab; smoke: StudyPlan }> {
-  const smoke = smokePlan(config);
-  const lab = await startLab({
-    config,
-    runs: FULL_RUNS,
-    alsoServes: smoke.runs,
-    cluster: { hitRate, jobSeconds: 40, jobStartSeconds: 20 },
-  });
-  return { lab, smoke };
-}
-
-function start(lab: Lab, smoke: StudyPlan) {
-  const { deps, options } = runnerIn(lab);
-  return runLabStudy(deps, lab.config, { full: lab.plan, smoke }, options);
-}
 
 function readJson<T>(path: string): T {
   return JSON.parse(readFileSync(path, 'utf8')) as T;
@@ -60,12 +43,7 @@ function failedProofs(checklist: SmokeChecklist): string[] {
 
 describe('the smoke study of the default lab, one arm broken on purpose', () => {
   it('lists the broken arm’s failing proof with its evidence and fix, and passes every other arm', async () => {
-    const { lab, smoke } = await smokeLab();
-    lab.pickers.indexerSize[BROKEN] = 0;
-    writeFileSync(join(lab.dir, SMOKE_REQUEST_FILE), '');
-    const t0 = lab.clock.ms;
-    const done = await start(lab, smoke);
-    const minutes = (lab.clock.ms - t0) / 60_000;
+    const { lab, smoke, done, minutes } = await rehearseBrokenSmoke();
 
     expect(done.kind).toBe('smoke');
     const checklist = (done as { outcome: { checklist: SmokeChecklist } }).outcome.checklist;
@@ -100,6 +78,12 @@ describe('the smoke study of the default lab, one arm broken on purpose', () => 
     // The smoke study took minutes, not the study's hours; the request was taken.
     expect(minutes).toBeLessThan(30);
     expect(existsSync(join(lab.dir, SMOKE_REQUEST_FILE))).toBe(false);
+
+    // docs/first-run.md shows this checklist (scripts/example-sources.ts: smoke-checklist).
+    expect(
+      sourceBlockOnPage('docs/first-run.md', 'smoke-checklist'),
+      'docs/first-run.md: the smoke checklist example is stale; run npm run docs:examples',
+    ).toBe(checklistExcerpt(lab, checklist));
   }, 120_000);
 
   it('stops the full study on the same break before its first long run, recorded with the checklist', async () => {
