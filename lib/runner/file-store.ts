@@ -107,8 +107,8 @@ class FileStudyFiles implements StudyFiles {
   }
 
   async appendLog(line: string): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
+    const log = join(this.dir, RUNNER_LOG_FILE);
+    await inFolder(log, () => appendFile(log, `${line}\n`));
   }
 }
 
@@ -218,11 +218,25 @@ let writes = 0;
 
 /** Writes through a temporary file renamed over the target, so no reader sees half a file. */
 export async function writeAtomic(path: string, text: string): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
   // Unique per write: the runs of a wave write the same files at once.
   const temporary = `${path}.tmp-${process.pid}-${++writes}`;
-  await writeFile(temporary, text);
+  await inFolder(path, () => writeFile(temporary, text));
   await rename(temporary, path);
+}
+
+/**
+ * Runs a write into `path`'s folder, making the folder only when the write finds it missing.
+ * status.json is written on every poll of the runner (every second): a `mkdir -p` before each
+ * write doubled what a write cost.
+ */
+export async function inFolder<T>(path: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    await mkdir(dirname(path), { recursive: true });
+    return write();
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { KubeApiError } from '../../lib/runner/kube-cluster.ts';
 import type { Cluster, RunnerDeps } from '../../lib/runner/ports.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
@@ -146,68 +146,82 @@ function measured(run: RunRecord) {
   };
 }
 
-describe('fault injection: the whole default study', () => {
-  let clean: StudyRecord;
-  let lab: Lab;
-  let study: StudyRecord;
+/** The fault-free reference study, and the faulty study with what it went through. */
+interface Outcome {
+  readonly clean: StudyRecord;
+  readonly lab: Lab;
+  readonly study: StudyRecord;
+  readonly faults: Faults;
+  readonly runners: number;
+}
+
+async function faultyStudy(): Promise<Outcome> {
   const faults: Faults = { replicaFaults: 0, errors: 0, lost: 0, refused: 0, calls: {} };
   let runners = 0;
+  const reference = await startLab();
+  const clean = await runIn(reference);
 
-  beforeAll(async () => {
-    const reference = await startLab();
-    clean = await runIn(reference);
-
-    lab = await startLab({
-      cluster: {
-        outageAtRun: { run: 'arm-router-cache-aware-prefix', replica: 1, afterSeconds: 30, seconds: 60 },
-      },
-    });
-    const next = random(SEED);
-    // The replicas' connections fail too: reset before the replica sees a request, or after it acted.
-    const network = random(SEED + 1);
-    for (const replica of lab.replicas) {
-      replica.flaky = () => {
-        const roll = network();
-        if (roll < ERROR_RATE / 2) {
-          faults.replicaFaults++;
-          return 'before';
-        }
-        if (roll < ERROR_RATE) {
-          faults.replicaFaults++;
-          return 'after';
-        }
-        return undefined;
-      };
-    }
-    const outageFrom = lab.clock.ms + OUTAGE.fromMinutes * 60_000;
-    for (;;) {
-      const killAt = KILLS[runners];
-      runners++;
-      let dead: () => void = () => undefined;
-      const died = new Promise<'killed'>((resolve) => {
-        dead = () => resolve('killed');
-      });
-      const outcome = await Promise.race([
-        runIn(lab, {
-          cluster: faultyApi(lab, next, faults, outageFrom),
-          deps: mortal(killAt, dead),
-          // The runner's own Job poll: the API calls, and so the faults and kills, fall as in a lab.
-          options: { jobPollIntervalMs: undefined },
-        }),
-        died,
-      ]);
-      if (outcome !== 'killed') {
-        study = outcome;
-        break;
+  const lab = await startLab({
+    cluster: {
+      outageAtRun: { run: 'arm-router-cache-aware-prefix', replica: 1, afterSeconds: 30, seconds: 60 },
+    },
+  });
+  const next = random(SEED);
+  // The replicas' connections fail too: reset before the replica sees a request, or after it acted.
+  const network = random(SEED + 1);
+  for (const replica of lab.replicas) {
+    replica.flaky = () => {
+      const roll = network();
+      if (roll < ERROR_RATE / 2) {
+        faults.replicaFaults++;
+        return 'before';
       }
-      // A new runner pod starts a little later.
-      lab.clock.ms += 60_000;
-    }
-  }, 600_000);
+      if (roll < ERROR_RATE) {
+        faults.replicaFaults++;
+        return 'after';
+      }
+      return undefined;
+    };
+  }
+  const outageFrom = lab.clock.ms + OUTAGE.fromMinutes * 60_000;
+  for (;;) {
+    const killAt = KILLS[runners];
+    runners++;
+    let dead: () => void = () => undefined;
+    const died = new Promise<'killed'>((resolve) => {
+      dead = () => resolve('killed');
+    });
+    const ended = await Promise.race([
+      runIn(lab, {
+        cluster: faultyApi(lab, next, faults, outageFrom),
+        deps: mortal(killAt, dead),
+        // The runner's own Job poll: the API calls, and so the faults and kills, fall as in a lab.
+        options: { jobPollIntervalMs: undefined },
+      }),
+      died,
+    ]);
+    if (ended !== 'killed') return { clean, lab, study: ended, faults, runners };
+    // A new runner pod starts a little later.
+    lab.clock.ms += 60_000;
+  }
+}
+
+describe('fault injection: the whole default study', () => {
+  /**
+   * Both studies, made by the first test that reads them, not in `beforeAll`: vitest's per-file
+   * times, which test/file-weights.json is written from, leave hooks out, and this file weighed 0
+   * (about 9 s of CPU) and so ran last in a suite.
+   */
+  let made: Promise<Outcome> | undefined;
+  const outcome = (): Promise<Outcome> => {
+    made ??= faultyStudy();
+    return made;
+  };
 
   afterAll(stopLabs);
 
-  it('went through every fault it was given', () => {
+  it('went through every fault it was given', async () => {
+    const { lab, study, faults, runners } = await outcome();
     expect(runners).toBe(3);
     // Every call of the 5 minutes was refused, and the runner rode it out (the study took longer).
     expect(faults.refused).toBeGreaterThan(10);
@@ -233,7 +247,8 @@ describe('fault injection: the whole default study', () => {
       expect(faults.calls[method], method).toBeGreaterThan(0);
   });
 
-  it('ends with every run valid', () => {
+  it('ends with every run valid', async () => {
+    const { clean, lab, study } = await outcome();
     expect(study.runs.map((r) => r.id)).toEqual(clean.runs.map((r) => r.id));
     for (const run of study.runs) expect(run.invalidReasons, run.id).toEqual([]);
     expect(study.metadata.finishedAt).toBeDefined();
@@ -241,13 +256,15 @@ describe('fault injection: the whole default study', () => {
     expect(status.state).toBe('finished');
   });
 
-  it('measured the same numbers as the fault-free rehearsal', () => {
+  it('measured the same numbers as the fault-free rehearsal', async () => {
+    const { clean, study } = await outcome();
     const cleanById = new Map(clean.runs.map((r) => [r.id, r]));
     for (const run of study.runs)
       expect(measured(run), run.id).toEqual(measured(cleanById.get(run.id) as RunRecord));
   });
 
-  it('keeps every attempt on record, each with its own client files', () => {
+  it('keeps every attempt on record, each with its own client files', async () => {
+    const { lab, study } = await outcome();
     const dir = join(lab.dir, 'studies', study.metadata.studyId as string);
     const restarted = study.runs.find((r) => r.id === 'arm-router-cache-aware-prefix') as RunRecord;
     expect(restarted.attempts?.some((a) => a.retriedBecause === 'a replica restarted during the run')).toBe(

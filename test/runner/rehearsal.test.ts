@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { benchmarkJob } from '../../charts/benchmark-job.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
 import { aimAtGate } from '../../lib/study/benchmark.ts';
@@ -30,7 +30,17 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
   let r: Rehearsal;
   let study: StudyRecord;
 
-  beforeAll(async () => {
+  /**
+   * The whole study, run by the first test that reads it, not in `beforeAll`: vitest's per-file
+   * times, which test/file-weights.json is written from, leave hooks out, so the file weighed a
+   * third of its cost and ran late in a suite. The same for the broken runs' study below.
+   */
+  let made: Promise<void> | undefined;
+  const wholeStudy = (): Promise<void> => {
+    made ??= runWholeStudy();
+    return made;
+  };
+  async function runWholeStudy(): Promise<void> {
     // The runner's own Job poll (every second), which the other rehearsals make coarser.
     r = rehearsal({ options: { jobPollIntervalMs: undefined } });
     mkdirSync(join(r.dir, 'host'));
@@ -43,9 +53,10 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
       JSON.stringify({ instanceType: 'g6.12xlarge', availabilityZone: 'us-west-2b' }),
     );
     study = await r.run();
-  });
+  }
 
-  it('records every run of the plan, in order, each valid', () => {
+  it('records every run of the plan, in order, each valid', async () => {
+    await wholeStudy();
     expect(plan.runs).toHaveLength(27);
     expect(study.runs.map((run) => run.id)).toEqual(plan.runs.map((run) => run.id));
     for (const run of study.runs) {
@@ -73,7 +84,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(byId(study).get('arm-epp-prefix')?.promptEvidence).toBeUndefined();
   });
 
-  it('writes study.json, one file per run and a finished status', () => {
+  it('writes study.json, one file per run and a finished status', async () => {
+    await wholeStudy();
     expect(readJson<StudyRecord>(join(r.study(), 'study.json'))).toEqual(study);
     for (const run of study.runs) expect(readJson(join(r.study(), 'runs', `${run.id}.json`))).toEqual(run);
     const status = readJson<StudyStatus>(join(r.dir, 'status.json'));
@@ -101,7 +113,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     );
   });
 
-  it('creates each client Job exactly as benchmarkJob builds it, the partition clients together', () => {
+  it('creates each client Job exactly as benchmarkJob builds it, the partition clients together', async () => {
+    await wholeStudy();
     // A staged run's client was created aimed at its gate (lib/study/staging.ts).
     const expected = plan.runs.flatMap((run) =>
       run.benchmarks.map((spec) => {
@@ -128,7 +141,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(r.cluster.created.map((j) => j.metadata.name)).toContain('bench-partition-r1');
   });
 
-  it('per-replica requests add up to the prompts plus one warm-up per client', () => {
+  it('per-replica requests add up to the prompts plus one warm-up per client', async () => {
+    await wholeStudy();
     for (const run of study.runs) {
       const served = run.replicas.reduce((sum, rep) => sum + rep.requests, 0);
       expect(served, run.id).toBe(findRun(plan, run.id).expectedRequests);
@@ -147,7 +161,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(split('arm-epp-prefix')).toEqual([513, 512]);
   });
 
-  it('measures the hit rates the replicas served', () => {
+  it('measures the hit rates the replicas served', async () => {
+    await wholeStudy();
     const rates = byId(study);
     for (const [prefixes, rate] of Object.entries(BOUND_RATES)) {
       expect(rates.get(`bound-p${prefixes}`)?.summary?.hitRate).toBeCloseTo(rate, 6);
@@ -164,7 +179,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(rates.get('bound-p128')?.upperBound).toBeCloseTo(0.82, 3);
   });
 
-  it('carries the client numbers into each run summary', () => {
+  it('carries the client numbers into each run summary', async () => {
+    await wholeStudy();
     const summary = byId(study).get('partition')?.summary;
     expect(summary).toMatchObject({
       completed: 1024,
@@ -175,7 +191,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(summary?.totalTokenThroughput).toBeCloseTo(2 * 12_929, 6);
   });
 
-  it('reset every cache through the endpoint and restarted each front end that keeps a prefix index', () => {
+  it('reset every cache through the endpoint and restarted each front end that keeps a prefix index', async () => {
+    await wholeStudy();
     replicas.forEach((rep, i) => {
       const own = plan.runs.filter((run) => !run.reset.replicas || run.reset.replicas.includes(i));
       expect(rep.resets).toBeGreaterThanOrEqual(own.length);
@@ -187,7 +204,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(r.cluster.restarted.filter((name) => name === 'vllm-router-cache-aware')).toHaveLength(6);
   });
 
-  it('records the study metadata once', () => {
+  it('records the study metadata once', async () => {
+    await wholeStudy();
     const m = study.metadata;
     expect(m.config).toEqual(config);
     expect(m.versions).toMatchObject({
@@ -205,7 +223,8 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
     expect(Date.parse(m.finishedAt ?? '')).toBeGreaterThan(Date.parse(m.startedAt));
   });
 
-  it('logs progress with the elapsed time and a study ETA from the mean run duration', () => {
+  it('logs progress with the elapsed time and a study ETA from the mean run duration', async () => {
+    await wholeStudy();
     expect(r.lines).toContain('run 1/27 bound-p128: waiting for job (elapsed 0s, study ETA unknown)');
     // Each run takes 2 minutes of fake time (the fake Job's duration). The router arm's restart
     // happened during the run before (staging), so its Job starts at once; at run 7 six runs are
@@ -237,18 +256,23 @@ describe('rehearsal: the whole default study against a fake cluster and loopback
 describe('rehearsal: broken runs are marked invalid with the right reason', () => {
   let study: Map<string, RunRecord>;
 
-  beforeAll(async () => {
-    const r = rehearsal({
-      behaviour: {
-        'arm-kube-proxy-prefix': { noResultFile: true },
-        'arm-epp-prefix': { completed: 1000 },
-        'arm-router-round-robin-prefix': { metricsVanish: true },
-      },
-    });
-    study = byId(await r.run());
-  });
+  let made: Promise<void> | undefined;
+  const brokenStudy = (): Promise<void> => {
+    made ??= (async () => {
+      const r = rehearsal({
+        behaviour: {
+          'arm-kube-proxy-prefix': { noResultFile: true },
+          'arm-epp-prefix': { completed: 1000 },
+          'arm-router-round-robin-prefix': { metricsVanish: true },
+        },
+      });
+      study = byId(await r.run());
+    })();
+    return made;
+  };
 
-  it('a missing result file', () => {
+  it('a missing result file', async () => {
+    await brokenStudy();
     expect(study.get('arm-kube-proxy-prefix')).toMatchObject({
       valid: false,
       invalidReasons: ['client arm-kube-proxy-prefix: result file arm-kube-proxy-prefix.json is missing'],
@@ -256,7 +280,8 @@ describe('rehearsal: broken runs are marked invalid with the right reason', () =
     expect(study.get('arm-kube-proxy-prefix')?.summary).toBeUndefined();
   });
 
-  it('completed below the prompt count (and the replicas did not serve the rest)', () => {
+  it('completed below the prompt count (and the replicas did not serve the rest)', async () => {
+    await brokenStudy();
     const run = study.get('arm-epp-prefix');
     expect(run?.valid).toBe(false);
     expect(run?.invalidReasons).toEqual([
@@ -266,7 +291,8 @@ describe('rehearsal: broken runs are marked invalid with the right reason', () =
     expect(run?.summary?.failed).toBe(24);
   });
 
-  it('metrics absent', () => {
+  it('metrics absent', async () => {
+    await brokenStudy();
     const run = study.get('arm-router-round-robin-prefix');
     expect(run?.valid).toBe(false);
     expect(run?.invalidReasons).toEqual(
@@ -278,7 +304,8 @@ describe('rehearsal: broken runs are marked invalid with the right reason', () =
     expect(run?.replicas.map((rep) => rep.vllmSeries)).toEqual([0, 0]);
   });
 
-  it('every other run stays valid', () => {
+  it('every other run stays valid', async () => {
+    await brokenStudy();
     const broken = new Set(['arm-kube-proxy-prefix', 'arm-epp-prefix', 'arm-router-round-robin-prefix']);
     for (const run of study.values()) expect(run.valid, run.id).toBe(!broken.has(run.id));
   });

@@ -1,10 +1,11 @@
-import { appendFile, mkdir, rm } from 'node:fs/promises';
+import { appendFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
 import type { AnyChecklist } from '../../study/smoke-checklist.ts';
 import {
   claimAttemptIn,
   FileResultStore,
+  inFolder,
   keepAttemptFile,
   readJsonFile,
   readJsonFiles,
@@ -99,7 +100,7 @@ class FileNetworkStudyFiles implements NetworkStudyFiles {
   }
 
   async appendLog(line: string): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    await appendFile(join(this.dir, RUNNER_LOG_FILE), `${line}\n`);
+    const log = join(this.dir, RUNNER_LOG_FILE);
+    await inFolder(log, () => appendFile(log, `${line}\n`));
   }
 }

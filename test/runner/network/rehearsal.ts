@@ -30,8 +30,8 @@ export interface RehearsedCell {
 
 /**
  * The whole default network study (examples/network-lab.yaml) of every cell, each against its own
- * fake cell and results folder, with the two broken runs of REHEARSAL_BROKEN. Reused by the
- * report's rehearsal, which renders these study folders.
+ * fake cell and results folder, with the two broken runs of REHEARSAL_BROKEN. rehearsal.test.ts
+ * runs it once and reads these study folders for both the runner's checks and the report's.
  */
 export async function rehearseNetworkStudy(
   config: LabConfig = loadLabConfig({ file: 'examples/network-lab.yaml' }).config,
