@@ -159,7 +159,7 @@ WantedBy=timers.target
 UNIT
   systemctl daemon-reload
   systemctl enable --now lab-log-upload.timer
-  log "bootstrap log: $(log_location) every $LOG_UPLOAD_MINUTES minutes"
+  log "bootstrap log: $LOG_LOCATION every $LOG_UPLOAD_MINUTES minutes"
 }
 
 # runner.terminateWhenDone: a timer checks status.json every minute; a finished or failed study

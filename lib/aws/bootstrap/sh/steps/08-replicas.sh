@@ -2,7 +2,7 @@
 # Steps: the device plugin's GPUs, the replicas Ready and serving, each on its own physical GPU.
 
 wait_for_device_plugin() {
-  if ! wait_until "$(budget_left)" gpus_allocatable; then
+  if ! wait_until "$((BUDGET_LEFT))" gpus_allocatable; then
     kubectl -n kube-system get pods -o wide || true
     die "the node reports '$(allocatable_gpus)' allocatable nvidia.com/gpu, expected $EXPECTED_GPUS (NVIDIA device plugin DaemonSet in kube-system)"
   fi
@@ -21,7 +21,7 @@ gpus_allocatable() { [ "$(allocatable_gpus)" = "$EXPECTED_GPUS" ]; }
 wait_for_replicas() {
   local set pod i
   for set in "${REPLICA_SETS[@]}"; do
-    if ! kubectl -n "$NAMESPACE" rollout status "statefulset/$set" --timeout="$(budget_left)s"; then
+    if ! kubectl -n "$NAMESPACE" rollout status "statefulset/$set" --timeout="$((BUDGET_LEFT))s"; then
       kubectl -n "$NAMESPACE" get pods -o wide || true
       for ((i = 0; i < REPLICAS; i++)); do kubectl -n "$NAMESPACE" logs --tail=10 "$set-$i" || true; done
       die "StatefulSet $set: $REPLICAS replica(s) not Ready within the step's budget"
@@ -31,7 +31,7 @@ wait_for_replicas() {
   for set in "${REPLICA_SETS[@]}"; do
     for ((i = 0; i < REPLICAS; i++)); do
       pod="$set-$i"
-      wait_until "$(budget_left)" engine_serves "$pod" ||
+      wait_until "$((BUDGET_LEFT))" engine_serves "$pod" ||
         die "$pod is Ready but did not list model $SERVED_MODEL_NAME at GET /v1/models within the step's budget"
       log "$pod serves $SERVED_MODEL_NAME"
     done
