@@ -286,7 +286,7 @@ https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
     if [[ "$url" == https://*.s3.*.amazonaws.com/* && "$url" != *'?'* && ( "$method" = PUT || "$method" = GET ) &&
       -z "\${FAKE_AWS_ANSWERS:-}\${FAKE_S3_PUT_DENIED:-}" ]]; then
       host=\${url#https://}; bucket=\${host%%.s3.*}; region=\${host#*.s3.}; region=\${region%%.amazonaws.com*}
-      key=\${host#*/}; key=$(printf '%b' "\${key//%/\\\\x}"); object="$SANDBOX/s3/$bucket/$key"
+      key=\${host#*/}; printf -v key '%b' "\${key//%/\\\\x}"; object="$SANDBOX/s3/$bucket/$key"
       echo "$method $bucket/$key" >>"$SANDBOX/aws-requests.log"
       if [ "$sigv4" != "aws:amz:$region:s3" ] || [[ "$cfg" != *'user = "ASIAFAKEKEYID:fake/secret+key-never-logged"'* ]] ||
         [[ "$cfg" != *'x-amz-security-token: fake-session-token-never-logged'* ]]; then

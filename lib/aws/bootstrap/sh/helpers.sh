@@ -139,6 +139,36 @@ json_string() {
   printf -v "$1" '"%s"' "$_text"
 }
 
+# json_object <indent: 0 or 2> [<key> <value>]...: prints a JSON object of string values as
+# python3's json.dumps prints it (indent 2: a member a line). Printable ASCII, what the host's
+# JSON files hold (instance types, versions, pod names, GPU UUIDs, paths), is escaped by bash
+# itself: a python3 start each cost more than the rest of their step. Anything else goes to
+# json.dumps, whose escapes (\uXXXX) are its own.
+json_object() {
+  local indent=$1 key value member members=() out sep=', ' open='{' close='}'
+  shift
+  if [[ "$*" == *[![:print:]]* ]]; then
+    python3 -c 'import json, sys
+a = sys.argv[2:]
+print(json.dumps(dict(zip(a[::2], a[1::2])), indent=int(sys.argv[1]) or None))' "$indent" "$@"
+    return
+  fi
+  while (($# >= 2)); do
+    key=${1//\\/\\\\}
+    value=${2//\\/\\\\}
+    members+=("\"${key//\"/\\\"}\": \"${value//\"/\\\"}\"")
+    shift 2
+  done
+  if ((${#members[@]} == 0)); then
+    printf '{}\n'
+    return 0
+  fi
+  if ((indent)); then sep=$',\n  ' open=$'{\n  ' close=$'\n}'; fi
+  out=${members[0]}
+  for member in "${members[@]:1}"; do out+=$sep$member; done
+  printf '%s%s%s\n' "$open" "$out" "$close"
+}
+
 # send_signal <status> <reason as JSON> <data as JSON>: PUT to the WaitCondition handle. --fail
 # makes an HTTP error (an expired or wrong presigned URL answers 403) a failed delivery, retried
 # SIGNAL_ATTEMPTS times; only a delivered signal sets SIGNALLED_MARKER. The URL is never logged.

@@ -49,7 +49,7 @@ engine_serves() {
 }
 
 record_gpu_uuids() {
-  local set pod i uuids count duplicates all=() pairs=()
+  local set pod i uuids count duplicates all=() pairs=() members=()
   for set in "${REPLICA_SETS[@]}"; do
     for ((i = 0; i < REPLICAS; i++)); do
       pod="$set-$i"
@@ -60,13 +60,13 @@ record_gpu_uuids() {
       log "$pod: $uuids"
       all+=("$uuids")
       pairs+=("$pod=$uuids")
+      members+=("$pod" "$uuids")
     done
   done
   duplicates=$(printf '%s\n' "${all[@]}" | sort | uniq -d)
   [ -z "$duplicates" ] || die "replicas share a physical GPU ($duplicates): each replica must have its own"
   mkdir -p "$RESULTS_DIR/host"
-  python3 -c 'import json, sys; print(json.dumps(dict(p.split("=", 1) for p in sys.argv[1:]), indent=2))' \
-    "${pairs[@]}" >"$RESULTS_DIR/host/gpu-uuids.json"
+  json_object 2 "${members[@]}" >"$RESULTS_DIR/host/gpu-uuids.json"
   READY_SUMMARY="${#all[@]} replicas ready on distinct GPUs: ${pairs[*]}"
   log "$READY_SUMMARY"
 }

@@ -158,8 +158,7 @@ report_model_cache() {
   local report="$WORK_DIR/model-cache.json"
   local target="s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR$MODEL_CACHE_REPORT_DIR/$LAB_SERVER_INSTANCE_ID"
   # shellcheck disable=SC2153 # MODEL_NAME is a setting (settings.env), NODE_NAME set by join_cluster
-  python3 -c 'import json, sys; print(json.dumps(dict(zip(("host", "node", "model", "cache"), sys.argv[1:]))))' \
-    "$HOST_NAME" "$NODE_NAME" "$MODEL_NAME" "$MODEL_CACHE" >"$report"
+  json_object 0 host "$HOST_NAME" node "$NODE_NAME" model "$MODEL_NAME" cache "$MODEL_CACHE" >"$report"
   lab_aws --within "$((BUDGET_LEFT))" put "$report" "$target" ||
     die "could not report the model cache to $target: the server places no replica before it"
   log "model cache reported to the server ($target)"
