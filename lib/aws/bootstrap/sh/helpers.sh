@@ -14,6 +14,10 @@ else
   log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$*"; }
 fi
 
+# On the boot path a command substitution of one command reads `$(exec command)`: main.sh's ERR
+# trap (set -E) reaches every $(...), and bash then forks a subshell and the command, two
+# processes; with exec, one.
+
 # Fails the current step with a message; the EXIT trap signals FAILURE.
 die() {
   FAILURE_DETAIL=$*

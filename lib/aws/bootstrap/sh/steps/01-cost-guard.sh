@@ -12,7 +12,7 @@ arm_cost_guard() {
     deadline=$(<"$DEADLINE_FILE")
     log "keeping the deadline set at first boot: $deadline"
   else
-    deadline=$(date -u -d "+$LIFETIME_MINUTES minutes" +%Y-%m-%dT%H:%M:%SZ)
+    deadline=$(exec date -u -d "+$LIFETIME_MINUTES minutes" +%Y-%m-%dT%H:%M:%SZ)
     printf '%s\n' "$deadline" >"$DEADLINE_FILE"
   fi
   write_host_environment
@@ -63,7 +63,7 @@ install_program() {
 install_deadline_timer() {
   local on_calendar
   # OnCalendar= wants "YYYY-MM-DD HH:MM:SS UTC".
-  on_calendar="$(date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
+  on_calendar="$(exec date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
   install_unit lab-deadline.service <<UNIT
 [Unit]
 Description=Lab lifetime reached (instance.maxLifetimeHours): upload the results, then shut down and terminate

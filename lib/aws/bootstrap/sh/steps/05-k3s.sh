@@ -39,7 +39,7 @@ nvidia_runtime_configured() {
 # with a session token), and the K3s version. Best effort: the runner records what is there.
 record_host() {
   local token='' instance_type='' zone='' installed
-  if token=$(curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
+  if token=$(exec curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
     instance_type=$(imds_get meta-data/instance-type "$token") || instance_type=''
     zone=$(imds_get meta-data/placement/availability-zone "$token") || zone=''
   fi

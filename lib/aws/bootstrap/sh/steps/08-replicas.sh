@@ -41,7 +41,7 @@ wait_for_replicas() {
 # From the host: K3s routes pod IPs on the node.
 engine_serves() {
   local ip
-  ip=$(kubectl -n "$NAMESPACE" get pod "$1" -o 'jsonpath={.status.podIP}' 2>/dev/null) || return 1
+  ip=$(exec kubectl -n "$NAMESPACE" get pod "$1" -o 'jsonpath={.status.podIP}' 2>/dev/null) || return 1
   [ -n "$ip" ] || return 1
   curl -fsS --max-time 5 "http://$ip:$VLLM_PORT/v1/models" 2>/dev/null |
     python3 -c 'import json, sys; sys.exit(sys.argv[1] not in [m["id"] for m in json.load(sys.stdin)["data"]])' \
@@ -49,13 +49,17 @@ engine_serves() {
 }
 
 record_gpu_uuids() {
-  local set pod i uuids count duplicates all=() pairs=() members=()
+  local set pod i uuids count line duplicates all=() pairs=() members=()
   for set in "${REPLICA_SETS[@]}"; do
     for ((i = 0; i < REPLICAS; i++)); do
       pod="$set-$i"
       uuids=$(kubectl -n "$NAMESPACE" exec "$pod" -- nvidia-smi -L |
         sed -n -E 's/.*\(UUID: (GPU-[0-9A-Za-z-]+)\).*/\1/p')
-      count=$(grep -c . <<<"$uuids" || true)
+      # The lines that are not empty, counted by bash (grep -c . would be a process).
+      count=0
+      while IFS= read -r line; do
+        if [ -n "$line" ]; then count=$((count + 1)); fi
+      done <<<"$uuids"
       [ "$count" -eq 1 ] || die "$pod sees $count GPU(s), expected exactly 1: $uuids"
       log "$pod: $uuids"
       all+=("$uuids")
