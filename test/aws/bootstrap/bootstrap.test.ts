@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import {
@@ -425,16 +425,20 @@ describe('6. the cost guard survives a reboot', () => {
 
   // set -e ended the script at its first log line when tee could not write (a full root disk: the
   // model and the images live there), before the shutdown: the host ran on past its deadline.
-  // /dev/full fails every write, as a full disk does.
+  // A folder stands in for the log: every write to it fails, as on a full disk. Not /dev/full,
+  // which the other host scripts' tests use: this script also copies the log into the results,
+  // and reading /dev/full never ends (the copy filled the machine's disk).
   test('on a full disk the deadline still shuts the host down', () => {
     const box = makeSandbox();
-    box.writeBootstrap(defaults, { LOG_FILE: '/dev/full' });
+    const unwritable = join(box.root, 'unwritable-log');
+    mkdirSync(unwritable);
+    box.writeBootstrap(defaults, { LOG_FILE: unwritable });
     box.fake(RESULTS_SYNC_SCRIPT, 'exit 0');
     box.fake(LOG_UPLOAD_SCRIPT, 'exit 0');
     const fired = box.runFile(join(box.bootstrapDir, 'host', 'lab-deadline.sh'), {
       LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
     });
-    expect(fired.stderr).toContain('No space left on device');
+    expect(fired.stderr).toContain(`tee: ${unwritable}: Is a directory`);
     expect(fired.stdout).toContain('lab lifetime reached (instance.maxLifetimeHours, deadline unknown)');
     expect(box.calls().map((c) => c.trim())).toEqual([
       'lab-sync-results',

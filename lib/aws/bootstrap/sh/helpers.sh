@@ -14,6 +14,10 @@ else
   log() { printf '%s %s\n' "$(date -u +%FT%TZ)" "$*"; }
 fi
 
+# On the boot path a command substitution of one command reads `$(exec command)`: main.sh's ERR
+# trap (set -E) reaches every $(...), and bash then forks a subshell and the command, two
+# processes; with exec, one.
+
 # Fails the current step with a message; the EXIT trap signals FAILURE.
 die() {
   FAILURE_DETAIL=$*
@@ -21,15 +25,14 @@ die() {
   exit 1
 }
 
-# Seconds left of the current step's budget (0 when it is spent).
-budget_left() {
-  local left=$((STEP_DEADLINE - SECONDS))
-  if ((left < 0)); then left=0; fi
-  printf '%s\n' "$left"
-}
+# The seconds left of the current step's budget (0 when it is spent), as an arithmetic expression
+# that bash evaluates itself: `$((BUDGET_LEFT))`. A function printing it, `$(budget_left)`, was a
+# process per use.
+# shellcheck disable=SC2034 # read by the steps, as $((BUDGET_LEFT))
+BUDGET_LEFT='STEP_DEADLINE > SECONDS ? STEP_DEADLINE - SECONDS : 0'
 
 # wait_until <seconds> <command...>: runs the command every 5 s until it succeeds; 1 on timeout.
-# Never waits past the step's budget (STEP_DEADLINE, read directly: `$(budget_left)` is a process).
+# Never waits past the step's budget (STEP_DEADLINE).
 wait_until() {
   local limit=$1 deadline
   shift
@@ -48,33 +51,54 @@ within_budget() {
   timeout "$left" "$@"
 }
 
-# The watchdog of one step: when the budget is spent it ends the step's commands and the bootstrap,
-# whose TERM trap reports the step as over budget. A step's own waits stop at the budget first.
-# It waits in bash's own `read -t` on a pipe that nobody writes to (opened read-write once per
-# bootstrap, so it never reaches end-of-file), not in a sleep(1) process per step.
+# The bootstrap's watchdog: one process for the whole run, armed with each step's budget by
+# run_step and disarmed at the step's end. When a budget runs out first it ends the step's
+# commands and the bootstrap, whose TERM trap reports the step as over budget. A step's own waits
+# stop at the budget first. It waits in bash's own `read -t` on a pipe that only run_step writes
+# to (opened read-write, so it never reaches end-of-file): a line is the next step's budget, an
+# empty line "no step running". One process per bootstrap, not a subshell per step: every
+# process costs on every boot.
 start_watchdog() {
-  local budget=$1 pid=$$
-  if [ -z "${WATCHDOG_PIPE:-}" ]; then exec {WATCHDOG_PIPE}<> <(:); fi
-  (
-    # Ended quietly by anyone else's TERM (a shutdown's); stop_watchdog itself uses KILL.
-    trap 'exit 0' TERM
-    # Only the timeout ends the read. A line cannot come; were the pipe broken, the read would
-    # fail at once and every step with it, loudly.
-    if read -r -t "$budget" -u "$WATCHDOG_PIPE"; then exit 0; fi
-    # Best effort: this subshell inherits set -e, and a marker that cannot be written (a disk full
-    # or remounted read-only) ended it here, leaving the step to hang unbounded. Without the
-    # marker the step still fails, as "stopped by a signal".
-    touch "$WORK_DIR/over-budget" 2>/dev/null || true
-    # Bash runs the TERM trap only once its foreground command ends: end that command too, and
-    # everything below it. A command substitution or a pipeline in a subshell runs its commands
-    # as grandchildren, and bash reads a command substitution to its end: one hanging grandchild
-    # (a kubectl exec in `uuids=$(kubectl exec ... | sed ...)`) kept the bootstrap from its trap
-    # until it ended, if ever, long after the budget.
-    kill -TERM "$pid" 2>/dev/null || true
-    list_descendants "$pid" "$BASHPID"
-    for child in "${DESCENDANTS[@]}"; do kill -TERM "$child" 2>/dev/null || true; done
-  ) &
-  WATCHDOG_PID=$!
+  if [ -z "${WATCHDOG_PID:-}" ]; then
+    exec {WATCHDOG_PIPE}<> <(:)
+    watchdog "$$" &
+    WATCHDOG_PID=$!
+  fi
+  printf '%s\n' "$1" >&"$WATCHDOG_PIPE"
+}
+
+# The step has ended within its budget: the watchdog waits for the next one without a limit.
+stop_watchdog() {
+  if [ -n "${WATCHDOG_PID:-}" ]; then printf '\n' >&"$WATCHDOG_PIPE"; fi
+}
+
+# watchdog <bootstrap pid>: the watchdog's loop (in its own process).
+watchdog() {
+  local pid=$1 budget='' child
+  # Ended quietly by anyone else's TERM (a shutdown's); end_watchdog itself uses KILL.
+  trap 'exit 0' TERM
+  while :; do
+    if [ -z "$budget" ]; then
+      # No step running: only the next budget ends this read.
+      if read -r -u "$WATCHDOG_PIPE" budget; then continue; fi
+    elif read -r -t "$budget" -u "$WATCHDOG_PIPE" budget; then
+      continue
+    fi
+    # The budget ran out (or the pipe broke, which would fail every step, loudly).
+    break
+  done
+  # Best effort: this process inherits set -e, and a marker that cannot be written (a disk full
+  # or remounted read-only) ended it here, leaving the step to hang unbounded. Without the
+  # marker the step still fails, as "stopped by a signal".
+  touch "$WORK_DIR/over-budget" 2>/dev/null || true
+  # Bash runs the TERM trap only once its foreground command ends: end that command too, and
+  # everything below it. A command substitution or a pipeline in a subshell runs its commands
+  # as grandchildren, and bash reads a command substitution to its end: one hanging grandchild
+  # (a kubectl exec in `uuids=$(kubectl exec ... | sed ...)`) kept the bootstrap from its trap
+  # until it ended, if ever, long after the budget.
+  kill -TERM "$pid" 2>/dev/null || true
+  list_descendants "$pid" "$BASHPID"
+  for child in "${DESCENDANTS[@]}"; do kill -TERM "$child" 2>/dev/null || true; done
 }
 
 # list_descendants <pid> <skip>: every process below <pid>, except <skip> and those below it, into
@@ -95,11 +119,10 @@ list_descendants() {
   done
 }
 
-# KILL, not TERM: a TERM that reaches the subshell before its trap is set can be lost (bash 5.2
-# lost about 1 in 150 when the stop came right after the start, as after a step with nothing to
-# do). The watchdog then read out its budget while the bootstrap waited for it, and ended the
-# bootstrap as over budget although its step had finished.
-stop_watchdog() {
+# Ends the watchdog when the bootstrap exits. KILL, not TERM: a TERM that reaches the subshell
+# before its trap is set can be lost (bash 5.2 lost about 1 in 150 when the TERM came right after
+# the start); the bootstrap would then wait for a watchdog that reads out its budget.
+end_watchdog() {
   if [ -n "${WATCHDOG_PID:-}" ]; then
     kill -KILL "$WATCHDOG_PID" 2>/dev/null || true
     wait "$WATCHDOG_PID" 2>/dev/null || true
@@ -126,14 +149,52 @@ on_term() {
   die "stopped by a signal"
 }
 
-# Prints stdin as a JSON string literal. It keeps printable ASCII, tabs and newlines only (a log
-# tail may hold colour codes or cut UTF-8), so the signal body is valid JSON whatever the log
-# holds. Escaping at most doubles the length: callers cut the input.
+# json_string <variable> <text>: sets the variable to the text as a JSON string literal. It keeps
+# printable ASCII, tabs and newlines only (a log tail may hold colour codes or cut UTF-8), so the
+# signal body is valid JSON whatever the log holds; one final newline ends the text, as a line
+# does, and is not kept. Escaping at most doubles the length: callers cut the text. Done by bash
+# itself (main.sh sets LC_ALL=C, so classes and cuts are by byte): tr, sed and awk were three
+# processes per signal. A NUL byte cannot reach it (bash drops them): callers pass a log's bytes
+# through `tr -cd` first.
 json_string() {
-  local text
-  text=$(LC_ALL=C tr -cd '\11\12\40-\176' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' |
-    awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }')
-  printf '"%s"' "$text"
+  local _text=$2
+  _text=${_text//[![:print:]$'\t\n']/}
+  _text=${_text%$'\n'}
+  _text=${_text//\\/\\\\}
+  _text=${_text//\"/\\\"}
+  _text=${_text//$'\t'/\\t}
+  _text=${_text//$'\n'/\\n}
+  printf -v "$1" '"%s"' "$_text"
+}
+
+# json_object <indent: 0 or 2> [<key> <value>]...: prints a JSON object of string values as
+# python3's json.dumps prints it (indent 2: a member a line). Printable ASCII, what the host's
+# JSON files hold (instance types, versions, pod names, GPU UUIDs, paths), is escaped by bash
+# itself: a python3 start each cost more than the rest of their step. Anything else goes to
+# json.dumps, whose escapes (\uXXXX) are its own.
+json_object() {
+  local indent=$1 key value member members=() out sep=', ' open='{' close='}'
+  shift
+  if [[ "$*" == *[![:print:]]* ]]; then
+    python3 -c 'import json, sys
+a = sys.argv[2:]
+print(json.dumps(dict(zip(a[::2], a[1::2])), indent=int(sys.argv[1]) or None))' "$indent" "$@"
+    return
+  fi
+  while (($# >= 2)); do
+    key=${1//\\/\\\\}
+    value=${2//\\/\\\\}
+    members+=("\"${key//\"/\\\"}\": \"${value//\"/\\\"}\"")
+    shift 2
+  done
+  if ((${#members[@]} == 0)); then
+    printf '{}\n'
+    return 0
+  fi
+  if ((indent)); then sep=$',\n  ' open=$'{\n  ' close=$'\n}'; fi
+  out=${members[0]}
+  for member in "${members[@]:1}"; do out+=$sep$member; done
+  printf '%s%s%s\n' "$open" "$out" "$close"
 }
 
 # send_signal <status> <reason as JSON> <data as JSON>: PUT to the WaitCondition handle. --fail
@@ -144,7 +205,7 @@ send_signal() {
   printf '{"Status":"%s","Reason":%s,"UniqueId":"%s","Data":%s}\n' "$1" "$2" "$SIGNAL_UNIQUE_ID" "$3" >"$body"
   for ((attempt = 1; attempt <= SIGNAL_ATTEMPTS; attempt++)); do
     if curl -sS --fail --max-time 60 -X PUT -H 'Content-Type:' --data-binary "@$body" "$WAIT_HANDLE_URL" >/dev/null; then
-      touch "$SIGNALLED_MARKER"
+      : >"$SIGNALLED_MARKER"
       log "the $1 signal reached the WaitCondition"
       return 0
     fi
@@ -155,9 +216,10 @@ send_signal() {
   return 1
 }
 
-# Where the bootstrap log is readable from outside the host, named in every failure reason.
-log_location() {
-  printf 's3://%s/%s/%s%s\n' "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$RESULTS_SUBDIR" "$LOG_OBJECT"
+# Where the bootstrap log is readable from outside the host, named in every failure reason: set
+# into LOG_LOCATION once the environment is checked (main.sh), read as a variable after that.
+set_log_location() {
+  printf -v LOG_LOCATION 's3://%s/%s/%s%s' "$LAB_RESULTS_BUCKET" "$LAB_STACK_NAME" "$RESULTS_SUBDIR" "$LOG_OBJECT"
 }
 
 # lab_aws [--within <seconds>] <command> <arguments...>: the S3 and Secrets Manager calls, signed
@@ -175,7 +237,7 @@ lab_aws() {
 
 # Uploads the bootstrap log now (best effort): a failed or timed-out boot stays readable.
 upload_log() {
-  lab_aws --within 120 put "$LOG_FILE" "$(log_location)" || log "could not upload $LOG_FILE to $(log_location)"
+  lab_aws --within 120 put "$LOG_FILE" "$LOG_LOCATION" || log "could not upload $LOG_FILE to $LOG_LOCATION"
 }
 
 # install_unit <file name>: the unit's text from stdin into SYSTEMD_DIR (read by bash itself: a
@@ -222,20 +284,21 @@ upload_results_now() {
 }
 
 on_exit() {
-  local rc=$? detail reason data
+  local rc=$? detail text tail_text reason data
   trap - ERR EXIT TERM INT HUP
   set +e
-  stop_watchdog
+  end_watchdog
   if [ "$rc" -eq 0 ]; then return 0; fi
   detail=${FAILURE_DETAIL:-"exit code $rc from: $FAILED_COMMAND (line $FAILED_LINE)"}
   log "FAILED $CURRENT_STEP: $detail"
   # A small reason: CloudFormation shows it in the stack events, and keeps 4 KB at most.
-  reason=$({
-    printf '%s failed: %s' "$CURRENT_STEP" "$detail" | head -c 500
-    printf '\nfull log: %s\n--- last lines of %s:\n' "$(log_location)" "$LOG_FILE"
-    tail -n 20 "$LOG_FILE" | tail -c 1200
-  } | json_string)
-  data=$(printf '%s' "$CURRENT_STEP" | json_string)
+  printf -v text '%s failed: %s' "$CURRENT_STEP" "$detail"
+  # The log's last lines, without NUL bytes (bash would drop them, and warn into the log); `x`
+  # keeps the command substitution from taking the final newlines.
+  tail_text=$(tail -n 20 "$LOG_FILE" | tail -c 1200 | tr -cd '\11\12\40-\176'; printf x)
+  printf -v text '%s\nfull log: %s\n--- last lines of %s:\n%s' "${text:0:500}" "$LOG_LOCATION" "$LOG_FILE" "${tail_text%x}"
+  json_string reason "$text"
+  json_string data "$CURRENT_STEP"
   send_signal FAILURE "$reason" "$data"
   upload_log
   upload_results_now

@@ -12,7 +12,10 @@
 # signals FAILURE with the step, where the full log is, and the log tail. WAIT_HANDLE_URL is never
 # logged.
 
-BOOTSTRAP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The folder of this file, absolute (cut by bash itself: dirname would be one more process).
+BOOTSTRAP_DIR=.
+if [[ "${BASH_SOURCE[0]}" == */* ]]; then BOOTSTRAP_DIR=${BASH_SOURCE[0]%/*}; fi
+BOOTSTRAP_DIR=$(cd "$BOOTSTRAP_DIR" && pwd)
 # shellcheck source=/dev/null
 source "$BOOTSTRAP_DIR/settings.env"
 # shellcheck source=helpers.sh
@@ -35,8 +38,9 @@ CURRENT_STEP='before the first step'
 CURRENT_BUDGET=0
 STEP_DEADLINE=$SECONDS
 WATCHDOG_PID=''
-# The pipe the watchdogs wait on (start_watchdog opens it).
+# The pipe the watchdog waits on (start_watchdog opens it).
 WATCHDOG_PIPE=''
+LOG_LOCATION=''
 FAILURE_DETAIL=''
 FAILED_COMMAND=''
 FAILED_LINE=''
@@ -46,16 +50,17 @@ READY_SUMMARY=''
 main() {
   set -Eeuo pipefail
   mkdir -p "$WORK_DIR"
-  rm -f "$WORK_DIR/over-budget"
+  if [ -e "$WORK_DIR/over-budget" ]; then rm -f "$WORK_DIR/over-budget"; fi
   exec >>"$LOG_FILE" 2>&1
   # Without these nothing can be signalled; the launcher, which sees the exit code, signals instead.
   check_environment
+  set_log_location
   # Children (kubectl, the installers) need not see the presigned URL.
   export -n WAIT_HANDLE_URL
   trap 'FAILED_COMMAND=$BASH_COMMAND FAILED_LINE=$LINENO' ERR
   trap on_exit EXIT
   trap on_term TERM INT HUP
-  log "lab bootstrap for stack $LAB_STACK_NAME in $LAB_REGION (log: $(log_location))"
+  log "lab bootstrap for stack $LAB_STACK_NAME in $LAB_REGION (log: $LOG_LOCATION)"
   local i
   for ((i = 0; i < ${#STEP_NAMES[@]}; i++)); do
     run_step "$i"

@@ -54,7 +54,8 @@ version_at_least() {
 # 22.04 Deep Learning AMI: curl 7.81.0 and the CLI, docs/facts.md §2.1); fails when it has neither.
 check_curl() {
   local line version
-  line=$(curl --version --max-time 5 2>/dev/null) || fail "curl is not on the PATH"
+  # The redirection outside the command substitution: inside it, bash forks twice.
+  { line=$(curl --version --max-time 5); } 2>/dev/null || fail "curl is not on the PATH"
   line=${line%%$'\n'*}
   read -r _ version _ <<<"$line"
   if version_at_least "$version" "$CURL_MINIMUM"; then return 0; fi
@@ -179,7 +180,8 @@ request() {
   shift 3
   for ((attempt = 1; ; attempt++)); do
     if ((attempt > 1)) || [ ! -s "$private/credentials" ]; then write_credentials; fi
-    rm -f "$body"
+    # Emptied, not removed (rm is a process): a failed attempt leaves nothing of an earlier answer.
+    : >"$body"
     status=$(curl -q -sS --max-time "$AWS_MAX_SECONDS" -K "$private/credentials" \
       --aws-sigv4 "aws:amz:$LAB_REGION:$service" -o "$body" -w '%{http_code}' "$@") || status=${status:-000}
     case "$status" in
@@ -243,8 +245,10 @@ sync_up() {
   local dir=${1%/} prefix=${2%/} state size mtime path failed=0 uploaded=0
   local -A sent=()
   [ -d "$dir" ] || fail "sync-up: no folder $dir"
-  mkdir -p "$S3_SYNC_STATE_DIR"
-  state=$(printf '%s %s' "$dir" "$prefix" | sha256sum)
+  [ -d "$S3_SYNC_STATE_DIR" ] || mkdir -p "$S3_SYNC_STATE_DIR"
+  # Named by the hash of "<dir> <prefix>", hashed from a file: one process, not a pipeline's three.
+  printf '%s %s' "$dir" "$prefix" >"$private/state-name"
+  state=$(sha256sum "$private/state-name")
   state="$S3_SYNC_STATE_DIR/${state:0:16}"
   if [ -f "$state" ]; then
     while IFS=' ' read -r size mtime path; do sent["$path"]="$size $mtime"; done <"$state"
@@ -271,7 +275,7 @@ sync_up() {
 # sync-down: ListObjectsV2 pages (the query already in canonical order, so every curl signs it as
 # S3 reads it), then a GetObject per key with no local file of the same size.
 sync_down() {
-  local bucket key dir=${2%/} prefix token='' query listing name size url encoded_token encoded_prefix
+  local bucket key dir=${2%/} prefix token='' query listing name size url encoded_token encoded_prefix local_file
   split_s3_uri "${1%/}/"
   prefix=$key
   mkdir -p "$dir"
@@ -299,8 +303,9 @@ print("next", root.findtext(ns + "NextContinuationToken") or "")' "$private/list
       key=${name#"$prefix"}
       if [ -z "$key" ] || [[ "$key" == */ ]]; then continue; fi
       if [ -f "$dir/$key" ] && [ "$(stat -c %s "$dir/$key")" = "$size" ]; then continue; fi
-      mkdir -p "$(dirname "$dir/$key")"
-      get "s3://$bucket/$name" "$dir/$key"
+      local_file="$dir/$key"
+      mkdir -p "${local_file%/*}"
+      get "s3://$bucket/$name" "$local_file"
     done <<<"$listing"
     if [ -z "$token" ]; then break; fi
   done

@@ -12,7 +12,7 @@ arm_cost_guard() {
     deadline=$(<"$DEADLINE_FILE")
     log "keeping the deadline set at first boot: $deadline"
   else
-    deadline=$(date -u -d "+$LIFETIME_MINUTES minutes" +%Y-%m-%dT%H:%M:%SZ)
+    deadline=$(exec date -u -d "+$LIFETIME_MINUTES minutes" +%Y-%m-%dT%H:%M:%SZ)
     printf '%s\n' "$deadline" >"$DEADLINE_FILE"
   fi
   write_host_environment
@@ -63,7 +63,7 @@ install_program() {
 install_deadline_timer() {
   local on_calendar
   # OnCalendar= wants "YYYY-MM-DD HH:MM:SS UTC".
-  on_calendar="$(date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
+  on_calendar="$(exec date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
   install_unit lab-deadline.service <<UNIT
 [Unit]
 Description=Lab lifetime reached (instance.maxLifetimeHours): upload the results, then shut down and terminate
@@ -159,7 +159,7 @@ WantedBy=timers.target
 UNIT
   systemctl daemon-reload
   systemctl enable --now lab-log-upload.timer
-  log "bootstrap log: $(log_location) every $LOG_UPLOAD_MINUTES minutes"
+  log "bootstrap log: $LOG_LOCATION every $LOG_UPLOAD_MINUTES minutes"
 }
 
 # runner.terminateWhenDone: a timer checks status.json every minute; a finished or failed study

@@ -18,7 +18,7 @@ hold_os_updates() {
 APT::Periodic::Update-Package-Lists "0";
 APT::Periodic::Unattended-Upgrade "0";
 CONF
-  wait_until "$(budget_left)" apt_is_idle ||
+  wait_until "$((BUDGET_LEFT))" apt_is_idle ||
     die "apt/dpkg still busy when the step's budget ran out: $(pgrep -a -f '/usr/bin/(apt|apt-get|dpkg|unattended-upgrade)( |$)' || true)"
   log "apt and dpkg are idle"
   hold_gpu_packages

@@ -2,10 +2,13 @@
 # Steps: the GPUs the driver sees, and the NVIDIA container runtime K3s needs for its RuntimeClass.
 
 check_gpus() {
-  local listing found
-  listing=$(nvidia-smi -L) || die "nvidia-smi failed: the NVIDIA driver is not working (AMI of $AMI_PARAMETER)"
+  local listing found=0 line
+  listing=$(exec nvidia-smi -L) || die "nvidia-smi failed: the NVIDIA driver is not working (AMI of $AMI_PARAMETER)"
   printf '%s\n' "$listing"
-  found=$(grep -c '^GPU [0-9]' <<<"$listing" || true)
+  # The lines that start with "GPU <digit>", counted by bash (grep -c would be a process).
+  while IFS= read -r line; do
+    if [[ "$line" == 'GPU '[0-9]* ]]; then found=$((found + 1)); fi
+  done <<<"$listing"
   [ "$found" -eq "$EXPECTED_GPUS" ] ||
     die "nvidia-smi -L lists $found GPU(s), expected $EXPECTED_GPUS (instance.gpus for $INSTANCE_TYPE)"
   mkdir -p "$RESULTS_DIR/host"

@@ -39,7 +39,7 @@ nvidia_runtime_configured() {
 # with a session token), and the K3s version. Best effort: the runner records what is there.
 record_host() {
   local token='' instance_type='' zone='' installed
-  if token=$(curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
+  if token=$(exec curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
     instance_type=$(imds_get meta-data/instance-type "$token") || instance_type=''
     zone=$(imds_get meta-data/placement/availability-zone "$token") || zone=''
   fi
@@ -48,10 +48,12 @@ record_host() {
   fi
   installed=$(k3s --version | awk 'NR == 1 { print $3 }')
   mkdir -p "${HOST_FILE%/*}"
-  python3 -c 'import json, sys
-keys = ("instanceType", "availabilityZone", "k3sVersion")
-print(json.dumps({k: v for k, v in zip(keys, sys.argv[1:]) if v}, indent=2))' \
-    "$instance_type" "$zone" "$installed" >"$HOST_FILE"
+  # What is known: a field the metadata service did not give is left out.
+  local fields=()
+  if [ -n "$instance_type" ]; then fields+=(instanceType "$instance_type"); fi
+  if [ -n "$zone" ]; then fields+=(availabilityZone "$zone"); fi
+  if [ -n "$installed" ]; then fields+=(k3sVersion "$installed"); fi
+  json_object 2 "${fields[@]}" >"$HOST_FILE"
   log "host: ${instance_type:-unknown type} in ${zone:-unknown zone}, K3s ${installed:-unknown}"
 }
 

@@ -62,7 +62,7 @@ download_sharegpt() {
     return 0
   fi
   mkdir -p "${SHAREGPT_FILE%/*}"
-  if curl -fsSL --retry 5 --max-time "$(budget_left)" -o "$SHAREGPT_FILE.part" "$SHAREGPT_URL" &&
+  if curl -fsSL --retry 5 --max-time "$((BUDGET_LEFT))" -o "$SHAREGPT_FILE.part" "$SHAREGPT_URL" &&
     mv "$SHAREGPT_FILE.part" "$SHAREGPT_FILE"; then
     log "downloaded the ShareGPT file to $SHAREGPT_FILE"
   else

@@ -20,7 +20,7 @@ apply_prerequisites() {
       fi
       # shellcheck disable=SC2046 # repo_flag prints two words or none
       "$HELM" upgrade --install "$release" "$chart" $(repo_flag "$repo") --version "$version" --namespace "$namespace" \
-        --create-namespace "${values_args[@]}" --wait --timeout "$(budget_left)s" || die "Helm install of $id ($chart $version) failed"
+        --create-namespace "${values_args[@]}" --wait --timeout "$((BUDGET_LEFT))s" || die "Helm install of $id ($chart $version) failed"
       wait_for_crds
     fi
   done 3<"$WORK_DIR/prerequisites.tsv"
@@ -68,7 +68,7 @@ for o in doc.get("items", [doc]):
     if o["kind"] == "Deployment":
         print(o["metadata"]["namespace"], o["metadata"]["name"])' >"$WORK_DIR/deployments.txt"
   while read -r -u 3 namespace name; do
-    kubectl -n "$namespace" rollout status "deployment/$name" --timeout="$(budget_left)s" ||
+    kubectl -n "$namespace" rollout status "deployment/$name" --timeout="$((BUDGET_LEFT))s" ||
       die "Deployment $namespace/$name of $1 not available within the step's budget"
   done 3<"$WORK_DIR/deployments.txt"
 }
@@ -92,7 +92,7 @@ apply_charts() {
 restore_studies() {
   local source="s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/${RESULTS_SUBDIR}$STUDIES_DIR/"
   mkdir -p "$RESULTS_DIR/$STUDIES_DIR"
-  if lab_aws --within "$(budget_left)" sync-down "$source" "$RESULTS_DIR/$STUDIES_DIR/"; then
+  if lab_aws --within "$((BUDGET_LEFT))" sync-down "$source" "$RESULTS_DIR/$STUDIES_DIR/"; then
     log "restored $(find "$RESULTS_DIR/$STUDIES_DIR" -name study.json | wc -l) earlier study record(s) from $source"
   else
     log "could not restore earlier studies from $source: the runner starts from what this host has"
@@ -107,7 +107,7 @@ run_after_apply() {
     if [ "$after" = "$1" ]; then
       log "after $1: $id ($kind deployment/$deployment in $namespace)"
       kubectl -n "$namespace" rollout restart "deployment/$deployment"
-      kubectl -n "$namespace" rollout status "deployment/$deployment" --timeout="$(budget_left)s" ||
+      kubectl -n "$namespace" rollout status "deployment/$deployment" --timeout="$((BUDGET_LEFT))s" ||
         die "$id: deployment/$deployment in $namespace did not roll out within the step's budget"
     fi
   done 3<"$WORK_DIR/after-apply.tsv"

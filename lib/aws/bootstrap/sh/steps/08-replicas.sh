@@ -2,7 +2,7 @@
 # Steps: the device plugin's GPUs, the replicas Ready and serving, each on its own physical GPU.
 
 wait_for_device_plugin() {
-  if ! wait_until "$(budget_left)" gpus_allocatable; then
+  if ! wait_until "$((BUDGET_LEFT))" gpus_allocatable; then
     kubectl -n kube-system get pods -o wide || true
     die "the node reports '$(allocatable_gpus)' allocatable nvidia.com/gpu, expected $EXPECTED_GPUS (NVIDIA device plugin DaemonSet in kube-system)"
   fi
@@ -21,7 +21,7 @@ gpus_allocatable() { [ "$(allocatable_gpus)" = "$EXPECTED_GPUS" ]; }
 wait_for_replicas() {
   local set pod i
   for set in "${REPLICA_SETS[@]}"; do
-    if ! kubectl -n "$NAMESPACE" rollout status "statefulset/$set" --timeout="$(budget_left)s"; then
+    if ! kubectl -n "$NAMESPACE" rollout status "statefulset/$set" --timeout="$((BUDGET_LEFT))s"; then
       kubectl -n "$NAMESPACE" get pods -o wide || true
       for ((i = 0; i < REPLICAS; i++)); do kubectl -n "$NAMESPACE" logs --tail=10 "$set-$i" || true; done
       die "StatefulSet $set: $REPLICAS replica(s) not Ready within the step's budget"
@@ -31,7 +31,7 @@ wait_for_replicas() {
   for set in "${REPLICA_SETS[@]}"; do
     for ((i = 0; i < REPLICAS; i++)); do
       pod="$set-$i"
-      wait_until "$(budget_left)" engine_serves "$pod" ||
+      wait_until "$((BUDGET_LEFT))" engine_serves "$pod" ||
         die "$pod is Ready but did not list model $SERVED_MODEL_NAME at GET /v1/models within the step's budget"
       log "$pod serves $SERVED_MODEL_NAME"
     done
@@ -41,7 +41,7 @@ wait_for_replicas() {
 # From the host: K3s routes pod IPs on the node.
 engine_serves() {
   local ip
-  ip=$(kubectl -n "$NAMESPACE" get pod "$1" -o 'jsonpath={.status.podIP}' 2>/dev/null) || return 1
+  ip=$(exec kubectl -n "$NAMESPACE" get pod "$1" -o 'jsonpath={.status.podIP}' 2>/dev/null) || return 1
   [ -n "$ip" ] || return 1
   curl -fsS --max-time 5 "http://$ip:$VLLM_PORT/v1/models" 2>/dev/null |
     python3 -c 'import json, sys; sys.exit(sys.argv[1] not in [m["id"] for m in json.load(sys.stdin)["data"]])' \
@@ -49,24 +49,28 @@ engine_serves() {
 }
 
 record_gpu_uuids() {
-  local set pod i uuids count duplicates all=() pairs=()
+  local set pod i uuids count line duplicates all=() pairs=() members=()
   for set in "${REPLICA_SETS[@]}"; do
     for ((i = 0; i < REPLICAS; i++)); do
       pod="$set-$i"
       uuids=$(kubectl -n "$NAMESPACE" exec "$pod" -- nvidia-smi -L |
         sed -n -E 's/.*\(UUID: (GPU-[0-9A-Za-z-]+)\).*/\1/p')
-      count=$(grep -c . <<<"$uuids" || true)
+      # The lines that are not empty, counted by bash (grep -c . would be a process).
+      count=0
+      while IFS= read -r line; do
+        if [ -n "$line" ]; then count=$((count + 1)); fi
+      done <<<"$uuids"
       [ "$count" -eq 1 ] || die "$pod sees $count GPU(s), expected exactly 1: $uuids"
       log "$pod: $uuids"
       all+=("$uuids")
       pairs+=("$pod=$uuids")
+      members+=("$pod" "$uuids")
     done
   done
   duplicates=$(printf '%s\n' "${all[@]}" | sort | uniq -d)
   [ -z "$duplicates" ] || die "replicas share a physical GPU ($duplicates): each replica must have its own"
   mkdir -p "$RESULTS_DIR/host"
-  python3 -c 'import json, sys; print(json.dumps(dict(p.split("=", 1) for p in sys.argv[1:]), indent=2))' \
-    "${pairs[@]}" >"$RESULTS_DIR/host/gpu-uuids.json"
+  json_object 2 "${members[@]}" >"$RESULTS_DIR/host/gpu-uuids.json"
   READY_SUMMARY="${#all[@]} replicas ready on distinct GPUs: ${pairs[*]}"
   log "$READY_SUMMARY"
 }

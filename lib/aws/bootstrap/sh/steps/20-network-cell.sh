@@ -149,10 +149,10 @@ injected_pod() {
 # Every mesh namespace: mesh (the policies' arms) and mesh-default (E2's no-policy row), whose
 # pods a missing label would leave out of the mesh.
 verify_mesh_injector() {
-  kubectl -n "$ISTIO_NAMESPACE" rollout status deployment/istiod --timeout="$(budget_left)s" ||
+  kubectl -n "$ISTIO_NAMESPACE" rollout status deployment/istiod --timeout="$((BUDGET_LEFT))s" ||
     die "istiod in $ISTIO_NAMESPACE did not become available"
   if [ "$MESH_MODE" = ambient ]; then
-    kubectl -n "$ISTIO_NAMESPACE" rollout status daemonset/ztunnel --timeout="$(budget_left)s" ||
+    kubectl -n "$ISTIO_NAMESPACE" rollout status daemonset/ztunnel --timeout="$((BUDGET_LEFT))s" ||
       die "ambient mesh: ztunnel in $ISTIO_NAMESPACE did not become ready"
     log "ambient mesh: istiod and ztunnel ready"
     return 0

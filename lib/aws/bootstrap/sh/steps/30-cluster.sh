@@ -12,7 +12,7 @@
 # GetSecretValue signed by curl (lab-aws secret): no AWS CLI on the host.
 fetch_agent_token() {
   local problem
-  problem=$(lab_aws --within "$(budget_left)" secret "$LAB_AGENT_TOKEN_SECRET" "$AGENT_TOKEN_FILE" 2>&1) ||
+  problem=$(lab_aws --within "$((BUDGET_LEFT))" secret "$LAB_AGENT_TOKEN_SECRET" "$AGENT_TOKEN_FILE" 2>&1) ||
     die "cannot read the K3s agent token from Secrets Manager ($LAB_AGENT_TOKEN_SECRET): $(printf '%s' "${problem#lab-aws: }" | tail -n 1 | head -c 300)"
   log "agent token read from Secrets Manager into $AGENT_TOKEN_FILE (mode 600)"
 }
@@ -23,7 +23,7 @@ wait_for_agents() {
   local server_id
   server_id=$(this_instance_id) || die "the instance metadata service did not give this server's instance id (IMDSv2)"
   log "waiting for ${#AGENT_HOSTS[@]} agent(s): ${AGENT_HOSTS[*]}"
-  if ! wait_until "$(wait_limit)" agents_ready "$server_id"; then
+  if ! wait_until "$((WAIT_LIMIT))" agents_ready "$server_id"; then
     kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL" || true
     die "not ready: $PENDING_AGENTS (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
   fi
@@ -39,13 +39,9 @@ agents_ready() {
 }
 
 # The step's budget less a margin (half, at most 30 s) to name what is missing before the
-# watchdog ends the step with no more than "over budget".
-wait_limit() {
-  local left margin
-  left=$(budget_left)
-  margin=$((left / 2 < 30 ? left / 2 : 30))
-  printf '%s\n' "$((left - margin))"
-}
+# watchdog ends the step with no more than "over budget": an arithmetic expression of
+# BUDGET_LEFT (helpers.sh), `$((WAIT_LIMIT))`.
+WAIT_LIMIT='BUDGET_LEFT - (BUDGET_LEFT / 2 < 30 ? BUDGET_LEFT / 2 : 30)'
 
 # What keeps each agent from being ready, "" when nothing does.
 pending_agents() {
@@ -87,7 +83,7 @@ wait_for_agent_gpus() {
   for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
     host=${AGENT_HOSTS[$i]}
     if ((AGENT_GPUS[i] == 0)); then continue; fi
-    if ! wait_until "$(wait_limit)" agent_gpus_allocatable "$host" "${AGENT_GPUS[$i]}"; then
+    if ! wait_until "$((WAIT_LIMIT))" agent_gpus_allocatable "$host" "${AGENT_GPUS[$i]}"; then
       kubectl -n kube-system get pods -o wide || true
       die "agent $host reports '$(node_gpus "$host")' allocatable nvidia.com/gpu, expected ${AGENT_GPUS[$i]} (the NVIDIA device plugin's pod on that node, kube-system)"
     fi
@@ -122,7 +118,7 @@ join_cluster() {
     INSTALL_K3S_EXEC="$K3S_AGENT_EXEC --node-name $NODE_NAME" within_budget sh "$WORK_DIR/k3s-install.sh"
   k3s --version
   systemctl start --no-block "$AGENT_SERVICE"
-  if ! wait_until "$(wait_limit)" agent_joined; then
+  if ! wait_until "$((WAIT_LIMIT))" agent_joined; then
     die "node $NODE_NAME did not join the K3s server at $LAB_SERVER_URL within the step's budget; $AGENT_SERVICE journal: $(join_failure_cause)"
   fi
   log "node $NODE_NAME joined $LAB_SERVER_URL and is Ready"
@@ -163,9 +159,8 @@ report_model_cache() {
   local report="$WORK_DIR/model-cache.json"
   local target="s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR$MODEL_CACHE_REPORT_DIR/$LAB_SERVER_INSTANCE_ID"
   # shellcheck disable=SC2153 # MODEL_NAME is a setting (settings.env), NODE_NAME set by join_cluster
-  python3 -c 'import json, sys; print(json.dumps(dict(zip(("host", "node", "model", "cache"), sys.argv[1:]))))' \
-    "$HOST_NAME" "$NODE_NAME" "$MODEL_NAME" "$MODEL_CACHE" >"$report"
-  lab_aws --within "$(budget_left)" put "$report" "$target" ||
+  json_object 0 host "$HOST_NAME" node "$NODE_NAME" model "$MODEL_NAME" cache "$MODEL_CACHE" >"$report"
+  lab_aws --within "$((BUDGET_LEFT))" put "$report" "$target" ||
     die "could not report the model cache to $target: the server places no replica before it"
   log "model cache reported to the server ($target)"
   READY_SUMMARY="$READY_SUMMARY; $EXPECTED_GPUS GPU(s), model cache of $MODEL_NAME ready"
