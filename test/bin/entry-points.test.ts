@@ -8,10 +8,11 @@ import { tempDir } from '../temp.ts';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /**
- * Runs an entry as cdk.json's app command does (`tsx <entry>`). Without aws-cdk-lib's built-in
- * CloudFormation template validation (CDK_VALIDATION=false, the switch aws-cdk-lib documents for
- * it): its WebAssembly engine took about 12 s of CPU to start in each process, more than the rest
- * of the synthesis; test/aws/cfn-validate.test.ts runs it on these stacks, as `cdk synth` does.
+ * Runs an entry as cdk.json's and cdk8s.yaml's app commands do (`node --import tsx <entry>`).
+ * Without aws-cdk-lib's built-in CloudFormation template validation (CDK_VALIDATION=false, the
+ * switch aws-cdk-lib documents for it): its WebAssembly engine took about 12 s of CPU to start in
+ * each process, more than the rest of the synthesis; test/aws/cfn-validate.test.ts runs it on
+ * these stacks, as `cdk synth` does.
  */
 function run(entry: string, env: NodeJS.ProcessEnv) {
   return spawnSync(process.execPath, ['--import', 'tsx', entry], {
