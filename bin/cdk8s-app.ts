@@ -1,5 +1,3 @@
-import { App } from 'cdk8s';
-import { synthesizeCluster } from '../charts/synthesize.ts';
 import { loadLabConfig } from '../lib/config/load.ts';
 import { reportConfigAndExitOnError } from '../lib/config/report.ts';
 
@@ -7,4 +5,9 @@ import { reportConfigAndExitOnError } from '../lib/config/report.ts';
 // output folder (a staging folder that replaces dist/ on success, or dist/ itself), which a bare
 // cdk8s App resolves for us. A network-lab configuration writes one folder per cell.
 const { config } = reportConfigAndExitOnError(() => loadLabConfig());
+// cdk8s and the charts load only once the configuration is known good: a bad one is reported sooner.
+const [{ App }, { synthesizeCluster }] = await Promise.all([
+  import('cdk8s'),
+  import('../charts/synthesize.ts'),
+]);
 synthesizeCluster(config, new App().outdir);

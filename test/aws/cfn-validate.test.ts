@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
 import { CfnResource } from 'aws-cdk-lib';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LabStack } from '../../lib/aws/lab-stack.ts';
 import { defaultLabConfig, loadLabConfig } from '../../lib/config/load.ts';
 import { testApp } from './app.ts';
@@ -23,6 +24,14 @@ function validatingApp() {
 const example = (file: string) => loadLabConfig({ file: `examples/${file}` }).config;
 
 describe("CloudFormation's own template checks (cdk synth, cdk.json's context)", () => {
+  // The engine is 9 MB of WebAssembly run for a few seconds: V8 compiles it with its baseline
+  // compiler (Liftoff) and then again, hot functions in background threads, with TurboFan, which
+  // cost more CPU than it saved here (this file: 34 to 40 s of CPU alone, 26 to 28 s without it).
+  // The same code runs either way; the flag only picks V8's compiler (docs/facts.md §7 point 4). Set
+  // for this file's tests only (the worker's modules are shared with later files).
+  beforeAll(() => setFlagsFromString('--liftoff-only'));
+  afterAll(() => setFlagsFromString('--no-liftoff-only'));
+
   it('are errors under cdk.json', () => {
     expect(cdkContext[FLAG]).toBe(true);
   });
