@@ -39,7 +39,8 @@ export const CLUSTER_DEFAULT_ACCESS: readonly UrlAccessQuestion[] = [{ verb: 'ge
 
 const RBAC_KINDS = new Set(['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']);
 
-interface Rule {
+/** One rule of a Role or ClusterRole (rbac.authorization.k8s.io/v1 PolicyRule). */
+export interface Rule {
   readonly verbs: readonly string[];
   readonly apiGroups?: readonly string[];
   readonly resources?: readonly string[];

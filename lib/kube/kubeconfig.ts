@@ -259,13 +259,7 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
           kind: 'SelfSubjectAccessReview',
           metadata: {},
           spec: {
-            resourceAttributes: {
-              verb: question.verb,
-              group: question.group,
-              resource: question.resource,
-              ...(question.subresource ? { subresource: question.subresource } : {}),
-              ...(question.namespace ? { namespace: question.namespace } : {}),
-            },
+            resourceAttributes: resourceAttributes(question),
           },
         } as KubernetesObject),
       );
@@ -285,21 +279,24 @@ export function clusterApiFor(kc: KubeConfig): ClusterApi {
             groups: [...subject.groups],
             ...('path' in question
               ? { nonResourceAttributes: { verb: question.verb, path: question.path } }
-              : {
-                  resourceAttributes: {
-                    verb: question.verb,
-                    group: question.group,
-                    resource: question.resource,
-                    ...(question.subresource ? { subresource: question.subresource } : {}),
-                    ...(question.namespace ? { namespace: question.namespace } : {}),
-                    ...(question.name ? { name: question.name } : {}),
-                  },
-                }),
+              : { resourceAttributes: resourceAttributes(question) }),
           },
         } as KubernetesObject),
       );
       return (plain(review).status as { allowed?: boolean } | undefined)?.allowed === true;
     },
+  };
+}
+
+/** An access review's resourceAttributes (authorization.k8s.io/v1), for the user's or another subject's. */
+function resourceAttributes(question: AccessQuestion) {
+  return {
+    verb: question.verb,
+    group: question.group,
+    resource: question.resource,
+    ...(question.subresource ? { subresource: question.subresource } : {}),
+    ...(question.namespace ? { namespace: question.namespace } : {}),
+    ...(question.name ? { name: question.name } : {}),
   };
 }
 

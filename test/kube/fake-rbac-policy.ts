@@ -1,3 +1,4 @@
+import type { Rule } from '../../lib/install/runner-access.ts';
 import { status } from './fake-api-util.ts';
 
 /**
@@ -38,14 +39,6 @@ export function serviceAccountSubject(namespace: string, name: string): Subject 
     user: `system:serviceaccount:${namespace}:${name}`,
     groups: ['system:serviceaccounts', `system:serviceaccounts:${namespace}`, 'system:authenticated'],
   };
-}
-
-interface Rule {
-  readonly verbs: readonly string[];
-  readonly apiGroups?: readonly string[];
-  readonly resources?: readonly string[];
-  readonly resourceNames?: readonly string[];
-  readonly nonResourceURLs?: readonly string[];
 }
 
 interface RbacObject {
