@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { sdkControlClients } from '../../lib/cli/aws-clients.ts';
 import { registerStudyCommands } from '../../lib/cli/study-commands.ts';
 import { cfn, deployed, ec2, INSTANCE, mockDeployedLab, STACK, s3, ssm } from './deployed-lab.ts';
+import { exampleOutput } from './example-output.ts';
 import { hostAnswers, NOW, STATUS, statusBlock } from './study-host.ts';
 
 /**
@@ -49,26 +50,17 @@ export async function runStatusExample(): Promise<{ code: number; stdout: string
     sleep: async () => {},
     now: () => NOW,
   });
-  const saved = { out: process.stdout.write, err: process.stderr.write, config: process.env.LAB_CONFIG };
-  let stdout = '';
-  process.stdout.write = ((chunk: unknown) => {
-    stdout += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = (() => true) as typeof process.stderr.write;
-  delete process.env.LAB_CONFIG;
-  try {
-    await program.parseAsync(['status', '--stack', STACK], { from: 'user' });
-    return { code: 0, stdout };
-  } catch (error) {
-    const exitCode = (error as { exitCode?: number }).exitCode;
-    if (typeof exitCode !== 'number') throw error;
-    return { code: exitCode, stdout };
-  } finally {
-    process.stdout.write = saved.out;
-    process.stderr.write = saved.err;
-    if (saved.config !== undefined) process.env.LAB_CONFIG = saved.config;
-  }
+  const { value: code, stdout } = await exampleOutput(async () => {
+    try {
+      await program.parseAsync(['status', '--stack', STACK], { from: 'user' });
+      return 0;
+    } catch (error) {
+      const exitCode = (error as { exitCode?: number }).exitCode;
+      if (typeof exitCode !== 'number') throw error;
+      return exitCode;
+    }
+  });
+  return { code, stdout };
 }
 
 /** The page's block: the command line and what it printed. */

@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runLab } from '../../lib/cli/program.ts';
+import { exampleOutput } from '../cli/example-output.ts';
 import { FakeApiServer } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
 
@@ -28,22 +29,11 @@ export async function runClusterExample(): Promise<{ readonly code: number; read
     runtimeClasses: [],
   });
   const kubeconfig = await server.kubeconfig(mkdtempSync(join(tmpdir(), 'lab-doctor-example-')), 'my-gpus');
-  const saved = { out: process.stdout.write, err: process.stderr.write, config: process.env.LAB_CONFIG };
-  let stdout = '';
-  process.stdout.write = ((chunk: unknown) => {
-    stdout += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = (() => true) as typeof process.stderr.write;
-  delete process.env.LAB_CONFIG;
   try {
-    const code = await runLab(['doctor', '--kubeconfig', kubeconfig]);
+    const { value: code, stdout } = await exampleOutput(() => runLab(['doctor', '--kubeconfig', kubeconfig]));
     // The fake listens on a port of the moment: the page shows it as <port>.
     return { code, stdout: stdout.replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:<port>') };
   } finally {
-    process.stdout.write = saved.out;
-    process.stderr.write = saved.err;
-    if (saved.config !== undefined) process.env.LAB_CONFIG = saved.config;
     await server.stop();
   }
 }

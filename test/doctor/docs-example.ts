@@ -1,4 +1,5 @@
 import { runLab } from '../../lib/cli/program.ts';
+import { exampleOutput } from '../cli/example-output.ts';
 import { type FakeAccount, healthyAccount, mockAccount } from './fake-account.ts';
 
 /**
@@ -28,21 +29,10 @@ export function exampleAccount(): FakeAccount {
 /** Runs `lab doctor` on the example account with the default configuration; stdout and exit code. */
 export async function runExample(): Promise<{ readonly code: number; readonly stdout: string }> {
   const fake = mockAccount(exampleAccount());
-  const saved = { out: process.stdout.write, err: process.stderr.write, config: process.env.LAB_CONFIG };
-  let stdout = '';
-  process.stdout.write = ((chunk: unknown) => {
-    stdout += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = (() => true) as typeof process.stderr.write;
-  delete process.env.LAB_CONFIG;
   try {
-    const code = await runLab(EXAMPLE_ARGS);
+    const { value: code, stdout } = await exampleOutput(() => runLab(EXAMPLE_ARGS));
     return { code, stdout };
   } finally {
-    process.stdout.write = saved.out;
-    process.stderr.write = saved.err;
-    if (saved.config !== undefined) process.env.LAB_CONFIG = saved.config;
     fake.restore();
   }
 }
