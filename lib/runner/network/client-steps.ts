@@ -266,8 +266,11 @@ export class ClientSteps {
   }
 
   /**
-   * Pods created before the label (or before istiod's injector) carry no sidecar: they are deleted
-   * and their replacements waited for; what was restarted is kept for the run's record.
+   * Pods outside the mesh are deleted and their replacements waited for; what was restarted is kept
+   * for the run's record. On a sidecar cell such a pod was created before the label (or before
+   * istiod's injector); on an ambient cell istio-cni did not enrol it, which it otherwise does for
+   * every pod, retrying until ztunnel accepts it, except after a failure it does not retry
+   * (docs/facts.md §N2): a new pod is then enrolled at its creation.
    */
   async podsRestarted(namespace: string): Promise<string | undefined> {
     const selector = '!job-name';
