@@ -22,7 +22,10 @@ import { mtlsCaseFile, mtlsGroupJobName, OUTPUT_FILES, runJobs } from './jobs.ts
 import { networkJobName } from './layout.ts';
 import { type KindOutcome, meshEvidence, type StepContext } from './runner-context.ts';
 
-/** Istio ambient's enrolment mark on a pod (istio-cni sets it once the pod's traffic is redirected). */
+/**
+ * Istio ambient's enrolment mark on a pod: istio-cni sets it to `enabled` once ztunnel accepted the
+ * pod, `pending` while the redirection waits for one (docs/facts.md §N2).
+ */
 export const AMBIENT_REDIRECTION_ANNOTATION = 'ambient.istio.io/redirection';
 
 /** The Service behind a URL (`http://fortio.mesh.svc.cluster.local:8080/echo` -> fortio in mesh). */
