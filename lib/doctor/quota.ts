@@ -90,7 +90,7 @@ type QuotaRead = { readonly value: number; readonly name?: string } | { readonly
  * lib/facts/instances.ts are not all confirmed in AWS's documentation (docs/facts.md §2), so a
  * value is judged only when its code answers with the lab's name (case and spacing aside).
  */
-export function sameQuotaName(served: string, expected: string): boolean {
+function sameQuotaName(served: string, expected: string): boolean {
   const norm = (text: string) => text.toLowerCase().replace(/\s+/g, ' ').trim();
   return norm(served) === norm(expected);
 }
