@@ -15,7 +15,9 @@ export const CACHE_AWARE_DEFAULTS = {
  * vllm-router's health-check interval, which the lab passes as `--health-check-interval-secs`
  * (charts/routers.ts routerArgs) rather than trusting the default: 60 s is the default in
  * vllm-project/router's `src/main.rs` (`health_check_interval_secs`, `default_value_t = 60`) at 0.1.12
- * (commit 4df9bbc) and on main after 0.1.15, but the 0.1.15 tag (commit 1fbcde74) could not be read
+ * (commit 4df9bbc) and on main after 0.1.15, and in the Python launcher the pip package's
+ * `vllm-router` command runs (`py_src/vllm_router/router_args.py`, `RouterArgs`), but the 0.1.15 tag
+ * (commit 1fbcde74) could not be read
  * here (docs/facts.md §3.3). The flag exists in every version read; a router without it would exit
  * with clap's usage error and never turn ready, which the arm's readiness wait reports. The registry's health checker
  * (`WorkerRegistry::start_health_checker`, `src/core/worker_registry.rs`, started by `src/server.rs`)
