@@ -2,6 +2,7 @@ import { Chart, type ChartProps } from 'cdk8s';
 import { k8s } from 'cdk8s-plus-34';
 import { Construct } from 'constructs';
 import { labPlacement, type NodePool } from '../lib/config/placement.ts';
+import { ROUTER_HEALTH_CHECK_INTERVAL_SECS } from '../lib/config/router-defaults.ts';
 import type { LabConfig, RouterVariant } from '../lib/config/schema.ts';
 import { pairSuffix, studyPairs } from '../lib/study/pairs.ts';
 import { REQUESTS } from '../lib/study/resources.ts';
@@ -72,7 +73,9 @@ function thresholdArgs(variant: RouterVariant): string[] {
 
 /**
  * The `vllm-router` command line (docs/facts.md §3.3). Host, port and metrics host are overridden:
- * the defaults (127.0.0.1, 30000, metrics on 127.0.0.1) are unreachable from other pods.
+ * the defaults (127.0.0.1, 30000, metrics on 127.0.0.1) are unreachable from other pods. The
+ * health-check interval is given, not left to the default: the planner's load-counter resets follow
+ * it (ROUTER_HEALTH_CHECK_INTERVAL_SECS), and the default was read only at releases around 0.1.15.
  */
 export function routerArgs(props: Pick<RouterArmProps, 'variant' | 'workerUrls'>): string[] {
   if (props.workerUrls.length === 0) throw new Error('vllm-router needs at least one worker URL');
@@ -87,6 +90,8 @@ export function routerArgs(props: Pick<RouterArmProps, 'variant' | 'workerUrls'>
     ...props.workerUrls,
     '--prometheus-host',
     '0.0.0.0',
+    '--health-check-interval-secs',
+    String(ROUTER_HEALTH_CHECK_INTERVAL_SECS),
     ...thresholdArgs(props.variant),
   ];
 }

@@ -12,10 +12,14 @@ export const CACHE_AWARE_DEFAULTS = {
 } as const;
 
 /**
- * vllm-router's health-check interval when `--health-check-interval-secs` is not given (the lab does
- * not give it): 60 s in vllm-project/router's own `src/main.rs` (`health_check_interval_secs`,
- * `default_value_t = 60`) at 0.1.12 (commit 4df9bbc); the 0.1.15 tag (commit 1fbcde74) could not be read
- * here, so 60 s at 0.1.15 is UNCONFIRMED (docs/facts.md §3.3). The registry's health checker
+ * vllm-router's health-check interval, which the lab passes as `--health-check-interval-secs`
+ * (charts/routers.ts routerArgs) rather than trusting the default: 60 s is the default in
+ * vllm-project/router's `src/main.rs` (`health_check_interval_secs`, `default_value_t = 60`) at 0.1.12
+ * (commit 4df9bbc) and on main after 0.1.15, and in the Python launcher the pip package's
+ * `vllm-router` command runs (`py_src/vllm_router/router_args.py`, `RouterArgs`), but the 0.1.15 tag
+ * (commit 1fbcde74) could not be read
+ * here (docs/facts.md §3.3). The flag exists in every version read; a router without it would exit
+ * with clap's usage error and never turn ready, which the arm's readiness wait reports. The registry's health checker
  * (`WorkerRegistry::start_health_checker`, `src/core/worker_registry.rs`, started by `src/server.rs`)
  * resets every worker's load counter on every 10th check, in flight or not; confirmed for 0.1.15 by
  * vllm-project/router issue 197 and the still-open fix, PR 216. A run shorter than the first reset

@@ -33,7 +33,8 @@ export interface RunnerAccess {
  * What the runner calls that no lab chart grants: `GET /version` (lib/runner/kube-cluster.ts
  * serverVersion, the recorded k3s version), which the default roles `system:discovery` and
  * `system:public-info-viewer` grant every authenticated user (kubernetes
- * plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go). Hardened clusters may remove it.
+ * plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go `clusterRoles`, `clusterRoleBindings`;
+ * docs/facts.md §6.6). Hardened clusters may remove it, so it is reviewed like the chart's grants.
  */
 export const CLUSTER_DEFAULT_ACCESS: readonly UrlAccessQuestion[] = [{ verb: 'get', path: '/version' }];
 

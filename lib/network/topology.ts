@@ -80,9 +80,9 @@ export const CELL_LABEL = 'network-lab/cell';
 /** Where the Istio charts install (lib/prereqs `networkPrerequisites`), ztunnel's DaemonSet included. */
 export const ISTIO_SYSTEM_NAMESPACE = 'istio-system';
 /**
- * ztunnel's pods (istio `manifests/charts/ztunnel` DaemonSet: pod label `app: ztunnel`; read at a
- * commit before 1.31.1, so a cell without such a pod leaves the ambient runs "mTLS unproven" with
- * the selector named). Its Prometheus endpoint is :15020 (`/stats/prometheus` or `/metrics`, istio/ztunnel
+ * ztunnel's pods (istio `manifests/charts/ztunnel` DaemonSet: selector and pod label `app: ztunnel`;
+ * read at branch release-1.31, not at a 1.31.1 tag, so a cell without such a pod leaves the ambient
+ * runs "mTLS unproven" with the selector named; docs/facts.md §N3). Its Prometheus endpoint is :15020 (`/stats/prometheus` or `/metrics`, istio/ztunnel
  * 1.31.0-rc.0 `src/metrics/server.rs`; `DEFAULT_STATS_PORT`, bound on every address).
  */
 export const ZTUNNEL_POD_SELECTOR = 'app=ztunnel';

@@ -111,9 +111,11 @@ export function afterApplyCommands(step: AfterApplyStep): string[] {
 
 /** GAIE's release asset with its CRDs (InferencePool v1 and v1alpha2, InferenceObjective). */
 export function gaieCrdsUrl(version: string): string {
-  // UNCONFIRMED (not fetched here): `manifests.yaml` is the v1.0.x asset that several published
-  // install guides, Envoy AI Gateway's among them, apply for v1.0.1; later GAIE releases name
-  // their asset `v1-manifests.yaml`. The bootstrap's preflight must check the URL resolves.
+  // `manifests.yaml` is the v1.0.x asset: at tag v1.0.1 `make release` builds
+  // artifacts/manifests.yaml from config/crd (the three CRDs) and hack/release-quickstart.sh points
+  // the install line at releases/download/<tag>/manifests.yaml (docs/facts.md §3.4). The upload
+  // itself is the release manager's, not read here; later GAIE releases name their asset
+  // `v1-manifests.yaml`. The bootstrap's preflight must check the URL resolves.
   return `https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/${version}/manifests.yaml`;
 }
 
@@ -192,9 +194,13 @@ function aiGatewayChart(
     // Its releases ship Helm charts, not manifests. Release names, OCI chart names, the `v` in the
     // version and the namespace are those of the project's installation guide for v1.1
     // (site/versioned_docs/version-1.1/getting-started/installation.md: `aieg-crd` from
-    // ai-gateway-crds-helm first, then `aieg` from ai-gateway-helm). Still UNCONFIRMED: the charts
-    // were not pulled from docker.io here, so the bootstrap's preflight must check they resolve.
-    unconfirmed: 'the chart was not pulled to confirm it is published at this OCI location',
+    // ai-gateway-crds-helm first, then `aieg` from ai-gateway-helm). The release workflow at tag
+    // v1.1.0 pushes both charts to oci://docker.io/envoyproxy, versioned with and without the `v`
+    // (.github/workflows/release.yaml `make helm-push`; Makefile `OCI_REGISTRY ?= docker.io/envoyproxy`).
+    // Still UNCONFIRMED: the published charts were not pulled here, so the bootstrap's preflight
+    // must check they resolve.
+    unconfirmed:
+      'the release workflow pushes it to this OCI location, but the published chart was not pulled to confirm it',
   };
 }
 

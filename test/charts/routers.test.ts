@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { routerStartScript } from '../../charts/routers.ts';
+import { ROUTER_HEALTH_CHECK_INTERVAL_SECS } from '../../lib/config/router-defaults.ts';
 import { container, find, synthLab } from './synth.ts';
 
 const WORKERS = [
@@ -81,7 +82,7 @@ describe('vllm-router arms', () => {
     ]);
   });
 
-  test('overrides host, port and metrics host and lists the replicas by stable name', () => {
+  test('overrides host, port and metrics host, sets the health-check interval the planner assumes, and lists the replicas by stable name', () => {
     const c = container(find(objects, 'Deployment', 'vllm-router-round-robin'));
     expect(routerArgv(c.command[2])).toEqual([
       '--host',
@@ -94,13 +95,18 @@ describe('vllm-router arms', () => {
       ...WORKERS,
       '--prometheus-host',
       '0.0.0.0',
+      '--health-check-interval-secs',
+      String(ROUTER_HEALTH_CHECK_INTERVAL_SECS),
     ]);
+    // The planner's load-counter resets follow this interval (lib/study/arm-predictions.ts), so it
+    // is set rather than left to a default read only around 0.1.15 (docs/facts.md §3.3).
+    expect(ROUTER_HEALTH_CHECK_INTERVAL_SECS).toBe(60);
     expect(c.command[2]).not.toContain('nodeport');
   });
 
   test('cache_aware variants carry their thresholds', () => {
     const defaults = routerArgv(container(find(objects, 'Deployment', 'vllm-router-cache-aware')).command[2]);
-    expect(defaults.slice(defaults.indexOf('0.0.0.0', 8) + 1)).toEqual([
+    expect(defaults.slice(defaults.indexOf('--health-check-interval-secs') + 2)).toEqual([
       '--cache-threshold',
       '0.3',
       '--balance-abs-threshold',

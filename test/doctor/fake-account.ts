@@ -72,6 +72,8 @@ export interface FakeAccount {
   readonly quotas: Readonly<Record<string, number>>;
   /** AWS default quota values by code. */
   readonly defaultQuotas: Readonly<Record<string, number>>;
+  /** The name Service Quotas answers for a code (QuotaName); SERVICE_QUOTA_NAMES when not given. */
+  readonly quotaNames?: Readonly<Record<string, string>>;
   readonly instances: readonly FakeInstance[];
   /** Role name -> ARN (iam:GetRole). */
   readonly roles: Readonly<Record<string, string>>;
@@ -88,6 +90,16 @@ export const GPU_AMI =
   '/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id';
 export const CELL_AMI = '/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id';
 export const CALLER_ROLE_ARN = `arn:aws:iam::${ACCOUNT}:role/admins/LabDeployer`;
+
+/**
+ * The names Service Quotas gives the EC2 quota codes the lab uses: L-1216C47A's as in the AWS CLI
+ * User Guide's get-aws-default-service-quota example; the others as the lab's table has them.
+ */
+export const SERVICE_QUOTA_NAMES: Readonly<Record<string, string>> = {
+  'L-1216C47A': 'Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances',
+  'L-DB2E81BA': 'Running On-Demand G and VT instances',
+  'L-417A185B': 'Running On-Demand P instances',
+};
 
 /** The types' sizes as the EC2 instance type pages give them. */
 export const EC2_TYPES = {
@@ -164,6 +176,13 @@ export function mockAccount(account: FakeAccount) {
   const ec2 = mockClient(EC2Client);
   const serviceQuotas = mockClient(ServiceQuotasClient);
   const iam = mockClient(IAMClient);
+  // Service Quotas answers a quota's name with its value, as GetServiceQuota's Quota does.
+  const quotaOf = (code: string | undefined, value: number) => ({
+    ServiceCode: 'ec2',
+    QuotaCode: code,
+    QuotaName: (account.quotaNames ?? SERVICE_QUOTA_NAMES)[code ?? ''],
+    Value: value,
+  });
   const deny = (action: string) => {
     if (account.denied.includes(action)) throw accessDenied(action);
   };
@@ -298,12 +317,12 @@ export function mockAccount(account: FakeAccount) {
         $metadata: meta,
         message: 'The request failed because the specified service quota does not exist.',
       });
-    return { Quota: { ServiceCode: 'ec2', QuotaCode: input.QuotaCode, Value: value } };
+    return { Quota: quotaOf(input.QuotaCode, value) };
   });
   serviceQuotas.on(GetAWSDefaultServiceQuotaCommand).callsFake((input: { QuotaCode?: string }) => {
     const value = account.defaultQuotas[input.QuotaCode ?? ''];
     if (value === undefined) throw new NoSuchResourceException({ $metadata: meta, message: 'no such quota' });
-    return { Quota: { ServiceCode: 'ec2', QuotaCode: input.QuotaCode, Value: value } };
+    return { Quota: quotaOf(input.QuotaCode, value) };
   });
 
   iam.on(GetRoleCommand).callsFake((input: { RoleName?: string }) => {

@@ -122,6 +122,28 @@ describe('vCPU quotas', () => {
       message: 'not checked: the caller may not call servicequotas:GetServiceQuota (AccessDeniedException)',
     });
   });
+
+  it("warn: not judged when the code names another quota in Service Quotas (the lab's code is wrong)", async () => {
+    // A wrong code that exists would answer another quota's value: 96 would pass the 48 needed.
+    const { report } = await doctor({
+      ...healthyAccount(),
+      quotaNames: { 'L-DB2E81BA': 'Running On-Demand P instances' },
+    });
+    expect(only(report, 'quota')).toMatchObject({
+      status: 'warn',
+      subject: 'Running On-Demand G and VT instances (L-DB2E81BA)',
+      message:
+        'not judged: Service Quotas names L-DB2E81BA "Running On-Demand P instances", not "Running On-Demand G and VT instances" (the lab\'s quota code is wrong: lib/facts/instances.ts); the stack needs 48 vCPUs of "Running On-Demand G and VT instances" at once',
+    });
+  });
+
+  it("judges a code whose name differs from the lab's only in case and spacing", async () => {
+    const { report } = await doctor({
+      ...healthyAccount(),
+      quotaNames: { 'L-DB2E81BA': 'Running  On-Demand G and VT Instances' },
+    });
+    expect(only(report, 'quota')).toMatchObject({ status: 'pass' });
+  });
 });
 
 describe('live lab hosts', () => {

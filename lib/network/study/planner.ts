@@ -260,7 +260,7 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
   const smokeRuns = networkSmokePlan(config, name).runs;
   const smokeTime = planSeconds(smokeRuns, study, overheads);
   const smokeSeconds = smokeTime.loadSeconds + smokeTime.overheadSeconds;
-  const restart = meshRestart(study.mesh, overheads);
+  const restart = meshRestart(study.mesh);
   const withFullSeconds = smokeSeconds + durationSeconds - restart.seconds;
   const smoke: SmokeTiming = {
     runs: smokeRuns.length,

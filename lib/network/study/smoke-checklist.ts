@@ -306,8 +306,10 @@ function passed(
 
 /**
  * The preconditions met, with the mesh restart's evidence: which pods the runner had to restart
- * into the mesh. On a sidecar cell none should (docs/facts.md §N2: istiod's injector fails closed
- * before any mesh pod is created, and lab plan counts no restart there), so a restart is a WARN.
+ * into the mesh. After a normal bootstrap none should (docs/facts.md §N2: on a sidecar cell
+ * istiod's injector fails closed before any mesh pod is created; on an ambient cell istio-cni
+ * enrols every pod of a labelled namespace itself), and lab plan counts no restart, so a restart is
+ * a WARN.
  */
 function preconditionsCheck(
   input: CellChecklistInput,
@@ -329,6 +331,14 @@ function preconditionsCheck(
       'warn',
       texts.join(', '),
       `pods of a mesh namespace existed without their sidecar, which a normal bootstrap rules out (istiod's injector, failurePolicy Fail, is installed before the charts: docs/facts.md §N2), so lab plan did not count this restart: were the charts applied before istiod or the namespace label? lab logs bootstrap --cell ${input.plan.cell}`,
+    );
+  }
+  if (restarted.length > 0 && input.judge.mesh === 'ambient') {
+    return check(
+      'preconditions',
+      'warn',
+      texts.join(', '),
+      `pods of a mesh namespace were not enrolled in ambient (no ambient.istio.io/redirection: enabled), which a normal bootstrap rules out (istio-cni enrols every pod of a labelled namespace and retries until ztunnel accepts it: docs/facts.md §N2), so lab plan did not count this restart: did istio-cni fail to enrol them (its log in istio-system names the pod), or were istio-cni and ztunnel installed after the charts? lab logs bootstrap --cell ${input.plan.cell}`,
     );
   }
   return check('preconditions', 'pass', texts.join(', '));

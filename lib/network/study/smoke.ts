@@ -21,9 +21,9 @@ export const NETWORK_SMOKE_TARGET_MINUTES = 5;
 /**
  * How long a smoke study waits for a precondition (mesh pods restarted into the mesh, E9's
  * Services with ready backends, E10's conntrack baseline) before the run fails "not started",
- * against the full study's runner.readyTimeoutMinutes (10). Twice the mesh restart `lab plan`
- * assumes on an ambient cell (timing.ts meshRestartSeconds, 60 s; none after a sidecar cell's
- * bootstrap, docs/facts.md §N2); E9's 100 Services are ready in seconds; and a
+ * against the full study's runner.readyTimeoutMinutes (10). A mesh pod restarted into the mesh
+ * (none after a normal bootstrap, docs/facts.md §N2) is ready within a minute; E9's 100 Services
+ * are ready in seconds; and a
  * killed study's TIME_WAIT entries (120 s) are gone before E10, the smoke's last run. So a smoke
  * precondition that is not met by then will not be, and the user learns it in minutes.
  */

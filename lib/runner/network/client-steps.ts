@@ -22,7 +22,10 @@ import { mtlsCaseFile, mtlsGroupJobName, OUTPUT_FILES, runJobs } from './jobs.ts
 import { networkJobName } from './layout.ts';
 import { type KindOutcome, meshEvidence, type StepContext } from './runner-context.ts';
 
-/** Istio ambient's enrolment mark on a pod (istio-cni sets it once the pod's traffic is redirected). */
+/**
+ * Istio ambient's enrolment mark on a pod: istio-cni sets it to `enabled` once ztunnel accepted the
+ * pod, `pending` while the redirection waits for one (docs/facts.md §N2).
+ */
 export const AMBIENT_REDIRECTION_ANNOTATION = 'ambient.istio.io/redirection';
 
 /** The Service behind a URL (`http://fortio.mesh.svc.cluster.local:8080/echo` -> fortio in mesh). */
@@ -266,8 +269,11 @@ export class ClientSteps {
   }
 
   /**
-   * Pods created before the label (or before istiod's injector) carry no sidecar: they are deleted
-   * and their replacements waited for; what was restarted is kept for the run's record.
+   * Pods outside the mesh are deleted and their replacements waited for; what was restarted is kept
+   * for the run's record. On a sidecar cell such a pod was created before the label (or before
+   * istiod's injector); on an ambient cell istio-cni did not enrol it, which it otherwise does for
+   * every pod, retrying until ztunnel accepts it, except after a failure it does not retry
+   * (docs/facts.md §N2): a new pod is then enrolled at its creation.
    */
   async podsRestarted(namespace: string): Promise<string | undefined> {
     const selector = '!job-name';

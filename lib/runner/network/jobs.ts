@@ -133,7 +133,8 @@ function clientServiceAccount(namespace: string): string | undefined {
 /**
  * A fortio load run (E1, E1s, E3, E4, E5, C, E9's new-connection run): `fortioLoadArgs` with the
  * run's connections and resolution, the JSON written to /out (fortio v1.75.2 cli/fortio_main.go:
- * `-json path`, "Json output to provided file path or '-' for stdout").
+ * `-json path`, "Json output to provided file path or '-' for stdout"). Arguments only: the image
+ * is FROM scratch with `/usr/bin/fortio` as its entrypoint and no shell (docs/facts.md §N2).
  */
 export function fortioJob(
   ctx: NetworkJobContext,

@@ -75,6 +75,19 @@ describe('the network study runner chart', () => {
         expect(configMapDataBytes(configMap.data)).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
       });
 
+      it('runs the fortio image with arguments only: it is FROM scratch, with no shell (docs/facts.md §N2)', () => {
+        const containers = Object.values(jobs).flatMap((job) => {
+          const spec = (job.spec as Any).template.spec;
+          return [...(spec.initContainers ?? []), ...spec.containers];
+        });
+        const fortio = containers.filter((c: Any) => c.image === example.network.fortio.image);
+        expect(fortio.length).toBeGreaterThan(0);
+        for (const c of fortio) {
+          expect(c.command, c.name).toBeUndefined();
+          expect(c.args[0], c.name).toBe('load');
+        }
+      });
+
       it('runs the runner pinned to the cell node with the results folder, as a Job that is not retried', () => {
         const [job] = byKind(objects, 'Job');
         expect(job.metadata).toMatchObject({ name: NETWORK_RUNNER_NAME, namespace: 'plain' });

@@ -106,7 +106,11 @@ export interface ServerPod extends NetworkPodState {
 }
 
 export interface FakeCellOptions {
-  /** Mesh pods were created before the namespace got its label: no sidecar until restarted. */
+  /**
+   * Mesh pods are outside the mesh until restarted: on a sidecar cell created before the label or
+   * the injector (no sidecar); on an ambient cell not enrolled by istio-cni (a failure it does not
+   * retry: docs/facts.md §N2).
+   */
   readonly meshPodsBeforeLabel?: boolean;
   /** Ready replicas of E9's backend. @default experiments.serviceScale.backendsPerService */
   readonly readyBackends?: number;

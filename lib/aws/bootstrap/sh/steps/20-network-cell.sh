@@ -139,7 +139,8 @@ verify_ipvs() {
 # answer carries istio-proxy only when the injector answered. The API server calls a webhook on a
 # dry run only when it declares sideEffects None; istio/istio's
 # manifests/charts/istio-control/istio-discovery/templates/mutatingwebhook.yaml does
-# (sidecar-injector.istio.io), read at an older stored version, not at the pinned 1.31.1.
+# (sidecar-injector.istio.io `sideEffects: None`), read at branch release-1.31 (a8d70121), not at a
+# 1.31.1 tag (docs/facts.md §N2).
 # injected_pod <namespace>
 injected_pod() {
   output_matches '"name": *"istio-proxy"' kubectl -n "$1" run lab-injector-probe \
