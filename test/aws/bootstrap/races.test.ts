@@ -1,8 +1,29 @@
-import { chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { BOOTSTRAP_SOURCES, bootstrapSteps } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
-import { fakeCommand, makeSandbox, pathWithout } from './sandbox.ts';
+import { tempDir } from '../../temp.ts';
+import { onlySteps } from './only-steps.ts';
+import { defaults, ENV, FAST } from './rehearse.ts';
+import { fakeCommand, makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
+
+/** Replaces a fake command of the sandbox by `body`, which may call the old one as `<name>-real`. */
+function wrapFake(box: Sandbox, name: string, body: string) {
+  renameSync(join(box.root, 'bin', name), join(box.root, 'bin', `${name}-real`));
+  writeFileSync(join(box.root, 'bin', name), fakeCommand(body));
+  chmodSync(join(box.root, 'bin', name), 0o755);
+}
+
+/** Whether a process runs (a zombie is not running: it has ended and waits to be reaped). */
+function running(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Races of the host's shell programs (issue 27's audit), each forced into its bad interleaving by a
@@ -22,19 +43,16 @@ describe('uploads of the same object', () => {
     box.writeBootstrap(parseLabConfig({}), { AWS_RETRY_SECONDS: '0' });
     mkdirSync(box.path('/opt/lab'), { recursive: true });
     rmSync(join(box.root, 'bin', 'aws'));
-    renameSync(join(box.root, 'bin', 'curl'), join(box.root, 'bin', 'curl-real'));
-    writeFileSync(
-      join(box.root, 'bin', 'curl'),
-      fakeCommand(
-        [
-          'if [[ " $* " == *" -X PUT "* && "$*" == *bootstrap.log ]] && mv "$SANDBOX/hold" "$SANDBOX/held" 2>/dev/null; then',
-          '  read -r _ <"$SANDBOX/release"',
-          'fi',
-          'exec curl-real "$@"',
-        ].join('\n'),
-      ),
+    wrapFake(
+      box,
+      'curl',
+      [
+        'if [[ " $* " == *" -X PUT "* && "$*" == *bootstrap.log ]] && mv "$SANDBOX/hold" "$SANDBOX/held" 2>/dev/null; then',
+        '  read -r _ <"$SANDBOX/release"',
+        'fi',
+        'exec curl-real "$@"',
+      ].join('\n'),
     );
-    chmodSync(join(box.root, 'bin', 'curl'), 0o755);
     const put = `bash '${join(box.bootstrapDir, 'host', 'lab-aws.sh')}' put "$log" s3://${LOG_KEY}`;
     const result = box.run(
       [
@@ -64,5 +82,106 @@ describe('uploads of the same object', () => {
     expect(result.stdout, result.stderr).toBe('timer 0\nfinal 0\n');
     expect(box.awsRequests()).toEqual([`PUT ${LOG_KEY}`, `PUT ${LOG_KEY}`]);
     expect(box.s3Object(LOG_KEY)).toBe('line 1\nline 2\n');
+  });
+});
+
+describe('work a failed step left in the background', () => {
+  // prefetch pulls every image in the background and dies when the vLLM image cannot be pulled.
+  // The other pulls ran on after the bootstrap had signalled FAILURE and exited, for up to the
+  // rest of the step's budget, writing to the log and to the scratch folders a second run uses.
+  // The fake vLLM pull fails only once another pull hangs (on a fifo nobody writes to).
+  test('a step that dies ends the pulls it started in the background', () => {
+    const box = makeSandbox();
+    const manifests = tempDir('lab-manifests-');
+    mkdirSync(join(manifests, 'jobs'));
+    writeFileSync(
+      join(manifests, '10-lab.yaml'),
+      `image: ${defaults.vllm.image}\n  - image: docker.io/library/busybox:1.36\n`,
+    );
+    box.writeBootstrap(defaults, {
+      ...FAST,
+      ...onlySteps(bootstrapSteps(defaults), ['prefetch', 'apply_prerequisites']),
+    });
+    spawnSync('mkfifo', [join(box.root, 'never')]);
+    wrapFake(
+      box,
+      'k3s',
+      [
+        'case "$*" in',
+        `"crictl pull ${defaults.vllm.image}") until [ -s "$SANDBOX/hanging" ]; do sleep 0.05; done; echo "pull refused" >&2; exit 1 ;;`,
+        '"crictl pull "*) echo $$ >"$SANDBOX/hanging"; read -r _ <"$SANDBOX/never"; exit 0 ;;',
+        'esac',
+        'exec k3s-real "$@"',
+      ].join('\n'),
+    );
+    const result = box.runFile(join(box.bootstrapDir, 'main.sh'), {
+      ...ENV,
+      LAB_MANIFESTS_DIR: manifests,
+      FAKE_GPUS: '4',
+    });
+    const pull = Number(readFileSync(join(box.root, 'hanging'), 'utf8'));
+    const alive = running(pull);
+    if (alive) process.kill(pull, 'SIGKILL');
+    expect(result.status).toBe(1);
+    expect(box.signals()[0]?.body.Reason).toContain(`cannot pull ${defaults.vllm.image}`);
+    expect(alive).toBe(false);
+  });
+
+  // \`timeout 0\` means no limit: a background pull that began its next command after its step's
+  // budget was spent ran that command unbounded.
+  test('with its budget spent, within_budget runs nothing', () => {
+    const script = [
+      `source '${join(BOOTSTRAP_SOURCES, 'helpers.sh')}'`,
+      'STEP_DEADLINE=$((SECONDS - 1))',
+      'within_budget sleep 30 >/dev/null 2>&1',
+      'echo "exit $?"',
+    ].join('\n');
+    const result = spawnSync('timeout', ['10', 'bash', '-c', script], { encoding: 'utf8' });
+    expect(result.stdout).toBe('exit 124\n');
+  });
+});
+
+describe("the server's wait for its agents", () => {
+  // Each GPU agent's model cache report is a GetObject of up to a minute. S3 that does not answer
+  // made the read begun near the wait's end run past the margin the wait keeps to name what is
+  // missing (half the budget, at most 30 s), so the watchdog ended the step as "over budget" and
+  // the user never learnt which agent was missing. The fake S3 never answers these reads (a fifo
+  // nobody writes to); the step's budget is 20 s, so the wait has 10 s and the margin 10 s.
+  test('names the agents whose reports S3 did not answer, before the budget runs out', () => {
+    const config = parseLabConfig({
+      instance: { readyTimeoutMinutes: 60 },
+      cluster: { agents: [{ name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.xlarge' }] },
+    });
+    const box = makeSandbox();
+    box.writeBootstrap(config, {
+      ...FAST,
+      WAIT_INTERVAL_SECONDS: '2',
+      ...onlySteps(bootstrapSteps(config), ['wait_for_agents', 'apply_prerequisites'], {
+        wait_for_agents: 20,
+      }),
+    });
+    spawnSync('mkfifo', [join(box.root, 'never')]);
+    wrapFake(
+      box,
+      'curl',
+      [
+        'if [[ "$*" == *"/model-cache/"* && " $* " != *" -X PUT "* ]]; then read -r _ <"$SANDBOX/never"; fi',
+        'exec curl-real "$@"',
+      ].join('\n'),
+    );
+    const result = box.runFile(join(box.bootstrapDir, 'main.sh'), {
+      ...ENV,
+      LAB_AGENT_TOKEN_SECRET: 'arn:aws:secretsmanager:us-west-2:123456789012:secret:ClusterAgentToken-AbCdEf',
+      LAB_MANIFESTS_DIR: tempDir('lab-manifests-'),
+      FAKE_GPUS: '4',
+      FAKE_ALLOCATABLE: '4',
+      FAKE_NODES: 'gpu-1=True:1 gpu-2=True:1',
+    });
+    expect(result.status).toBe(1);
+    const reason = String(box.signals()[0]?.body.Reason);
+    expect(reason).toContain(
+      'failed: not ready: gpu-1: S3 did not say in time whether it reported its model cache;gpu-2: S3 did not say in time whether it reported its model cache (',
+    );
+    expect(reason).not.toContain('ran out of its budget');
   });
 });
