@@ -22,8 +22,10 @@ fetch_agent_token() {
 wait_for_agents() {
   local server_id
   server_id=$(this_instance_id) || die "the instance metadata service did not give this server's instance id (IMDSv2)"
+  local limit=$((WAIT_LIMIT))
   log "waiting for ${#AGENT_HOSTS[@]} agent(s): ${AGENT_HOSTS[*]}"
-  if ! wait_until "$((WAIT_LIMIT))" agents_ready "$server_id"; then
+  AGENTS_WAIT_END=$((SECONDS + limit))
+  if ! wait_until "$limit" agents_ready "$server_id"; then
     kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL" || true
     die "not ready: $PENDING_AGENTS (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
   fi
@@ -45,13 +47,20 @@ WAIT_LIMIT='BUDGET_LEFT - (BUDGET_LEFT / 2 < 30 ? BUDGET_LEFT / 2 : 30)'
 
 # What keeps each agent from being ready, "" when nothing does.
 pending_agents() {
-  local i host pending=()
+  local i host rc pending=()
   for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
     host=${AGENT_HOSTS[$i]}
     if ! node_ready "$host"; then
       pending+=("$host has not joined or is not Ready")
-    elif ((AGENT_GPUS[i] > 0)) && ! model_cache_reported "$host" "$1"; then
-      pending+=("$host has not reported its model cache")
+    elif ((AGENT_GPUS[i] > 0)); then
+      rc=0
+      model_cache_reported "$host" "$1" || rc=$?
+      case $rc in
+      0) ;;
+      4) pending+=("$host has not reported its model cache") ;;
+      124) pending+=("$host: S3 did not say in time whether it reported its model cache") ;;
+      *) pending+=("$host: its model cache report could not be read (lab-aws get exit $rc)") ;;
+      esac
     fi
   done
   local IFS=';'
@@ -66,8 +75,14 @@ node_ready() {
     -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null
 }
 
+# 0 when the report is there, 4 when not (lab-aws get), 124 when S3 did not answer before the wait's
+# end (AGENTS_WAIT_END): a read of a minute each, begun near that end, ran into the step's
+# reporting margin, and the watchdog then ended the step with "over budget" instead of the agents.
 model_cache_reported() {
-  lab_aws --within 60 get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
+  local left=$((AGENTS_WAIT_END - SECONDS))
+  if ((left > 60)); then left=60; fi
+  if ((left <= 0)); then return 124; fi
+  lab_aws --within "$left" get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
 }
 
 # Allocatable nvidia.com/gpu of the Ready node that carries a host's label.
