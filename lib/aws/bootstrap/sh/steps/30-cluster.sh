@@ -22,10 +22,8 @@ fetch_agent_token() {
 wait_for_agents() {
   local server_id
   server_id=$(this_instance_id) || die "the instance metadata service did not give this server's instance id (IMDSv2)"
-  local limit=$((WAIT_LIMIT))
   log "waiting for ${#AGENT_HOSTS[@]} agent(s): ${AGENT_HOSTS[*]}"
-  AGENTS_WAIT_END=$((SECONDS + limit))
-  if ! wait_until "$limit" agents_ready "$server_id"; then
+  if ! wait_until "$((WAIT_LIMIT))" agents_ready "$server_id"; then
     kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL" || true
     die "not ready: $PENDING_AGENTS (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
   fi
@@ -75,11 +73,13 @@ node_ready() {
     -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null
 }
 
-# 0 when the report is there, 4 when not (lab-aws get), 124 when S3 did not answer before the wait's
-# end (AGENTS_WAIT_END): a read of a minute each, begun near that end, ran into the step's
-# reporting margin, and the watchdog then ended the step with "over budget" instead of the agents.
+# 0 when the report is there, 4 when not (lab-aws get), 124 when S3 did not answer in time: a read
+# of up to a minute, begun near the wait's end, ran past the step's budget, and the watchdog ended
+# the step with "over budget" instead of naming the agents. Each read now ends REPORT_RESERVE
+# seconds before the budget does, which the failure keeps to be reported.
+REPORT_RESERVE=10
 model_cache_reported() {
-  local left=$((AGENTS_WAIT_END - SECONDS))
+  local left=$((BUDGET_LEFT - REPORT_RESERVE))
   if ((left > 60)); then left=60; fi
   if ((left <= 0)); then return 124; fi
   lab_aws --within "$left" get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
