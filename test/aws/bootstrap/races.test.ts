@@ -2,7 +2,12 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { BOOTSTRAP_SOURCES, bootstrapSteps } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import {
+  BOOTSTRAP_SOURCES,
+  bootstrapSteps,
+  LOG_UPLOAD_SCRIPT,
+  RESULTS_SYNC_SCRIPT,
+} from '../../../lib/aws/bootstrap/bootstrap.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import { tempDir } from '../../temp.ts';
 import { onlySteps } from './only-steps.ts';
@@ -183,5 +188,37 @@ describe("the server's wait for its agents", () => {
       'failed: not ready: gpu-1: S3 did not say in time whether it reported its model cache;gpu-2: S3 did not say in time whether it reported its model cache (',
     );
     expect(reason).not.toContain('ran out of its budget');
+  });
+});
+
+describe('the cost guard', () => {
+  // lab-deadline runs once, at the deadline (a one-instant OnCalendar= timer). A shutdown that
+  // failed (logind or D-Bus not answering) ended it under set -e, and nothing tried again: the
+  // host ran on, billing. systemd's own poweroff fails too here; the kernel's is the last resort.
+  test('a refused shutdown at the deadline still powers the host off', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(defaults);
+    box.fake(RESULTS_SYNC_SCRIPT, 'exit 0');
+    box.fake(LOG_UPLOAD_SCRIPT, 'exit 0');
+    for (const [name, body] of [
+      ['shutdown', 'echo "Failed to connect to bus: Connection refused" >&2; exit 1'],
+      ['systemctl', 'echo "Failed to connect to bus: Connection refused" >&2; exit 1'],
+      ['poweroff', 'exit 0'],
+    ] as const) {
+      writeFileSync(join(box.root, 'bin', name), fakeCommand(body));
+      chmodSync(join(box.root, 'bin', name), 0o755);
+    }
+    const fired = box.runFile(join(box.bootstrapDir, 'host', 'lab-deadline.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+    });
+    expect(fired.status).toBe(0);
+    expect(box.calls().map((c) => c.trim())).toEqual([
+      'lab-sync-results',
+      'lab-upload-log',
+      'shutdown -h now lab lifetime reached (instance.maxLifetimeHours): results uploaded, terminating',
+      'systemctl poweroff --force',
+      'poweroff --force --force',
+    ]);
+    expect(fired.stdout).toContain('shutdown -h now failed: powering off');
   });
 });
