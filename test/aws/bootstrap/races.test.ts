@@ -11,7 +11,7 @@ import {
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import { tempDir } from '../../temp.ts';
 import { onlySteps } from './only-steps.ts';
-import { defaults, ENV, FAST } from './rehearse.ts';
+import { defaults, ENV, FAST, whenDone } from './rehearse.ts';
 import { fakeCommand, makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
 
 /** Replaces a fake command of the sandbox by `body`, which may call the old one as `<name>-real`. */
@@ -220,5 +220,28 @@ describe('the cost guard', () => {
       'poweroff --force --force',
     ]);
     expect(fired.stdout).toContain('shutdown -h now failed: powering off');
+  });
+});
+
+describe('runner.terminateWhenDone on a broken disk', () => {
+  // A failed upload of a finished study is retried each minute for 15 minutes, from the time of the
+  // first failure, kept in a file. Where that file cannot be created (a disk remounted read-only:
+  // a folder that does not exist stands in), set -e ended the watcher before its check, every
+  // minute, and the host ran on until its deadline.
+  test('a failed upload whose retry record cannot be written ends the host at once', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(whenDone);
+    mkdirSync(box.path('/var/lib/lab/results'), { recursive: true });
+    writeFileSync(box.path('/var/lib/lab/results/status.json'), JSON.stringify({ state: 'finished' }));
+    box.fake('/usr/local/sbin/lab-sync-results', 'exit 1');
+    const result = box.runFile(join(box.bootstrapDir, 'host', 'lab-terminate-when-done.sh'), {
+      LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+      TERMINATE_RETRY_MARKER: join(box.root, 'read-only', 'terminate-upload-retry'),
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(box.calls()).toEqual([
+      'lab-sync-results ',
+      'shutdown -h now lab study finished (runner.terminateWhenDone): results upload failing, terminating',
+    ]);
   });
 });
