@@ -2,12 +2,14 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { renderAgentSettings } from '../../../lib/aws/bootstrap/agent.ts';
 import {
   BOOTSTRAP_SOURCES,
   bootstrapSteps,
   LOG_UPLOAD_SCRIPT,
   RESULTS_SYNC_SCRIPT,
 } from '../../../lib/aws/bootstrap/bootstrap.ts';
+import { agentNodes } from '../../../lib/config/cluster.ts';
 import { parseLabConfig } from '../../../lib/config/load.ts';
 import { tempDir } from '../../temp.ts';
 import { onlySteps } from './only-steps.ts';
@@ -243,5 +245,53 @@ describe('runner.terminateWhenDone on a broken disk', () => {
       'lab-sync-results ',
       'shutdown -h now lab study finished (runner.terminateWhenDone): results upload failing, terminating',
     ]);
+  });
+});
+
+describe('an agent following its server on a broken disk', () => {
+  // The agent counts the minutes in a row its server did not answer. The count lived on the disk:
+  // where it could not be written (full, or remounted read-only; a folder in its place stands in),
+  // set -e ended the watcher every minute before it counted, and the agent outlived its server
+  // until its own deadline. The count now lives in the service's /run folder (tmpfs), which
+  // systemd gives the service as RUNTIME_DIRECTORY.
+  test('counts the misses in its /run folder and ends with its server', () => {
+    const config = parseLabConfig({
+      instance: { readyTimeoutMinutes: 60 },
+      cluster: { agents: [{ name: 'client', role: 'cpu', instanceType: 'c7i.4xlarge' }] },
+    });
+    const [client] = agentNodes(config);
+    if (!client) throw new Error('no agent');
+    const box = makeSandbox();
+    box.writeBootstrap(config, { SERVER_GONE_MINUTES: '2' }, (c) => renderAgentSettings(c, client));
+    writeFileSync(box.path('/opt/lab/host.env'), 'LAB_SERVER_URL=https://10.0.1.23:6443\n');
+    mkdirSync(box.path('/opt/lab/server-misses'));
+    box.fake('/usr/local/sbin/lab-sync-results', 'exit 0');
+    const runtime = join(box.root, 'run-lab-follow-server');
+    mkdirSync(runtime);
+    const minute = () =>
+      box.runFile(join(box.bootstrapDir, 'host', 'lab-follow-server.sh'), {
+        LAB_SETTINGS: join(box.bootstrapDir, 'settings.env'),
+        RUNTIME_DIRECTORY: runtime,
+        FAKE_SERVER_GONE: '1',
+      });
+    expect(minute().status).toBe(0);
+    expect(minute().status).toBe(0);
+    expect(box.calls().filter((c) => !c.startsWith('curl'))).toEqual([
+      'lab-sync-results ',
+      "shutdown -h now the lab's K3s server ended: this agent ends with it",
+    ]);
+
+    // minute_timer gives both watchers that folder.
+    const units = join(box.root, 'units');
+    mkdirSync(units);
+    const script = [
+      `source '${join(BOOTSTRAP_SOURCES, 'helpers.sh')}'`,
+      `SYSTEMD_DIR='${units}'`,
+      "minute_timer lab-follow-server 'End this agent with its server' /usr/local/sbin/lab-follow-server",
+    ].join('\n');
+    expect(box.run(script).status).toBe(0);
+    expect(readFileSync(join(units, 'lab-follow-server.service'), 'utf8')).toContain(
+      'RuntimeDirectory=lab-follow-server\nRuntimeDirectoryPreserve=yes\n',
+    );
   });
 });

@@ -271,6 +271,9 @@ install_unit() {
 
 # minute_timer <name> <description> <program>: a systemd service running <program> and a timer
 # starting it every minute from one minute on, enabled now (terminate-when-done, follow-server).
+# The service gets /run/<name> (RUNTIME_DIRECTORY, on tmpfs, kept between runs until a reboot:
+# systemd.exec(5) RuntimeDirectory=, RuntimeDirectoryPreserve=) for state that a full or read-only
+# disk must not refuse.
 minute_timer() {
   install_unit "$1.service" <<UNIT
 [Unit]
@@ -279,6 +282,8 @@ Description=$2
 [Service]
 Type=oneshot
 ExecStart=$3
+RuntimeDirectory=$1
+RuntimeDirectoryPreserve=yes
 UNIT
   install_unit "$1.timer" <<UNIT
 [Unit]
