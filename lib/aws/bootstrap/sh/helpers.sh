@@ -44,10 +44,12 @@ wait_until() {
   done
 }
 
-# within_budget <command...>: the command, ended when the step's budget runs out.
+# within_budget <command...>: the command, ended when the step's budget runs out; with nothing
+# left, not run at all (124, timeout's own code): `timeout 0` means no limit (coreutils timeout(1)),
+# and a background pull that outlived its step ran unbounded.
 within_budget() {
   local left=$((STEP_DEADLINE - SECONDS))
-  if ((left < 0)); then left=0; fi
+  if ((left <= 0)); then return 124; fi
   timeout "$left" "$@"
 }
 
@@ -116,6 +118,25 @@ list_descendants() {
       fi
     done
     i=$((i + 1))
+  done
+}
+
+# end_descendants <pid>: TERM to every process below <pid>. Each listing's processes are stopped
+# first, and the tree listed again until no new process appears: a process that forks between a
+# listing and its TERM leaves a child that its death hands to init, out of any later listing's reach.
+# (Each listing holds its own ps too: the count, not the set, tells when the tree stopped growing.)
+end_descendants() {
+  local pid all=() count=-1 round
+  for ((round = 0; round < 5; round++)); do
+    list_descendants "$1" ''
+    if ((${#DESCENDANTS[@]} <= count)); then break; fi
+    count=${#DESCENDANTS[@]}
+    all+=("${DESCENDANTS[@]}")
+    kill -STOP "${DESCENDANTS[@]}" 2>/dev/null || true
+  done
+  for pid in "${all[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    kill -CONT "$pid" 2>/dev/null || true
   done
 }
 
@@ -250,6 +271,9 @@ install_unit() {
 
 # minute_timer <name> <description> <program>: a systemd service running <program> and a timer
 # starting it every minute from one minute on, enabled now (terminate-when-done, follow-server).
+# The service gets /run/<name> (RUNTIME_DIRECTORY, on tmpfs, kept between runs until a reboot:
+# systemd.exec(5) RuntimeDirectory=, RuntimeDirectoryPreserve=) for state that a full or read-only
+# disk must not refuse.
 minute_timer() {
   install_unit "$1.service" <<UNIT
 [Unit]
@@ -258,6 +282,8 @@ Description=$2
 [Service]
 Type=oneshot
 ExecStart=$3
+RuntimeDirectory=$1
+RuntimeDirectoryPreserve=yes
 UNIT
   install_unit "$1.timer" <<UNIT
 [Unit]
@@ -289,6 +315,10 @@ on_exit() {
   set +e
   end_watchdog
   if [ "$rc" -eq 0 ]; then return 0; fi
+  # Nothing of a failed bootstrap runs on after it: a step that died with work in the background
+  # (prefetch's image pulls and wheelhouse) left it running, still writing to the log and to the
+  # scratch folders a second run of the bootstrap would use.
+  end_descendants "$$"
   detail=${FAILURE_DETAIL:-"exit code $rc from: $FAILED_COMMAND (line $FAILED_LINE)"}
   log "FAILED $CURRENT_STEP: $detail"
   # A small reason: CloudFormation shows it in the stack events, and keeps 4 KB at most.

@@ -71,7 +71,11 @@ cli() {
   local rc=0 value
   case "$1" in
   check) ;;
-  put) aws s3 cp --only-show-errors --region "$LAB_REGION" "$2" "$3" ;;
+  put)
+    hold_put_lock "$3"
+    # A copy under the file's own name: the CLI guesses the Content-Type from it.
+    cp -- "$2" "$private/${2##*/}" || fail "put: cannot read $2"
+    aws s3 cp --only-show-errors --region "$LAB_REGION" "$private/${2##*/}" "$3" ;;
   get)
     aws s3 cp --only-show-errors --region "$LAB_REGION" "$2" "$3" 2>"$private/error" || rc=$?
     if ((rc != 0)); then
@@ -209,6 +213,29 @@ split_s3_uri() {
   key=${path#*/}
 }
 
+# hold_put_lock s3://<bucket>/<key>: one upload to a key at a time on this host, held until this
+# process (or sync-up's subshell for the file) ends. Each upload copies its file once it holds the
+# lock, so the later copy lands later: S3 keeps the last PutObject to arrive, and the log timer's
+# upload of an older, shorter log, started before the final upload (the deadline's, the failed
+# bootstrap's) and answered after it, replaced the final log. Keyed by the object, not the file:
+# the runner renames a new status.json into place, a new file for the same key. flock(1) from
+# util-linux, on every Ubuntu image (docs/facts.md §2.8); callers bound the wait (timeout).
+hold_put_lock() {
+  local name=${1#s3://} lock
+  name=${name//\//%}
+  if ((${#name} > 200)); then
+    printf '%s' "$1" >"$private/lock-name"
+    name=$(sha256sum "$private/lock-name")
+    name=${name%% *}
+  fi
+  [ -d "$S3_SYNC_STATE_DIR/put-locks" ] || mkdir -p "$S3_SYNC_STATE_DIR/put-locks"
+  exec {lock}>>"$S3_SYNC_STATE_DIR/put-locks/$name" || fail "put: cannot open the lock for $1"
+  if ! flock -n "$lock"; then
+    echo "lab-aws: put $1: waiting for the upload in flight to the same key, so that this later copy lands last" >&2
+    flock "$lock" || fail "put: cannot lock $1"
+  fi
+}
+
 # The object's real SHA-256 as its payload hash, and the body from memory: curl then signs the
 # same hash whatever its version (docs/facts.md §2.5). Both from a copy in the private folder: the
 # file may grow between the hash and curl's read (the bootstrap's log on its 2-minute timer, a
@@ -218,6 +245,7 @@ put() {
   local file=$1 bucket key hash url body="$private/upload"
   split_s3_uri "$2"
   [ -f "$file" ] || fail "put: no file $file"
+  hold_put_lock "$2"
   cp -- "$file" "$body" || fail "put: cannot read $file"
   hash=$(sha256sum "$body")
   hash=${hash%% *}

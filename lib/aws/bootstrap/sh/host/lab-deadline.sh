@@ -12,4 +12,9 @@ say "lab lifetime reached (instance.maxLifetimeHours, deadline $(cat "$DEADLINE_
 { mkdir -p "$RESULTS_DIR/host" && cp "$LOG_FILE" "$RESULTS_DIR/host/bootstrap.log"; } || true
 timeout 600 "$SYNC_SCRIPT" || say "results upload failed; the shutdown hook uploads once more"
 timeout 120 "$LOG_UPLOAD_SCRIPT" || say "log upload failed"
-shutdown -h now "lab lifetime reached (instance.maxLifetimeHours): results uploaded, terminating"
+if shutdown -h now "lab lifetime reached (instance.maxLifetimeHours): results uploaded, terminating"; then exit 0; fi
+# The timer fires once (OnCalendar= at one instant): a shutdown refused here (logind or D-Bus not
+# answering) left the host running, and billing, with nothing to try again. PID 1 directly, then
+# the kernel: the results are uploaded, and a power-off from the OS terminates the instance.
+say "shutdown -h now failed: powering off through systemd without stopping units, else directly"
+systemctl poweroff --force || { sync; poweroff --force --force; }

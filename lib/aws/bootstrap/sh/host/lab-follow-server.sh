@@ -9,7 +9,10 @@ set -euo pipefail
 source "${LAB_SETTINGS:?LAB_SETTINGS must name the bootstrap settings.env}"
 # shellcheck source=/dev/null
 source "$HOST_ENV_FILE"
-misses_file="$WORK_DIR/server-misses"
+# The count of misses in a row, in the service's /run folder (minute_timer): on the disk, a count
+# that could not be written (disk full or read-only) ended this script under set -e every minute,
+# and the agent never ended with its server.
+misses_file="${RUNTIME_DIRECTORY:-$WORK_DIR}/server-misses"
 if curl -sk --max-time 10 -o /dev/null "$LAB_SERVER_URL/ping"; then
   rm -f "$misses_file"
   exit 0

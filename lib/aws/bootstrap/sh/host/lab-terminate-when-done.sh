@@ -34,7 +34,14 @@ if timeout 600 "$SYNC_SCRIPT"; then
   exit 0
 fi
 now=$(date +%s)
-[ -f "$RETRY_MARKER" ] || echo "$now" >"$RETRY_MARKER"
+# Where the first failure cannot be recorded (the disk full, or remounted read-only: a likely
+# reason for the failed upload too), set -e ended the script here every minute and the host ran
+# on until its deadline: it cannot wait out the retries, so it ends now.
+if ! { [ -f "$RETRY_MARKER" ] || echo "$now" >"$RETRY_MARKER"; } 2>/dev/null; then
+  log "the results upload failed and $RETRY_MARKER cannot be written: terminating now rather than retrying without a record; the shutdown hook uploads once more"
+  shutdown -h now "lab study $state (runner.terminateWhenDone): results upload failing, terminating"
+  exit 0
+fi
 since=$(cat "$RETRY_MARKER")
 if [ $((now - since)) -lt $((UPLOAD_RETRY_MINUTES * 60)) ]; then
   log "the results upload failed: the host stays up and tries again in a minute (for up to $UPLOAD_RETRY_MINUTES minutes), so the checklist and the runner log reach the bucket first"

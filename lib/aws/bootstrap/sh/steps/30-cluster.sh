@@ -45,13 +45,20 @@ WAIT_LIMIT='BUDGET_LEFT - (BUDGET_LEFT / 2 < 30 ? BUDGET_LEFT / 2 : 30)'
 
 # What keeps each agent from being ready, "" when nothing does.
 pending_agents() {
-  local i host pending=()
+  local i host rc pending=()
   for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
     host=${AGENT_HOSTS[$i]}
     if ! node_ready "$host"; then
       pending+=("$host has not joined or is not Ready")
-    elif ((AGENT_GPUS[i] > 0)) && ! model_cache_reported "$host" "$1"; then
-      pending+=("$host has not reported its model cache")
+    elif ((AGENT_GPUS[i] > 0)); then
+      rc=0
+      model_cache_reported "$host" "$1" || rc=$?
+      case $rc in
+      0) ;;
+      4) pending+=("$host has not reported its model cache") ;;
+      124) pending+=("$host: S3 did not say in time whether it reported its model cache") ;;
+      *) pending+=("$host: its model cache report could not be read (lab-aws get exit $rc)") ;;
+      esac
     fi
   done
   local IFS=';'
@@ -66,8 +73,16 @@ node_ready() {
     -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null
 }
 
+# 0 when the report is there, 4 when not (lab-aws get), 124 when S3 did not answer in time: a read
+# of up to a minute, begun near the wait's end, ran past the step's budget, and the watchdog ended
+# the step with "over budget" instead of naming the agents. Each read now ends REPORT_RESERVE
+# seconds before the budget does, which the failure keeps to be reported.
+REPORT_RESERVE=10
 model_cache_reported() {
-  lab_aws --within 60 get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
+  local left=$((BUDGET_LEFT - REPORT_RESERVE))
+  if ((left > 60)); then left=60; fi
+  if ((left <= 0)); then return 124; fi
+  lab_aws --within "$left" get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
 }
 
 # Allocatable nvidia.com/gpu of the Ready node that carries a host's label.
