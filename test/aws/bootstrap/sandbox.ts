@@ -316,6 +316,22 @@ https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
         printf 200; exit 0
       fi
     fi
+    # A signed GetSecretValue of the agent token, as fake_aws.py answers it (json.dumps's spacing);
+    # a refusal, a forced answer or any other request goes to fake_aws.py.
+    secret_request='^\\{"SecretId":"([A-Za-z0-9:/_+=.@-]+)"\\}$' plain_token='^[A-Za-z0-9._+=/:-]+$'
+    if [[ "$url" == https://secretsmanager.*.amazonaws.com/ && "$method" = POST &&
+      -z "\${FAKE_AWS_ANSWERS:-}\${FAKE_SECRET_DENIED:-}" &&
+      "$headers" == *'X-Amz-Target: secretsmanager.GetSecretValue;'* && "$headers" == *'Content-Type: application/x-amz-json-1.1;'* &&
+      "$data" =~ $secret_request ]]; then
+      id=\${BASH_REMATCH[1]} token=\${FAKE_AGENT_TOKEN:-fake-agent-token}
+      region=\${url#https://secretsmanager.}; region=\${region%%.amazonaws.com/}
+      if [[ "$token" =~ $plain_token && "$sigv4" = "aws:amz:$region:secretsmanager" &&
+        "$cfg" == *'user = "ASIAFAKEKEYID:fake/secret+key-never-logged"'* && "$cfg" == *'x-amz-security-token: fake-session-token-never-logged'* ]]; then
+        echo "POST secretsmanager secretsmanager.GetSecretValue" >>"$SANDBOX/aws-requests.log"
+        printf '{"ARN": "%s", "Name": "ClusterAgentToken", "SecretString": "%s", "VersionStages": ["AWSCURRENT"]}' "$id" "$token" >"$out"
+        printf 200; exit 0
+      fi
+    fi
     printf '%s' "$cfg" | python3 "$FAKE_AWS_PY" "$method" "$url" "$out" "$data" "$headers" "$sigv4"
     exit $?
   fi ;;
