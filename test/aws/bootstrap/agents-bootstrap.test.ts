@@ -43,7 +43,7 @@ const AGENT_ENV = {
 const ALL_JOINED = 'gpu-1=True:1 gpu-2=True:1 client-1=True:0';
 /**
  * No waiting between signal retries. Polls 2 s apart: the fakes answer the first poll when all is
- * well, and a wait that cannot succeed (the short budgets below) then polls 4 times, not hundreds.
+ * well. A wait that cannot succeed (`waitingStep` below) polls 1 s apart for about 3 s.
  */
 const FAST = { WAIT_INTERVAL_SECONDS: '2', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
 /** Where a GPU agent reports its model cache to this server (the fake S3's bucket/key). */
