@@ -43,7 +43,7 @@ const AGENT_ENV = {
 const ALL_JOINED = 'gpu-1=True:1 gpu-2=True:1 client-1=True:0';
 /**
  * No waiting between signal retries. Polls 2 s apart: the fakes answer the first poll when all is
- * well, and a wait that cannot succeed (the short budgets below) then polls 4 times, not hundreds.
+ * well. A wait that cannot succeed (`waitingStep` below) polls 1 s apart for about 3 s.
  */
 const FAST = { WAIT_INTERVAL_SECONDS: '2', SIGNAL_RETRY_SECONDS: '0', AWS_RETRY_SECONDS: '0' };
 /** Where a GPU agent reports its model cache to this server (the fake S3's bucket/key). */
@@ -53,20 +53,19 @@ const S3_URL = 'https://results-bucket.s3.us-west-2.amazonaws.com/';
 
 /**
  * A step whose wait cannot succeed, run alone (with the step after it, to show it is never
- * reached): its budget cut to 60 s, polls 10 s apart. The step's wait keeps half the budget, at
- * most 30 s, to say what is missing (30-cluster.sh wait_limit), so it polls about three times,
- * gives up after about 30 s and reports before the watchdog would end the step with no more than
- * "over budget". The widest margin the product keeps, on purpose: under a load average of 30 one
- * round of the server's checks (a signed GetObject per GPU agent: a few dozen processes) took
- * 15 s, and 6 s of margin failed often. The seconds are real time, spent waiting in the
- * background (`waitingRuns`) while the other runs use the CPU.
+ * reached): its budget cut to 33 s, polls 1 s apart. The step's wait keeps the last 30 s of the
+ * budget to say what is missing (30-cluster.sh WAIT_LIMIT), so it polls for about 3 s, gives up
+ * and reports before the watchdog would end the step with no more than "over budget". The
+ * product's own margin, on purpose: under a load average of 30 one round of the server's checks
+ * (a signed GetObject per GPU agent: a few dozen processes) took 15 s, and 6 s of margin failed
+ * often. The runs start in the background (`waitingRuns`) while the other runs use the CPU.
  */
 function waitingStep(
   steps: readonly { name: string; title: string; budgetSeconds: number }[],
   names: readonly string[],
   waiting: string,
 ) {
-  return { ...onlySteps(steps, names, { [waiting]: 60 }), WAIT_INTERVAL_SECONDS: '10' };
+  return { ...onlySteps(steps, names, { [waiting]: 33 }), WAIT_INTERVAL_SECONDS: '1' };
 }
 
 /** The cluster's manifests, synthesized once: the bootstrap only reads them. */
@@ -178,7 +177,7 @@ const REFUSED_JOURNAL = [
 /**
  * The runs whose step waits for what never comes (`waitingStep`), started together in the
  * background by the first rehearsed block and read by several tests each, in the file's last
- * block: their real-time waits (about 30 s) pass while the blocks before it run the server and
+ * block: their real-time waits (about 3 s each) pass while the blocks before it run the server and
  * the agents.
  */
 let waiting: { agentsMissing: Promise<Run>; gpuMissing: Promise<Run>; joinRefused: Promise<Run> } | undefined;

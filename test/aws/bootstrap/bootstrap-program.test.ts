@@ -89,7 +89,10 @@ describe("the bootstrap's watchdog", () => {
   // One process for the whole bootstrap, armed with each step's budget and disarmed at the step's
   // end (helpers.sh). A bash that ignores TERM from its start shows the exit deterministically: a
   // TERM that reaches the watchdog before its trap is set can be lost (bash 5.2: about 1 in 150),
-  // so end_watchdog must still end it at once, with KILL.
+  // so end_watchdog must still end it at once, with KILL. The budgets are fractions of a second
+  // (the watchdog waits in `read -t`, which takes them as it takes the product's whole seconds):
+  // the waits here are real time, which holds a test worker. The step that must not run out keeps
+  // 0.5 s between its start and its end, two builtins apart, for a loaded machine.
   test('a step that ended is never over budget, the exit ends it at once, and a step that runs out is', () => {
     const work = tempDir('lab-watchdog-');
     const script = join(work, 'steps.sh');
@@ -98,20 +101,20 @@ describe("the bootstrap's watchdog", () => {
       [
         `WORK_DIR='${work}'`,
         `source '${join(BOOTSTRAP_SOURCES, 'helpers.sh')}'`,
-        // A step that ends within its 1 s budget, then 2 s between steps: nothing runs out.
-        'start_watchdog 1',
+        // A step that ends within its 0.5 s budget, then 1 s between steps: nothing runs out.
+        'start_watchdog 0.5',
         'watchdog=$WATCHDOG_PID',
         'stop_watchdog',
-        'sleep 2',
+        'sleep 1',
         'if [ -e "$WORK_DIR/over-budget" ]; then echo "over budget after its step ended"; fi',
         // The next step, on the same watchdog; the bootstrap exits while it waits.
-        'start_watchdog 1',
+        'start_watchdog 0.2',
         'if [ "$WATCHDOG_PID" = "$watchdog" ]; then echo "one watchdog"; fi',
         'stop_watchdog',
         'end_watchdog',
         'if kill -0 "$watchdog" 2>/dev/null; then echo "watchdog still running"; fi',
-        // A step that runs past its 1 s.
-        'start_watchdog 1',
+        // A step that runs past its 0.2 s.
+        'start_watchdog 0.2',
         'for ((i = 0; i < 100; i++)); do if [ -e "$WORK_DIR/over-budget" ]; then echo "over budget"; break; fi; sleep 0.1; done',
         'end_watchdog',
         'echo stopped',
@@ -123,8 +126,8 @@ describe("the bootstrap's watchdog", () => {
 
   // The watchdog's subshell inherits set -e: when its over-budget marker could not be written (a
   // full or read-only disk; here a link into a folder that does not exist), it ended there without
-  // ending the step, which then ran on unbounded. The step's command outlasting the 1 s budget by
-  // far shows whether it was ended ("hang-over" only if not).
+  // ending the step, which then ran on unbounded. The step's command outlasting the 0.2 s budget
+  // by far shows whether it was ended ("hang-over" only if not).
   test('ends its step even when it cannot write its marker', () => {
     const work = tempDir('lab-watchdog-');
     symlinkSync(join(work, 'missing', 'over-budget'), join(work, 'over-budget'));
@@ -136,7 +139,7 @@ describe("the bootstrap's watchdog", () => {
         `WORK_DIR='${work}'`,
         `source '${join(BOOTSTRAP_SOURCES, 'helpers.sh')}'`,
         "trap 'echo ended; exit 1' TERM",
-        'start_watchdog 1',
+        'start_watchdog 0.2',
         'sleep 20',
         'echo hang-over',
       ].join('\n'),

@@ -22,7 +22,7 @@ import {
   rebootRehearsal,
   rehearse,
 } from './rehearse.ts';
-import { makeSandbox, type Sandbox } from './sandbox.ts';
+import { fakeCommand, makeSandbox, type Sandbox } from './sandbox.ts';
 
 // The bootstrap run with fake system commands. A run costs seconds of CPU (hundreds of processes),
 // so tests that only read a run share it: the default run (defaultRehearsal), a host booted twice
@@ -259,6 +259,41 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     expect(denied.box.log()).toContain(
       'could not restore earlier studies from s3://results-bucket/LlmGatewayLab/studies/: the runner starts from what this host has',
     );
+  });
+
+  // engine_serves matches the served name in the model list by bash (docs/facts.md §3.1): only as
+  // a model's whole "id", compact or spaced JSON, inside "data".
+  test("a replica serves once GET /v1/models lists the served name as a model's id", () => {
+    const box = makeSandbox();
+    box.writeBootstrap(defaults);
+    const answers: Record<string, string> = {
+      listed:
+        '{"object":"list","data":[{"id":"qwen3","object":"model","owned_by":"vllm","root":"Qwen/Qwen3-0.6B-FP8","parent":null,"permission":[{"id":"modelperm-912d7b6ba7fbecfb","object":"model_permission"}]}]}',
+      spaced:
+        '{"object": "list", "data": [{"id": "qwen3-kv", "object": "model"}, {"id": "qwen3", "object": "model"}]}',
+      another: '{"object":"list","data":[{"id":"qwen3-kv","object":"model","root":"qwen3"}]}',
+      shorter: '{"object":"list","data":[{"id":"qwen","object":"model"}]}',
+      empty: '{"object":"list","data":[]}',
+      notAList: '{"id":"qwen3"}',
+    };
+    for (const [name, text] of Object.entries(answers)) writeFileSync(join(box.root, `${name}.json`), text);
+    writeFileSync(join(box.root, 'bin', 'curl'), fakeCommand('cat "$FAKE_MODELS"'));
+    const result = box.run(
+      [
+        `source '${join(box.bootstrapDir, 'main.sh')}'`,
+        `for answer in ${Object.keys(answers).join(' ')}; do`,
+        '  if FAKE_MODELS="$SANDBOX/$answer.json" engine_serves qwen3-0; then echo "$answer serves"; else echo "$answer not"; fi',
+        'done',
+      ].join('\n'),
+    );
+    expect(result.stdout.trim().split('\n')).toEqual([
+      'listed serves',
+      'spaced serves',
+      'another not',
+      'shorter not',
+      'empty not',
+      'notAList not',
+    ]);
   });
 
   test('two replicas on one GPU fail step 12', () => {

@@ -95,6 +95,24 @@ function bootstrapZip(main: string): string {
   return zip;
 }
 
+/**
+ * The manifests archive the fake S3 serves (a namespace and a Job), made once for the file: the
+ * fake curl made it again for every launch (a python3 start each).
+ */
+let manifestsZipFile: string | undefined;
+function manifestsZip(): string {
+  if (manifestsZipFile) return manifestsZipFile;
+  const zip = join(tempDir('lab-launcher-zip-'), 'manifests.zip');
+  const made = spawnSync('python3', [
+    '-c',
+    'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], "w") as z:\n    z.writestr("00-namespace.yaml", "kind: Namespace\\n")\n    z.writestr("jobs/run.yaml", "kind: Job\\n")',
+    zip,
+  ]);
+  expect(made.status).toBe(0);
+  manifestsZipFile = zip;
+  return zip;
+}
+
 /** A run made on first use and shared by the tests that only read it. */
 function once<T>(make: () => T): () => T {
   let made: { value: T } | undefined;
@@ -116,6 +134,7 @@ describe('the launcher, run in a sandbox', () => {
     instantSleep(box);
     prepare?.(box);
     const result = box.run(renderLauncher(concrete), {
+      FAKE_MANIFESTS_ZIP: manifestsZip(),
       FAKE_BOOTSTRAP_ZIP: bootstrapZip(bootstrap),
       ...env,
     });
@@ -254,6 +273,7 @@ echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
     const bootstrap = 'command -v aws >"$SANDBOX/aws-found.txt" || echo none >"$SANDBOX/aws-found.txt"\n';
     const result = box.run(renderLauncher(concrete), {
       PATH: path,
+      FAKE_MANIFESTS_ZIP: manifestsZip(),
       FAKE_BOOTSTRAP_ZIP: bootstrapZip(bootstrap),
     });
     expect(result.status, box.log()).toBe(0);
@@ -277,6 +297,7 @@ echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
     const result = box.run(renderLauncher(concrete), {
       PATH: pathWithout('aws', join(box.root, 'bin')),
       FAKE_OLD_CURL: '7.81.0',
+      FAKE_MANIFESTS_ZIP: manifestsZip(),
       FAKE_BOOTSTRAP_ZIP: bootstrapZip('exit 0\n'),
     });
     expect(result.status).not.toBe(0);

@@ -188,7 +188,8 @@ fi
 args=("$@"); dst=\${args[-1]}
 case "$dst" in
 *bootstrap.zip) cp "$FAKE_BOOTSTRAP_ZIP" "$dst" ;;
-*.zip) python3 -c 'import sys, zipfile
+# FAKE_MANIFESTS_ZIP: the manifests archive made once for a test file (else made here, a python3 start).
+*.zip) if [ -n "\${FAKE_MANIFESTS_ZIP:-}" ]; then cp "$FAKE_MANIFESTS_ZIP" "$dst"; exit 0; fi; python3 -c 'import sys, zipfile
 with zipfile.ZipFile(sys.argv[1], "w") as z:
     z.writestr("00-namespace.yaml", "kind: Namespace\\n")
     z.writestr("jobs/run.yaml", "kind: Job\\n")' "$dst" ;;
@@ -316,6 +317,22 @@ https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
         printf 200; exit 0
       fi
     fi
+    # A signed GetSecretValue of the agent token, as fake_aws.py answers it (json.dumps's spacing);
+    # a refusal, a forced answer or any other request goes to fake_aws.py.
+    secret_request='^\\{"SecretId":"([A-Za-z0-9:/_+=.@-]+)"\\}$' plain_token='^[A-Za-z0-9._+=/:-]+$'
+    if [[ "$url" == https://secretsmanager.*.amazonaws.com/ && "$method" = POST &&
+      -z "\${FAKE_AWS_ANSWERS:-}\${FAKE_SECRET_DENIED:-}" &&
+      "$headers" == *'X-Amz-Target: secretsmanager.GetSecretValue;'* && "$headers" == *'Content-Type: application/x-amz-json-1.1;'* &&
+      "$data" =~ $secret_request ]]; then
+      id=\${BASH_REMATCH[1]} token=\${FAKE_AGENT_TOKEN:-fake-agent-token}
+      region=\${url#https://secretsmanager.}; region=\${region%%.amazonaws.com/}
+      if [[ "$token" =~ $plain_token && "$sigv4" = "aws:amz:$region:secretsmanager" &&
+        "$cfg" == *'user = "ASIAFAKEKEYID:fake/secret+key-never-logged"'* && "$cfg" == *'x-amz-security-token: fake-session-token-never-logged'* ]]; then
+        echo "POST secretsmanager secretsmanager.GetSecretValue" >>"$SANDBOX/aws-requests.log"
+        printf '{"ARN": "%s", "Name": "ClusterAgentToken", "SecretString": "%s", "VersionStages": ["AWSCURRENT"]}' "$id" "$token" >"$out"
+        printf 200; exit 0
+      fi
+    fi
     printf '%s' "$cfg" | python3 "$FAKE_AWS_PY" "$method" "$url" "$out" "$data" "$headers" "$sigv4"
     exit $?
   fi ;;
@@ -367,7 +384,7 @@ https://*.s3.*.amazonaws.com/*)
   if [ "$tries" -lt "\${FAKE_S3_FAIL_TIMES:-0}" ]; then echo "curl: (28) Connection timed out" >&2; exit 28; fi
   case "$out" in
   *bootstrap.zip) cp "$FAKE_BOOTSTRAP_ZIP" "$out" ;;
-  *.zip) python3 -c 'import sys, zipfile
+  *.zip) if [ -n "\${FAKE_MANIFESTS_ZIP:-}" ]; then cp "$FAKE_MANIFESTS_ZIP" "$out"; exit 0; fi; python3 -c 'import sys, zipfile
 with zipfile.ZipFile(sys.argv[1], "w") as z:
     z.writestr("00-namespace.yaml", "kind: Namespace\\n")
     z.writestr("jobs/run.yaml", "kind: Job\\n")' "$out" ;;

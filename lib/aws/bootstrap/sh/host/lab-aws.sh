@@ -30,8 +30,6 @@ readonly CURL_MINIMUM=7.86.0
 readonly EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 
 umask 077
-private=$(mktemp -d "${TMPDIR:-/tmp}/lab-aws.XXXXXX")
-trap 'rm -rf "$private"' EXIT
 
 fail() {
   echo "lab-aws: $*" >&2
@@ -152,7 +150,24 @@ s3_url() {
 }
 
 # What AWS said in an error body: S3's XML <Code>/<Message>, or the JSON protocol's __type/message.
+# A body that starts with "<" is no JSON: its <Code> and <Message> are read by bash itself, each
+# the first on one line (S3's error XML escapes "<" inside them); python3 parses the rest.
 error_text() {
+  local text lead said='' found=() code_pattern=$'<Code>([^<\n]*)</Code>' message_pattern=$'<Message>([^<\n]*)</Message>'
+  { IFS= read -r -d '' text || true; } 2>/dev/null <"$1"
+  lead=${text%%[![:space:]]*}
+  if [ "${text:${#lead}:1}" = '<' ]; then
+    if [[ "$text" =~ $code_pattern ]]; then found+=("${BASH_REMATCH[1]}"); fi
+    if [[ "$text" =~ $message_pattern ]]; then found+=("${BASH_REMATCH[1]}"); fi
+    if ((${#found[@]} > 0)); then said=${found[0]}${found[1]+: ${found[1]}}; fi
+    if [ -z "$said" ]; then
+      said=${text:0:200}
+      said=${said#"${said%%[![:space:]]*}"}
+      said=${said%"${said##*[![:space:]]}"}
+    fi
+    printf '%s\n' "$said"
+    return 0
+  fi
   python3 -c 'import json, re, sys
 text = open(sys.argv[1], errors="replace").read()
 try:
@@ -315,6 +330,13 @@ sync_down() {
     request "ListObjectsV2 s3://$bucket/$prefix" s3 "$private/listing" \
       -H "x-amz-content-sha256: $EMPTY_SHA256" "$url" ||
       fail "ListObjectsV2 s3://$bucket/$prefix: no such bucket"
+    # An empty listing (a first boot's restore: nothing stored yet) needs no parser: S3's answer
+    # then holds no <Contents> and says KeyCount 0, IsTruncated false (docs/facts.md §2.5).
+    { IFS= read -r -d '' listing || true; } <"$private/listing"
+    if [[ "$listing" == *'<ListBucketResult'*'<KeyCount>0</KeyCount>'*'</ListBucketResult>'* &&
+      "$listing" == *'<IsTruncated>false</IsTruncated>'* && "$listing" != *'<Contents>'* ]]; then
+      break
+    fi
     listing=$(python3 -c 'import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
@@ -359,6 +381,10 @@ with open(sys.argv[2], "w") as out:
 
 use_cli=0
 check_curl
+# A check needs no private folder (two processes fewer on every boot).
+if [ "${1:-}" = check ]; then exit 0; fi
+private=$(mktemp -d "${TMPDIR:-/tmp}/lab-aws.XXXXXX")
+trap 'rm -rf "$private"' EXIT
 if ((use_cli)); then
   cli "$@"
   exit

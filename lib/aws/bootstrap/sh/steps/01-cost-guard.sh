@@ -12,7 +12,12 @@ arm_cost_guard() {
     deadline=$(<"$DEADLINE_FILE")
     log "keeping the deadline set at first boot: $deadline"
   else
-    deadline=$(exec date -u -d "+$LIFETIME_MINUTES minutes" +%Y-%m-%dT%H:%M:%SZ)
+    if [ "${LOG_CLOCK_CHECK:-}" = '00:00 00:00' ] && [ -n "${EPOCHSECONDS:-}" ]; then
+      # bash's own clock, which helpers.sh found honours TZ: date(1) would be a process.
+      TZ=UTC0 printf -v deadline '%(%Y-%m-%dT%H:%M:%SZ)T' "$((EPOCHSECONDS + LIFETIME_MINUTES * 60))"
+    else
+      deadline=$(exec date -u -d "+$LIFETIME_MINUTES minutes" +%Y-%m-%dT%H:%M:%SZ)
+    fi
     printf '%s\n' "$deadline" >"$DEADLINE_FILE"
   fi
   write_host_environment
@@ -62,8 +67,13 @@ install_program() {
 
 install_deadline_timer() {
   local on_calendar
-  # OnCalendar= wants "YYYY-MM-DD HH:MM:SS UTC".
-  on_calendar="$(exec date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
+  # OnCalendar= wants "YYYY-MM-DD HH:MM:SS UTC": cut by bash from the deadline's own form (the
+  # launcher's and arm_cost_guard's), date(1) for any other.
+  if [[ "$1" =~ ^([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2}:[0-9]{2})Z$ ]]; then
+    on_calendar="${BASH_REMATCH[1]} ${BASH_REMATCH[2]} UTC"
+  else
+    on_calendar="$(exec date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
+  fi
   install_unit lab-deadline.service <<UNIT
 [Unit]
 Description=Lab lifetime reached (instance.maxLifetimeHours): upload the results, then shut down and terminate

@@ -38,14 +38,17 @@ wait_for_replicas() {
   done
 }
 
-# From the host: K3s routes pod IPs on the node.
+# From the host: K3s routes pod IPs on the node. The model list (docs/facts.md §3.1) names each
+# served model as `"id": "<name>"` in its "data"; the served name is a DNS label, so matched by
+# bash itself as a whole JSON string (a python3 start per poll and replica cost more than the
+# rest of the step). The only other "id"s are its permissions' ("modelperm-<random>").
 engine_serves() {
-  local ip
+  local ip models pattern
   ip=$(exec kubectl -n "$NAMESPACE" get pod "$1" -o 'jsonpath={.status.podIP}' 2>/dev/null) || return 1
   [ -n "$ip" ] || return 1
-  curl -fsS --max-time 5 "http://$ip:$VLLM_PORT/v1/models" 2>/dev/null |
-    python3 -c 'import json, sys; sys.exit(sys.argv[1] not in [m["id"] for m in json.load(sys.stdin)["data"]])' \
-      "$SERVED_MODEL_NAME"
+  models=$(exec curl -fsS --max-time 5 "http://$ip:$VLLM_PORT/v1/models" 2>/dev/null) || return 1
+  pattern="\"id\"[[:space:]]*:[[:space:]]*\"$SERVED_MODEL_NAME\""
+  [[ "$models" == *'"data"'* && "$models" =~ $pattern ]]
 }
 
 record_gpu_uuids() {
