@@ -7,6 +7,11 @@ import { RESULTS_NONCURRENT_DAYS } from '../../lib/aws/lab-stack.ts';
 import { FOLLOW_POLL_SECONDS } from '../../lib/cli/study-commands.ts';
 import { defaultLabConfig } from '../../lib/config/load.ts';
 import { LOG_CHUNK_BYTES } from '../../lib/control/log-scripts.ts';
+import {
+  BOOT_MARGIN_MINUTES,
+  baseBudgetMinutes,
+  minimumReadyTimeoutMinutes,
+} from '../../lib/facts/budgets.ts';
 import { WAIT_LIMITS_MS } from '../../lib/install/steps.ts';
 import { DEFAULT_NETWORK_RUN_OVERHEADS } from '../../lib/network/study/timing.ts';
 import { MODEL_TOLERANCE } from '../../lib/report/tables.ts';
@@ -135,6 +140,17 @@ describe('the hosts, the install and the CLI', () => {
       expect(said.length, `${file} says how often the host uploads`).toBeGreaterThan(0);
       for (const minutes of said) expect(minutes, `${file}: "uploads every ${minutes} minutes"`).toBe(every);
     }
+  });
+
+  it("the bootstrap's ready timeout (docs/aws-testbed.md, docs/first-run.md)", () => {
+    const timeout = config.instance.readyTimeoutMinutes;
+    expectQuoted('docs/aws-testbed.md', `(\`instance.readyTimeoutMinutes\`, default ${timeout})`);
+    expectQuoted(
+      'docs/aws-testbed.md',
+      `refuses a timeout under ${minimumReadyTimeoutMinutes()} minutes, the sum of the budgets and ${BOOT_MARGIN_MINUTES} minutes of boot)`,
+    );
+    expect(minimumReadyTimeoutMinutes()).toBe(baseBudgetMinutes() + BOOT_MARGIN_MINUTES);
+    expectQuoted('docs/first-run.md', `(at most \`instance.readyTimeoutMinutes\`, ${timeout})`);
   });
 
   it("lab install's waits and the runner's stop (docs/cluster.md)", () => {
