@@ -37,6 +37,10 @@ export const EXAMPLE_SOURCES: Readonly<Record<string, ExampleSource>> = {
     // It runs these very simulations and checks the section's prose figures too.
     checkedBy: 'test/study/ttft-tail.test.ts',
   },
+  'runner-status': {
+    what: "docs/runner.md: status.json as the runner's studyStatus writes it, 14 min into the default study (scripts/runner-status-example.ts)",
+    make: async () => (await import('./runner-status-example.ts')).runnerStatusExample(),
+  },
   'study-schedules': {
     what: "docs/runner.md: the default study's instance time and cost per schedule, as lab plan estimates them (scripts/study-schedules.ts, lib/study/duration.ts)",
     make: async () => (await import('./study-schedules.ts')).studySchedulesTable(),
