@@ -5,7 +5,7 @@ import { UPLOAD_GRACE_SECONDS } from '../../charts/results-upload.ts';
 import { LOG_UPLOAD_MINUTES } from '../../lib/aws/bootstrap/bootstrap.ts';
 import { RESULTS_NONCURRENT_DAYS } from '../../lib/aws/lab-stack.ts';
 import { FOLLOW_POLL_SECONDS } from '../../lib/cli/study-commands.ts';
-import { defaultLabConfig } from '../../lib/config/load.ts';
+import { defaultLabConfig, loadLabConfig } from '../../lib/config/load.ts';
 import { LOG_CHUNK_BYTES } from '../../lib/control/log-scripts.ts';
 import {
   BOOT_MARGIN_MINUTES,
@@ -90,6 +90,27 @@ describe('the default study', () => {
       'docs/plan.md',
       `\`workload.seed + ${PARTITION_SEED_STEP} x replica\`: ${seeds.join(', ')}, ...`,
     );
+  });
+});
+
+describe("the network lab's experiments (docs/network-study.md, docs/network-probes.md)", () => {
+  it('are the example configuration’s defaults', () => {
+    const x = loadLabConfig({ file: join(REPO_ROOT, 'examples/network-lab.yaml'), env: {} }).config.network
+      .experiments;
+    expectQuoted('docs/network-study.md', `| E6 | one ${x.largeBodyMiB} MiB download,`);
+    expectQuoted(
+      'docs/network-study.md',
+      `| E7 | an SSE stream of ${x.sse.events} events every ${x.sse.intervalMs} ms:`,
+    );
+    const steps = x.serviceScale.steps;
+    expectQuoted(
+      'docs/network-study.md',
+      `| E9 | Services at scale, ${thousands(Math.min(...steps))} to ${thousands(Math.max(...steps))} Services:`,
+    );
+    expectQuoted('docs/network-probes.md', `gaps between events that arrive every ${x.sse.intervalMs} ms`);
+    const timeout = x.serviceScale.proberAttemptTimeoutMs;
+    expectQuoted('docs/network-probes.md', `with a ${timeout} ms attempt timeout`);
+    expectQuoted('docs/network-probes.md', `ends at the attempt timeout, so it resolves to ${timeout} ms`);
   });
 });
 
