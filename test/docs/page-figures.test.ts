@@ -21,6 +21,7 @@ import { studyPlan } from '../../lib/study/plan.ts';
 import { DEVIATION_METRICS, SHARE_TOLERANCE } from '../../lib/study/self-calibration.ts';
 import { lookedUpTokens, PARTITION_SEED_STEP, partitionSeeds, upperBound } from '../../lib/study/workload.ts';
 import { REPO_ROOT } from '../../scripts/examples.ts';
+import { expectQuoted } from './page-text.ts';
 
 /**
  * Figures that README.md and the docs pages quote in their prose (not output blocks, so npm run
@@ -32,15 +33,6 @@ import { REPO_ROOT } from '../../scripts/examples.ts';
  */
 
 const read = (file: string) => readFileSync(join(REPO_ROOT, file), 'utf8');
-const pages = new Map<string, string>();
-function page(file: string): string {
-  if (!pages.has(file)) pages.set(file, read(file).replace(/\s*\n\s*/g, ' '));
-  return pages.get(file) as string;
-}
-
-function expectQuoted(file: string, text: string): void {
-  expect(page(file).includes(text), `${file} should say "${text}"`).toBe(true);
-}
 
 const config = defaultLabConfig();
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;

@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UPLOAD_GRACE_SECONDS } from '../../charts/results-upload.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
@@ -12,21 +10,19 @@ import { DEFAULT_RUN_OVERHEADS, estimateStudy } from '../../lib/study/duration.t
 import { studyPlan } from '../../lib/study/plan.ts';
 import { DISTINCT_PREFIX_MIN_GAP } from '../../lib/study/validity.ts';
 import { workingSetTokens } from '../../lib/study/workload.ts';
-import { REPO_ROOT } from '../../scripts/examples.ts';
+import { expectQuoted as expectQuotedIn, pageText } from './page-text.ts';
 
 /**
  * The figures docs/runner.md quotes in its prose (not an output block, so npm run docs:examples
  * cannot rewrite them), each recomputed from the runner's own defaults and constants: a changed
  * wait, limit or overhead fails here, naming the sentence to update. Its schedules table is a
- * generated block (scripts/study-schedules.ts); its file layout is test/docs/file-layouts.test.ts's.
+ * generated block (scripts/study-schedules.ts); its results folder's tree is checked by
+ * test/runner/smoke-rehearsal.test.ts (test/docs/file-layout.ts).
  */
 
 const PAGE = 'docs/runner.md';
-const page = readFileSync(join(REPO_ROOT, PAGE), 'utf8').replace(/\s*\n\s*/g, ' ');
-
-function expectQuoted(text: string): void {
-  expect(page.includes(text), `${PAGE} should say "${text}"`).toBe(true);
-}
+const page = pageText(PAGE);
+const expectQuoted = (text: string) => expectQuotedIn(PAGE, text);
 
 /** The number the page writes where `pattern`'s group is, or a failure naming the sentence that is gone. */
 function quotedNumber(pattern: RegExp): number {
