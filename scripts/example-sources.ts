@@ -31,6 +31,16 @@ export const EXAMPLE_SOURCES: Readonly<Record<string, ExampleSource>> = {
     what: "docs/plan.md: the simulator's hit rate, tok/s and ITL against docs/facts.md §4.1's single-replica runs, with the upper bound's formula (scripts/calibration-table.ts)",
     make: async () => (await import('./calibration-table.ts')).simulatorCalibrationTable(),
   },
+  'ttft-tail': {
+    what: "docs/planning.md: the simulator's p99 TTFT per arm of the default study, over the whole run and after the opening burst (scripts/ttft-tail.ts)",
+    make: async () => (await import('./ttft-tail.ts')).ttftTailTable(),
+    // It runs these very simulations and checks the section's prose figures too.
+    checkedBy: 'test/study/ttft-tail.test.ts',
+  },
+  'runner-status': {
+    what: "docs/runner.md: status.json as the runner's studyStatus writes it, 14 min into the default study (scripts/runner-status-example.ts)",
+    make: async () => (await import('./runner-status-example.ts')).runnerStatusExample(),
+  },
   'study-schedules': {
     what: "docs/runner.md: the default study's instance time and cost per schedule, as lab plan estimates them (scripts/study-schedules.ts, lib/study/duration.ts)",
     make: async () => (await import('./study-schedules.ts')).studySchedulesTable(),

@@ -135,34 +135,17 @@ export function withTexts(markdown: string, texts: ReadonlyMap<string, string>, 
 }
 
 /**
- * Runs `lab <args>` in this process (no child: the plan's simulation is the only cost) and
- * returns what it wrote to standard output and standard error, interleaved as written.
- * LAB_CONFIG is unset meanwhile: a marker names its configuration with --config.
+ * Runs `lab <args>` in this process (no child: the plan's simulation is the only cost), from the
+ * checkout, and returns what it wrote to standard output and standard error, interleaved as
+ * written. LAB_CONFIG is unset meanwhile: a marker names its configuration with --config.
  */
 export async function runLabCaptured(args: readonly string[]): Promise<string> {
-  const { runLab } = await import('../lib/cli/program.ts');
-  const chunks: string[] = [];
-  const out = process.stdout.write;
-  const err = process.stderr.write;
-  const capture = ((chunk: string | Uint8Array) => {
-    chunks.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
-    return true;
-  }) as typeof process.stdout.write;
-  const savedConfig = process.env.LAB_CONFIG;
-  const savedCwd = process.cwd();
-  delete process.env.LAB_CONFIG;
-  process.chdir(REPO_ROOT);
-  process.stdout.write = capture;
-  process.stderr.write = capture;
-  try {
-    await runLab(args);
-  } finally {
-    process.stdout.write = out;
-    process.stderr.write = err;
-    process.chdir(savedCwd);
-    if (savedConfig !== undefined) process.env.LAB_CONFIG = savedConfig;
-  }
-  return chunks.join('');
+  const [{ runLab }, { exampleOutput }] = await Promise.all([
+    import('../lib/cli/program.ts'),
+    import('../test/cli/example-output.ts'),
+  ]);
+  const { stdout } = await exampleOutput(() => runLab(args), { stderr: true, cwd: REPO_ROOT });
+  return stdout;
 }
 
 /** README.md and every page under docs/, relative to the checkout. */

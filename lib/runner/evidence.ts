@@ -41,7 +41,9 @@ interface Outcome {
 }
 
 /** Tries of a preflight whose failure may be transient (a 503 while an Envoy programs its upstream). */
-const PREFLIGHT_TRIES = 3;
+export const PREFLIGHT_TRIES = 3;
+/** The first wait between two tries of a preflight; each later one doubles (docs/runner.md quotes both). */
+export const PREFLIGHT_FIRST_DELAY_MS = 5_000;
 
 export class Evidence {
   /** Each arm's preflight (per replica pair), once per runner process, before the first run. */
@@ -85,7 +87,10 @@ export class Evidence {
     const key = preflightKey(arm.id, pair);
     let outcome = await this.preflight(arm, pair);
     for (let tries = 1; !outcome.record.ok && outcome.transient && tries < PREFLIGHT_TRIES; tries++) {
-      const delay = backoffDelayMs({ ...this.ctx.options.retry, initialDelayMs: 5_000 }, tries);
+      const delay = backoffDelayMs(
+        { ...this.ctx.options.retry, initialDelayMs: PREFLIGHT_FIRST_DELAY_MS },
+        tries,
+      );
       await this.ctx.say(
         `preflight of ${key} failed (${outcome.record.detail}); trying it again in ${formatElapsed(delay)}`,
       );

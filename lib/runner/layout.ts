@@ -2,7 +2,8 @@
  * The results folder the runner writes (host path `/var/lib/lab/results`, mounted at
  * `/results` in the runner pod; the host syncs it to `s3://<bucket>/<stack>/`). The report and
  * the laptop CLI read the same names. Every study has its own folder, so a new study never
- * overwrites an earlier one, here or in S3.
+ * overwrites an earlier one, here or in S3. docs/runner.md draws this tree, and
+ * test/runner/smoke-rehearsal.test.ts checks it against what a rehearsal's runner writes.
  *
  * ```
  * status.json                      StudyStatus of the runner at work (names its study), rewritten on every step
@@ -15,8 +16,7 @@
  *   runs/<run-id>.json             RunRecord of one run (the same object as in study.json)
  *   <benchmark-id>/<benchmark-id>.json   the client's saved JSON (copied from the Job's output)
  *   <benchmark-id>/<benchmark-id>.log    the client pod's log (saved by the runner)
- *   attempts/<run-id>/<n>/...      the client files of an earlier, invalid attempt of a run
- *   attempts/<run-id>/unrecorded-<n>/...  client files of an attempt that no record names (runner killed)
+ *   attempts/<run-id>/<n>/...      every attempt's client files, written once (a killed runner's too)
  * <benchmark-id>/<benchmark-id>.json   where a client's Job writes (its scratch output; the runner
  *                                  copies it into the study folder and removes it)
  * host/gpu-uuids.json             left by the host's bootstrap: { "<replica pod>": "GPU-<uuid>" }

@@ -121,6 +121,8 @@ export const DEVIATION_METRICS = {
   meanItlMs: { label: 'ITL', tolerance: 0.1, relative: true },
 } as const;
 export type DeviationMetric = keyof typeof DEVIATION_METRICS;
+/** How far the busiest replica's share of requests may be from its prediction: 5 points. */
+export const SHARE_TOLERANCE = 0.05;
 
 /** What an arm measured, per metric (undefined: not measured). */
 export type MeasuredFigures = Readonly<Record<DeviationMetric, number | undefined>> & {
@@ -231,14 +233,14 @@ export function armDeviations(
       ...(meaning ? { meaning } : {}),
     });
   }
-  // The split over the replicas: the largest replica's share against its prediction, within 5%.
+  // The split over the replicas: the largest replica's share against its prediction, within SHARE_TOLERANCE.
   const total = measured.requests.reduce((a, b) => a + b, 0);
   const predictedRequests = cal.requestsPerReplica.map((e) => e.mean);
   if (total > 0 && predictedRequests.length === measured.requests.length && predictedRequests.length > 1) {
     const predictedTotal = predictedRequests.reduce((a, b) => a + b, 0);
     const share = Math.max(...measured.requests) / total;
     const predictedShare = Math.max(...predictedRequests) / predictedTotal;
-    const band = 0.05;
+    const band = SHARE_TOLERANCE;
     const outside = Math.abs(share - predictedShare) > band;
     rows.push({
       arm,

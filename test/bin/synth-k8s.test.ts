@@ -3,6 +3,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, test } from 'vitest';
+import { RUNNER_ON_DEMAND_DIR, STUDY_RUNNER_CHART } from '../../lib/study/topology.ts';
+import { filesUnder, layoutProblems } from '../docs/file-layout.ts';
 import { tempDir } from '../temp.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,13 +30,16 @@ function setUp(configText: string) {
 }
 
 /**
- * One synthesis of `namespace: other-lab` over an earlier dist/, read by two tests: a run of the
- * cdk8s app costs about 4 s of CPU (tsx, cdk8s, the lab's charts).
+ * One synthesis of `namespace: other-lab` over an earlier dist/, read by three tests: a run of the
+ * cdk8s app costs about 4 s of CPU (tsx, cdk8s, the lab's charts). The results claim and the AI
+ * Gateway arm make it write every optional chart, for docs/cluster.md's tree of dist/.
  */
 let otherLab: (ReturnType<typeof setUp> & { result: ReturnType<typeof synthK8s> }) | undefined;
 function otherLabSynth() {
   if (!otherLab) {
-    const paths = setUp('namespace: other-lab\n');
+    const paths = setUp(
+      'namespace: other-lab\nrunner:\n  results:\n    volume: claim\nstudy:\n  optionalArms: [ai-gateway]\n',
+    );
     otherLab = { ...paths, result: synthK8s(paths.dist, paths.config) };
   }
   return otherLab;
@@ -74,6 +79,14 @@ describe('npm run synth:k8s', () => {
     expect(existsSync(join(dist, 'jobs'))).toBe(true);
     expect(readdirSync(dir).sort()).toEqual(['dist', 'lab.yaml']);
     expect(result.stdout).toMatch(/^ {2}- \S*dist\/00-namespace\.yaml$/m);
+  });
+
+  test("writes the files of docs/cluster.md's tree of dist/, and no other", () => {
+    const { dist, result } = otherLabSynth();
+    expect(result.status, result.stderr).toBe(0);
+    // With runner.autoStart: false the runner goes to runner/ instead (charts/synthesize.ts).
+    const onDemandRunner = `${RUNNER_ON_DEMAND_DIR}/${STUDY_RUNNER_CHART}.yaml`;
+    expect(layoutProblems('docs/cluster.md', 'dist', filesUnder(dist), [onDemandRunner])).toEqual([]);
   });
 
   // From entry-points.test.ts: the app this runs (cdk8s.yaml's app, bin/cdk8s-app.ts) reads $LAB_CONFIG.

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { defaultLabConfig } from '../../lib/config/load.ts';
+import { studyPlan } from '../../lib/study/plan.ts';
 import { REPO_ROOT, runLabCaptured } from '../../scripts/examples.ts';
 
 /** The numbers a line of `lab plan` output carries, or a failure naming the line that is gone. */
@@ -18,7 +20,7 @@ function figures(output: string, line: RegExp): string[] {
 // docs/first-run.md quotes `lab plan`'s figures in its table and prose (not an output block, so
 // npm run docs:examples cannot rewrite them): this fails when the plan and the page disagree.
 describe('docs/first-run.md: the time and cost of each step are what lab plan prints', () => {
-  const page = readFileSync(join(REPO_ROOT, 'docs/first-run.md'), 'utf8').replaceAll('\n', ' ');
+  const page = readFileSync(join(REPO_ROOT, 'docs/first-run.md'), 'utf8').replace(/\s*\n\s*/g, ' ');
   let plan: string;
   let network: string;
   beforeAll(async () => {
@@ -52,6 +54,16 @@ describe('docs/first-run.md: the time and cost of each step are what lab plan pr
       /with study\.parallelism: 2 .*: ([\d.]+) min, about ([\d.]+) USD/,
     );
     expectQuoted(page, `With \`study.parallelism: 2\`: ${paired} min, about ${pairedCost} USD.`);
+    // Section 3's list and the first run's sum.
+    const config = defaultLabConfig();
+    expectQuoted(
+      page,
+      `Serial, the default: ${study} min after the bootstrap, about ${cost} USD at ${config.instance.pricePerHourUsd} USD/h (${studyPlan(config).runs.length} runs), plus its smoke checks first: ${full} min, about ${fullCost} USD in all.`,
+    );
+    expectQuoted(
+      page,
+      `${Math.round(Number(smoke))} of smoke study, ${Math.round(Number(full))} of study with its checks`,
+    );
   });
 
   it('the network lab, each cell’s smoke study', () => {
@@ -93,6 +105,10 @@ describe('docs/first-run.md: the time and cost of each step are what lab plan pr
     expectQuoted(page, `smoke study in about ${smoke} min`);
     expectQuoted(page, `about ${smokeCost} USD for all three`);
     expectQuoted(page, `its study in ${study} min after the bootstraps, about ${cost} USD`);
+    expectQuoted(
+      page,
+      `The network lab's three example cells: ${study} min after the bootstraps (the cells run in parallel), about ${cost} USD.`,
+    );
     expectQuoted(page, `make it ${full} min and ${fullCost} USD`);
   });
 });

@@ -1,11 +1,11 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { clusterNodes, clusterPricePerHourUsd } from '../../lib/config/cluster.ts';
 import { defaultLabConfig, loadLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import { cpuText, resourceBudget } from '../../lib/study/resources.ts';
 import { DEFAULT_SIMULATION_MODEL } from '../../lib/study/simulator.ts';
 import { REPO_ROOT } from '../../scripts/examples.ts';
+import { expectQuoted } from './page-text.ts';
 
 /**
  * Figures the pages quote in their prose (not an output block, so npm run docs:examples cannot
@@ -13,14 +13,6 @@ import { REPO_ROOT } from '../../scripts/examples.ts';
  * change of a default or a price fails naming the page and the sentence to update.
  * docs/first-run.md's figures from `lab plan` are test/docs/first-run-figures.test.ts's.
  */
-
-function page(file: string): string {
-  return readFileSync(join(REPO_ROOT, file), 'utf8').replace(/\s*\n\s*/g, ' ');
-}
-
-function expectQuoted(file: string, text: string): void {
-  expect(page(file).includes(text), `${file} should say "${text}"`).toBe(true);
-}
 
 const usd = (n: number, digits = 2) => n.toFixed(digits);
 const example = (file: string) => loadLabConfig({ file: join(REPO_ROOT, file), env: {} }).config;

@@ -52,21 +52,49 @@ function unrouted(method: string, path: string): never {
   throw new Error(`kube-http-face: no route for ${method} ${path}`);
 }
 
-/** The first lab's fake cluster (its port `Cluster`) as the API of the lab's namespace. */
-export function clusterFace(cluster: Cluster): KubeTransport {
+/** A request for a resource, as a face's routes read it. */
+interface ResourceRequest {
+  /** `<METHOD> <group>/<resource>[/name][/<subresource>]`, e.g. `GET batch/jobs/name`, `GET /pods/name/log`. */
+  readonly route: string;
+  readonly request: Extract<RequestAttributes, { resource: string }>;
+  readonly query: URLSearchParams;
+  /** The `labelSelector` query parameter, "" without one. */
+  readonly selector: string;
+  readonly body: string | undefined;
+  /** The path as sent, with its query. */
+  readonly path: string;
+}
+
+/**
+ * A fake behind the API's paths: `/version` answers `serverVersion`, every resource request goes to
+ * `routes` (undefined: no route, which the test sees as an error, never as an answer).
+ */
+function face(
+  serverVersion: () => Promise<string>,
+  routes: (r: ResourceRequest) => Promise<KubeResponse | undefined>,
+): KubeTransport {
   return (method, path, body) =>
     answered(async () => {
       const request = requestAttributes(method, path);
-      const query = new URL(path, 'http://api').searchParams;
       if ('path' in request) {
-        if (request.path === '/version') return json(200, { gitVersion: await cluster.serverVersion() });
+        if (request.path === '/version') return json(200, { gitVersion: await serverVersion() });
         return unrouted(method, path);
       }
       const { resource, name, subresource } = request;
+      const route = `${method} ${request.group}/${resource}${name ? '/name' : ''}${subresource ? `/${subresource}` : ''}`;
+      const query = new URL(path, 'http://api').searchParams;
       const selector = query.get('labelSelector') ?? '';
-      switch (
-        `${method} ${request.group}/${resource}${name ? '/name' : ''}${subresource ? `/${subresource}` : ''}`
-      ) {
+      return (await routes({ route, request, query, selector, body, path })) ?? unrouted(method, path);
+    });
+}
+
+/** The first lab's fake cluster (its port `Cluster`) as the API of the lab's namespace. */
+export function clusterFace(cluster: Cluster): KubeTransport {
+  return face(
+    () => cluster.serverVersion(),
+    async ({ route, request, query, selector, body, path }) => {
+      const { resource, name } = request;
+      switch (route) {
         case 'POST batch/jobs':
           await cluster.createJob(JSON.parse(body ?? '{}') as JobObject);
           return json(201, JSON.parse(body ?? '{}'));
@@ -150,7 +178,7 @@ export function clusterFace(cluster: Cluster): KubeTransport {
         case 'GET /services':
           return list((await cluster.listServiceNames(selector)).map((n) => ({ metadata: { name: n } })));
       }
-      if (method === 'GET' && name && request.namespace) {
+      if (route.startsWith('GET ') && name && request.namespace) {
         const [, , , version] = new URL(path, 'http://api').pathname.split('/');
         const status = await cluster.resourceStatus({
           group: request.group,
@@ -161,8 +189,9 @@ export function clusterFace(cluster: Cluster): KubeTransport {
         });
         return status ? json(200, { status }) : notFound(`${resource}.${request.group} "${name}"`);
       }
-      return unrouted(method, path);
-    });
+      return undefined;
+    },
+  );
 }
 
 /** A pod of a replica set by name (`qwen3-1` is in `app=qwen3`): the fake lists pods by label only. */
@@ -187,20 +216,12 @@ function podJson(pod: { name: string; uid: string; ready: boolean; unschedulable
 
 /** A network cell's fake (its port `NetworkCluster`) as the API of the cell's namespaces. */
 export function networkFace(cluster: NetworkCluster): KubeTransport {
-  return (method, path, body) =>
-    answered(async () => {
-      const request = requestAttributes(method, path);
-      const query = new URL(path, 'http://api').searchParams;
-      if ('path' in request) {
-        if (request.path === '/version') return json(200, { gitVersion: await cluster.serverVersion() });
-        return unrouted(method, path);
-      }
-      const { resource, name, subresource } = request;
+  return face(
+    () => cluster.serverVersion(),
+    async ({ route, request, query, selector, body }) => {
+      const { name } = request;
       const ns = request.namespace as string;
-      const selector = query.get('labelSelector') ?? '';
-      switch (
-        `${method} ${request.group}/${resource}${name ? '/name' : ''}${subresource ? `/${subresource}` : ''}`
-      ) {
+      switch (route) {
         case 'POST batch/jobs':
           await cluster.createJob(JSON.parse(body ?? '{}') as JobObject);
           return json(201, JSON.parse(body ?? '{}'));
@@ -270,8 +291,9 @@ export function networkFace(cluster: NetworkCluster): KubeTransport {
           );
         }
       }
-      return unrouted(method, path);
-    });
+      return undefined;
+    },
+  );
 }
 
 /** Every request the runner made, as the authorizer saw it, and the refused ones. */

@@ -2,7 +2,17 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
-import { SMOKE_CHECKLIST_TEXT_FILE, SMOKE_REQUEST_FILE, studyDir } from '../../lib/runner/layout.ts';
+import {
+  clientResultPath,
+  GPU_TOPOLOGY_FILE,
+  GPU_UUIDS_FILE,
+  HOST_FILE,
+  NEW_STUDY_REQUEST_FILE,
+  REDO_INVALID_REQUEST_FILE,
+  SMOKE_CHECKLIST_TEXT_FILE,
+  SMOKE_REQUEST_FILE,
+  studyDir,
+} from '../../lib/runner/layout.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
 import { StudyStopError } from '../../lib/runner/study-stop.ts';
 import { findRun, studyPlan } from '../../lib/study/plan.ts';
@@ -11,6 +21,7 @@ import { smokePlan } from '../../lib/study/smoke.ts';
 import type { SmokeChecklist } from '../../lib/study/smoke-checklist.ts';
 import { estimateSmoke, SMOKE_TARGET_MINUTES } from '../../lib/study/smoke-estimate.ts';
 import { sourceBlockOnPage } from '../../scripts/examples.ts';
+import { filesUnder, layoutProblems } from '../docs/file-layout.ts';
 import { stopLabs } from './rehearsal-kit.ts';
 import {
   BROKEN_ARM as BROKEN,
@@ -84,6 +95,20 @@ describe('the smoke study of the default lab, one arm broken on purpose', () => 
       sourceBlockOnPage('docs/first-run.md', 'smoke-checklist'),
       'docs/first-run.md: the smoke checklist example is stale; run npm run docs:examples',
     ).toBe(checklistExcerpt(lab, checklist));
+
+    // docs/runner.md's tree of the results folder is what this runner wrote. The request files are
+    // taken, a Job's scratch output is moved into the study and host/ is the bootstrap's: those
+    // the tree must show under layout.ts's names.
+    const notWritten = [
+      NEW_STUDY_REQUEST_FILE,
+      REDO_INVALID_REQUEST_FILE,
+      SMOKE_REQUEST_FILE,
+      clientResultPath('<benchmark-id>', '<benchmark-id>.json'),
+      GPU_UUIDS_FILE,
+      GPU_TOPOLOGY_FILE,
+      HOST_FILE,
+    ];
+    expect(layoutProblems('docs/runner.md', 'results', filesUnder(lab.dir), notWritten)).toEqual([]);
   }, 120_000);
 
   it('stops the full study on the same break before its first long run, recorded with the checklist', async () => {

@@ -2,42 +2,23 @@
  * Where the simulator's p99 TTFT comes from (docs/planning.md, "The p99 TTFT tail"): the opening
  * burst sets it for every arm alike, and after the burst a missed prefix costs a load-balancing arm
  * its tail by queueing behind long prefills under the chunked-prefill budget (vLLM's running-first,
- * FCFS-within-budget step, docs/facts.md §3.1).
+ * FCFS-within-budget step, docs/facts.md §3.1). The section's table and prose figures come from the
+ * same simulations (scripts/ttft-tail.ts), compared with the page here.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { defaultLabConfig } from '../../lib/config/load.ts';
-import { planEngine, planInput } from '../../lib/study/planner.ts';
+import { REPO_ROOT, sourceBlockOnPage } from '../../scripts/examples.ts';
 import {
-  DEFAULT_SIMULATION_MODEL,
-  type RoutingPolicy,
-  type SimulationInput,
-  type SimulationModel,
-  type SimulationTiming,
-  simulate,
-} from '../../lib/study/simulator.ts';
-
-const CONFIG = defaultLabConfig();
-const STUDY: SimulationInput = planInput(CONFIG);
-const ENGINE: SimulationModel = { ...DEFAULT_SIMULATION_MODEL, ...planEngine(CONFIG) };
-const SEEDS = [42, 43, 44, 45, 46];
-/** The partition arm as the study runs it: one client per replica, half the prefixes, prompts and concurrency. */
-const HALF: SimulationInput = { ...STUDY, replicas: 1, prefixes: 64, prompts: 512, concurrency: 16 };
-const PARTITION_SEEDS = [42, 4242, 43, 4243];
-
-const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
-
-function arm(policy: RoutingPolicy, model: Partial<SimulationModel> = {}): SimulationTiming[] {
-  return SEEDS.map((seed) => simulate({ ...STUDY, seed }, policy, { ...ENGINE, ...model }).timing);
-}
-
-function partition(model: Partial<SimulationModel> = {}): SimulationTiming[] {
-  return PARTITION_SEEDS.map(
-    (seed) => simulate({ ...HALF, seed }, 'single-replica', { ...ENGINE, ...model }).timing,
-  );
-}
-
-const steadyTail = (runs: SimulationTiming[]) => mean(runs.map((t) => t.p99TtftAfterOpeningMs));
-const overall = (runs: SimulationTiming[]) => mean(runs.map((t) => t.p99TtftMs));
+  arm,
+  FREE_PREFILL,
+  NO_API_SERVER,
+  overall,
+  partition,
+  steadyTail,
+  ttftTailProse,
+  ttftTailTable,
+} from '../../scripts/ttft-tail.ts';
 
 describe('the p99 TTFT tail', () => {
   it('the opening burst (every arm starts with 16 cold requests per replica) sets the p99 of every arm alike', () => {
@@ -49,8 +30,7 @@ describe('the p99 TTFT tail', () => {
       expect(steadyTail(runs)).toBeLessThan(0.5 * overall(runs));
     }
     // The engine's FCFS prefill queue, not the API server, makes the burst: without the server's time it stays.
-    const engineOnly = overall(arm('round-robin', { frontEndMsPerRequest: 0, frontEndMsPerOutputToken: 0 }));
-    expect(engineOnly / overall(arm('round-robin'))).toBeGreaterThan(0.95);
+    expect(overall(arm('round-robin', NO_API_SERVER)) / overall(arm('round-robin'))).toBeGreaterThan(0.95);
   });
 
   it('after the burst a missed prefix makes the tail: queueing behind long prefills under the budget', () => {
@@ -58,11 +38,24 @@ describe('the p99 TTFT tail', () => {
     const gap = steadyTail(arm('least-loaded')) / steadyTail(partition());
     expect(gap).toBeGreaterThan(1.15);
     // With prefill nearly free a miss no longer holds up the requests behind it, and the gap closes.
-    const freePrefill = { prefillMsPerToken: 0.0001 };
-    expect(steadyTail(arm('least-loaded', freePrefill)) / steadyTail(partition(freePrefill))).toBeLessThan(
+    expect(steadyTail(arm('least-loaded', FREE_PREFILL)) / steadyTail(partition(FREE_PREFILL))).toBeLessThan(
       1.1,
     );
     // The model does not reach the published measurement's "more than twice the partition's".
     expect(gap).toBeLessThan(2);
+  });
+});
+
+describe('docs/planning.md, "The p99 TTFT tail", is what the model gives', () => {
+  it('its table (npm run docs:examples rewrites it)', () => {
+    expect(sourceBlockOnPage('docs/planning.md', 'ttft-tail'), 'run npm run docs:examples').toBe(
+      ttftTailTable(),
+    );
+  });
+
+  it('the figures of its prose', () => {
+    const page = readFileSync(join(REPO_ROOT, 'docs/planning.md'), 'utf8').replace(/\s*\n\s*/g, ' ');
+    for (const text of ttftTailProse())
+      expect(page.includes(text), `docs/planning.md should say "${text}"`).toBe(true);
   });
 });
