@@ -19,7 +19,7 @@ import {
  * is also the most Jobs of the smoke study alive at once. The full study runs one run at a time.
  */
 
-/** At most this many smoke runs (so Jobs) at once on a cell (its budget: test/charts/resource-budget.test.ts). */
+/** At most this many smoke runs (so Jobs) at once on a cell (its budget: docs/facts.md §N8, test/charts/network/cell-budget.test.ts). */
 export const SMOKE_CONCURRENCY = 3;
 
 /** What a run does to the cell that another run could notice, or could do to it. */
