@@ -5,7 +5,6 @@ import type {
   NetworkRunRecord,
   NetworkStudyPlan,
   NetworkStudyRecord,
-  Precondition,
 } from '../../network/study/model.ts';
 import { type NetworkProof, networkSmokeChecklist } from '../../network/study/smoke-checklist.ts';
 import { judgeNetworkRun, judgeRepeats, type NetworkJudgeConfig } from '../../network/study/validity.ts';
@@ -24,6 +23,7 @@ import { retryingNetworkCluster } from './cluster-retry.ts';
 import { ConntrackSteps } from './conntrack-steps.ts';
 import { dispatchRuns, runOrder } from './dispatch.ts';
 import { JobDriver } from './job-driver.ts';
+import { establish, executeKind, type KindSteps } from './run-kinds.ts';
 import {
   type KindOutcome,
   type NetworkRunnerDeps,
@@ -115,6 +115,7 @@ class NetworkStudyRunner implements StepContext {
   private readonly clients: ClientSteps;
   private readonly scale: ServiceScaleSteps;
   private readonly conntrack: ConntrackSteps;
+  private readonly kinds: KindSteps;
   private state: StudyState = 'starting';
   private files: NetworkStudyFiles | undefined;
   private studyId: string | undefined;
@@ -166,6 +167,7 @@ class NetworkStudyRunner implements StepContext {
       this.study = { ...this.study, conntrackHostDefault: limit };
       await this.writeStudy();
     });
+    this.kinds = { clients: this.clients, scale: this.scale, conntrack: this.conntrack };
   }
 
   async run(): Promise<NetworkStudyRecord> {
@@ -408,7 +410,7 @@ class NetworkStudyRunner implements StepContext {
     await this.phase('checking preconditions');
     const unmet: string[] = [];
     for (const precondition of run.preconditions) {
-      const problem = await this.establish(run, precondition);
+      const problem = await establish(this.kinds, run, precondition);
       if (problem) {
         unmet.push(`not started: ${problem}`);
         break;
@@ -416,7 +418,7 @@ class NetworkStudyRunner implements StepContext {
     }
     const meshRestart = this.clients.takeMeshRestarts(run.id);
     const outcome: KindOutcome =
-      unmet.length > 0 ? { job: 'failed', pods: [], reasons: unmet } : await this.executeKind(run);
+      unmet.length > 0 ? { job: 'failed', pods: [], reasons: unmet } : await executeKind(this.kinds, run);
     const draft: RecordDraft = {
       id: run.id,
       cell: run.cell,
@@ -456,40 +458,6 @@ class NetworkStudyRunner implements StepContext {
       ...(judgment.mtlsProof ? { mtlsProof: judgment.mtlsProof } : {}),
     };
   }
-
-  private executeKind(run: NetworkRun): Promise<KindOutcome> {
-    const { spec } = run;
-    switch (spec.kind) {
-      case 'fortio':
-      case 'download':
-      case 'sse':
-        return this.clients.clientRun(run, spec.clientNamespace, spec.url);
-      case 'mtls':
-        return this.clients.mtlsRun(run, spec);
-      case 'service-scale':
-        return this.scale.scaleRun(run, spec);
-      case 'conntrack':
-        return this.conntrack.conntrackRun(run, spec);
-    }
-  }
-
-  // ---- Preconditions -------------------------------------------------------------------------
-
-  /** Establishes or waits for one precondition; the problem when it cannot be met. */
-  private async establish(run: NetworkRun, p: Precondition): Promise<string | undefined> {
-    switch (p.kind) {
-      case 'namespace-labelled':
-        return this.clients.namespaceLabelled(p.namespace);
-      case 'pods-restarted-after-label':
-        return this.clients.podsRestarted(run.id, p.namespace);
-      case 'services-ready':
-        return this.scale.servicesReady(run, p.count);
-      case 'conntrack-baseline-below':
-        return this.conntrack.conntrackBaseline(run, p.max);
-    }
-  }
-
-  // ---- Jobs ----------------------------------------------------------------------------------
 
   // ---- Records and progress ------------------------------------------------------------------
 
