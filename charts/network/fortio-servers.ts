@@ -38,26 +38,38 @@ export class FortioServersChart extends Chart {
     super(scope, id, props);
     fortioServer(this, PLAIN_NAMESPACE, FORTIO_SERVER, props);
     if (props.withMesh) {
-      for (const name of [FORTIO_SERVER, FORTIO_PERMISSIVE_SERVER, FORTIO_AUTHZ_SERVER]) {
+      for (const name of [FORTIO_SERVER, FORTIO_PERMISSIVE_SERVER])
         fortioServer(this, MESH_NAMESPACE, name, props);
-      }
-      // E2's mesh default: the same server where no PeerAuthentication applies.
-      fortioServer(this, MESH_DEFAULT_NAMESPACE, FORTIO_SERVER, props);
+      // Curls only (E2's AuthorizationPolicy rows): a light request (NETWORK_REQUESTS.fortioLightServer).
+      fortioServer(this, MESH_NAMESPACE, FORTIO_AUTHZ_SERVER, props, true);
+      // E2's mesh default: the same server where no PeerAuthentication applies; curls only too.
+      fortioServer(this, MESH_DEFAULT_NAMESPACE, FORTIO_SERVER, props, true);
     }
   }
 }
 
-function fortioServer(scope: Construct, namespace: string, name: string, props: FortioServersChartProps) {
+function fortioServer(
+  scope: Construct,
+  namespace: string,
+  name: string,
+  props: FortioServersChartProps,
+  curlsOnly = false,
+) {
   const { network } = props;
   const selector = { app: name };
   const labels = { ...selector, [COMPONENT_LABEL]: 'fortio-server' };
-  const container = (containerName: string, args: string[], ports: k8s.ContainerPort[]): k8s.Container => ({
+  const container = (
+    containerName: string,
+    args: string[],
+    ports: k8s.ContainerPort[],
+    light: boolean,
+  ): k8s.Container => ({
     name: containerName,
     image: network.fortio.image,
     imagePullPolicy: 'IfNotPresent',
     args,
     ports,
-    resources: containerResources(NETWORK_REQUESTS.fortioServer),
+    resources: containerResources(light ? NETWORK_REQUESTS.fortioLightServer : NETWORK_REQUESTS.fortioServer),
     securityContext: unprivilegedContainer(),
   });
   cellDeployment(scope, `${namespace}-${name}`, {
@@ -67,13 +79,22 @@ function fortioServer(scope: Construct, namespace: string, name: string, props: 
     cell: props.cell,
     pod: {
       containers: [
-        container('fortio', fortioServerArgs(network), [
-          { name: 'http', containerPort: FORTIO_HTTP_PORT, protocol: 'TCP' },
-          { name: 'grpc', containerPort: FORTIO_GRPC_PORT, protocol: 'TCP' },
-        ]),
-        container('fortio-l4', fortioL4ServerArgs(network), [
-          { name: 'http-l4', containerPort: FORTIO_L4_PORT, protocol: 'TCP' },
-        ]),
+        container(
+          'fortio',
+          fortioServerArgs(network),
+          [
+            { name: 'http', containerPort: FORTIO_HTTP_PORT, protocol: 'TCP' },
+            { name: 'grpc', containerPort: FORTIO_GRPC_PORT, protocol: 'TCP' },
+          ],
+          curlsOnly,
+        ),
+        // E4's L4 arm alone reaches it: a light request, no limit.
+        container(
+          'fortio-l4',
+          fortioL4ServerArgs(network),
+          [{ name: 'http-l4', containerPort: FORTIO_L4_PORT, protocol: 'TCP' }],
+          true,
+        ),
       ],
     },
   });

@@ -152,3 +152,10 @@ export function cellDescription(
     backendsPerService: network.experiments.serviceScale.backendsPerService,
   };
 }
+
+/** The Service behind a URL (`http://fortio.mesh.svc.cluster.local:8080/echo` -> fortio in mesh). */
+export function serviceOfUrl(url: string, defaultNamespace: string): { service: string; namespace: string } {
+  const host = url.replace(/^[a-z]+:\/\//i, '').split(/[:/]/)[0];
+  const [service, namespace] = host.split('.');
+  return { service, namespace: namespace ?? defaultNamespace };
+}

@@ -67,18 +67,22 @@ describe('docs/first-run.md: the time and cost of each step are what lab plan pr
   });
 
   it('the network lab, each cell’s smoke study', () => {
-    // runs, Jobs, smoke minutes, smoke cost, the full study's minutes with its checks
+    // runs, Jobs, runs at once, smoke minutes, smoke cost, the full study's minutes with its checks
     const cell = (name: string) =>
       figures(
         network,
         new RegExp(
-          `^  ${name} +(\\d+) +(\\d+) +([\\d.]+) min(?: \\(over \\d+\\))? +([\\d.]+) USD +([\\d.]+) min`,
+          `^  ${name} +(\\d+) +(\\d+) +(\\d+) +([\\d.]+) min(?: \\(over \\d+\\))? +([\\d.]+) USD +([\\d.]+) min`,
           'm',
         ),
       );
-    const [, , mesh, meshCost, meshFull] = cell('mesh');
-    const [, , plain, plainCost] = cell('dp-iptables');
-    const [, , cilium, ciliumCost] = cell('dp-cilium');
+    const [meshRuns, meshJobs, meshAtOnce, mesh, meshCost, meshFull] = cell('mesh');
+    const [, , , plain, plainCost] = cell('dp-iptables');
+    const [, , , cilium, ciliumCost] = cell('dp-cilium');
+    expectQuoted(
+      page,
+      `the mesh cell's ${meshRuns} runs start ${meshJobs} Jobs, at most ${meshAtOnce} at once`,
+    );
     expectQuoted(page, `(the mesh cell; ${plain} and ${cilium} min for the others)`);
     expectQuoted(page, `the cells without a mesh about **${plain} min, ${plainCost} USD**`);
     expectQuoted(page, `each (${cilium} on Cilium)`);

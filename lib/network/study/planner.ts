@@ -7,6 +7,7 @@ import { runJobStarts, studyStartJobs } from './job-starts.ts';
 import type { ExperimentId, NetworkRun } from './model.ts';
 import { networkStudyPlan } from './plan.ts';
 import { NETWORK_SMOKE_TARGET_MINUTES, networkSmokePlan } from './smoke.ts';
+import { SMOKE_CONCURRENCY, smokeStudySeconds } from './smoke-schedule.ts';
 import {
   DEFAULT_NETWORK_RUN_OVERHEADS,
   type MeshRestartPlan,
@@ -191,6 +192,8 @@ export interface SmokeTiming {
   readonly runs: number;
   /** Jobs the smoke study starts. */
   readonly jobStarts: number;
+  /** The most runs (so Jobs) its schedule has in flight at once (at most SMOKE_CONCURRENCY). */
+  readonly maxConcurrent: number;
   readonly durationSeconds: number;
   readonly costUsd: number;
   /** Over NETWORK_SMOKE_TARGET_MINUTES. */
@@ -258,13 +261,14 @@ function planCell(config: LabConfig, name: string, overheads: NetworkRunOverhead
   const durationSeconds = loadSeconds + overheadSeconds;
   const pricePerHourUsd = network.instance.pricePerHourUsd;
   const smokeRuns = networkSmokePlan(config, name).runs;
-  const smokeTime = planSeconds(smokeRuns, study, overheads);
-  const smokeSeconds = smokeTime.loadSeconds + smokeTime.overheadSeconds;
+  // The runner's own schedule (smoke-schedule.ts): runs that cannot disturb each other overlap.
+  const { seconds: smokeSeconds, schedule } = smokeStudySeconds(smokeRuns, study, overheads);
   const restart = meshRestart(study.mesh);
   const withFullSeconds = smokeSeconds + durationSeconds - restart.seconds;
   const smoke: SmokeTiming = {
     runs: smokeRuns.length,
     jobStarts: jobStarts(smokeRuns, study.datapath),
+    maxConcurrent: schedule.maxConcurrent,
     durationSeconds: smokeSeconds,
     costUsd: (smokeSeconds / 3600) * pricePerHourUsd,
     overTarget: smokeSeconds > NETWORK_SMOKE_TARGET_MINUTES * 60,
@@ -439,22 +443,33 @@ export function formatNetworkPlan(plan: NetworkPlan): string {
   );
   lines.push(
     alignRows(
-      ['cell', 'smoke runs', 'Jobs', 'smoke', 'smoke cost', 'full study with its checks', 'full cost'],
+      [
+        'cell',
+        'smoke runs',
+        'Jobs',
+        'at once',
+        'smoke',
+        'smoke cost',
+        'full study with its checks',
+        'full cost',
+      ],
       plan.cells.map((c) => [
         c.cell,
         String(c.smoke.runs),
         String(c.smoke.jobStarts),
+        String(c.smoke.maxConcurrent),
         `${minutes(c.smoke.durationSeconds)}${c.smoke.overTarget ? ` (over ${NETWORK_SMOKE_TARGET_MINUTES})` : ''}`,
         `${c.smoke.costUsd.toFixed(2)} USD`,
         minutes(c.smoke.withFullStudy.durationSeconds),
         `${c.smoke.withFullStudy.costUsd.toFixed(2)} USD`,
       ]),
-      5,
+      6,
     ),
   );
   lines.push(
     `  all cells: smoke ${minutes(plan.smoke.durationSeconds)}, about ${plan.smoke.costUsd.toFixed(2)} USD; the full study begins with the same checks: ${minutes(Math.max(0, ...plan.cells.map((c) => c.smoke.withFullStudy.durationSeconds)))}, about ${plan.cells.reduce((sum, c) => sum + c.smoke.withFullStudy.costUsd, 0).toFixed(2)} USD in all`,
     `  every Job started (clients, the study's host facts, E9's and E10's host commands) pays an assumed ${plan.overheads.jobStartSeconds} s pod start`,
+    `  runs that cannot disturb each other's evidence overlap, at most ${SMOKE_CONCURRENCY} at once: E9 and E10 run alone, a mesh run's destination gets no other traffic while its counters are read, a saturating run runs beside the mTLS curls only (lib/network/study/smoke-schedule.ts)`,
   );
   for (const c of plan.cells.filter((cell) => cell.mesh !== 'none'))
     lines.push(`  ${c.cell}: mesh pods' restart ${c.meshRestart.why}`);

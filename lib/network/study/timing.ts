@@ -180,7 +180,7 @@ export function runSeconds(
 }
 
 /** Deleting the runner's Services after the last E9 step. */
-function serviceCleanupSeconds(runs: readonly NetworkRun[], o: NetworkRunOverheads): number {
+export function serviceCleanupSeconds(runs: readonly NetworkRun[], o: NetworkRunOverheads): number {
   return Math.max(
     0,
     ...runs.map((r) =>

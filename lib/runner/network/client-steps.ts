@@ -13,6 +13,7 @@ import {
   ISTIO_SYSTEM_NAMESPACE,
   MESH_NAMESPACE,
   meshNamespaceLabels,
+  serviceOfUrl,
   ZTUNNEL_POD_SELECTOR,
 } from '../../network/topology.ts';
 import { rethrowOutage } from '../call-policy.ts';
@@ -27,13 +28,7 @@ import { type KindOutcome, meshEvidence, type StepContext } from './runner-conte
  * pod, `pending` while the redirection waits for one (docs/facts.md §N2).
  */
 export const AMBIENT_REDIRECTION_ANNOTATION = 'ambient.istio.io/redirection';
-
-/** The Service behind a URL (`http://fortio.mesh.svc.cluster.local:8080/echo` -> fortio in mesh). */
-export function serviceOfUrl(url: string, defaultNamespace: string): { service: string; namespace: string } {
-  const host = url.replace(/^[a-z]+:\/\//i, '').split(/[:/]/)[0];
-  const [service, namespace] = host.split('.');
-  return { service, namespace: namespace ?? defaultNamespace };
-}
+export { serviceOfUrl };
 
 /** The Job with the server's host in its URL argument replaced by `podIp` (the port and path kept). */
 export function withServerAddress(job: JobObject, url: string, podIp: string): JobObject {
@@ -47,15 +42,15 @@ export function withServerAddress(job: JobObject, url: string, podIp: string): J
  * preconditions (the namespace's label, pods restarted into the mesh).
  */
 export class ClientSteps {
-  /** What podsRestarted found since the last takeMeshRestarts: the run's evidence. */
-  private restarts: MeshRestartEvidence[] = [];
+  /** What podsRestarted found for each run since its last takeMeshRestarts: the run's evidence. */
+  private readonly restarts = new Map<string, MeshRestartEvidence[]>();
 
   constructor(private readonly ctx: StepContext) {}
 
-  /** The mesh restarts of the run's preconditions (each namespace checked, even with nothing restarted). */
-  takeMeshRestarts(): MeshRestartEvidence[] {
-    const taken = this.restarts;
-    this.restarts = [];
+  /** A run's mesh restarts (each namespace checked, even with nothing restarted). */
+  takeMeshRestarts(runId: string): MeshRestartEvidence[] {
+    const taken = this.restarts.get(runId) ?? [];
+    this.restarts.delete(runId);
     return taken;
   }
 
@@ -275,7 +270,7 @@ export class ClientSteps {
    * every pod, retrying until ztunnel accepts it, except after a failure it does not retry
    * (docs/facts.md §N2): a new pod is then enrolled at its creation.
    */
-  async podsRestarted(namespace: string): Promise<string | undefined> {
+  async podsRestarted(runId: string, namespace: string): Promise<string | undefined> {
     const selector = '!job-name';
     const stale = (await this.ctx.cluster.listPods(namespace, selector)).filter((pod) => !this.meshed(pod));
     for (const pod of stale) {
@@ -286,7 +281,10 @@ export class ClientSteps {
     }
     // The evidence the smoke checklist shows: after a normal bootstrap there is none to restart
     // on a sidecar cell (docs/facts.md §N2), so a restart says the cell was set up otherwise.
-    this.restarts.push({ namespace, restarted: stale.map((p) => p.name) });
+    this.restarts.set(runId, [
+      ...(this.restarts.get(runId) ?? []),
+      { namespace, restarted: stale.map((p) => p.name) },
+    ]);
     const staleUids = new Set(stale.map((p) => p.uid));
     return this.ctx.jobs.waitFor(`pods of ${namespace} in the mesh and ready`, async () => {
       const pods = await this.ctx.cluster.listPods(namespace, selector);

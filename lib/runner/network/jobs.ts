@@ -5,6 +5,7 @@ import type { ProbeName } from '../../network/probes/bundle.ts';
 import { NETWORK_REQUESTS } from '../../network/resources.ts';
 import type { DownloadRunSpec, FortioRunSpec, NetworkRun, SseRunSpec } from '../../network/study/model.ts';
 import { type MtlsClientGroup, mtlsClientGroups } from '../../network/study/mtls-groups.ts';
+import { NETWORK_SMOKE_PREFIX } from '../../network/study/smoke.ts';
 import { CELL_LABEL, GOOD_SERVICE_ACCOUNT, MESH_NAMESPACE, PLAIN_NAMESPACE } from '../../network/topology.ts';
 import type { ContainerRequests } from '../../study/resources.ts';
 import { RESULTS_HOST_PATH } from '../../study/topology.ts';
@@ -170,7 +171,12 @@ export function fortioJob(
         image: ctx.config.network.fortio.image,
         imagePullPolicy: 'IfNotPresent',
         args: withFile,
-        resources: resources(NETWORK_REQUESTS.fortioClient),
+        // A smoke run's load is tiny, and up to 3 run at once beside the servers.
+        resources: resources(
+          runId.startsWith(NETWORK_SMOKE_PREFIX)
+            ? NETWORK_REQUESTS.smokeFortioClient
+            : NETWORK_REQUESTS.fortioClient,
+        ),
         securityContext: unprivileged,
         volumeMounts: [outMount],
       },

@@ -5,7 +5,6 @@ import type {
   NetworkRunRecord,
   NetworkStudyPlan,
   NetworkStudyRecord,
-  Precondition,
 } from '../../network/study/model.ts';
 import { type NetworkProof, networkSmokeChecklist } from '../../network/study/smoke-checklist.ts';
 import { judgeNetworkRun, judgeRepeats, type NetworkJudgeConfig } from '../../network/study/validity.ts';
@@ -17,11 +16,14 @@ import { asCleanup, RunnerInterruptedError, withStop } from '../stop-signal.ts';
 import { readStudyRecords, StudyWrites } from '../study-files.ts';
 import { StudyLog } from '../study-log.ts';
 import { StudyStopError } from '../study-stop.ts';
+import { ActiveRuns } from './active-runs.ts';
 import { cellJudgeConfig, cellNode, studyFacts } from './cell-facts.ts';
 import { ClientSteps } from './client-steps.ts';
 import { retryingNetworkCluster } from './cluster-retry.ts';
 import { ConntrackSteps } from './conntrack-steps.ts';
+import { dispatchRuns, runOrder } from './dispatch.ts';
 import { JobDriver } from './job-driver.ts';
+import { establish, executeKind, type KindSteps } from './run-kinds.ts';
 import {
   type KindOutcome,
   type NetworkRunnerDeps,
@@ -53,7 +55,7 @@ export { chooseNetworkStudy, type NetworkStudyChoice } from './study-choice.ts';
 type RecordDraft = Omit<NetworkRunRecord, 'valid' | 'invalidReasons' | 'flags'>;
 
 /**
- * Executes a cell's network study plan in order and records every run with its validity in the
+ * Executes a cell's network study plan (in order; a smoke study by its schedule, dispatch.ts) and records every run with its validity in the
  * cell's results folder (docs/facts.md §N3, N5). Resumable: a run with a record is skipped, so a
  * restarted runner continues where the last one stopped. Returns the study record.
  */
@@ -103,13 +105,6 @@ export async function runNetworkSmokeStudy(
   }
 }
 
-interface ActiveRun {
-  readonly index: number;
-  readonly run: NetworkRun;
-  readonly startedAt: Date;
-  readonly phase: string;
-}
-
 class NetworkStudyRunner implements StepContext {
   private readonly startedAt: Date;
   private records = new Map<string, NetworkRunRecord>();
@@ -120,11 +115,12 @@ class NetworkStudyRunner implements StepContext {
   private readonly clients: ClientSteps;
   private readonly scale: ServiceScaleSteps;
   private readonly conntrack: ConntrackSteps;
+  private readonly kinds: KindSteps;
   private state: StudyState = 'starting';
   private files: NetworkStudyFiles | undefined;
   private studyId: string | undefined;
   private study: Omit<NetworkStudyRecord, 'runs'> | undefined;
-  private active: ActiveRun | undefined;
+  private readonly active = new ActiveRuns();
   private readonly progressTimer: ProgressTimer;
   /** stdout and the study folder's log; lines said before the study is chosen wait in it. */
   private readonly log: StudyLog;
@@ -171,6 +167,7 @@ class NetworkStudyRunner implements StepContext {
       this.study = { ...this.study, conntrackHostDefault: limit };
       await this.writeStudy();
     });
+    this.kinds = { clients: this.clients, scale: this.scale, conntrack: this.conntrack };
   }
 
   async run(): Promise<NetworkStudyRecord> {
@@ -293,29 +290,32 @@ class NetworkStudyRunner implements StepContext {
 
     let stoppedByOutage = false;
     try {
-      for (const [i, run] of this.plan.runs.entries()) {
-        if (this.records.has(run.id)) {
-          await this.say(`run ${i + 1}/${total} ${run.id}: recorded earlier, skipped`);
-          continue;
-        }
-        // Told to stop (SIGTERM): no new run starts, and the run it cut short is not recorded.
-        this.deps.stop?.throwIfRequested();
-        const record = await this.executeRun(i + 1, run);
-        this.deps.stop?.throwIfRequested();
-        this.records.set(run.id, record);
-        this.active = undefined;
-        await this.studyFiles().writeRun(record);
-        await this.applyRepeatSpread(run.id);
-        await this.writeStudy();
-        await this.say(
-          `run ${i + 1}/${total} ${run.id}: ${record.valid ? 'valid' : `INVALID: ${record.invalidReasons.join('; ')}`}`,
-        );
-      }
+      // One run at a time, or a smoke study's schedule (dispatch.ts): the records keep the plan's order.
+      await dispatchRuns(runOrder(this.plan, this.mode.smoke === true), {
+        skip: async ({ run, index }) => {
+          if (!this.records.has(run.id)) return false;
+          await this.say(`run ${index + 1}/${total} ${run.id}: recorded earlier, skipped`);
+          return true;
+        },
+        // Told to stop (SIGTERM): no new run starts, and a run it cut short is not recorded.
+        beforeStart: () => this.deps.stop?.throwIfRequested(),
+        waiting: (item, why) => this.say(`run ${item.index + 1}/${total} ${item.run.id} waits: ${why}`),
+        execute: async ({ run, index }) => {
+          const record = await this.executeRun(index + 1, run);
+          this.deps.stop?.throwIfRequested();
+          this.records.set(run.id, record);
+          await this.studyFiles().writeRun(record);
+          await this.applyRepeatSpread(run.id);
+          await this.writeStudy();
+          await this.say(
+            `run ${index + 1}/${total} ${run.id}: ${record.valid ? 'valid' : `INVALID: ${record.invalidReasons.join('; ')}`}`,
+          );
+        },
+      });
     } catch (error) {
       stoppedByOutage = error instanceof ApiUnreachableError;
       throw error;
     } finally {
-      this.active = undefined;
       // After an outage past its limit the API is not there to delete them: the next runner does.
       if (!stoppedByOutage) await asCleanup(this.deps.stop, () => this.scale.deleteScaleServices());
     }
@@ -397,23 +397,28 @@ class NetworkStudyRunner implements StepContext {
 
   // ---- One run -------------------------------------------------------------------------------
 
-  private async executeRun(index: number, run: NetworkRun): Promise<NetworkRunRecord> {
+  private executeRun(index: number, run: NetworkRun): Promise<NetworkRunRecord> {
     const startedAt = this.deps.clock.now();
-    this.active = { index, run, startedAt, phase: 'starting' };
+    return this.active.within(index, run, startedAt, () => this.executeActiveRun(run, startedAt));
+  }
+
+  private async executeActiveRun(run: NetworkRun, startedAt: Date): Promise<NetworkRunRecord> {
+    // Said before the first wait: the log's `starting` lines are the order the runs started in.
+    await this.phase('starting');
     // Its own attempt folder: a killed runner's attempt of this run keeps its files.
     const attempt = await this.jobs.beginAttempt(run.id);
     await this.phase('checking preconditions');
     const unmet: string[] = [];
     for (const precondition of run.preconditions) {
-      const problem = await this.establish(run, precondition);
+      const problem = await establish(this.kinds, run, precondition);
       if (problem) {
         unmet.push(`not started: ${problem}`);
         break;
       }
     }
-    const meshRestart = this.clients.takeMeshRestarts();
+    const meshRestart = this.clients.takeMeshRestarts(run.id);
     const outcome: KindOutcome =
-      unmet.length > 0 ? { job: 'failed', pods: [], reasons: unmet } : await this.executeKind(run);
+      unmet.length > 0 ? { job: 'failed', pods: [], reasons: unmet } : await executeKind(this.kinds, run);
     const draft: RecordDraft = {
       id: run.id,
       cell: run.cell,
@@ -453,40 +458,6 @@ class NetworkStudyRunner implements StepContext {
       ...(judgment.mtlsProof ? { mtlsProof: judgment.mtlsProof } : {}),
     };
   }
-
-  private executeKind(run: NetworkRun): Promise<KindOutcome> {
-    const { spec } = run;
-    switch (spec.kind) {
-      case 'fortio':
-      case 'download':
-      case 'sse':
-        return this.clients.clientRun(run, spec.clientNamespace, spec.url);
-      case 'mtls':
-        return this.clients.mtlsRun(run, spec);
-      case 'service-scale':
-        return this.scale.scaleRun(run, spec);
-      case 'conntrack':
-        return this.conntrack.conntrackRun(run, spec);
-    }
-  }
-
-  // ---- Preconditions -------------------------------------------------------------------------
-
-  /** Establishes or waits for one precondition; the problem when it cannot be met. */
-  private async establish(run: NetworkRun, p: Precondition): Promise<string | undefined> {
-    switch (p.kind) {
-      case 'namespace-labelled':
-        return this.clients.namespaceLabelled(p.namespace);
-      case 'pods-restarted-after-label':
-        return this.clients.podsRestarted(p.namespace);
-      case 'services-ready':
-        return this.scale.servicesReady(run, p.count);
-      case 'conntrack-baseline-below':
-        return this.conntrack.conntrackBaseline(run, p.max);
-    }
-  }
-
-  // ---- Jobs ----------------------------------------------------------------------------------
 
   // ---- Records and progress ------------------------------------------------------------------
 
@@ -529,8 +500,7 @@ class NetworkStudyRunner implements StepContext {
   }
 
   async phase(phase: string): Promise<void> {
-    if (!this.active) return;
-    this.active = { ...this.active, phase };
+    if (!this.active.setPhase(phase)) return;
     this.progressTimer.logged(this.deps.clock.now().getTime());
     await this.say(this.progressText());
     await this.writeStatus();
@@ -538,14 +508,14 @@ class NetworkStudyRunner implements StepContext {
 
   async progress(): Promise<void> {
     const now = this.deps.clock.now().getTime();
-    if (this.active && this.progressTimer.due(now)) {
+    if (this.active.size > 0 && this.progressTimer.due(now)) {
       await this.say(this.progressText());
     }
     await this.writeStatus();
   }
 
   private eta(): { elapsedMs: number; etaMs: number | undefined } {
-    const entry = this.active;
+    const entry = this.active.current();
     if (!entry) return { elapsedMs: 0, etaMs: undefined };
     const elapsedMs = this.deps.clock.now().getTime() - entry.startedAt.getTime();
     const durations = [...this.records.values()].map(
@@ -556,7 +526,7 @@ class NetworkStudyRunner implements StepContext {
   }
 
   private progressText(): string {
-    const entry = this.active;
+    const entry = this.active.current();
     if (!entry) return this.log.message;
     const { elapsedMs, etaMs } = this.eta();
     return progressLine(entry.index, this.plan.runs.length, entry.run.id, entry.phase, elapsedMs, etaMs);
@@ -577,7 +547,7 @@ class NetworkStudyRunner implements StepContext {
         now: this.deps.clock.now(),
         runIds: this.plan.runs.map((run) => run.id),
         records: this.records,
-        active: this.active,
+        active: this.active.current(),
         elapsedMs,
         etaMs,
         message: this.log.message,

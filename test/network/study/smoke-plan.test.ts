@@ -89,7 +89,13 @@ describe("a cell's smoke plan (lib/network/study/smoke.ts)", () => {
       expect(cell.smoke.overTarget).toBe(cell.smoke.durationSeconds > NETWORK_SMOKE_TARGET_MINUTES * 60);
       expect(cell.smoke.costUsd).toBeCloseTo((cell.smoke.durationSeconds / 3600) * cell.pricePerHourUsd, 6);
     }
-    expect(plan.cells.filter((c) => c.smoke.overTarget).map((c) => c.cell)).toEqual(['mesh']);
+    // Every default cell within the 5-minute target: the mesh cell by its schedule's overlap.
+    expect(plan.cells.filter((c) => c.smoke.overTarget).map((c) => c.cell)).toEqual([]);
+    expect(plan.cells.map((c) => [c.cell, c.smoke.maxConcurrent])).toEqual([
+      ['mesh', 3],
+      ['dp-iptables', 1],
+      ['dp-cilium', 1],
+    ]);
     // With the full study after its checks, the mesh pods' restart (where it can happen) is
     // counted once, in the checks.
     for (const cell of plan.cells) {

@@ -29,7 +29,6 @@ import type {
   SidecarMetrics,
 } from '../../../lib/runner/ports.ts';
 import type { JobCounts } from '../../../lib/study/validity.ts';
-import { FakeClock } from '../fakes.ts';
 import {
   conntrackDriverOutput,
   curlOutput,
@@ -51,6 +50,7 @@ import {
 } from './fake-cell-physics.ts';
 import { scrapeProxy } from './fake-mesh.ts';
 import { advanceProber, type FakeProber, proberOutput } from './fake-prober.ts';
+import { SharedFakeClock } from './fake-shared-clock.ts';
 
 export {
   CONTENTION_PER_POD,
@@ -129,12 +129,15 @@ export type FakeTcpTelemetry =
   | 'plaintext-l4';
 
 export class FakeCell implements NetworkCluster, SidecarMetrics {
-  readonly clock = new FakeClock();
+  /** One time line for every run in flight (a smoke study's concurrent runs wait together). */
+  readonly clock = new SharedFakeClock();
   readonly cell: NetworkCell;
   readonly context: NetworkJobContext;
   readonly serviceTemplate = serviceTemplateManifest();
   /** Every Job created, in order. */
   readonly created: JobObject[] = [];
+  /** Every Job's life on the cell, in order of creation, kept after it is gone (deletedAtMs: when its delete began). */
+  readonly history: FakeJob[] = [];
   /** Calls that fail with an HTTP status before succeeding: method name -> statuses to answer first. */
   readonly failures = new Map<string, number[]>();
   /** Jobs (by name pattern) that fail without writing their file. */
@@ -318,7 +321,7 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
             readyWritten: false,
           }
         : undefined;
-    this.jobs.set(key, {
+    const entry: FakeJob = {
       job,
       createdAtMs: this.clock.ms,
       durationMs: this.hangJobs?.test(job.metadata.name) ? Number.POSITIVE_INFINITY : jobDurationMs(job),
@@ -326,7 +329,9 @@ export class FakeCell implements NetworkCluster, SidecarMetrics {
       pod,
       done: false,
       counts: { active: 1, succeeded: 0, failed: 0 },
-    });
+    };
+    this.jobs.set(key, entry);
+    this.history.push(entry);
   }
 
   async getJob(namespace: string, name: string): Promise<JobCounts | undefined> {
@@ -579,7 +584,8 @@ export function fakeDeps(fake: FakeCell, store: NetworkResultStore, lines: strin
   return {
     cluster: fake,
     sidecars: fake,
-    store,
+    // Its file I/O is real: fake time waits for it.
+    store: fake.clock.outsideTime(store),
     clock: fake.clock,
     jobs: fake.context,
     serviceTemplate: fake.serviceTemplate,

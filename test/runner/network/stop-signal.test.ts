@@ -4,11 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { loadLabConfig } from '../../../lib/config/load.ts';
 import type { NetworkStudyPlan, NetworkStudyRecord } from '../../../lib/network/study/model.ts';
 import { networkStudyPlan } from '../../../lib/network/study/plan.ts';
+import { networkSmokePlan } from '../../../lib/network/study/smoke.ts';
 import { CELL_LABEL } from '../../../lib/network/topology.ts';
 import { STATUS_FILE } from '../../../lib/runner/layout.ts';
 import { FileNetworkResultStore } from '../../../lib/runner/network/file-store.ts';
 import { NETWORK_RUN_LABEL } from '../../../lib/runner/network/jobs.ts';
-import { runNetworkStudy } from '../../../lib/runner/network/run-network-study.ts';
+import { runNetworkSmokeStudy, runNetworkStudy } from '../../../lib/runner/network/run-network-study.ts';
 import type { NetworkCluster } from '../../../lib/runner/ports.ts';
 import type { StudyStatus } from '../../../lib/runner/status.ts';
 import { RunnerInterruptedError, STOP_CLEANUP_MS, StopRequest } from '../../../lib/runner/stop-signal.ts';
@@ -101,5 +102,36 @@ describe('the network runner told to stop mid-run', () => {
     // The cut-short step ran again in an attempt of its own.
     expect(resumed.runs.find((r) => r.id === 'e10-limit-2048')?.attempt).toBe(2);
     expect(fake.conntrackMax).toBe(262_144);
+  });
+
+  it('a smoke study with three runs in flight: none is recorded, every Job is deleted, within the cleanup time', async () => {
+    const root = tempDir('network-stop-smoke-');
+    const fake = new FakeCell(config, 'mesh', root);
+    const deps = fakeDeps(fake, new FileNetworkResultStore(root));
+    const stop = new StopRequest(fake.clock);
+    let signalledAt = 0;
+    const cluster = signalAfter(fake, stop, (method) => {
+      // The third Job alive at once: the schedule's first three runs are all in flight.
+      const hit = method === 'createJob' && fake.activeJobs() === 3;
+      if (hit) signalledAt = fake.clock.ms;
+      return hit;
+    });
+    const outcome = await runNetworkSmokeStudy(
+      { ...deps, cluster, stop },
+      config,
+      networkSmokePlan(config, 'mesh'),
+      { pollIntervalMs: 1_000 },
+    );
+    expect(outcome.error).toBeInstanceOf(RunnerInterruptedError);
+    expect(signalledAt).toBeGreaterThan(0);
+    expect(fake.clock.ms - signalledAt).toBeLessThanOrEqual(STOP_CLEANUP_MS);
+    for (const namespace of ['plain', 'mesh'])
+      expect(await fake.listJobNames(namespace, `${CELL_LABEL}=mesh,${NETWORK_RUN_LABEL}`)).toEqual([]);
+    const status = readJson<StudyStatus>(join(root, STATUS_FILE));
+    expect(status.state).toBe('interrupted');
+    const stopped = readJson<NetworkStudyRecord>(
+      join(root, 'studies', status.studyId as string, 'study.json'),
+    );
+    expect(stopped.runs).toEqual([]);
   });
 });
