@@ -1,6 +1,5 @@
 import { onTestFinished } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
-import { installPlan } from '../../lib/install/plan.ts';
 import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
 import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
@@ -115,6 +114,9 @@ export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown
     downloads,
     kubeconfig,
     config: parsed,
-    plan: parsed.lab === 'network' ? undefined : installPlan(parsed),
+    // Loaded on use: the plan synthesizes the lab's charts (cdk8s), which a network lab's rig and
+    // test/temp.test.ts's fixtures, each in a fresh vitest, need not load.
+    plan:
+      parsed.lab === 'network' ? undefined : (await import('../../lib/install/plan.ts')).installPlan(parsed),
   };
 }
