@@ -166,6 +166,14 @@ describe('schema validation', () => {
     );
   });
 
+  it('reports a value of the wrong type where a list belongs as a schema violation, without failing', () => {
+    const objects: KubeObject[] = [
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { containers: 'none' } },
+    ];
+    const violations = inspectManifests(objects).violations.filter((v) => v.lesson === SCHEMA);
+    expect(violations.map((v) => [v.object, v.field])).toEqual([['Pod p', 'spec.containers']]);
+  });
+
   it('requires a name', () => {
     const violations = schemaViolations((objects) => {
       objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: {}, data: {} });
