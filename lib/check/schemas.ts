@@ -1,5 +1,5 @@
+import { createRequire } from 'node:module';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import * as kubernetesModels from 'kubernetes-models';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { AI_GATEWAY_RESOURCE_SCHEMAS, envoyGatewayConfigSchema } from '../../charts/ai-gateway/schemas.ts';
@@ -25,26 +25,44 @@ interface SchemaError {
   readonly params?: { allowedValues?: unknown[] };
 }
 
-let builtInModels: Map<string, ModelClass> | undefined;
+const requireModel = createRequire(import.meta.url);
 
-/** Every model class of `kubernetes-models`, by `apiVersion/kind`; built once. */
+/** `kubernetes-models` classes loaded so far by `apiVersion/kind`; undefined: no such built-in kind. */
+const builtInModels = new Map<string, ModelClass | undefined>();
+
+/**
+ * The `kubernetes-models` class of a kind, loaded on first use. The package has one module per
+ * kind, under its group and version (`kubernetes-models/apps/v1/Deployment`, the core group's
+ * `kubernetes-models/v1/Pod`: its package.json exports); its index loads every kind's module and
+ * schema, about 2.5 s of CPU per process, where a folder of manifests uses a dozen kinds.
+ */
 function builtInModel(apiVersion: string, kind: string): ModelClass | undefined {
-  if (!builtInModels) {
-    const models = new Map<string, ModelClass>();
-    // Groups hold versions hold classes (`apps.v1.Deployment`); the core group holds classes (`v1.Pod`).
-    const collect = (node: unknown, depth: number) => {
-      if (typeof node === 'function') {
-        const model = node as unknown as Partial<ModelClass>;
-        if (model.apiVersion && model.kind)
-          models.set(`${model.apiVersion}/${model.kind}`, model as ModelClass);
-      } else if (depth < 3) {
-        for (const child of Object.values(record(node))) collect(child, depth + 1);
-      }
-    };
-    collect(kubernetesModels, 0);
-    builtInModels = models;
+  const key = `${apiVersion}/${kind}`;
+  if (!builtInModels.has(key)) builtInModels.set(key, loadBuiltInModel(apiVersion, kind));
+  return builtInModels.get(key);
+}
+
+function loadBuiltInModel(apiVersion: string, kind: string): ModelClass | undefined {
+  // Only names a Kubernetes group, version and kind can have: nothing else becomes a module path.
+  if (!/^([a-z0-9][a-z0-9.-]*\/)?v[0-9][a-z0-9]*$/.test(apiVersion) || !/^[A-Z][A-Za-z0-9]*$/.test(kind)) {
+    return undefined;
   }
-  return builtInModels.get(`${apiVersion}/${kind}`);
+  let exported: Record<string, unknown>;
+  try {
+    exported = requireModel(`kubernetes-models/${apiVersion}/${kind}`);
+  } catch (error) {
+    // A group or version the package does not export, or a kind it has no module for (and not a
+    // module missing underneath a kind's: that is a broken install, and says so).
+    const { code, message } = error as { code?: unknown; message?: unknown };
+    if (code === 'ERR_PACKAGE_PATH_NOT_EXPORTED') return undefined;
+    if (code === 'MODULE_NOT_FOUND' && String(message).includes(`/${apiVersion}/${kind}.js'`))
+      return undefined;
+    throw error;
+  }
+  const model = exported[kind];
+  if (typeof model !== 'function') return undefined;
+  const { apiVersion: modelApiVersion, kind: modelKind } = model as unknown as Partial<ModelClass>;
+  return modelApiVersion === apiVersion && modelKind === kind ? (model as unknown as ModelClass) : undefined;
 }
 
 /** Whether `kubernetes-models` knows this kind. */

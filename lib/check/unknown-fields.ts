@@ -82,7 +82,14 @@ export function unknownFieldViolations(object: KubeObject): Violation[] {
   if (!render) return [];
   // The renderer takes the fields under apiVersion and kind; status is the server's to write.
   const { apiVersion: _v, kind: _k, status: _s, ...props } = object;
-  const reads = recordReads(props, render);
+  let reads: WeakMap<object, Reads>;
+  try {
+    reads = recordReads(props, render);
+  } catch {
+    // The renderer stops at a value of the wrong type (a string where a list belongs), which the
+    // schema check reports; the fields it never reached cannot be judged known or unknown.
+    return [];
+  }
   const found: Violation[] = [];
   const walk = (value: unknown, path: (string | number)[]) => {
     if (Array.isArray(value)) {

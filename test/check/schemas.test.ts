@@ -134,6 +134,46 @@ describe('schema validation', () => {
     });
   });
 
+  it('knows the built-in kinds of every group, and notes a misspelled kind or an unknown version of one', () => {
+    const objects: KubeObject[] = [
+      {
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'NetworkPolicy',
+        metadata: { name: 'p' },
+        spec: { podSelector: 7 },
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'p' },
+        spec: { containers: [{ name: 'c', image: 'i', ports: [{ containerPort: 'http' }] }] },
+      },
+      { apiVersion: 'apps/v1', kind: 'Deploymnet', metadata: { name: 'd' }, spec: {} },
+      { apiVersion: 'apps/v9', kind: 'Deployment', metadata: { name: 'd' }, spec: {} },
+      { apiVersion: '../v1', kind: 'Pod', metadata: { name: 'p' }, spec: {} },
+    ];
+    const report = inspectManifests(objects);
+    expect(report.violations.filter((v) => v.lesson === SCHEMA).map((v) => [v.object, v.field])).toEqual([
+      ['NetworkPolicy p', 'spec.podSelector'],
+      ['Pod p', 'spec.containers[0].ports[0].containerPort'],
+    ]);
+    expect(report.notes.map((n) => n.message)).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining('no schema for apps/v1 Deploymnet'),
+        expect.stringContaining('no schema for apps/v9 Deployment'),
+        expect.stringContaining('no schema for ../v1 Pod'),
+      ]),
+    );
+  });
+
+  it('reports a value of the wrong type where a list belongs as a schema violation, without failing', () => {
+    const objects: KubeObject[] = [
+      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { containers: 'none' } },
+    ];
+    const violations = inspectManifests(objects).violations.filter((v) => v.lesson === SCHEMA);
+    expect(violations.map((v) => [v.object, v.field])).toEqual([['Pod p', 'spec.containers']]);
+  });
+
   it('requires a name', () => {
     const violations = schemaViolations((objects) => {
       objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: {}, data: {} });

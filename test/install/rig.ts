@@ -1,6 +1,7 @@
 import { onTestFinished } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
-import { installPlan } from '../../lib/install/plan.ts';
+import type { LabConfig } from '../../lib/config/schema.ts';
+import type { InstallPlan } from '../../lib/install/plan.ts';
 import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
 import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
@@ -76,6 +77,25 @@ function onClaim(config: unknown): unknown {
   return { ...c, runner: { ...runner, results: { volume: 'claim', ...(runner.results as object) } } };
 }
 
+/** Install plans made so far in this worker, by configuration. */
+const plans = new Map<string, InstallPlan>();
+
+/**
+ * The install plan of a configuration, each caller its own copy. installPlan synthesizes every
+ * chart of the lab (cdk8s), about 0.1 s of CPU each time once warm, and gives the same plan for the
+ * same configuration (plain data: a structured clone is equal to it). Loaded on use: a network
+ * lab's rig, and test/temp.test.ts's fixtures in a fresh vitest, need not load the charts.
+ */
+async function planOf(config: LabConfig): Promise<InstallPlan> {
+  const key = JSON.stringify(config);
+  let plan = plans.get(key);
+  if (!plan) {
+    plan = (await import('../../lib/install/plan.ts')).installPlan(config);
+    plans.set(key, plan);
+  }
+  return structuredClone(plan);
+}
+
 /**
  * A fake cluster with the real client on it, for one test: call it inside a test (its server stops
  * when that test ends).
@@ -115,6 +135,6 @@ export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown
     downloads,
     kubeconfig,
     config: parsed,
-    plan: parsed.lab === 'network' ? undefined : installPlan(parsed),
+    plan: parsed.lab === 'network' ? undefined : await planOf(parsed),
   };
 }

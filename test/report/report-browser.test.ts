@@ -7,6 +7,7 @@ import { tempDir } from '../temp.ts';
 import { CHROMIUM, needs } from '../tools.ts';
 import { chromiumOfFile } from './browser.ts';
 import { fixtureStudy } from './fixture.ts';
+import { networkReportInChromium } from './network/report-browser.ts';
 
 const VALID_ARMS = 8;
 
@@ -123,6 +124,9 @@ describe('report.html in headless Chromium', () => {
     },
   );
 });
+
+// The network report's tests, in this file to share its Chromium.
+networkReportInChromium(withPage, canRun);
 
 interface Box {
   x: number;
