@@ -54,10 +54,12 @@ describe('StopRequest', () => {
     const stop = new StopRequest(systemClock);
     const clock = stop.clockOf(systemClock);
     const started = performance.now();
-    const sleeping = clock.sleep(60_000);
+    const sleeping = clock.sleep(120_000);
     setTimeout(() => stop.request('SIGTERM'), 20);
     await expect(sleeping).rejects.toThrow(RunnerInterruptedError);
-    expect(performance.now() - started).toBeLessThan(2_000);
+    // Long before its own end: how soon after the 20 ms is the machine's load (a bound of 2 s is
+    // what a starved CI worker could miss).
+    expect(performance.now() - started).toBeLessThan(60_000);
     await expect(clock.sleep(1)).rejects.toThrow(/received SIGTERM/);
     expect(() => stop.throwIfRequested()).toThrow(RunnerInterruptedError);
   });
@@ -172,9 +174,10 @@ describe('the first lab’s runner told to stop mid-run', () => {
       RunnerInterruptedError,
     );
     // Ended within the cleanup time of the signal, on the fake clock (a bound run takes minutes),
-    // and in seconds of real time.
+    // and on the real one: the runner waits nothing out in real time (its waits are the fake
+    // clock's). The real bound is the product's own, not a guess at this machine's speed.
     expect(lab.clock.ms - signalledAt).toBeLessThanOrEqual(STOP_CLEANUP_MS);
-    expect(performance.now() - signalledAtReal).toBeLessThan(5_000);
+    expect(performance.now() - signalledAtReal).toBeLessThan(STOP_CLEANUP_MS);
 
     const status = readJson<StudyStatus>(join(lab.dir, 'status.json'));
     expect(status.state).toBe('interrupted');
