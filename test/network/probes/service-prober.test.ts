@@ -208,6 +208,32 @@ describe('the wall clock paired with the monotonic one', () => {
     expect(clockPair(slow)).toEqual({ epochMs: 10_001, monotonicMs: 100 });
     expect(reads).toEqual([]);
   });
+
+  it('times a sample from a start in epoch ms right when the process stalled between the reads', async () => {
+    // A model of time: each monotonic read moves it 0.1 ms; the first wall clock read is followed
+    // by a 40 ms stall (the process preempted). Read singly, the sample lost those 40 ms.
+    let t = 0;
+    let stalls = 1;
+    const clocks = {
+      monotonicMs: () => {
+        t += 0.1;
+        return t - 0.1;
+      },
+      epochMs: () => {
+        const now = 1_000_000 + t;
+        if (stalls-- > 0) t += 40;
+        return now;
+      },
+    };
+    const sample = await measureSample(
+      { host: '10.43.0.12', port: 80, startEpochMs: 1_000_000 - 100 },
+      { attemptTimeoutMs: 20, giveUpMs: 5_000, sockets: () => new Answered(), clocks },
+    );
+    // The connect's real moment on the wall clock, less the start: 100 ms before, 40 stalled.
+    const trueLatency = t + 100;
+    expect(sample.latencyMs).toBeGreaterThan(trueLatency - 0.5);
+    expect(sample.latencyMs).toBeLessThanOrEqual(trueLatency);
+  });
 });
 
 describe('watch mode: the go signal', () => {
