@@ -14,6 +14,7 @@ import {
   stopOnSignals,
 } from '../../lib/runner/stop-signal.ts';
 import type { StudyRecord } from '../../lib/study/results.ts';
+import { withLoopLag } from '../network/probes/loopback.ts';
 import { FakeClock } from './fakes.ts';
 import { runIn, startLab, stopLabs } from './rehearsal-kit.ts';
 
@@ -53,11 +54,17 @@ describe('StopRequest', () => {
   it('ends a sleep going on at the request, on the real clock, and every later one at once', async () => {
     const stop = new StopRequest(systemClock);
     const clock = stop.clockOf(systemClock);
-    const started = performance.now();
-    const sleeping = clock.sleep(60_000);
-    setTimeout(() => stop.request('SIGTERM'), 20);
-    await expect(sleeping).rejects.toThrow(RunnerInterruptedError);
-    expect(performance.now() - started).toBeLessThan(2_000);
+    const { value: tookMs, lagMs } = await withLoopLag(async () => {
+      const started = performance.now();
+      const sleeping = clock.sleep(60_000);
+      setTimeout(() => stop.request('SIGTERM'), 20);
+      await expect(sleeping).rejects.toThrow(RunnerInterruptedError);
+      return performance.now() - started;
+    });
+    // At the request: 20 ms, plus what a starved process adds. A stall can land in two places
+    // (the 20 ms timer fires late; the turn that rejects is preempted), each at most the worst
+    // event-loop lag measured meanwhile (a fixed 2 s is what a loaded CI worker could miss).
+    expect(tookMs).toBeLessThan(1_000 + 2 * lagMs);
     await expect(clock.sleep(1)).rejects.toThrow(/received SIGTERM/);
     expect(() => stop.throwIfRequested()).toThrow(RunnerInterruptedError);
   });
@@ -172,9 +179,10 @@ describe('the first lab’s runner told to stop mid-run', () => {
       RunnerInterruptedError,
     );
     // Ended within the cleanup time of the signal, on the fake clock (a bound run takes minutes),
-    // and in seconds of real time.
+    // and on the real one: the runner waits nothing out in real time (its waits are the fake
+    // clock's). The real bound is the product's own, not a guess at this machine's speed.
     expect(lab.clock.ms - signalledAt).toBeLessThanOrEqual(STOP_CLEANUP_MS);
-    expect(performance.now() - signalledAtReal).toBeLessThan(5_000);
+    expect(performance.now() - signalledAtReal).toBeLessThan(STOP_CLEANUP_MS);
 
     const status = readJson<StudyStatus>(join(lab.dir, 'status.json'));
     expect(status.state).toBe('interrupted');

@@ -99,9 +99,14 @@ describe('probe bundles', () => {
     );
     expect(client).toMatchObject({ probe: 'sse-client', status: 200, events: 50, errors: [] });
     expect(client.gaps?.count).toBe(49);
-    // Loose: a starved child reads several events at once. The in-process tests bound gaps tightly.
-    expect(client.gaps?.meanMs).toBeGreaterThan(5);
-    expect(client.gaps?.meanMs).toBeLessThan(20);
+    // Bounds a loaded machine cannot break (it stretched the mean gap to 30 ms, or bunches
+    // arrivals); the in-process tests pin the gaps on a stepped clock. The server sends the last
+    // event 490 ms after the request reached it at the earliest, so the arrivals span at least
+    // 490 ms less the first one's wait, and at most until the stream ended.
+    const first = client.firstEventMs ?? Number.NaN;
+    const meanMs = client.gaps?.meanMs ?? Number.NaN;
+    expect(meanMs * 49).toBeGreaterThanOrEqual(490 - first - 0.1);
+    expect(meanMs * 49).toBeLessThanOrEqual(client.durationMs - first + 0.1);
     const served = resultOf<SseServerResult>(await server.exit);
     expect(served).toMatchObject({ probe: 'sse-server', streams: 1, abandoned: 0, eventsSent: 50 });
   });
@@ -195,8 +200,14 @@ describe('probe bundles', () => {
         '--ready-file',
         readyFile,
       ]);
-      for (let i = 0; i < 400 && !existsSync(readyFile); i++) await new Promise((r) => setTimeout(r, 50));
-      expect(existsSync(readyFile)).toBe(true);
+      // Until the file is there or the prober has ended (no time limit: node can take long to
+      // start on a loaded machine; the test's own timeout ends a hang).
+      let ended = false;
+      void prober.exit.then(() => {
+        ended = true;
+      });
+      while (!existsSync(readyFile) && !ended) await new Promise((r) => setTimeout(r, 50));
+      expect(existsSync(readyFile), ended ? (await prober.exit).stderr : '').toBe(true);
       return prober;
     }
 
@@ -220,7 +231,14 @@ describe('probe bundles', () => {
       // (both clocks in 1 ms steps), however long a loaded machine starved the prober meanwhile.
       expect(sample.latencyMs).toBeGreaterThanOrEqual(-1);
       expect(sample.latencyMs).toBeLessThanOrEqual(exitedAt - acceptedAt + 1);
-      expect(result.method).toMatchObject({ verdict: 'datapath', firstAttemptConnects: 0 });
+      expect(result.method).toMatchObject({ firstAttemptConnects: 0, connectedBeforeStart: 0 });
+      // The datapath verdict, unless the machine starved the prober: then E9's method check rightly
+      // refuses the sample for it (its first attempt after the acceptance came late, or its
+      // attempts were far apart), which a loaded machine makes happen (seen at a load of 20).
+      const starved = /the prober was not probing when the Service was created|attempts were .* ms apart/;
+      expect(result.method?.reasons.filter((reason) => !starved.test(reason))).toEqual([]);
+      if (result.method?.verdict === 'method')
+        console.warn(`watch mode sample refused: ${result.method.reasons}`);
     });
 
     it('catches the old order: an address that answers before the prober starts connects on its first attempt', async () => {

@@ -24,3 +24,15 @@ export class Answered extends EventEmitter {
   }
   destroy(): void {}
 }
+
+/** A connect refused after `ms` (a loopback RST takes about 0.4 ms): on fake timers, time passes. */
+export class RefusedAfter extends EventEmitter {
+  constructor(ms: number) {
+    super();
+    setTimeout(
+      () => this.emit('error', Object.assign(new Error('ECONNREFUSED'), { code: 'ECONNREFUSED' })),
+      ms,
+    );
+  }
+  destroy(): void {}
+}

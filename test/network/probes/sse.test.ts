@@ -195,14 +195,49 @@ describe('SSE over loopback', () => {
     await expect(
       readSseStream({ url: `${base}/metrics`, expectedEvents: 0, timeoutMs: 5_000 }),
     ).rejects.toThrow('answered HTTP 404 with an error: no such path /metrics; streams are at /events');
-    const cut = await readSseStream({ url: `${base}/events`, expectedEvents: 200, timeoutMs: 300 });
-    expect(cut.events).toBeGreaterThan(0);
-    expect(cut.events).toBeLessThan(200);
-    expect(cut.errors).toContain('timed out: the stream did not end within 300 ms');
-    expect(cut.errors).toContain(`expected 200 events, received ${cut.events}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(await server.stop()).toMatchObject({ streams: 1, abandoned: 1 });
+    expect(await server.stop()).toMatchObject({ streams: 1, abandoned: 0 });
     server = undefined;
+  });
+
+  // On the stepped clock: on real time a starved process could fire the client's 300 ms timer
+  // before it read the first event, or stop the server before it saw the client leave.
+  it('counts a client that leaves at its timeout, with the events it read', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    let running: RunningSseServer | undefined;
+    try {
+      running = await startSseServer({ host: '127.0.0.1', port: 0, plan: PLAN, clock: () => Date.now() });
+      let reads = 0;
+      let wake: (() => void) | undefined;
+      const reading = readSseStream({
+        url: `http://127.0.0.1:${running.port}/events`,
+        expectedEvents: 200,
+        timeoutMs: 300,
+        clock: () => {
+          reads++;
+          wake?.();
+          return Date.now();
+        },
+      });
+      // The request, the connect, the first event's chunk: then 300 ms pass at once.
+      await new Promise<void>((resolve) => {
+        wake = () => reads >= 3 && resolve();
+        wake();
+      });
+      vi.advanceTimersByTime(300);
+      const cut = await reading;
+      expect(cut.events).toBeGreaterThan(0);
+      expect(cut.events).toBeLessThan(200);
+      expect(cut.errors).toContain('timed out: the stream did not end within 300 ms');
+      expect(cut.errors).toContain(`expected 200 events, received ${cut.events}`);
+      // The server sees the client leave before it is stopped: it drops its next event's timer
+      // (the client's own timer has fired), however long that takes this process.
+      await vi.waitUntil(() => vi.getTimerCount() === 0, { timeout: 60_000, interval: 10 });
+      expect(await running.stop()).toMatchObject({ streams: 0, abandoned: 1 });
+      running = undefined;
+    } finally {
+      vi.useRealTimers();
+      await running?.stop();
+    }
   });
 
   it('reports a refused connection as a clear error', async () => {

@@ -38,7 +38,7 @@ runProbe(
     'ready-file': {
       kind: 'string',
       default: '',
-      description: 'written once every address had its first attempt (watch)',
+      description: 'written once every address had its first attempt answered or timed out (watch)',
     },
   },
   (flags) => {
