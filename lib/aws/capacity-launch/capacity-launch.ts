@@ -1,13 +1,12 @@
-import { fileURLToPath } from 'node:url';
 import { ArnFormat, CustomResource, Duration, RemovalPolicy, Stack, Token, Validations } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
 import { acknowledgeHandler, acknowledgeProviderFramework } from '../acknowledgements.ts';
+import { HandlerBundling, handlerCode, handlerName } from '../handler-code.ts';
 import { STACK_TAG_KEY } from '../tags.ts';
 import type { OnDemandQuota, StackQuotaNeed, StackTag } from './launch.ts';
 import { LaunchAttributes, LaunchProps, SubnetFields } from './props.ts';
@@ -172,6 +171,20 @@ export function launchTemplateProblems(data: Record<string, unknown> | undefined
     );
 }
 
+const HANDLER_RUNTIME = lambda.Runtime.NODEJS_22_X;
+
+/**
+ * Both functions run one bundle (index.mjs, an ES module), made by esbuild in the synthesizing
+ * process, no Docker. The Node 22 runtime provides the AWS SDK v3 (and its @smithy packages).
+ */
+const HANDLER_BUNDLING = new HandlerBundling({
+  entry: new URL('./handler.ts', import.meta.url),
+  runtime: HANDLER_RUNTIME,
+  format: 'esm',
+  minify: true,
+  externalModules: ['@aws-sdk/*', '@smithy/*'],
+});
+
 /**
  * Launches the lab's GPU host with Availability Zone fallback: a custom resource whose handler tries
  * every AZ that offers the type, then the fallback types, and reports each attempt (docs/facts.md §2.1).
@@ -194,9 +207,9 @@ export class CapacityLaunch extends Construct {
   /** The instance's private IPv4 address. */
   readonly privateIpAddress: string;
   /** The function that launches, keeps or terminates the instance. */
-  readonly onEventFunction: nodejs.NodejsFunction;
+  readonly onEventFunction: lambda.Function;
   /** The function that waits for `running` or `terminated`. */
-  readonly isCompleteFunction: nodejs.NodejsFunction;
+  readonly isCompleteFunction: lambda.Function;
   /** The custom resource itself: what deletion-order dependencies should name. */
   readonly resource: CustomResource;
 
@@ -399,21 +412,14 @@ export class CapacityLaunch extends Construct {
     handler: string,
     timeout: Duration,
     retention: logs.RetentionDays,
-  ): nodejs.NodejsFunction {
-    return new nodejs.NodejsFunction(this, id, {
-      entry: fileURLToPath(new URL('./handler.ts', import.meta.url)),
-      handler,
-      runtime: lambda.Runtime.NODEJS_22_X,
+  ): lambda.Function {
+    return new lambda.Function(this, id, {
+      code: handlerCode(HANDLER_BUNDLING),
+      handler: handlerName(HANDLER_BUNDLING, handler),
+      runtime: HANDLER_RUNTIME,
       timeout,
       memorySize: 256,
       logGroup: new logs.LogGroup(this, `${id}Logs`, { retention, removalPolicy: RemovalPolicy.DESTROY }),
-      // Local esbuild, no Docker; the Node 22 runtime provides the AWS SDK v3.
-      bundling: {
-        forceDockerBundling: false,
-        format: nodejs.OutputFormat.ESM,
-        minify: true,
-        sourceMap: false,
-      },
     });
   }
 }

@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import {
   CustomResource,
   Duration,
@@ -10,11 +9,11 @@ import {
 } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct, type IConstruct } from 'constructs';
 import { acknowledgeHandler, acknowledgeProviderFramework } from '../acknowledgements.ts';
+import { HandlerBundling, handlerCode, handlerName } from '../handler-code.ts';
 import {
   INLINE_POLICY_NAMES,
   INSTANCE_PROFILE_NAMES,
@@ -32,6 +31,20 @@ export interface RoleCleanupProps {
    */
   readonly roles: readonly iam.Role[];
 }
+
+const HANDLER_RUNTIME = lambda.Runtime.NODEJS_22_X;
+
+/**
+ * The handler's bundle (index.js, CommonJS), made by esbuild in the synthesizing process: the
+ * lab's toolchain has no Docker engine. The AWS SDK v3 is in the runtime.
+ */
+const HANDLER_BUNDLING = new HandlerBundling({
+  entry: new URL('./handler.ts', import.meta.url),
+  runtime: HANDLER_RUNTIME,
+  format: 'cjs',
+  minify: false,
+  externalModules: ['@aws-sdk/*'],
+});
 
 /**
  * On stack delete, strips from the stack's roles every managed and inline policy the stack did not
@@ -67,7 +80,7 @@ export class RoleCleanup extends Construct {
   /** The custom resource; add dependencies on it, not on the whole construct. */
   readonly resource: CustomResource;
   /** The `onEvent` function; its role may only list, detach and delete policies of `props.roles`. */
-  readonly handler: nodejs.NodejsFunction;
+  readonly handler: lambda.Function;
   /** The Provider framework that calls `handler`. */
   readonly provider: cr.Provider;
 
@@ -100,15 +113,13 @@ export class RoleCleanup extends Construct {
       retention: logs.RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
     });
-    this.handler = new nodejs.NodejsFunction(this, 'Handler', {
-      entry: fileURLToPath(new URL('./handler.ts', import.meta.url)),
-      handler: 'handler',
-      runtime: lambda.Runtime.NODEJS_22_X,
+    this.handler = new lambda.Function(this, 'Handler', {
+      code: handlerCode(HANDLER_BUNDLING),
+      handler: handlerName(HANDLER_BUNDLING, 'handler'),
+      runtime: HANDLER_RUNTIME,
       timeout: Duration.minutes(2),
       description: 'RoleCleanup: strips policies the stack did not declare from its roles on stack delete',
       logGroup,
-      // Local esbuild only: the lab's toolchain has no Docker engine. The AWS SDK v3 is in the runtime.
-      bundling: { forceDockerBundling: false, externalModules: ['@aws-sdk/*'] },
     });
     this.handler.addToRolePolicy(
       new iam.PolicyStatement({

@@ -8,6 +8,7 @@ import {
   type CapacityLaunchProps,
 } from '../../../lib/aws/capacity-launch/capacity-launch.ts';
 import { testApp } from '../app.ts';
+import { stagedHandler } from '../handler-bundle.ts';
 
 interface TestBed {
   readonly stack: Stack;
@@ -123,6 +124,16 @@ describe('CapacityLaunch wiring', () => {
       Handler: 'index.isComplete',
       Runtime: 'nodejs22.x',
     });
+  });
+
+  it('runs one ES module bundle, made in-process, that exports both handlers', () => {
+    const onEvent = stagedHandler(bed.stack, template, launch.onEventFunction);
+    const isComplete = stagedHandler(bed.stack, template, launch.isCompleteFunction);
+    expect(onEvent.files).toEqual(['index.mjs']);
+    expect(isComplete.files).toEqual(['index.mjs']);
+    const bundle = onEvent.load();
+    expect(typeof bundle.onEvent).toBe('function');
+    expect(typeof bundle.isComplete).toBe('function');
   });
 
   it('keeps the functions logs for a month and removes them with the stack', () => {

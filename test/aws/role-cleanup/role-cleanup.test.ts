@@ -5,6 +5,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RoleCleanup } from '../../../lib/aws/role-cleanup/role-cleanup.ts';
 import { testApp } from '../app.ts';
+import { stagedHandler } from '../handler-bundle.ts';
 
 interface Resource {
   readonly Type: string;
@@ -71,8 +72,10 @@ describe('RoleCleanup construct', () => {
     handlerRole: string;
   };
 
+  let built: ReturnType<typeof testStack>;
+
   beforeAll(() => {
-    const built = testStack();
+    built = testStack();
     template = Template.fromStack(built.stack);
     resources = template.toJSON().Resources as Record<string, Resource>;
     const logicalId = (construct: { node: { defaultChild?: unknown } } | CfnResource) =>
@@ -188,6 +191,14 @@ describe('RoleCleanup construct', () => {
       Handler: 'index.handler',
       Description: Match.stringLikeRegexp('^RoleCleanup'),
     });
+  });
+
+  it('runs a CommonJS bundle, made in-process, that exports the handler', () => {
+    const staged = stagedHandler(built.stack, template, built.cleanup.handler);
+    expect(staged.files).toEqual(['index.js']);
+    expect(staged.handler).toBe('index.handler');
+    const bundle = staged.load();
+    expect(typeof bundle.handler).toBe('function');
   });
 
   it('keeps no log group behind on destroy', () => {
