@@ -153,7 +153,7 @@ describe("the server's wait for its agents", () => {
   // made the read begun near the wait's end run past the margin the wait keeps to name what is
   // missing (half the budget, at most 30 s), so the watchdog ended the step as "over budget" and
   // the user never learnt which agent was missing. The fake S3 never answers these reads (a fifo
-  // nobody writes to); the step's budget is 20 s, so the wait has 10 s and the margin 10 s.
+  // nobody writes to); the step's budget is 13 s, so the reads have about 3 s and the margin 10 s.
   test('names the agents whose reports S3 did not answer, before the budget runs out', () => {
     const config = parseLabConfig({
       instance: { readyTimeoutMinutes: 60 },
@@ -164,7 +164,7 @@ describe("the server's wait for its agents", () => {
       ...FAST,
       WAIT_INTERVAL_SECONDS: '2',
       ...onlySteps(bootstrapSteps(config), ['wait_for_agents', 'apply_prerequisites'], {
-        wait_for_agents: 20,
+        wait_for_agents: 13,
       }),
     });
     spawnSync('mkfifo', [join(box.root, 'never')]);
