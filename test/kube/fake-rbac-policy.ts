@@ -1,4 +1,5 @@
 import type { Rule } from '../../lib/install/runner-access.ts';
+import type { AccessQuestion, UrlAccessQuestion } from '../../lib/kube/cluster-api.ts';
 import { status } from './fake-api-util.ts';
 
 /**
@@ -11,18 +12,11 @@ import { status } from './fake-api-util.ts';
  * grants only in its own namespace, a ClusterRoleBinding everywhere (docs/facts.md §6.6).
  */
 
-/** What the authorizer is asked: a request's attributes (k8s.io/apiserver authorizer.Attributes). */
-export type RequestAttributes =
-  | {
-      readonly verb: string;
-      /** "" for the core group. */
-      readonly group: string;
-      readonly resource: string;
-      readonly subresource?: string;
-      readonly namespace?: string;
-      readonly name?: string;
-    }
-  | { readonly verb: string; readonly path: string };
+/**
+ * What the authorizer is asked: a request's attributes (k8s.io/apiserver authorizer.Attributes),
+ * the same shape as the product's access questions.
+ */
+export type RequestAttributes = AccessQuestion | UrlAccessQuestion;
 
 /** Who asks: a user name and its groups, as the authenticator gives them. */
 export interface Subject {
