@@ -164,6 +164,10 @@ describe('the hosts, the install and the CLI', () => {
     );
     expect(minimumReadyTimeoutMinutes()).toBe(baseBudgetMinutes() + BOOT_MARGIN_MINUTES);
     expectQuoted('docs/first-run.md', `(at most \`instance.readyTimeoutMinutes\`, ${timeout})`);
+    // The least timeout with K3s agents (the server also waits for its agents).
+    const withAgents = minimumReadyTimeoutMinutes(true);
+    expectQuoted('docs/first-run.md', `\`instance.readyTimeoutMinutes\` (${timeout}; ${withAgents} with`);
+    expectQuoted('lib/config/instance.ts', `(${timeout} for the GPU host, ${withAgents} with agents;`);
   });
 
   it("lab install's waits and the runner's stop (docs/cluster.md)", () => {
