@@ -86,6 +86,8 @@ export function rehearse(
       FAKE_GPUS: gpus,
       FAKE_ALLOCATABLE: gpus,
       FAKE_SERVED: config.model.servedName,
+      // No test of these files reads the modes of lab-aws's curl config files (lab-aws.test.ts does).
+      FAKE_CONFIG_MODES_UNREAD: '1',
       ...fakes,
     },
     { ...FAST, ...settings },
