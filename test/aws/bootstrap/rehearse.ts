@@ -67,6 +67,32 @@ function manifestsOf(config: LabConfig): string {
   return dir;
 }
 
+/** The environment of a bootstrap run of `config` (the launcher's, and the fakes' answers). */
+function environment(config: LabConfig, manifests: string, fakes: Record<string, string>) {
+  const gpus = String(config.instance.gpus);
+  return {
+    ...ENV,
+    LAB_MANIFESTS_DIR: manifests,
+    FAKE_GPUS: gpus,
+    FAKE_ALLOCATABLE: gpus,
+    FAKE_SERVED: config.model.servedName,
+    // No test of these files reads the modes of lab-aws's curl config files (lab-aws.test.ts does).
+    FAKE_CONFIG_MODES_UNREAD: '1',
+    ...fakes,
+  };
+}
+
+/** What a test reads of a run that ended: the calls, and where one first matched. */
+function ended(
+  box: Sandbox,
+  result: { status: number | null; stdout: string; stderr: string },
+  manifests: string,
+) {
+  const calls = box.calls();
+  const index = (pattern: RegExp) => calls.findIndex((c) => pattern.test(c));
+  return { box, result, calls, index, manifests };
+}
+
 /** A bootstrap run against fake system commands and a manifests folder synthesized from the config. */
 export function rehearse(
   config: LabConfig,
@@ -77,31 +103,34 @@ export function rehearse(
 ) {
   const manifests = manifestsOf(config);
   prepare?.(box);
-  const gpus = String(config.instance.gpus);
-  const result = box.bootstrap(
-    config,
-    {
-      ...ENV,
-      LAB_MANIFESTS_DIR: manifests,
-      FAKE_GPUS: gpus,
-      FAKE_ALLOCATABLE: gpus,
-      FAKE_SERVED: config.model.servedName,
-      // No test of these files reads the modes of lab-aws's curl config files (lab-aws.test.ts does).
-      FAKE_CONFIG_MODES_UNREAD: '1',
-      ...fakes,
-    },
-    { ...FAST, ...settings },
+  const result = box.bootstrap(config, environment(config, manifests, fakes), { ...FAST, ...settings });
+  return ended(box, result, manifests);
+}
+
+/**
+ * `rehearse` in the background (`Sandbox.runFileInBackground`), for a run that waits on real time:
+ * it goes on while the test file runs its other tests. Its stdout and stderr are not kept.
+ */
+export async function rehearseInBackground(
+  config: LabConfig,
+  fakes: Record<string, string> = {},
+  settings: Record<string, string> = {},
+): Promise<Rehearsal> {
+  const box = makeSandbox();
+  const manifests = manifestsOf(config);
+  box.writeBootstrap(config, { ...FAST, ...settings });
+  const { status } = await box.runFileInBackground(
+    join(box.bootstrapDir, 'main.sh'),
+    environment(config, manifests, fakes),
   );
-  const calls = box.calls();
-  const index = (pattern: RegExp) => calls.findIndex((c) => pattern.test(c));
-  return { box, result, calls, index, manifests };
+  return ended(box, { status, stdout: '', stderr: '' }, manifests);
 }
 
 /** What `rehearse` returns. */
 export type Rehearsal = ReturnType<typeof rehearse>;
 
 /** A rehearsal made on first use and shared by the tests that only read it. */
-function once<T>(make: () => T): () => T {
+export function once<T>(make: () => T): () => T {
   let made: { value: T } | undefined;
   return () => {
     made ??= { value: make() };

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -131,6 +131,12 @@ export interface Sandbox {
     file: string,
     env?: Record<string, string>,
   ): { status: number | null; stdout: string; stderr: string };
+  /**
+   * `runFile` without waiting for the script (its output is not kept): a run that waits on real
+   * time (a step budget running out) goes on while the test process runs others. Settles with
+   * its exit status when it ends.
+   */
+  runFileInBackground(file: string, env?: Record<string, string>): Promise<{ status: number | null }>;
   /** Where `bootstrap` put the folder. */
   readonly bootstrapDir: string;
   calls(): string[];
@@ -506,6 +512,19 @@ export function makeSandbox(): Sandbox {
         env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, FAKE_AWS_PY, ...env },
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+    },
+    runFileInBackground(file, env = {}) {
+      return new Promise((resolve, reject) => {
+        const child = spawn('bash', [file], {
+          // Ignored, not piped: a pipe nobody reads while the test process runs a spawnSync of
+          // its own would fill and stop the script.
+          stdio: 'ignore',
+          timeout: RUN_TIMEOUT_MS,
+          env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, FAKE_AWS_PY, ...env },
+        });
+        child.on('error', reject);
+        child.on('close', (status) => resolve({ status }));
+      });
     },
     run(script, env = {}) {
       const file = join(root, `script-${readdirSync(root).length}.sh`);
