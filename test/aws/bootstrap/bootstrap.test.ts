@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, test } from 'vitest';
+import { beforeAll, describe, expect, test } from 'vitest';
 import {
   BOOTSTRAP_SOURCES,
   bootstrapSteps,
@@ -18,17 +18,19 @@ import {
   FAST,
   LOG_OBJECT,
   LOG_PUT,
+  once,
   otherRehearsal,
-  rebootRehearsal,
   rehearse,
+  rehearseInBackground,
 } from './rehearse.ts';
 import { fakeCommand, makeSandbox, type Sandbox } from './sandbox.ts';
 
 // The bootstrap run with fake system commands. A run costs seconds of CPU (hundreds of processes),
-// so tests that only read a run share it: the default run (defaultRehearsal), a host booted twice
-// whose first boot rides out three troubles and whose second has no metadata service
-// (rebootRehearsal), and one run of the other configuration with the ai-gateway arm, where S3
-// refuses the listing of earlier studies (otherRehearsal), all in rehearse.ts. A test that
+// so tests that only read a run share it: the default host booted twice, whose first boot is the
+// default run and rides out three troubles and whose second has no metadata service and runs
+// only the steps its tests read (defaultRehearsal), and one run of the other configuration with
+// the ai-gateway arm and runner.terminateWhenDone, where S3 refuses the listing of earlier studies
+// (otherRehearsal), both in rehearse.ts. A test that
 // needs a run to fail runs its own, and only the step its fault is in and the one after it
 // (onlySteps: main.sh's own loop over a cut step table), except the wrong GPU count, which keeps the
 // whole table's numbering ("[step 4/13]"). The shell program's files and settings.env:
@@ -37,6 +39,27 @@ import { fakeCommand, makeSandbox, type Sandbox } from './sandbox.ts';
 /** The default host's steps, for the faults that run only theirs. */
 const STEPS = bootstrapSteps(defaults);
 const title = (name: string) => String(STEPS.find((s) => s.name === name)?.title);
+/**
+ * The two runs whose step hangs until its 2 s budget runs out (7. diagnosis), started with the
+ * file in the background: their waits on real time overlap the file's other runs instead of
+ * holding the worker.
+ */
+const hangs = once(() => ({
+  rollout: rehearseInBackground(
+    defaults,
+    { FAKE_HANG: '*rollout status statefulset/*' },
+    onlySteps(STEPS, ['wait_for_replicas', 'record_gpu_uuids'], { wait_for_replicas: 2 }),
+  ),
+  substitution: rehearseInBackground(
+    defaults,
+    { FAKE_HANG: '* exec *nvidia-smi*' },
+    onlySteps(STEPS, ['record_gpu_uuids', 'signal_success'], { record_gpu_uuids: 2 }),
+  ),
+}));
+beforeAll(() => {
+  hangs();
+});
+
 /** The deadline the launcher writes before the bootstrap starts (read by signal_success). */
 const launcherDeadline = (box: Sandbox) =>
   writeFileSync(box.path('/opt/lab/deadline'), '2030-01-01T00:00:00Z\n');
@@ -45,8 +68,8 @@ describe('waiting for apt at first boot', () => {
   // unattended-upgrade-shutdown --wait-for-signal runs all the time under the process name
   // "unattended-upgr"; only the dpkg and apt locks say whether apt is busy.
   test('is not fooled by the always-running unattended-upgrades helper', () => {
-    // The pgrep of rebootRehearsal's first boot lists it.
-    const { first, afterFirst } = rebootRehearsal();
+    // The pgrep of defaultRehearsal's first boot lists it.
+    const { first, afterFirst } = defaultRehearsal();
     expect(first.result.status, afterFirst.log).toBe(0);
     expect(afterFirst.log).toContain('apt and dpkg are idle');
   });
@@ -64,13 +87,16 @@ describe('waiting for apt at first boot', () => {
 
 describe('the bootstrap, rehearsed with fake system commands', () => {
   test('default config: every step in order, then SUCCESS with the GPU of each replica', () => {
-    const { box, result, calls, index, manifests } = defaultRehearsal();
-    expect(result.status, box.log()).toBe(0);
+    // The first boot: what the second changed is read from afterFirst.
+    const { box, first, afterFirst } = defaultRehearsal();
+    const { result, calls, index, manifests } = first;
+    const log = afterFirst.log;
+    expect(result.status, log).toBe(0);
 
-    const markers = [...box.log().matchAll(/==> \[step (\d+)\/13\]/g)].map((m) => Number(m[1]));
+    const markers = [...log.matchAll(/==> \[step (\d+)\/13\]/g)].map((m) => Number(m[1]));
     expect(markers).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
-    expect(box.log()).toContain('==> [step 7/13] pre-fetch Qwen/Qwen3-0.6B-FP8 and the ShareGPT file');
-    expect(box.log()).toMatch(/shared cache; pull images in parallel \(budget 10 min 0 s\)/);
+    expect(log).toContain('==> [step 7/13] pre-fetch Qwen/Qwen3-0.6B-FP8 and the ShareGPT file');
+    expect(log).toMatch(/shared cache; pull images in parallel \(budget 10 min 0 s\)/);
 
     // The cost guard comes first (after lab-aws's read-only look at curl's version), results sync
     // on a timer and at shutdown.
@@ -93,9 +119,7 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     expect(calls).toContain(
       'kubectl wait --for=condition=Ready node -l llm-gateway-lab/host=server --timeout=10s',
     );
-    expect(box.log()).toContain(
-      'containerd runtime nvidia:   BinaryName = "/usr/bin/nvidia-container-runtime"',
-    );
+    expect(log).toContain('containerd runtime nvidia:   BinaryName = "/usr/bin/nvidia-container-runtime"');
 
     // The model is fetched once, in the vLLM image, before anything is applied; every image of the
     // charts and of the Jobs is pulled.
@@ -141,19 +165,19 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     });
     expect(readFileSync(box.path('/var/lib/lab/results/host/nvidia-smi-topo.txt'), 'utf8')).toContain('GPU0');
 
-    const signals = box.signals();
+    const signals = afterFirst.signals;
     expect(signals).toHaveLength(1);
     expect(signals[0]?.url).toBe('https://wait.example/handle?X-Amz-Signature=secret');
     expect(signals[0]?.body).toMatchObject({ Status: 'SUCCESS', UniqueId: 'bootstrap' });
     expect(signals[0]?.body.Data).toMatch(
       /^2 replicas ready on distinct GPUs: qwen3-0=GPU-qwen3-0 qwen3-1=GPU-qwen3-1; the instance shuts down at \d{4}-/,
     );
-    expect(existsSync(box.path('/opt/lab/signalled'))).toBe(true);
-    expect(existsSync(box.path(READY_MARKER))).toBe(true);
-    expect(box.log()).not.toContain('X-Amz-Signature');
+    expect(afterFirst.signalled).toBe(true);
+    expect(afterFirst.ready).toBe(true);
+    expect(log).not.toContain('X-Amz-Signature');
 
     // host.json for the study metadata, from IMDSv2 (the fake answers only with its token).
-    expect(JSON.parse(readFileSync(box.path('/var/lib/lab/results/host/host.json'), 'utf8'))).toEqual({
+    expect(JSON.parse(afterFirst.hostJson)).toEqual({
       instanceType: 'g6.12xlarge',
       availabilityZone: 'us-west-2b',
       k3sVersion: 'v1.36.4+k3s1',
@@ -164,13 +188,16 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('without the metadata service host.json still records the K3s version, and the bootstrap goes on', () => {
-    // The second boot of rebootRehearsal has no metadata service (host.json is the last boot's).
-    const { box, second, secondLog } = rebootRehearsal();
+    // The second boot of defaultRehearsal has no metadata service (host.json is the last boot's);
+    // it runs step 1 and K3s's, which writes host.json.
+    const { box, second, secondLog } = defaultRehearsal();
     expect(second.result.status, box.log()).toBe(0);
     expect(JSON.parse(readFileSync(box.path('/var/lib/lab/results/host/host.json'), 'utf8'))).toEqual({
       k3sVersion: 'v1.36.4+k3s1',
     });
     expect(secondLog).toContain('the instance metadata service did not answer');
+    expect(secondLog).toContain(stepMarker(1, 2, title('install_k3s')));
+    expect(secondLog).not.toContain('FAILED');
   });
 
   test('3 replicas with llm-d: both sets awaited, six distinct GPUs, K3s v1.35.2', () => {
@@ -231,9 +258,9 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
   });
 
   test('a relaunched host restores its studies from S3 before the runner starts; a failed restore is logged, not fatal', () => {
-    // What the old host synced, restored by rebootRehearsal's first boot: one study over two
+    // What the old host synced, restored by defaultRehearsal's first boot: one study over two
     // listing pages.
-    const { box, first, afterFirst } = rebootRehearsal();
+    const { box, first, afterFirst } = defaultRehearsal();
     const { index } = first;
     expect(first.result.status, afterFirst.log).toBe(0);
     const results = box.path('/var/lib/lab/results/studies');
@@ -346,10 +373,10 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
 
 describe('runner.terminateWhenDone (the watcher itself: bootstrap-terminate.test.ts)', () => {
   test('runner.terminateWhenDone: the bootstrap installs the watcher and its timer', () => {
-    // rebootRehearsal's configuration has it (whenDone); its first boot installed the watcher.
-    const { box, first, afterFirst } = rebootRehearsal();
-    expect(first.result.status, afterFirst.log).toBe(0);
-    expect(first.calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
+    // otherRehearsal's configuration has it (otherWithAiGateway).
+    const { box, result, calls } = otherRehearsal();
+    expect(result.status, box.log()).toBe(0);
+    expect(calls).toContain('systemctl enable --now lab-terminate-when-done.timer');
     expect(readFileSync(box.path(TERMINATE_WHEN_DONE_SCRIPT), 'utf8')).toContain(
       readFileSync(join(BOOTSTRAP_SOURCES, 'host', 'lab-terminate-when-done.sh'), 'utf8'),
     );
@@ -362,8 +389,8 @@ describe('runner.terminateWhenDone (the watcher itself: bootstrap-terminate.test
 
 describe('4. the ready signal is delivered or the failure is known', () => {
   test('a 403 from the WaitCondition URL is retried until the signal is accepted', () => {
-    // The WaitCondition of rebootRehearsal's first boot refuses the first two.
-    const { first, afterFirst } = rebootRehearsal();
+    // The WaitCondition of defaultRehearsal's first boot refuses the first two.
+    const { first, afterFirst } = defaultRehearsal();
     expect(first.result.status, afterFirst.log).toBe(0);
     expect(afterFirst.log).toContain('the SUCCESS signal was not accepted (attempt 1 of 5)');
     expect(afterFirst.log).toContain('the SUCCESS signal was not accepted (attempt 2 of 5)');
@@ -397,8 +424,9 @@ describe('4. the ready signal is delivered or the failure is known', () => {
 
 describe('5. the OS cannot derail the boot or the study', () => {
   test('the apt timers are off for the host’s life and the NVIDIA and CUDA packages are held', () => {
-    const { box, result, calls, index } = defaultRehearsal();
-    expect(result.status, box.log()).toBe(0);
+    const { box, first, afterFirst } = defaultRehearsal();
+    const { result, calls, index } = first;
+    expect(result.status, afterFirst.log).toBe(0);
     const disable = index(/^systemctl disable --now apt-daily\.timer apt-daily-upgrade\.timer$/);
     expect(disable).toBeGreaterThan(-1);
     expect(readFileSync(box.path('/etc/apt/apt.conf.d/99lab-no-periodic'), 'utf8')).toContain(
@@ -409,13 +437,13 @@ describe('5. the OS cannot derail the boot or the study', () => {
     expect(calls[hold]).toBe('apt-mark hold nvidia-driver-550 libnvidia-compute-550 cuda-toolkit-12-4');
     expect(hold).toBeGreaterThan(index(/^fuser /));
     expect(hold).toBeLessThan(index(/^k3s-install/));
-    expect(box.log()).toContain('held 3 NVIDIA/CUDA package(s) at their versions');
+    expect(afterFirst.log).toContain('held 3 NVIDIA/CUDA package(s) at their versions');
   });
 });
 
 describe('6. the cost guard survives a reboot', () => {
   test('a persistent timer on the absolute deadline, kept when the bootstrap runs again', () => {
-    const { box, first, second, started, ended, afterFirst, secondLog } = rebootRehearsal();
+    const { box, first, second, started, ended, afterFirst, secondLog } = defaultRehearsal();
     expect(first.result.status, afterFirst.log).toBe(0);
     const { deadline, timer } = afterFirst;
     const [, date, time] = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)Z$/.exec(deadline) ?? [];
@@ -440,7 +468,8 @@ describe('6. the cost guard survives a reboot', () => {
   });
 
   test('at the deadline the results and the log are uploaded before the host shuts down', () => {
-    const { box, result } = defaultRehearsal();
+    // otherRehearsal's host: defaultRehearsal's second boot changed host.json since the last sync.
+    const { box, result } = otherRehearsal();
     expect(result.status, box.log()).toBe(0);
     const before = box.calls().length;
     const requests = box.awsRequests().length;
@@ -503,13 +532,8 @@ describe('7. diagnosis', () => {
     );
   });
 
-  test('a step that hangs is ended at its budget; the reason names it and where the log is, which is uploaded', () => {
-    const { box, result, calls } = rehearse(
-      defaults,
-      { FAKE_HANG: '*rollout status statefulset/*' },
-      undefined,
-      onlySteps(STEPS, ['wait_for_replicas', 'record_gpu_uuids'], { wait_for_replicas: 2 }),
-    );
+  test('a step that hangs is ended at its budget; the reason names it and where the log is, which is uploaded', async () => {
+    const { box, result, calls } = await hangs().rollout;
     expect(result.status).toBe(1);
     expect(STEPS[10]?.name).toBe('wait_for_replicas');
     // Ended, not waited out: the hanging command started and never got to its end (30 s). Asserted
@@ -526,15 +550,13 @@ describe('7. diagnosis', () => {
     expect(box.awsRequests()).toContain(LOG_PUT);
   });
 
-  // Bash reads a command substitution to its end, and the commands of a pipeline in one are the
+  // Bash reads a command substitution to its end, and what runs below one (the commands of a
+  // pipeline in it, or what the command it runs starts: the fake kubectl's sleep) are the
   // bootstrap's grandchildren: the watchdog ended only its children, so a hanging kubectl exec in
   // record_gpu_uuids' `$(kubectl exec ... | sed ...)` kept the bootstrap from its TERM trap until
   // the hang ended (here 30 s; on a host, maybe never). Only this step runs, with a 2 s budget.
-  test('a hang inside a command substitution is ended at the budget too', () => {
-    const only = onlySteps(bootstrapSteps(defaults), ['record_gpu_uuids', 'signal_success'], {
-      record_gpu_uuids: 2,
-    });
-    const { box, result, calls } = rehearse(defaults, { FAKE_HANG: '* exec *nvidia-smi*' }, undefined, only);
+  test('a hang inside a command substitution is ended at the budget too', async () => {
+    const { box, result, calls } = await hangs().substitution;
     expect(result.status).toBe(1);
     expect(calls).toContainEqual(expect.stringMatching(/^kubectl -n vllm exec \S+ -- nvidia-smi -L$/));
     expect(calls.filter((c) => c.startsWith('hang-over'))).toEqual([]);
@@ -545,8 +567,8 @@ describe('7. diagnosis', () => {
   });
 
   test('the bootstrap log reaches S3 on a timer, so a WaitCondition timeout leaves it readable', () => {
-    const { box, result } = defaultRehearsal();
-    expect(result.status, box.log()).toBe(0);
+    const { box, first } = defaultRehearsal();
+    expect(first.result.status, box.log()).toBe(0);
     const timer = readFileSync(box.path('/etc/systemd/system/lab-log-upload.timer'), 'utf8');
     expect(timer).toContain('OnUnitActiveSec=2min');
     expect(box.calls()).toContain('systemctl enable --now lab-log-upload.timer');

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -131,6 +131,12 @@ export interface Sandbox {
     file: string,
     env?: Record<string, string>,
   ): { status: number | null; stdout: string; stderr: string };
+  /**
+   * `runFile` without waiting for the script (its output is not kept): a run that waits on real
+   * time (a step budget running out) goes on while the test process runs others. Settles with
+   * its exit status when it ends.
+   */
+  runFileInBackground(file: string, env?: Record<string, string>): Promise<{ status: number | null }>;
   /** Where `bootstrap` put the folder. */
   readonly bootstrapDir: string;
   calls(): string[];
@@ -140,7 +146,10 @@ export interface Sandbox {
   s3Object(bucketAndKey: string): string | undefined;
   /** Puts an object into the fake S3 (an earlier host's upload). */
   putS3Object(bucketAndKey: string, text: string): void;
-  /** Each config file lab-aws handed curl (-K): its mode and path. */
+  /**
+   * Each config file lab-aws handed curl (-K): its mode and path. The mode is "?" in a run with
+   * FAKE_CONFIG_MODES_UNREAD set (rehearse.ts's), so that a check of it fails there.
+   */
   curlConfigFiles(): { mode: string; path: string }[];
   signals(): Signal[];
   log(): string;
@@ -155,21 +164,30 @@ export const fakeCommand = (body: string) =>
   `#!/bin/bash\necho "\${0##*/} $*" >>"$SANDBOX/calls.log"\n${body}\n`;
 const FAKE = fakeCommand;
 
+/**
+ * `fakeCommand` for a POSIX sh `body`: /bin/sh (dash on Debian and Ubuntu) starts in about two
+ * thirds of bash's CPU, and the fakes a bootstrap calls most (kubectl, k3s, systemctl) need no
+ * bash. The line in calls.log is the same (printf, not dash's echo, which reads backslashes).
+ */
+export const shFakeCommand = (body: string) =>
+  `#!/bin/sh\nprintf '%s\\n' "\${0##*/} $*" >>"$SANDBOX/calls.log"\n${body}\n`;
+const SH = shFakeCommand;
+
 /** The fake S3 and Secrets Manager endpoints the fake curl hands lab-aws's signed requests to. */
 const FAKE_AWS_PY = fileURLToPath(new URL('./fake_aws.py', import.meta.url));
 
 const FAKES: Record<string, string> = {
-  shutdown: FAKE('exit 0'),
-  systemctl: FAKE('exit 0'),
+  shutdown: SH('exit 0'),
+  systemctl: SH('exit 0'),
   // The DLAMI's GPU packages, and one that is not.
-  'dpkg-query': FAKE(
+  'dpkg-query': SH(
     `printf '%s\\n' 'ii  nvidia-driver-550' 'ii  libnvidia-compute-550' 'ii  cuda-toolkit-12-4' 'rc  nvidia-old-535' 'ii  openssl'`,
   ),
-  'apt-mark': FAKE('exit 0'),
+  'apt-mark': SH('exit 0'),
   // No apt process runs and nobody holds the dpkg locks.
-  pgrep: FAKE('exit 1'),
-  fuser: FAKE('exit 1'),
-  'nvidia-container-runtime': FAKE('exit 0'),
+  pgrep: SH('exit 1'),
+  fuser: SH('exit 1'),
+  'nvidia-container-runtime': SH('exit 0'),
   aws: FAKE(`
 if [ -n "\${FAKE_AWS_FAIL:-}" ]; then echo "fatal error: An error occurred (AccessDenied) when calling the GetObject operation" >&2; exit 1; fi
 # FAKE_AWS_RESTORE_FAIL: only downloads from the results bucket fail (a role without s3:GetObject).
@@ -195,35 +213,41 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     z.writestr("jobs/run.yaml", "kind: Job\\n")' "$dst" ;;
 esac
 exit 0`),
-  'nvidia-smi': FAKE(`
+  'nvidia-smi': SH(`
 if [ "$1" = -L ]; then
-  for ((i = 0; i < FAKE_GPUS; i++)); do echo "GPU $i: NVIDIA L4 (UUID: GPU-host-$i)"; done
+  i=0
+  while [ "$i" -lt "\${FAKE_GPUS:-0}" ]; do echo "GPU $i: NVIDIA L4 (UUID: GPU-host-$i)"; i=$((i + 1)); done
 else
   echo "GPU0 X PHB"
 fi`),
   // On an agent, \`k3s kubectl --kubeconfig <kubelet's> get node\` answers its Ready status (FAKE_AGENT_READY).
   // pip download in a container (the router wheelhouse): the wheels land in the folder bound at
   // /wheels; FAKE_PIP_FAIL makes pip fail as it does for a version without a matching wheel.
-  k3s: FAKE(`
+  k3s: SH(`
 if [ "$1" = --version ]; then echo "k3s version v1.36.4+k3s1 (0123abcd)"; echo "go version go1.24"; fi
 if [ "$1" = kubectl ]; then printf '%s' "\${FAKE_AGENT_READY-True}"; fi
-if [[ "$*" == *"pip download"* ]]; then
-  if [ -n "\${FAKE_PIP_FAIL:-}" ]; then echo "ERROR: No matching distribution found for \${*: -1}" >&2; exit 1; fi
+case "$*" in
+*"pip download"*)
+  if [ -n "\${FAKE_PIP_FAIL:-}" ]; then
+    for last; do :; done
+    printf '%s\\n' "ERROR: No matching distribution found for $last" >&2; exit 1
+  fi
   for a in "$@"; do
     case "$a" in
     type=bind,src=*,dst=/wheels,*) dir=\${a#type=bind,src=}; dir=\${dir%%,dst=*} ;;
     vllm-router==*) version=\${a#vllm-router==} ;;
     esac
   done
-  touch "$dir/vllm_router-$version-cp38-abi3-manylinux_2_28_x86_64.whl" "$dir/fastapi-0.118.0-py3-none-any.whl"
-fi
+  : >"$dir/vllm_router-$version-cp38-abi3-manylinux_2_28_x86_64.whl"
+  : >"$dir/fastapi-0.118.0-py3-none-any.whl" ;;
+esac
 exit 0`),
   // The agent's journal: FAKE_JOURNAL, one line per \n.
-  journalctl: FAKE(`printf "%b\\n" "\${FAKE_JOURNAL:-}"`),
-  kubectl: FAKE(`
+  journalctl: SH(`printf "%b\\n" "\${FAKE_JOURNAL:-}"`),
+  kubectl: SH(`
 # FAKE_HANG: a command line (glob) that does not return for 30 s, as a stuck rollout does; it notes
 # "hang-over" in calls.log only if nothing ended it by then.
-if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30; echo "hang-over $*" >>"$SANDBOX/calls.log" ;; esac; fi
+if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30; printf '%s\\n' "hang-over $*" >>"$SANDBOX/calls.log" ;; esac; fi
 case "$*" in
 # Nodes by their host label: the server (Ready, FAKE_ALLOCATABLE GPUs) and the agents of
 # FAKE_NODES ("gpu-1=True:1 client-1=True:0"); an agent not listed has not joined.
@@ -231,7 +255,9 @@ case "$*" in
   line="$*"; host=\${line#*llm-gateway-lab/host=}; host=\${host%% *}
   if [ "$host" = server ]; then ready=True gpus=$FAKE_ALLOCATABLE
   else
-    entry=$(tr ' ' '\\n' <<<"\${FAKE_NODES:-}" | grep "^$host=" || true)
+    entry=''
+    set -f
+    for node in \${FAKE_NODES:-}; do case "$node" in "$host="*) entry=$node; break ;; esac; done
     [ -n "$entry" ] || exit 0
     value=\${entry#*=}; ready=\${value%%:*}; gpus=\${value#*:}
   fi
@@ -256,6 +282,12 @@ case "$1" in
 --help) [ -n "\${FAKE_OLD_CURL:-}" ] || echo "     --aws-sigv4 <provider1[:prov2[:reg[:srv]]]> AWS V4 signature auth"; echo " -o, --output <file>"; exit 0 ;;
 --version) echo "curl \${FAKE_OLD_CURL:-8.5.0} (x86_64-pc-linux-gnu)"; exit 0 ;;
 esac
+# copy <file> <to>: cp, done by bash for a file without a NUL byte (read -d '' stops at the first
+# one and then succeeds): the objects, signals and installers are text, and cp is a process each.
+copy() {
+  local text
+  if [ -f "$1" ] && ! IFS= read -r -d '' text <"$1"; then printf '%s' "$text" >"$2"; else cp "$1" "$2"; fi
+}
 out='' body='' data='' url='' headers='' fail='' sigv4='' cfg='' method='' wfmt=''
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -263,7 +295,12 @@ while [ $# -gt 0 ]; do
   # curl reads further options from stdin (the launcher's S3 keys) or a file (lab-aws's): never
   # the command line. The file's mode and path are kept, to check it is private and removed.
   -K)
-    if [ "$2" = - ]; then read -r -d '' cfg || true; else read -r -d '' cfg <"$2" || true; echo "$(stat -c %a "$2") $2" >>"$SANDBOX/curl-config-files"; fi
+    # FAKE_CONFIG_MODES_UNREAD: a run whose tests do not read the modes (a stat process each) notes "?".
+    if [ "$2" = - ]; then read -r -d '' cfg || true; else
+      read -r -d '' cfg <"$2" || true
+      if [ -n "\${FAKE_CONFIG_MODES_UNREAD:-}" ]; then mode='?'; else mode=$(stat -c %a "$2"); fi
+      echo "$mode $2" >>"$SANDBOX/curl-config-files"
+    fi
     shift ;;
   --aws-sigv4) sigv4=$2; shift ;;
   --data-binary) data=$2; body=\${2#@}; shift ;;
@@ -298,9 +335,9 @@ https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
         if [[ "$headers" != *"x-amz-content-sha256: $sha;"* ]]; then
           echo '<Error><Code>XAmzContentSHA256Mismatch</Code><Message>mismatch</Message></Error>' >"$out"; printf 400; exit 0
         fi
-        [ -d "\${object%/*}" ] || mkdir -p "\${object%/*}"; cp "\${data#@}" "$object"; : >"$out"; printf 200; exit 0
+        [ -d "\${object%/*}" ] || mkdir -p "\${object%/*}"; copy "\${data#@}" "$object"; : >"$out"; printf 200; exit 0
       fi
-      if [ -f "$object" ]; then cp "$object" "$out"; printf 200; exit 0; fi
+      if [ -f "$object" ]; then copy "$object" "$out"; printf 200; exit 0; fi
       echo '<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>' >"$out"; printf 404; exit 0
     fi
     # A first page of a listing that holds no key (a first boot's restore) is answered here too,
@@ -348,7 +385,7 @@ if [ -n "$body" ]; then
     exit 0
   fi
   signals=("$SANDBOX"/signal-*.json); [ -e "\${signals[0]}" ] || signals=(); n=\${#signals[@]}
-  cp "$body" "$SANDBOX/signal-$n.json"
+  copy "$body" "$SANDBOX/signal-$n.json"
   printf '%s' "$url" >"$SANDBOX/signal-$n.url"
   exit 0
 fi
@@ -389,7 +426,7 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     z.writestr("00-namespace.yaml", "kind: Namespace\\n")
     z.writestr("jobs/run.yaml", "kind: Job\\n")' "$out" ;;
   esac ;;
-https://get.k3s.io) cp "$SANDBOX/k3s-install.sh" "$out" ;;
+https://get.k3s.io) copy "$SANDBOX/k3s-install.sh" "$out" ;;
 # The K3s server's port, as an agent probes it; FAKE_SERVER_GONE: nothing answers (connection refused).
 https://*:6443/ping) if [ -n "\${FAKE_SERVER_GONE:-}" ]; then echo "curl: (7) Failed to connect" >&2; exit 7; fi ;;
 */v1/models) echo '{"object":"list","data":[{"id":"'"$FAKE_SERVED"'"}]}' ;;
@@ -475,6 +512,19 @@ export function makeSandbox(): Sandbox {
         env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, FAKE_AWS_PY, ...env },
       });
       return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+    },
+    runFileInBackground(file, env = {}) {
+      return new Promise((resolve, reject) => {
+        const child = spawn('bash', [file], {
+          // Ignored, not piped: a pipe nobody reads while the test process runs a spawnSync of
+          // its own would fill and stop the script.
+          stdio: 'ignore',
+          timeout: RUN_TIMEOUT_MS,
+          env: { PATH: `${bin}:${process.env.PATH}`, HOME: root, SANDBOX: root, FAKE_AWS_PY, ...env },
+        });
+        child.on('error', reject);
+        child.on('close', (status) => resolve({ status }));
+      });
     },
     run(script, env = {}) {
       const file = join(root, `script-${readdirSync(root).length}.sh`);

@@ -18,6 +18,30 @@ fi
 # trap (set -E) reaches every $(...), and bash then forks a subshell and the command, two
 # processes; with exec, one.
 
+# make_dir <folder>: mkdir -p, only when the folder is not there yet (a boot makes a dozen that a
+# step before, or the boot before, already made; mkdir is a process each).
+make_dir() {
+  if [ ! -d "$1" ]; then mkdir -p "$1"; fi
+}
+
+# count_matches <folder> <name pattern>: into MATCHES, how many paths under the folder, at any
+# depth, have a name matching the pattern, as `find <folder> -name <pattern> | wc -l` counts them
+# (hidden ones too), by bash's globstar: find and wc were two processes and a subshell. Unlike find,
+# globstar follows links to folders: the folders counted (the restored studies, the wheelhouse)
+# hold the plain files lab-aws and pip write.
+count_matches() {
+  local found=() unset_after=() option
+  for option in globstar dotglob nullglob; do
+    if ! shopt -q "$option"; then unset_after+=("$option"); fi
+  done
+  shopt -s globstar dotglob nullglob
+  # shellcheck disable=SC2206 # $2 is a pattern, to be matched
+  found=("$1"/**/$2)
+  if ((${#unset_after[@]} > 0)); then shopt -u "${unset_after[@]}"; fi
+  # shellcheck disable=SC2034 # read by the steps
+  MATCHES=${#found[@]}
+}
+
 # Fails the current step with a message; the EXIT trap signals FAILURE.
 die() {
   FAILURE_DETAIL=$*
@@ -96,8 +120,8 @@ watchdog() {
   # Bash runs the TERM trap only once its foreground command ends: end that command too, and
   # everything below it. A command substitution or a pipeline in a subshell runs its commands
   # as grandchildren, and bash reads a command substitution to its end: one hanging grandchild
-  # (a kubectl exec in `uuids=$(kubectl exec ... | sed ...)`) kept the bootstrap from its trap
-  # until it ended, if ever, long after the budget.
+  # (a kubectl exec in `uuids=$(kubectl exec ... | sed ...)`, as record_gpu_uuids once read the
+  # UUIDs) kept the bootstrap from its trap until it ended, if ever, long after the budget.
   kill -TERM "$pid" 2>/dev/null || true
   list_descendants "$pid" "$BASHPID"
   for child in "${DESCENDANTS[@]}"; do kill -TERM "$child" 2>/dev/null || true; done
@@ -231,7 +255,8 @@ send_signal() {
       return 0
     fi
     log "the $1 signal was not accepted (attempt $attempt of $SIGNAL_ATTEMPTS)"
-    if ((attempt < SIGNAL_ATTEMPTS)); then sleep "$SIGNAL_RETRY_SECONDS"; fi
+    # No pause of 0 s (a sleep process that waits for nothing).
+    if ((attempt < SIGNAL_ATTEMPTS)) && [ "$SIGNAL_RETRY_SECONDS" != 0 ]; then sleep "$SIGNAL_RETRY_SECONDS"; fi
   done
   log "could not deliver the $1 signal to the WaitCondition"
   return 1
@@ -302,7 +327,7 @@ UNIT
 
 # Best effort: the log goes with the results, and both are uploaded now.
 upload_results_now() {
-  mkdir -p "$RESULTS_DIR/host"
+  make_dir "$RESULTS_DIR/host"
   cp "$LOG_FILE" "$RESULTS_DIR/host/bootstrap.log" || true
   if [ -x "$SYNC_SCRIPT" ]; then
     timeout 300 "$SYNC_SCRIPT" || log "results upload failed; the timer and the shutdown hook retry"

@@ -21,10 +21,8 @@ arm_cost_guard() {
     printf '%s\n' "$deadline" >"$DEADLINE_FILE"
   fi
   write_host_environment
-  install_program lab-aws "$AWS_HELPER"
-  install_program lab-sync-results "$SYNC_SCRIPT"
-  install_program lab-deadline "$DEADLINE_SCRIPT"
-  install_program lab-upload-log "$LOG_UPLOAD_SCRIPT"
+  install_programs lab-aws "$AWS_HELPER" lab-sync-results "$SYNC_SCRIPT" lab-deadline "$DEADLINE_SCRIPT" \
+    lab-upload-log "$LOG_UPLOAD_SCRIPT"
   install_deadline_timer "$deadline"
   # The launcher's plain `shutdown -h +N` (armed before anything could fail) gives way to the
   # timer, which uploads the results first; both aim at the same deadline.
@@ -40,7 +38,9 @@ arm_cost_guard() {
 # which a Canonical Ubuntu cell does not have; a curl too old to sign fails this step by name.
 write_host_environment() {
   local problem
-  problem=$(lab_aws check 2>&1) || die "${problem#lab-aws: } - results could not be uploaded"
+  # lab_aws's command, exec'd: a function in $(...) would be a subshell more.
+  problem=$(LAB_SETTINGS="$BOOTSTRAP_DIR/settings.env" exec timeout 900 bash "$BOOTSTRAP_DIR/host/lab-aws.sh" check 2>&1) ||
+    die "${problem#lab-aws: } - results could not be uploaded"
   {
     echo '# Written by the lab bootstrap: what its installed programs need beyond settings.env.'
     printf 'LAB_REGION=%q\nLAB_RESULTS_BUCKET=%q\nLAB_STACK_NAME=%q\n' \
@@ -52,17 +52,25 @@ write_host_environment() {
 
 # install_program <name> <path>: host/<name>.sh from the bootstrap folder, told where the
 # settings are.
-install_program() {
-  local text
-  # Read by bash itself, as install_unit does (no cat process); a missing file fails the step.
-  { IFS= read -r -d '' text || true; } <"$BOOTSTRAP_DIR/host/$1.sh"
-  {
-    echo '#!/bin/bash'
-    printf '# Installed by the lab bootstrap from %s.\n' "$BOOTSTRAP_DIR/host/$1.sh"
-    printf 'export LAB_SETTINGS=%q\n' "$BOOTSTRAP_DIR/settings.env"
-    printf '%s' "$text"
-  } >"$2"
-  chmod 755 "$2"
+install_program() { install_programs "$1" "$2"; }
+
+# install_programs <name> <path> [<name> <path>]...: install_program for each, with one chmod for
+# them all (a process each was four in step 1).
+install_programs() {
+  local text paths=()
+  while (($# >= 2)); do
+    # Read by bash itself, as install_unit does (no cat process); a missing file fails the step.
+    { IFS= read -r -d '' text || true; } <"$BOOTSTRAP_DIR/host/$1.sh"
+    {
+      echo '#!/bin/bash'
+      printf '# Installed by the lab bootstrap from %s.\n' "$BOOTSTRAP_DIR/host/$1.sh"
+      printf 'export LAB_SETTINGS=%q\n' "$BOOTSTRAP_DIR/settings.env"
+      printf '%s' "$text"
+    } >"$2"
+    paths+=("$2")
+    shift 2
+  done
+  chmod 755 "${paths[@]}"
 }
 
 install_deadline_timer() {
@@ -100,7 +108,7 @@ UNIT
 
 # Results reach S3 every 5 minutes and once more when the host stops (the deadline too).
 install_results_upload() {
-  mkdir -p "$RESULTS_DIR"
+  make_dir "$RESULTS_DIR"
   install_unit lab-results-sync.service <<UNIT
 [Unit]
 Description=Upload the lab results to S3

@@ -13,26 +13,31 @@ hold_os_updates() {
   systemctl disable --now apt-daily.timer apt-daily-upgrade.timer ||
     log "could not disable the apt timers (not installed?)"
   # An upgrade already running is left to finish (stopping it mid-way could break dpkg); no new one starts.
-  cat >"$APT_CONF_DIR/99lab-no-periodic" <<'CONF'
-// Written by the lab bootstrap: no periodic apt runs on the lab host (timers disabled too).
-APT::Periodic::Update-Package-Lists "0";
-APT::Periodic::Unattended-Upgrade "0";
-CONF
+  printf '%s\n' '// Written by the lab bootstrap: no periodic apt runs on the lab host (timers disabled too).' \
+    'APT::Periodic::Update-Package-Lists "0";' 'APT::Periodic::Unattended-Upgrade "0";' >"$APT_CONF_DIR/99lab-no-periodic"
   wait_until "$((BUDGET_LEFT))" apt_is_idle ||
     die "apt/dpkg still busy when the step's budget ran out: $(pgrep -a -f '/usr/bin/(apt|apt-get|dpkg|unattended-upgrade)( |$)' || true)"
   log "apt and dpkg are idle"
   hold_gpu_packages
 }
 
-# The installed packages whose upgrade would change the driver or CUDA under the replicas.
+# The installed packages whose upgrade would change the driver or CUDA under the replicas, into
+# GPU_PACKAGES: the names of the lines whose status starts with "ii" that match
+# HELD_PACKAGES_PATTERN (an ERE), as `awk '$1 ~ /^ii/ { print $2 }' | grep -E` chose them, chosen by
+# bash itself (those were three processes more). What dpkg-query printed counts even if it failed.
 gpu_packages() {
-  dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' | awk '$1 ~ /^ii/ { print $2 }' |
-    grep -E "$HELD_PACKAGES_PATTERN" || true
+  local listing status package rest
+  GPU_PACKAGES=()
+  listing=$(exec dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n') || true
+  while read -r status package rest; do
+    if [[ "$status" == ii* && "$package" =~ $HELD_PACKAGES_PATTERN ]]; then GPU_PACKAGES+=("$package"); fi
+  done <<<"$listing"
 }
 
 hold_gpu_packages() {
   local packages=()
-  mapfile -t packages < <(gpu_packages)
+  gpu_packages
+  packages=("${GPU_PACKAGES[@]}")
   if ((${#packages[@]} == 0)); then
     log "no NVIDIA or CUDA package installed to hold"
     return 0

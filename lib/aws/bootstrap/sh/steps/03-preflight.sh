@@ -13,7 +13,8 @@ preflight() {
   ((${#charts[@]} > 0)) || die "no chart files (NN-*.yaml) in $LAB_MANIFESTS_DIR"
   log "charts to apply, in order: ${charts[*]##*/}"
   read_prerequisites
-  rm -rf "$WORK_DIR/prerequisites"
+  # Emptied: a first boot has nothing to remove (rm would be a process for nothing).
+  if [ -e "$WORK_DIR/prerequisites" ] || [ -L "$WORK_DIR/prerequisites" ]; then rm -rf "$WORK_DIR/prerequisites"; fi
   mkdir -p "$WORK_DIR/prerequisites"
   while IFS=$'\t' read -r -u 3 kind id source release chart version namespace repo values placeholders; do
     n=$((n + 1))

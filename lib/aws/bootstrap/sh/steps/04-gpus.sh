@@ -2,7 +2,7 @@
 # Steps: the GPUs the driver sees, and the NVIDIA container runtime K3s needs for its RuntimeClass.
 
 check_gpus() {
-  local listing found=0 line
+  local listing found=0 line topology
   listing=$(exec nvidia-smi -L) || die "nvidia-smi failed: the NVIDIA driver is not working (AMI of $AMI_PARAMETER)"
   printf '%s\n' "$listing"
   # The lines that start with "GPU <digit>", counted by bash (grep -c would be a process).
@@ -11,9 +11,12 @@ check_gpus() {
   done <<<"$listing"
   [ "$found" -eq "$EXPECTED_GPUS" ] ||
     die "nvidia-smi -L lists $found GPU(s), expected $EXPECTED_GPUS (instance.gpus for $INSTANCE_TYPE)"
-  mkdir -p "$RESULTS_DIR/host"
+  make_dir "$RESULTS_DIR/host"
   printf '%s\n' "$listing" >"$RESULTS_DIR/host/nvidia-smi-L.txt"
-  nvidia-smi topo -m | tee "$RESULTS_DIR/host/nvidia-smi-topo.txt"
+  # To the log and the file, as `| tee` did (one process more).
+  topology=$(exec nvidia-smi topo -m)
+  printf '%s\n' "$topology" >"$RESULTS_DIR/host/nvidia-smi-topo.txt"
+  printf '%s\n' "$topology"
 }
 
 check_container_runtime() {

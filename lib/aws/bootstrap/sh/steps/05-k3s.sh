@@ -22,17 +22,28 @@ install_k3s() {
   # K3s writes the config before it starts containerd, so a Ready node has it in full.
   nvidia_runtime_configured ||
     die "K3s's containerd has no nvidia runtime: $CONTAINERD_CONFIG lacks a runtimes \"nvidia\" table with BinaryName .../nvidia-container-runtime, so K3s did not find nvidia-container-runtime when it started (its RuntimeClass $RUNTIME_CLASS exists either way)"
-  log "containerd runtime nvidia: $(grep -m1 -E 'BinaryName *= *"[^"]*nvidia-container-runtime"' "$CONTAINERD_CONFIG")"
+  log "containerd runtime nvidia: $NVIDIA_BINARY_LINE"
   wait_until 120 runtime_class_exists || die "RuntimeClass $RUNTIME_CLASS missing 2 minutes after K3s started"
   kubectl get runtimeclass
   record_host
 }
 
-# The generated containerd config has the nvidia runtime and its binary.
+# The generated containerd config has the nvidia runtime and its binary: a line matching each
+# ERE, as `grep -Eq` matched them (read by bash itself: grep was three processes with the log's).
+# NVIDIA_BINARY_LINE: the first line naming the binary, for the log.
 nvidia_runtime_configured() {
-  [ -f "$CONTAINERD_CONFIG" ] &&
-    grep -Eq "containerd\.runtimes\.[\"']?nvidia[\"']?\]" "$CONTAINERD_CONFIG" &&
-    grep -Eq 'BinaryName *= *"[^"]*/nvidia-container-runtime"' "$CONTAINERD_CONFIG"
+  local line table='' binary=''
+  local table_re="containerd\.runtimes\.[\"']?nvidia[\"']?\]"
+  local binary_re='BinaryName *= *"[^"]*/nvidia-container-runtime"'
+  local logged_re='BinaryName *= *"[^"]*nvidia-container-runtime"'
+  NVIDIA_BINARY_LINE=''
+  [ -f "$CONTAINERD_CONFIG" ] || return 1
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [[ "$line" =~ $table_re ]]; then table=1; fi
+    if [[ "$line" =~ $binary_re ]]; then binary=1; fi
+    if [ -z "$NVIDIA_BINARY_LINE" ] && [[ "$line" =~ $logged_re ]]; then NVIDIA_BINARY_LINE=$line; fi
+  done <"$CONTAINERD_CONFIG"
+  [ -n "$table" ] && [ -n "$binary" ]
 }
 
 # host/host.json for the study metadata: instance type and AZ from the metadata service (IMDSv2,
@@ -46,8 +57,10 @@ record_host() {
   if [ -z "$instance_type" ] || [ -z "$zone" ]; then
     log "the instance metadata service did not answer: $HOST_FILE lacks the instance type or zone"
   fi
-  installed=$(k3s --version | awk 'NR == 1 { print $3 }')
-  mkdir -p "${HOST_FILE%/*}"
+  # The third word of the first line, as `awk 'NR == 1 { print $3 }'` read it (a process more).
+  installed=$(exec k3s --version)
+  read -r _ _ installed _ <<<"$installed"
+  make_dir "${HOST_FILE%/*}"
   # What is known: a field the metadata service did not give is left out.
   local fields=()
   if [ -n "$instance_type" ]; then fields+=(instanceType "$instance_type"); fi

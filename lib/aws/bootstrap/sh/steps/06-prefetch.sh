@@ -11,7 +11,7 @@ prefetch() {
     stage_router_wheelhouse || true
     return 0
   fi
-  mkdir -p "$MODEL_CACHE"
+  make_dir "$MODEL_CACHE"
   # The model download runs in the vLLM image: pull it first, and everything else meanwhile.
   pull_image "$VLLM_IMAGE" &
   vllm_pull=$!
@@ -61,7 +61,7 @@ download_sharegpt() {
     log "ShareGPT file already at $SHAREGPT_FILE"
     return 0
   fi
-  mkdir -p "${SHAREGPT_FILE%/*}"
+  make_dir "${SHAREGPT_FILE%/*}"
   if curl -fsSL --retry 5 --max-time "$((BUDGET_LEFT))" -o "$SHAREGPT_FILE.part" "$SHAREGPT_URL" &&
     mv "$SHAREGPT_FILE.part" "$SHAREGPT_FILE"; then
     log "downloaded the ShareGPT file to $SHAREGPT_FILE"
@@ -104,7 +104,7 @@ stage_router_wheelhouse() {
     log "router wheelhouse already at $ROUTER_WHEELHOUSE"
     return 0
   fi
-  rm -rf "$scratch"
+  if [ -e "$scratch" ] || [ -L "$scratch" ]; then rm -rf "$scratch"; fi
   mkdir -p "$scratch"
   # A container of an interrupted earlier boot would make `ctr run` refuse the name.
   k3s ctr --namespace k8s.io containers delete lab-router-wheelhouse >/dev/null 2>&1 || true
@@ -122,9 +122,10 @@ stage_router_wheelhouse() {
     "$ROUTER_IMAGE_REF" lab-router-wheelhouse \
     pip download --no-cache-dir --only-binary=:all: --dest /wheels "vllm-router==$ROUTER_VERSION" &&
     compgen -G "$scratch/vllm_router-$ROUTER_VERSION-*.whl" >/dev/null; then
-    rm -rf "$ROUTER_WHEELHOUSE"
+    if [ -e "$ROUTER_WHEELHOUSE" ] || [ -L "$ROUTER_WHEELHOUSE" ]; then rm -rf "$ROUTER_WHEELHOUSE"; fi
     mv "$scratch" "$ROUTER_WHEELHOUSE"
-    log "staged $(find "$ROUTER_WHEELHOUSE" -name '*.whl' | wc -l) wheel(s) in $ROUTER_WHEELHOUSE"
+    count_matches "$ROUTER_WHEELHOUSE" '*.whl'
+    log "staged $MATCHES wheel(s) in $ROUTER_WHEELHOUSE"
   else
     rm -rf "$scratch"
     log "could not stage the router wheelhouse (pip download --only-binary=:all: vllm-router==$ROUTER_VERSION failed in $ROUTER_IMAGE_REF, see the lines above): the routers install vllm-router from PyPI at each start"

@@ -91,9 +91,10 @@ apply_charts() {
 # nothing to restore, and a fresh study is still a study.
 restore_studies() {
   local source="s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/${RESULTS_SUBDIR}$STUDIES_DIR/"
-  mkdir -p "$RESULTS_DIR/$STUDIES_DIR"
+  make_dir "$RESULTS_DIR/$STUDIES_DIR"
   if lab_aws --within "$((BUDGET_LEFT))" sync-down "$source" "$RESULTS_DIR/$STUDIES_DIR/"; then
-    log "restored $(find "$RESULTS_DIR/$STUDIES_DIR" -name study.json | wc -l) earlier study record(s) from $source"
+    count_matches "$RESULTS_DIR/$STUDIES_DIR" study.json
+    log "restored $MATCHES earlier study record(s) from $source"
   else
     log "could not restore earlier studies from $source: the runner starts from what this host has"
   fi

@@ -16,7 +16,12 @@ allocatable_gpus() {
   kubectl get nodes -l "$HOST_LABEL=$HOST_NAME" -o 'jsonpath={.items[0].status.allocatable.nvidia\.com/gpu}' 2>/dev/null || true
 }
 
-gpus_allocatable() { [ "$(allocatable_gpus)" = "$EXPECTED_GPUS" ]; }
+# allocatable_gpus's kubectl, exec'd (a function in $(...) is a subshell more, every poll).
+gpus_allocatable() {
+  local gpus
+  gpus=$(exec kubectl get nodes -l "$HOST_LABEL=$HOST_NAME" -o 'jsonpath={.items[0].status.allocatable.nvidia\.com/gpu}' 2>/dev/null) || true
+  [ "$gpus" = "$EXPECTED_GPUS" ]
+}
 
 wait_for_replicas() {
   local set pod i
@@ -52,12 +57,20 @@ engine_serves() {
 }
 
 record_gpu_uuids() {
-  local set pod i uuids count line duplicates all=() pairs=() members=()
+  local set pod i listing uuids count line duplicates all=() pairs=() members=()
+  local -A seen=()
+  # A GPU line's UUID, as `sed -n -E 's/.*\(UUID: (GPU-[0-9A-Za-z-]+)\).*/\1/p'` took it (the same
+  # ERE; bash matched it, where sed was a process and a subshell more per replica).
+  local uuid_re='^.*\(UUID: (GPU-[0-9A-Za-z-]+)\).*$'
   for set in "${REPLICA_SETS[@]}"; do
     for ((i = 0; i < REPLICAS; i++)); do
       pod="$set-$i"
-      uuids=$(kubectl -n "$NAMESPACE" exec "$pod" -- nvidia-smi -L |
-        sed -n -E 's/.*\(UUID: (GPU-[0-9A-Za-z-]+)\).*/\1/p')
+      listing=$(exec kubectl -n "$NAMESPACE" exec "$pod" -- nvidia-smi -L)
+      uuids=''
+      while IFS= read -r line || [ -n "$line" ]; do
+        if [[ "$line" =~ $uuid_re ]]; then uuids+=${BASH_REMATCH[1]}$'\n'; fi
+      done <<<"$listing"
+      uuids=${uuids%$'\n'}
       # The lines that are not empty, counted by bash (grep -c . would be a process).
       count=0
       while IFS= read -r line; do
@@ -70,9 +83,17 @@ record_gpu_uuids() {
       members+=("$pod" "$uuids")
     done
   done
-  duplicates=$(printf '%s\n' "${all[@]}" | sort | uniq -d)
+  # A UUID seen twice is named by `sort | uniq -d`, which runs only then.
+  duplicates=''
+  for uuids in "${all[@]}"; do
+    if [ -n "${seen[$uuids]:-}" ]; then
+      duplicates=$(printf '%s\n' "${all[@]}" | sort | uniq -d)
+      break
+    fi
+    seen[$uuids]=1
+  done
   [ -z "$duplicates" ] || die "replicas share a physical GPU ($duplicates): each replica must have its own"
-  mkdir -p "$RESULTS_DIR/host"
+  make_dir "$RESULTS_DIR/host"
   json_object 2 "${members[@]}" >"$RESULTS_DIR/host/gpu-uuids.json"
   READY_SUMMARY="${#all[@]} replicas ready on distinct GPUs: ${pairs[*]}"
   log "$READY_SUMMARY"
