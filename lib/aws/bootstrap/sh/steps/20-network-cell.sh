@@ -71,14 +71,15 @@ check_cni_dirs() {
   # Each dir as a pattern on a line, as `grep -q` took it (a dot in the path matches any character).
   local conf_pattern="\"$CNI_CONF_DIR\"" bin_pattern="\"$CNI_BIN_DIR\""
   [ -f "$CONTAINERD_CONFIG" ] || die "K3s wrote no containerd config at $CONTAINERD_CONFIG"
-  # The setting lines, each followed by a space (as `grep | tr '\n' ' '` printed them).
+  # The setting lines, each followed by a space (as `grep | tr '\n' ' '` printed them); a file
+  # that cannot be read names none, as grep's `|| true` had it.
   while IFS= read -r line || [ -n "$line" ]; do
     if [[ "$line" =~ $setting ]]; then
       dirs+="$line "
       if [[ "$line" =~ $conf_pattern ]]; then conf=1; fi
       if [[ "$line" =~ $bin_pattern ]]; then bin=1; fi
     fi
-  done <"$CONTAINERD_CONFIG"
+  done <"$CONTAINERD_CONFIG" || true
   if [ -z "$dirs" ]; then
     log "containerd config names no CNI dirs: containerd's defaults $CNI_CONF_DIR and $CNI_BIN_DIR apply"
     return 0
