@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -195,6 +196,50 @@ describe('preflights and proofs fail fast with the cause', () => {
     const { reason, log } = failure('mesh', { FAKE_NO_INJECTOR: 'mesh-default' }, ['verify_mesh_injector']);
     expect(log).toContain("istiod's injector adds istio-proxy to pods in mesh\n");
     expect(reason).toContain("istiod's injector did not answer: a dry-run pod in namespace mesh-default got");
+  });
+});
+
+/**
+ * The cell steps search a command's output with bash itself (steps/20-network-cell.sh), in place of
+ * grep, grep -c, grep -m1 and sort -V: the same answers, from one bash process here.
+ */
+describe("the cell steps' own text helpers", () => {
+  test('version_at_least orders as sort -V does, and the line helpers count and find as grep does', () => {
+    const script = `set -euo pipefail
+source steps/20-network-cell.sh
+v() { if version_at_least "$1" "$2"; then echo "$1 >= $2"; else echo "$1 < $2"; fi; }
+v 6.8.0 5.13; v 5.10.0 5.13; v 5.13 5.13; v 5.13.0 5.13; v 5.13 5.13.0; v 5.9 5.13; v 13.5 5.13
+v 5.15.0+ 5.13; v 5.4.0+ 5.13
+text=$'*nat\\n*\\n:KUBE-SERVICES - [0:0]\\n\\n-A KUBE-SERVICES -j KUBE-SVC-A\\n-A KUBE-SVC-A -j KUBE-SEP-B'
+count_lines n "$text" '^-A KUBE-'; echo "rules $n"
+count_lines n "$text" 'KUBE-SVC'; echo "svc $n"
+count_lines n "$text" '^\\*$'; echo "star $n"
+first_line l "$text" '^-A' && echo "first $l"
+has_line "$text" '^KUBE' || echo "no ^KUBE"
+[[ $- != *f* ]] && echo "globbing on"
+`;
+    // Run in the sources folder: a '*' line globbed would turn into its file names.
+    const result = spawnSync('bash', ['-c', script], { cwd: BOOTSTRAP_SOURCES, encoding: 'utf8' });
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trimEnd().split('\n')).toEqual([
+      '6.8.0 >= 5.13',
+      '5.10.0 < 5.13',
+      '5.13 >= 5.13',
+      '5.13.0 >= 5.13',
+      // sort -V puts the shorter first when the fields it has are equal.
+      '5.13 < 5.13.0',
+      '5.9 < 5.13',
+      '13.5 >= 5.13',
+      // Not plain dotted numbers: sort -V itself answers.
+      '5.15.0+ >= 5.13',
+      '5.4.0+ < 5.13',
+      'rules 2',
+      'svc 2',
+      'star 1',
+      'first -A KUBE-SERVICES -j KUBE-SVC-A',
+      'no ^KUBE',
+      'globbing on',
+    ]);
   });
 });
 
