@@ -10,10 +10,15 @@
 
 # The agent token, read once into a root-only file (mode 600, no newline added); never printed.
 # GetSecretValue signed by curl (lab-aws secret): no AWS CLI on the host.
+# A refusal is reported by its last line, 300 bytes at most (cut by bash itself: main.sh sets
+# LC_ALL=C, so by byte, as tail and head cut it, without their three processes).
 fetch_agent_token() {
   local problem
-  problem=$(lab_aws --within "$((BUDGET_LEFT))" secret "$LAB_AGENT_TOKEN_SECRET" "$AGENT_TOKEN_FILE" 2>&1) ||
-    die "cannot read the K3s agent token from Secrets Manager ($LAB_AGENT_TOKEN_SECRET): $(printf '%s' "${problem#lab-aws: }" | tail -n 1 | head -c 300)"
+  if ! problem=$(lab_aws --within "$((BUDGET_LEFT))" secret "$LAB_AGENT_TOKEN_SECRET" "$AGENT_TOKEN_FILE" 2>&1); then
+    problem=${problem#lab-aws: }
+    problem=${problem##*$'\n'}
+    die "cannot read the K3s agent token from Secrets Manager ($LAB_AGENT_TOKEN_SECRET): ${problem:0:300}"
+  fi
   log "agent token read from Secrets Manager into $AGENT_TOKEN_FILE (mode 600)"
 }
 
@@ -68,10 +73,15 @@ pending_agents() {
 
 # One Ready node carries the host's label (a replaced agent's old node may linger NotReady). Not
 # `kubectl ... | grep -q`: grep ends at the first True, and kubectl, still printing the old node's
-# line, died of SIGPIPE, which pipefail made "not Ready" (helpers.sh output_matches).
+# line, died of SIGPIPE, which pipefail made "not Ready". The listing is captured whole first (as
+# helpers.sh output_matches does) and its lines matched by bash itself: a grep per agent and poll
+# was a process each.
 node_ready() {
-  output_matches '^True$' kubectl get nodes -l "$HOST_LABEL=$1" \
-    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null
+  local listing
+  listing=$(exec kubectl get nodes -l "$HOST_LABEL=$1" \
+    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null) ||
+    return 1
+  [[ $'\n'$listing$'\n' == *$'\nTrue\n'* ]]
 }
 
 # 0 when the report is there, 4 when not (lab-aws get), 124 when S3 did not answer in time: a read
@@ -86,11 +96,21 @@ model_cache_reported() {
   lab_aws --within "$left" get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
 }
 
-# Allocatable nvidia.com/gpu of the Ready node that carries a host's label.
+# Allocatable nvidia.com/gpu of the Ready node that carries a host's label, into NODE_GPUS ("" when
+# none): the second field of the first line whose first is True, read by bash itself (the awk of a
+# pipeline, and the subshell of a `$(node_gpus)`, were processes per agent and poll).
 node_gpus() {
-  kubectl get nodes -l "$HOST_LABEL=$1" \
-    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status} {.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' 2>/dev/null |
-    awk '$1 == "True" { print $2; exit }'
+  local listing ready gpus
+  NODE_GPUS=''
+  listing=$(exec kubectl get nodes -l "$HOST_LABEL=$1" \
+    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status} {.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' 2>/dev/null) ||
+    true
+  while read -r ready gpus _; do
+    if [ "$ready" = True ]; then
+      NODE_GPUS=$gpus
+      return 0
+    fi
+  done <<<"$listing"
 }
 
 # Every GPU agent advertises its GPUs (the device plugin runs there too).
@@ -101,17 +121,21 @@ wait_for_agent_gpus() {
     if ((AGENT_GPUS[i] == 0)); then continue; fi
     if ! wait_until "$((WAIT_LIMIT))" agent_gpus_allocatable "$host" "${AGENT_GPUS[$i]}"; then
       kubectl -n kube-system get pods -o wide || true
-      die "agent $host reports '$(node_gpus "$host")' allocatable nvidia.com/gpu, expected ${AGENT_GPUS[$i]} (the NVIDIA device plugin's pod on that node, kube-system)"
+      node_gpus "$host"
+      die "agent $host reports '$NODE_GPUS' allocatable nvidia.com/gpu, expected ${AGENT_GPUS[$i]} (the NVIDIA device plugin's pod on that node, kube-system)"
     fi
     log "agent $host: allocatable nvidia.com/gpu ${AGENT_GPUS[$i]}"
   done
 }
 
-agent_gpus_allocatable() { [ "$(node_gpus "$1")" = "$2" ]; }
+agent_gpus_allocatable() {
+  node_gpus "$1"
+  [ "$NODE_GPUS" = "$2" ]
+}
 
 this_instance_id() {
   local token
-  token=$(curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") &&
+  token=$(exec curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") &&
     imds_get meta-data/instance-id "$token"
 }
 
@@ -155,7 +179,7 @@ install_follow_server() {
 # its own Node object.
 agent_joined() {
   [ -f "$KUBELET_KUBECONFIG" ] &&
-    [ "$(k3s kubectl --kubeconfig "$KUBELET_KUBECONFIG" get node "$NODE_NAME" \
+    [ "$(exec k3s kubectl --kubeconfig "$KUBELET_KUBECONFIG" get node "$NODE_NAME" \
       -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 
