@@ -112,8 +112,10 @@ mkdir -p ${MANIFESTS_DIR} ${BOOTSTRAP_DIR_ON_HOST}
 cd ${WORK_DIR}
 step="check curl"
 s3_copy=s3_get
-if [ "$(printf '7.86.0\n%s\n' "$(curl --version | head -n 1 | cut -d ' ' -f 2)" | sort -V | head -n 1)" != 7.86.0 ]; then
-  command -v aws >/dev/null || { echo "launcher: this curl ($(curl --version | head -n 1)) cannot sign S3 requests (--aws-sigv4 signs the session token header from curl 7.86.0 on) and there is no AWS CLI"; exit 1; }
+cv=$(curl --version) || cv=
+cv=\${cv%%$'\\n'*}
+if ! [[ $cv =~ ^curl\\ ([0-9]+)\\.([0-9]+) ]] || ((BASH_REMATCH[1] * 1000 + BASH_REMATCH[2] < 7086)); then
+  command -v aws >/dev/null || { echo "launcher: this curl ($cv) cannot sign S3 requests (--aws-sigv4 signs the session token header from curl 7.86.0 on) and there is no AWS CLI"; exit 1; }
   s3_copy=aws_get
 fi
 step="download the bootstrap"
@@ -134,21 +136,25 @@ bash ${BOOTSTRAP_DIR_ON_HOST}/main.sh
  * is addressed virtual-hosted style (bucket.s3.region.amazonaws.com); the payload hash is the
  * SHA-256 of the empty body, which every curl from 7.86.0 signs as S3 checks it (docs/facts.md
  * §2.5). S3 right after boot can answer slowly or not at all: a few tries, further apart each
- * time, each with fresh credentials.
+ * time, each with fresh credentials (one session token per try).
+ *
+ * The keys reach curl's config (`-K -`) as they are, read by bash's own regex (no python3 start
+ * per download): a key with a quote, a backslash, a blank or a control character would need
+ * escaping there (docs/facts.md §2.5, the config file's quoting) and is refused, as lab-aws
+ * refuses it on the same host later. The metadata service's keys are base64-like.
  */
-const S3_GET_FUNCTIONS = `imds() {
-  local token
-  token=$(curl -sS --fail --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token) || return 1
-  curl -sS --fail --max-time 5 -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
-}
+const S3_GET_FUNCTIONS = `imds() { curl -sS --fail --max-time 5 -H "X-aws-ec2-metadata-token: $t" "http://169.254.169.254/latest/meta-data/$1"; }
 s3_get() {
-  local path=\${1#s3://} role keys
-  role=$(imds iam/security-credentials/) || { echo "launcher: no instance role credentials from the metadata service"; return 1; }
+  local path=\${1#s3://} t role keys f p k=()
+  if ! t=$(curl -sS --fail --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token) ||
+    ! role=$(imds iam/security-credentials/); then echo "launcher: no instance role credentials from the metadata service"; return 1; fi
   keys=$(imds "iam/security-credentials/\${role%%$'\\n'*}") || return 1
-  python3 -c 'import json, sys
-k = json.load(sys.stdin)
-print("user = " + json.dumps(k["AccessKeyId"] + ":" + k["SecretAccessKey"]))
-print("header = " + json.dumps("x-amz-security-token: " + k["Token"]))' <<<"$keys" |
+  for f in AccessKeyId SecretAccessKey Token; do
+    p="\\"$f\\"[[:space:]]*:[[:space:]]*\\"([^\\"\\\\[:space:][:cntrl:]]+)\\""
+    [[ $keys =~ $p ]] || { echo "launcher: no $f of the expected form in the role's keys"; return 1; }
+    k+=("\${BASH_REMATCH[1]}")
+  done
+  printf 'user = "%s:%s"\\nheader = "x-amz-security-token: %s"\\n' "\${k[@]}" |
     curl -sS --fail --max-time 300 -K - --aws-sigv4 "aws:amz:$LAB_REGION:s3" \\
       -H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' -o "$2" "https://\${path%%/*}.s3.$LAB_REGION.amazonaws.com/\${path#*/}"
 }

@@ -236,6 +236,17 @@ describe('lab-aws secret', () => {
     expectKeysKept(result.stdout + result.stderr);
   });
 
+  // Bash reads a flat answer without escapes itself; one with JSON escapes (a quote, a backslash,
+  // \u00e9) goes to python3's parser, which decodes them.
+  test('a SecretString with JSON escapes is written decoded', () => {
+    const file = join(box.root, 'agent-token');
+    const token = 'K10"tok\\en/\u00e9';
+    const result = labAws(['secret', SECRET_ID, file], { FAKE_AGENT_TOKEN: token });
+    expect(result.status, result.stderr).toBe(0);
+    expect(readFileSync(file, 'utf8')).toBe(token);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+  });
+
   test('rides out a throttled GetSecretValue: HTTP 400 ThrottlingException is tried again', () => {
     const file = join(box.root, 'agent-token');
     const result = labAws(['secret', SECRET_ID, file], { FAKE_AWS_ANSWERS: '400T' });

@@ -1,12 +1,12 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the strings are CDK token placeholders, which look like template placeholders on purpose
-import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { renderLauncher, USER_DATA_LIMIT_BYTES } from '../../../lib/aws/bootstrap/launcher.ts';
 import { tempDir } from '../../temp.ts';
 import { needs, SHELLCHECK } from '../../tools.ts';
-import { makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
+import { fakeCommand, makeSandbox, type Sandbox, shellcheck } from './sandbox.ts';
+import { writeZip } from './zip.ts';
 
 /** What CDK tokens look like in a string at synth time. */
 const tokens = {
@@ -76,21 +76,14 @@ describe('renderLauncher', () => {
 
 /**
  * A bootstrap folder archive whose main.sh is `main`, as the asset is a zip of the folder: made
- * once per `main` for the file (a python3 start each; the fake S3 copies it, the launcher only
- * reads it).
+ * once per `main` for the file, in this process (the fake S3 copies it, the launcher unpacks it).
  */
 const zips = new Map<string, string>();
 function bootstrapZip(main: string): string {
   const cached = zips.get(main);
   if (cached) return cached;
   const zip = join(tempDir('lab-launcher-zip-'), 'bootstrap-stub.zip');
-  const made = spawnSync('python3', [
-    '-c',
-    'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], "w") as z:\n    z.writestr("main.sh", sys.argv[2])\n    z.writestr("settings.env", "")',
-    zip,
-    main,
-  ]);
-  expect(made.status).toBe(0);
+  writeZip(zip, { 'main.sh': main, 'settings.env': '' });
   zips.set(main, zip);
   return zip;
 }
@@ -103,12 +96,7 @@ let manifestsZipFile: string | undefined;
 function manifestsZip(): string {
   if (manifestsZipFile) return manifestsZipFile;
   const zip = join(tempDir('lab-launcher-zip-'), 'manifests.zip');
-  const made = spawnSync('python3', [
-    '-c',
-    'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], "w") as z:\n    z.writestr("00-namespace.yaml", "kind: Namespace\\n")\n    z.writestr("jobs/run.yaml", "kind: Job\\n")',
-    zip,
-  ]);
-  expect(made.status).toBe(0);
+  writeZip(zip, { '00-namespace.yaml': 'kind: Namespace\n', 'jobs/run.yaml': 'kind: Job\n' });
   manifestsZipFile = zip;
   return zip;
 }
@@ -129,33 +117,48 @@ function instantSleep(box: Sandbox): void {
 }
 
 describe('the launcher, run in a sandbox', () => {
-  function launch(env: Record<string, string>, bootstrap = 'exit 0\n', prepare?: (box: Sandbox) => void) {
+  /**
+   * `prepare` sets the sandbox up before the run; `aws: false` is a host without the AWS CLI (a
+   * Canonical Ubuntu image): no fake aws, and none on the PATH.
+   */
+  function launch(
+    env: Record<string, string>,
+    bootstrap = 'exit 0\n',
+    { prepare, aws = true }: { prepare?: (box: Sandbox) => void; aws?: boolean } = {},
+  ) {
     const box = makeSandbox();
     instantSleep(box);
     prepare?.(box);
+    if (!aws) rmSync(join(box.root, 'bin', 'aws'));
     const result = box.run(renderLauncher(concrete), {
       FAKE_MANIFESTS_ZIP: manifestsZip(),
       FAKE_BOOTSTRAP_ZIP: bootstrapZip(bootstrap),
+      ...(aws ? {} : { PATH: pathWithout('aws', join(box.root, 'bin')) }),
       ...env,
     });
     return { box, result };
   }
 
-  // Runs read by two tests each (a launch is a few dozen processes, python3 among them).
+  // Runs read by several tests each (a launch is a few dozen processes, two python3 among them).
   /** S3 refuses every download; the clock before and after the run brackets the deadline. */
   const refused = once(() => {
     const started = Math.floor(Date.now() / 1000) * 1000;
     const run = launch({ FAKE_S3_FAIL: '1' });
     return { ...run, started, ended: Date.now() };
   });
-  /** A bootstrap that notes its environment, the manifests it got and where it ran from. */
+  /**
+   * A bootstrap that notes its environment, the manifests it got, where it ran from and whether it
+   * found an AWS CLI, on a host without one.
+   */
   const unpacked = once(() =>
     launch(
       {},
       `env | grep -E '^(LAB_|WAIT_HANDLE_URL|AWS_DEFAULT_REGION)' | sort >"$SANDBOX/env.txt"
 ls -R "$LAB_MANIFESTS_DIR" >"$SANDBOX/manifests.txt"
 echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
+command -v aws >"$SANDBOX/aws-found.txt" || echo none >"$SANDBOX/aws-found.txt"
 `,
+      { aws: false },
     ),
   );
 
@@ -209,9 +212,11 @@ echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
    * read by the retry test and the one that keeps the deadline.
    */
   const relaunched = once(() =>
-    launch({ FAKE_S3_FAIL_TIMES: '2' }, 'exit 0\n', (box) => {
-      mkdirSync(box.path('/opt/lab'), { recursive: true });
-      writeFileSync(box.path('/opt/lab/deadline'), '2030-01-01T00:00:00Z\n');
+    launch({ FAKE_S3_FAIL_TIMES: '2' }, 'exit 0\n', {
+      prepare: (box) => {
+        mkdirSync(box.path('/opt/lab'), { recursive: true });
+        writeFileSync(box.path('/opt/lab/deadline'), '2030-01-01T00:00:00Z\n');
+      },
     }),
   );
 
@@ -248,6 +253,31 @@ echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
     expect(box.signals()).toEqual([]);
   });
 
+  // The keys go to curl's config as they are, read by bash (no python3 start per download): a
+  // value that would need escaping there is refused, as lab-aws refuses it after the launcher.
+  test('refuses role keys it cannot hand curl as they are (an escaped quote), before any S3 request', () => {
+    const box = makeSandbox();
+    writeFileSync(
+      join(box.root, 'bin', 'curl'),
+      fakeCommand(`case "$*" in
+*/api/token) printf 'imds-token' ;;
+*/iam/security-credentials/) printf 'LabHostRole' ;;
+*/iam/security-credentials/LabHostRole) printf '%s' '{"Code" : "Success", "AccessKeyId" : "ASIAFAKEKEYID", "SecretAccessKey" : "fake\\"secret", "Token" : "token"}' ;;
+*) exit 99 ;;
+esac`),
+    );
+    const script = renderLauncher(concrete);
+    const functions = script.slice(script.indexOf('imds() {'), script.indexOf('\naws_get() {'));
+    const result = box.run(
+      `LAB_REGION=us-west-2\n${functions}\ns3_get s3://bucket/key out || echo "status $?"\n`,
+    );
+    expect(result.stdout).toBe(
+      "launcher: no SecretAccessKey of the expected form in the role's keys\nstatus 1\n",
+    );
+    expect(box.calls()).toHaveLength(3);
+    expect(box.calls().some((c) => c.includes('--aws-sigv4'))).toBe(false);
+  });
+
   test('arms the deadline before anything else: shutdown in the lifetime, with the deadline written', () => {
     const { box, result, started, ended } = refused();
     expect(result.status).not.toBe(0);
@@ -266,22 +296,22 @@ echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
   });
 
   test('needs no AWS CLI: runs with no aws on the PATH, signing S3 with the role keys from IMDSv2', () => {
-    const box = makeSandbox();
-    instantSleep(box);
-    rmSync(join(box.root, 'bin', 'aws'));
-    const path = pathWithout('aws', join(box.root, 'bin'));
-    const bootstrap = 'command -v aws >"$SANDBOX/aws-found.txt" || echo none >"$SANDBOX/aws-found.txt"\n';
-    const result = box.run(renderLauncher(concrete), {
-      PATH: path,
-      FAKE_MANIFESTS_ZIP: manifestsZip(),
-      FAKE_BOOTSTRAP_ZIP: bootstrapZip(bootstrap),
-    });
+    const { box, result } = unpacked();
     expect(result.status, box.log()).toBe(0);
     expect(readFileSync(join(box.root, 'aws-found.txt'), 'utf8').trim()).toBe('none');
     expect(box.signals()).toEqual([]);
     const calls = box.calls();
-    // An IMDSv2 session token first, then the role and its keys, for each object.
-    expect(calls.filter((c) => c.includes('/latest/api/token'))).toHaveLength(4);
+    // For each object: an IMDSv2 session token, the role, its keys, then the signed GET.
+    const imds = 'http://169.254.169.254/latest';
+    const s3 = 'https://cdk-hnb659fds-assets-123456789012-us-west-2.s3.us-west-2.amazonaws.com';
+    expect(calls.filter((c) => c.startsWith('curl -sS')).map((c) => c.slice(c.lastIndexOf(' ') + 1))).toEqual(
+      ['0a1b2c.zip', '3d4e5f.zip'].flatMap((object) => [
+        `${imds}/api/token`,
+        `${imds}/meta-data/iam/security-credentials/`,
+        `${imds}/meta-data/iam/security-credentials/LabHostRole`,
+        `${s3}/${object}`,
+      ]),
+    );
     expect(calls.filter((c) => c.includes('--aws-sigv4 aws:amz:us-west-2:s3'))).toHaveLength(2);
     // The keys went through curl's stdin: neither the log nor any command line has them.
     for (const text of [box.log(), calls.join('\n')]) {
@@ -291,15 +321,7 @@ echo "main.sh ran from $(dirname "$0")" >"$SANDBOX/ran.txt"
   });
 
   test('names a curl that cannot sign S3 requests in its FAILURE signal when there is no AWS CLI', () => {
-    const box = makeSandbox();
-    instantSleep(box);
-    rmSync(join(box.root, 'bin', 'aws'));
-    const result = box.run(renderLauncher(concrete), {
-      PATH: pathWithout('aws', join(box.root, 'bin')),
-      FAKE_OLD_CURL: '7.81.0',
-      FAKE_MANIFESTS_ZIP: manifestsZip(),
-      FAKE_BOOTSTRAP_ZIP: bootstrapZip('exit 0\n'),
-    });
+    const { box, result } = launch({ FAKE_OLD_CURL: '7.81.0' }, 'exit 0\n', { aws: false });
     expect(result.status).not.toBe(0);
     const [signal] = box.signals();
     expect(signal.body).toMatchObject({ Status: 'FAILURE', Data: 'launcher: check curl' });

@@ -123,6 +123,36 @@ json_field() {
   if [[ "$3" =~ $pattern ]]; then printf -v "$1" '%s' "${BASH_REMATCH[1]}"; fi
 }
 
+# Flat JSON objects read by bash itself (a python3 start each cost more than the rest of a call):
+# an object whose members are "name": value, each value a string without escapes or control
+# characters, a number, or an array of such strings; what GetSecretValue and the JSON protocol's
+# errors answer. Inside one, every '"' opens or closes a string, so a name followed by ':' is a
+# member's. Anything else goes to python3's json module.
+readonly JSON_TEXT='"[^"\[:cntrl:]]*"'
+readonly JSON_NUMBER='-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?'
+
+# flat_json <text> [strings]: whether the text is such an object; with "strings", one whose values
+# are all strings.
+flat_json() {
+  local s='[[:space:]]*' value member object
+  value=$JSON_TEXT
+  if [ "${2:-}" != strings ]; then value="($JSON_TEXT|$JSON_NUMBER|\[$s($JSON_TEXT($s,$s$JSON_TEXT)*)?$s\])"; fi
+  member="$JSON_TEXT$s:$s$value"
+  object="^$s\{$s($member($s,$s$member)*)?$s\}$s$"
+  [[ $1 =~ $object ]]
+}
+
+# json_member <variable> <name> <text>: in an object flat_json accepted, sets the variable to the
+# string value of the member <name>. Returns 1 when there is none, 2 when it is named twice
+# (JSON parsers keep the last) or its value is not a string.
+json_member() {
+  local twice="\"$2\"[[:space:]]*:.*\"$2\"[[:space:]]*:" named="\"$2\"[[:space:]]*:" string="\"$2\"[[:space:]]*:[[:space:]]*($JSON_TEXT)"
+  [[ $3 =~ $named ]] || return 1
+  if [[ $3 =~ $twice ]] || ! [[ $3 =~ $string ]]; then return 2; fi
+  string=${BASH_REMATCH[1]}
+  printf -v "$1" '%s' "${string:1:${#string}-2}"
+}
+
 # uri_encode <variable> <text> [characters to keep]: sets the variable to AWS's URI encoding of
 # the text: unreserved characters stay, every other byte is %XX; the third argument adds
 # characters to keep ('/' in an S3 key's path). Into a variable, not printed: a command
@@ -168,6 +198,19 @@ error_text() {
     printf '%s\n' "$said"
     return 0
   fi
+  # The JSON protocol's error, {"__type": ..., "message": ...}, as the python3 below prints it.
+  if flat_json "$text" strings; then
+    local type='' message='' type_rc=0 message_rc=0 other_rc=0
+    json_member type __type "$text" || type_rc=$?
+    json_member message message "$text" || message_rc=$?
+    if ((message_rc == 1)); then json_member message Message "$text" || other_rc=$?; fi
+    if ((type_rc < 2 && message_rc < 2 && other_rc < 2)); then
+      said="${type##*#}: $message"
+      said=${said#"${said%%[!: ]*}"}
+      printf '%s\n' "${said%"${said##*[!: ]}"}"
+      return 0
+    fi
+  fi
   python3 -c 'import json, re, sys
 text = open(sys.argv[1], errors="replace").read()
 try:
@@ -179,12 +222,10 @@ except ValueError:
     print(": ".join(m.group(1) for m in (code, message) if m) or text[:200].strip())' "$1" 2>/dev/null || true
 }
 
-# Whether a 400 says "try again": JSON-protocol services (Secrets Manager) answer throttling with
-# HTTP 400 and the error's __type (docs/facts.md §2.5).
+# retryable_400 <what AWS said>: whether a 400 says "try again": JSON-protocol services (Secrets
+# Manager) answer throttling with HTTP 400 and the error's __type (docs/facts.md §2.5).
 retryable_400() {
-  local said
-  said=$(error_text "$1")
-  case "${said%%:*}" in
+  case "${1%%:*}" in
   ThrottlingException | Throttling | TooManyRequestsException | RequestLimitExceeded | InternalServiceError) return 0 ;;
   esac
   return 1
@@ -195,7 +236,7 @@ retryable_400() {
 # time. Returns 0 on a 2xx, 4 on a 404; any other answer fails at once, naming what was asked and
 # what AWS said.
 request() {
-  local what=$1 service=$2 body=$3 attempt status answer
+  local what=$1 service=$2 body=$3 attempt status answer said
   shift 3
   for ((attempt = 1; ; attempt++)); do
     if ((attempt > 1)) || [ ! -s "$private/credentials" ]; then write_credentials; fi
@@ -207,11 +248,15 @@ request() {
     2??) return 0 ;;
     404) return 4 ;;
     esac
-    answer="HTTP $status"
-    if [ -s "$body" ]; then answer+=" $(error_text "$body")"; fi
+    answer="HTTP $status" said=''
+    # Read once: for a JSON error that is a python3 start.
+    if [ -s "$body" ]; then
+      said=$(error_text "$body")
+      answer+=" $said"
+    fi
     case "$status" in
     5?? | 429 | 000) ;;
-    400) retryable_400 "$body" || fail "$what: $answer" ;;
+    400) retryable_400 "$said" || fail "$what: $answer" ;;
     *) fail "$what: $answer" ;;
     esac
     if ((attempt >= AWS_ATTEMPTS)); then fail "$what: $answer (after $attempt attempts)"; fi
@@ -370,6 +415,15 @@ secret() {
     -H 'X-Amz-Target: secretsmanager.GetSecretValue' -H 'Content-Type: application/x-amz-json-1.1' \
     --data-binary "{\"SecretId\":\"$id\"}" "https://secretsmanager.$LAB_REGION.amazonaws.com/" ||
     fail "GetSecretValue $id: not found"
+  local answer value rc=0
+  { IFS= read -r -d '' answer || true; } <"$private/secret"
+  if flat_json "$answer"; then json_member value SecretString "$answer" || rc=$?; else rc=2; fi
+  if ((rc == 0)); then
+    [ -n "$value" ] || fail "GetSecretValue $id: the secret has no SecretString"
+    printf '%s' "$value" >"$file"
+    chmod 600 "$file"
+    return 0
+  fi
   python3 -c 'import json, sys
 value = json.load(open(sys.argv[1])).get("SecretString") or ""
 if not value:
