@@ -2,7 +2,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { App } from 'aws-cdk-lib';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { synthesizeLabApp } from '../../charts/cdk8s-app.ts';
+import { addLabStack } from '../../lib/aws/cdk-app.ts';
 import { tempDir } from '../temp.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,12 +31,47 @@ function overrideFile(text: string): string {
   return path;
 }
 
+/** Thrown by the stubbed `process.exit`: the code an entry point ended with. */
+class Exited extends Error {
+  constructor(readonly code: number | string | null | undefined) {
+    super(`process.exit(${code})`);
+  }
+}
+
 /**
- * One synthesis of the CDK app that two tests read: examples/network-lab.yaml through
+ * Runs an entry point's function in this process (what bin/cdk-app.ts or bin/cdk8s-app.ts calls),
+ * with what it writes to standard error captured and `process.exit` turned into a throw: its exit
+ * code (undefined when it returned) and standard error.
+ */
+async function inProcess(action: () => Promise<unknown>): Promise<{ code: unknown; stderr: string }> {
+  let stderr = '';
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+    stderr += String(chunk);
+    return true;
+  });
+  vi.spyOn(process, 'exit').mockImplementation((code) => {
+    throw new Exited(code);
+  });
+  try {
+    await action();
+    return { code: undefined, stderr };
+  } catch (error) {
+    if (error instanceof Exited) return { code: error.code, stderr };
+    throw error;
+  } finally {
+    vi.restoreAllMocks();
+  }
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+/**
+ * The one spawned run of the CDK app, read by two tests: examples/network-lab.yaml through
  * `-c labConfig=`, with $LAB_CONFIG naming a bad configuration that `-c` must win over. A
- * spawned CDK app costs about 9 s of CPU (tsx, aws-cdk-lib, a first synthesis, two esbuild
- * bundlings); the entry point runs for real, once per outcome (this one, and the bad
- * configuration below).
+ * spawned CDK app costs about 8 s of CPU (tsx, aws-cdk-lib, a first synthesis, two esbuild
+ * bundlings). It proves the entry point's wiring: cdk.json's command, the context and environment
+ * it reads, the exit code, the assembly it writes. The other cases run addLabStack, the function
+ * bin/cdk-app.ts calls, in this process.
  */
 let networkLabRun: { out: string; result: ReturnType<typeof run> } | undefined;
 function networkLabThroughContext() {
@@ -61,11 +99,16 @@ describe('synthesizer entry points', () => {
     expect(result.stderr).not.toContain('vllm.replicas');
   });
 
-  it('the CDK app stops with every problem of a bad configuration', () => {
-    const config = overrideFile('vllm:\n  replicas: 0\n');
-    const result = run('bin/cdk-app.ts', { CDK_OUTDIR: tempDir('lab-entry-'), LAB_CONFIG: config });
-    expect(result.status).toBe(1);
-    expect(result.stderr).toContain('vllm.replicas = 0: must be greater than 0');
+  it('the CDK app stops with every problem of a bad configuration from $LAB_CONFIG, before it builds a stack (in-process)', async () => {
+    const config = overrideFile('vllm:\n  replicas: 0\n  blockSize: 20\n');
+    const app = new App({ outdir: tempDir('lab-entry-') });
+    const run = await inProcess(() => addLabStack(app, { LAB_CONFIG: config }));
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(`Invalid lab configuration (${config}): 2 problem(s)`);
+    expect(run.stderr).toContain('  - vllm.replicas = 0: must be greater than 0\n');
+    expect(run.stderr).toContain('  - vllm.blockSize = 20: must be one of');
+    expect(run.stderr).not.toMatch(/^\s+at /m);
+    expect(app.node.children).toEqual([]);
   });
 
   it('the CDK app synthesizes the network lab of examples/network-lab.yaml: one host per cell', () => {
@@ -78,11 +121,12 @@ describe('synthesizer entry points', () => {
     expect(launches).toHaveLength(3);
   });
 
-  it('the cdk8s app writes one folder per network-lab cell', () => {
+  // In-process: synth-k8s.test.ts runs bin/cdk8s-app.ts for real (npm run synth:k8s), twice.
+  it('the cdk8s app writes one folder per network-lab cell into $CDK8S_OUTDIR (in-process)', async () => {
     const out = tempDir();
     const config = overrideFile('lab: network\n');
-    const result = run('bin/cdk8s-app.ts', { CDK8S_OUTDIR: out, LAB_CONFIG: config });
-    expect(result.status, result.stderr).toBe(0);
+    const run = await inProcess(() => synthesizeLabApp({ CDK8S_OUTDIR: out, LAB_CONFIG: config }));
+    expect(run).toEqual({ code: undefined, stderr: '' });
     expect(readdirSync(out).sort()).toEqual(['dp-cilium', 'dp-iptables', 'mesh']);
     expect(existsSync(join(out, 'mesh', '00-namespaces.yaml'))).toBe(true);
   });

@@ -71,26 +71,31 @@ describe('lab config', () => {
     expect(run.stderr).not.toContain('    at ');
   });
 
-  it('has help, and rejects an unknown command in one line with a suggestion and where the help is (through bin/launch.mjs)', () => {
-    const help = runLabCli(['--help']);
+  it('has help, and rejects an unknown command in one line with a suggestion and where the help is (through bin/launch.mjs and in-process, the same)', async () => {
+    const help = await runLabHere(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Usage: lab [options] [command]');
     expect(help.stdout).toContain('config [options]');
+    // The one spawned bin/launch.mjs of this file: a usage error's exit code and output as a user
+    // sees them (bin/lab.ts's runs below go through bin/launch.mjs too).
+    const expected = "lab: unknown command 'confg' (did you mean config?); see lab --help\n";
     const typo = runLabCli(['confg']);
     expect(typo.code).toBe(1);
     expect(typo.stdout).toBe('');
-    expect(typo.stderr).toBe("lab: unknown command 'confg' (did you mean config?); see lab --help\n");
+    expect(typo.stderr).toBe(expected);
+    expect(await runLabHere(['confg'])).toEqual({ code: 1, stdout: '', stderr: expected });
   });
 
   it('rejects an unknown option of a subcommand in one line that names the subcommand', async () => {
-    const expected = "lab status: unknown option '--stak' (did you mean --stack?); see lab status --help\n";
-    const typo = runLabCli(['status', '--stak', 'X']);
-    expect(typo.code).toBe(1);
-    expect(typo.stderr).toBe(expected);
     // In-process, runLab returns the code instead of commander ending the process (exitOverride
-    // on every subcommand): a caller's clean-up still runs.
+    // on every subcommand): a caller's clean-up still runs. The test above shows a spawned lab
+    // prints the same as runLab for the same usage error.
     const here = await runLabHere(['status', '--stak', 'X']);
-    expect(here).toEqual({ code: 1, stdout: '', stderr: expected });
+    expect(here).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: "lab status: unknown option '--stak' (did you mean --stack?); see lab status --help\n",
+    });
   });
 });
 
@@ -107,29 +112,53 @@ describe('the bin/lab.ts entry', () => {
     });
   }
 
-  it('runs from outside the repository, directly, through a symlink on PATH, and without the bundle', () => {
-    const elsewhere = tempDir('lab-elsewhere-');
-    const link = join(elsewhere, 'lab');
-    symlinkSync(entry, link);
-    // `lab config` (no simulation): the arguments and a relative --config reach the lab from any folder.
-    writeFileSync(join(elsewhere, 'lab.yaml'), 'namespace: elsewhere\n');
-    const args = ['--config', 'lab.yaml', 'config', '--json'];
-    for (const run of [
-      labFrom(entry, elsewhere, args),
-      labFrom(link, elsewhere, args),
-      labFrom(entry, elsewhere, args, { LAB_CLI_BUNDLE: 'off' }),
-    ]) {
-      expect(run.status, run.stderr).toBe(0);
-      expect(JSON.parse(run.stdout).namespace).toBe('elsewhere');
+  /**
+   * One spawned `lab plan` that two tests read: through a symlink to bin/lab.ts, from a folder
+   * outside the repository, with a relative --config there, from the cached bundle (its lazily
+   * loaded chunk: the study model, the simulator). 40 prompts instead of the workload's: the same
+   * code, a third less CPU.
+   */
+  let planRun: ReturnType<typeof labFrom> | undefined;
+  function planThroughSymlink() {
+    if (!planRun) {
+      const elsewhere = tempDir('lab-elsewhere-');
+      const link = join(elsewhere, 'lab');
+      symlinkSync(entry, link);
+      writeFileSync(join(elsewhere, 'lab.yaml'), 'workload:\n  prefixLen: 1024\n');
+      planRun = labFrom(link, elsewhere, [
+        '--config',
+        'lab.yaml',
+        'plan',
+        '--prefixes',
+        '4',
+        '--prompts',
+        '40',
+        '--json',
+      ]);
     }
+    return planRun;
+  }
+
+  it('runs from outside the repository, directly, through a symlink on PATH, and without the bundle', () => {
+    // Through the symlink: the arguments and a relative --config reach the lab from any folder.
+    const plan = planThroughSymlink();
+    expect(plan.status, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout).workingSetTokens).toBe(4 * 1024);
+    // Directly, through tsx instead of the bundle: `lab config` (no simulation).
+    const elsewhere = tempDir('lab-elsewhere-');
+    writeFileSync(join(elsewhere, 'lab.yaml'), 'namespace: elsewhere\n');
+    const run = labFrom(entry, elsewhere, ['--config', 'lab.yaml', 'config', '--json'], {
+      LAB_CLI_BUNDLE: 'off',
+    });
+    expect(run.status, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout).namespace).toBe('elsewhere');
   });
 
   it('starts from a bundle cached under node_modules/.cache, built from the sources it lists', () => {
-    // `lab plan`: its lazily loaded chunk (the study model, the simulator) runs from the bundle;
-    // 40 prompts instead of the workload's: the same code, a third less CPU for the spawned run.
-    const plan = labFrom(entry, root, ['plan', '--prefixes', '4', '--prompts', '40', '--json']);
+    // `lab plan`: its lazily loaded chunk (the study model, the simulator) runs from the bundle.
+    const plan = planThroughSymlink();
     expect(plan.status, plan.stderr).toBe(0);
-    expect(JSON.parse(plan.stdout).workingSetTokens).toBe(4 * 2048);
+    expect(JSON.parse(plan.stdout).workingSetTokens).toBe(4 * 1024);
     // One cache folder per checkout: the first 12 hex digits of the SHA-256 of its path (bin/launch.mjs).
     const checkout = createHash('sha256').update(resolve(root)).digest('hex').slice(0, 12);
     const manifest = join(root, 'node_modules', '.cache', 'llm-gateway-lab', checkout, 'manifest.json');
