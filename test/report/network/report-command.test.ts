@@ -127,7 +127,8 @@ describe('lab report on a network study', () => {
     expect(two.stderr).toBe(
       'lab report: several results folders make one report only for network-lab cells; give one LLM-gateway results folder\n',
     );
-    const first = await runLabHere(['report', gateway]);
+    // --no-calibrate: the calibration (seconds of simulation) is report-command.test.ts's to check.
+    const first = await runLabHere(['report', '--no-calibrate', gateway]);
     expect(first.code, first.stderr).toBe(0);
     expect(await readFile(join(gateway, 'report.md'), 'utf8')).toMatch(/^# LLM-gateway study report\n/);
   });
