@@ -18,12 +18,22 @@ const ROOMY = { nodeCpu: 1000, nodeMemoryGiB: 10000 };
 // biome-ignore lint/suspicious/noExplicitAny: tests edit arbitrary manifest fields
 type Any = any;
 
+/** The synthesized objects per configuration, made once for the file (two configurations, 29 tests). */
+const synthesized = new Map<string, Any[]>();
+
+/** A fresh copy of the lab's objects and benchmark Jobs for `overrides`, for a test to break. */
 function testbed(overrides: unknown = ALL_ARMS): Any[] {
-  const lab = synthLab(overrides);
-  const jobs = studyPlan(lab.config).runs.flatMap((run) =>
-    run.benchmarks.map((spec) => benchmarkJob(lab.config, spec)),
-  );
-  return structuredClone([...lab.objects, ...jobs]);
+  const key = JSON.stringify(overrides);
+  let objects = synthesized.get(key);
+  if (!objects) {
+    const lab = synthLab(overrides);
+    const jobs = studyPlan(lab.config).runs.flatMap((run) =>
+      run.benchmarks.map((spec) => benchmarkJob(lab.config, spec)),
+    );
+    objects = [...lab.objects, ...jobs];
+    synthesized.set(key, objects);
+  }
+  return structuredClone(objects);
 }
 
 const find = (objects: Any[], kind: string, name: string): Any => {

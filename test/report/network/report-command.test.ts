@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { NetworkStudyRecord } from '../../../lib/network/study/model.ts';
-import { runLabCli, runLabHere } from '../../cli/run-lab.ts';
+import { runLabHere } from '../../cli/run-lab.ts';
 import { tempDir } from '../../temp.ts';
 import { fixtureStudy } from '../fixture.ts';
 import { fixtureCellStudy, fixtureNetworkStudies } from './fixture.ts';
@@ -98,10 +98,12 @@ describe('lab report on a network study', () => {
     expect(await readFile(join(dir, 'report.md'), 'utf8')).toContain("> **Partial study: cell mesh's study");
   });
 
-  it('a network study that is not shaped right is named with its problems, without a stack trace (through bin/launch.mjs, as a user runs it)', async () => {
+  // In-process: the report command's spawned run (bin/launch.mjs, exit code and terminal output)
+  // is test/report/report-command.test.ts's; the error path here is the same runLab code.
+  it('a network study that is not shaped right is named with its problems, without a stack trace', async () => {
     const mesh = fixtureCellStudy('mesh');
     const dir = await cellsDir([{ ...mesh, state: 'done' } as unknown as NetworkStudyRecord]);
-    const run = runLabCli(['report', dir]);
+    const run = await runLabHere(['report', dir]);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(
       `lab report: ${join(dir, 'mesh', 'study.json')} is not a network study JSON (lab: "network"): 1 problem(s)\n  - state: `,
@@ -125,7 +127,8 @@ describe('lab report on a network study', () => {
     expect(two.stderr).toBe(
       'lab report: several results folders make one report only for network-lab cells; give one LLM-gateway results folder\n',
     );
-    const first = await runLabHere(['report', gateway]);
+    // --no-calibrate: the calibration (seconds of simulation) is report-command.test.ts's to check.
+    const first = await runLabHere(['report', '--no-calibrate', gateway]);
     expect(first.code, first.stderr).toBe(0);
     expect(await readFile(join(gateway, 'report.md'), 'utf8')).toMatch(/^# LLM-gateway study report\n/);
   });
