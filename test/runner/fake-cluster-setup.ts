@@ -7,6 +7,7 @@ import type { Clock, Cluster, RunnerDeps } from '../../lib/runner/ports.ts';
 import type { BenchmarkSpec, StudyPlan } from '../../lib/study/plan.ts';
 import type { FakeEppScorer } from './fake-epp.ts';
 import type { FakeClock, FakeReplica } from './fake-servers.ts';
+import { SharedFakeClock } from './network/fake-shared-clock.ts';
 
 /**
  * How a rehearsal sets up the fake cluster (what it breaks on purpose, FakeClusterOptions) and
@@ -25,12 +26,15 @@ export function rehearsalDeps(
   config: LabConfig,
   parts: { cluster: Cluster; clock: Clock; dir: string; tokenFile: string; lines: string[] },
 ): RunnerDeps {
+  // On a shared clock, time stands still while real I/O is in flight (the loopback HTTP, the files).
+  const real = <T extends object>(io: T): T =>
+    parts.clock instanceof SharedFakeClock ? parts.clock.outsideTime(io) : io;
   return {
     cluster: parts.cluster,
-    replicas: new HttpReplicas(5_000),
-    frontEnds: new HttpFrontEnds(5_000),
-    endpointPickers: new HttpEndpointPickers(parts.tokenFile, 5_000),
-    store: new FileResultStore(parts.dir),
+    replicas: real(new HttpReplicas(5_000)),
+    frontEnds: real(new HttpFrontEnds(5_000)),
+    endpointPickers: real(new HttpEndpointPickers(parts.tokenFile, 5_000)),
+    store: real(new FileResultStore(parts.dir)),
     clock: parts.clock,
     jobManifest: (spec, gate) => benchmarkJob(config, spec, gate),
     log: (line) => parts.lines.push(line),

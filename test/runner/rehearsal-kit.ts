@@ -15,7 +15,7 @@ import {
 import type { StudyRecord } from '../../lib/study/results.ts';
 import { tempDir } from '../temp.ts';
 import {
-  FakeClock,
+  type FakeClock,
   FakeCluster,
   type FakeClusterOptions,
   FakeEndpointPickers,
@@ -23,6 +23,7 @@ import {
   FakeReplica,
   rehearsalDeps,
 } from './fakes.ts';
+import { SharedFakeClock } from './network/fake-shared-clock.ts';
 
 /**
  * A lab of one's own for a rehearsal: two loopback replicas, the front ends, the EPPs, a results
@@ -103,7 +104,7 @@ export async function startLab(setup: LabSetup = {}): Promise<Lab> {
   await pickers.start();
   servers.push(...replicas, frontEnds, pickers);
   const dir = tempDir('lab-results-');
-  const clock = new FakeClock();
+  const clock = new SharedFakeClock();
   const cluster = new FakeCluster({
     config,
     plan: setup.alsoServes ? { runs: [...plan.runs, ...setup.alsoServes] } : plan,

@@ -11,7 +11,7 @@ import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
 import { tempDir } from '../temp.ts';
 import {
   type ClientBehaviour,
-  FakeClock,
+  type FakeClock,
   FakeCluster,
   type FakeClusterOptions,
   FakeEndpointPickers,
@@ -19,6 +19,7 @@ import {
   FakeReplica,
   rehearsalDeps,
 } from './fakes.ts';
+import { SharedFakeClock } from './network/fake-shared-clock.ts';
 import { calibratedHitRate, REHEARSAL_JOB_POLL_MS } from './rehearsal-kit.ts';
 /**
  * The rehearsals' shared setup (test/runner/rehearsal*.test.ts): the loopback replicas, front
@@ -111,7 +112,7 @@ export function rehearsal(
   pickers.scraped.length = 0;
   const usedConfig = setup.config ?? config;
   const dir = setup.dir ?? tempDir('lab-results-');
-  const clock = setup.resume?.clock ?? new FakeClock();
+  const clock = setup.resume?.clock ?? new SharedFakeClock();
   const usedPlan = setup.plan ?? plan;
   const cluster =
     setup.resume?.cluster ??

@@ -1,4 +1,5 @@
-import { appendFile, rm } from 'node:fs/promises';
+import { appendFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { NetworkRunRecord, NetworkStudyRecord } from '../../network/study/model.ts';
 import type { AnyChecklist } from '../../study/smoke-checklist.ts';
@@ -101,6 +102,6 @@ class FileNetworkStudyFiles implements NetworkStudyFiles {
 
   async appendLog(line: string): Promise<void> {
     const log = join(this.dir, RUNNER_LOG_FILE);
-    await inFolder(log, () => appendFile(log, `${line}\n`));
+    inFolder(log, () => appendFileSync(log, `${line}\n`));
   }
 }

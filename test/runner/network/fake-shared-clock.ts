@@ -1,4 +1,4 @@
-import { FakeClock } from '../fakes.ts';
+import { FakeClock } from '../fake-servers.ts';
 
 /**
  * The fake cell's clock when several runs wait at once (a smoke study's schedule): time is one
