@@ -1,6 +1,5 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Validations } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -12,7 +11,7 @@ import { LabStack, RESULTS_NONCURRENT_DAYS } from '../../lib/aws/lab-stack.ts';
 import { defaultLabConfig, parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import { tempDir } from '../temp.ts';
-import { testApp } from './app.ts';
+import { synthValidated, testApp } from './app.ts';
 import { allRules, ControlTowerChecks, guardReport, rulesNotApplying } from './control-tower.ts';
 
 const ACCOUNT = '123456789012';
@@ -33,15 +32,33 @@ function synth(config: LabConfig = defaultLabConfig(), env?: { account: string; 
 }
 
 /**
- * Syntheses that tests only read, made once: the default lab, a second independent synthesis of it
- * (for the tests that check the same input gives the same ids), and the default lab in a concrete
- * region. A test that changes the configuration, the context or the stack synthesizes its own.
+ * Syntheses that tests only read, made once: the default lab (checked by cdk-nag and the Control
+ * Tower rules in the same synthesis), a second independent synthesis of it (for the tests that
+ * check the same input gives the same ids), the default lab in a concrete region, and the default
+ * lab with one deliberate finding for each set of checks. A test that changes the configuration,
+ * the context or the stack otherwise synthesizes its own.
  */
 const once = <T>(make: () => T) => {
   let value: T | undefined;
   return () => (value ??= make());
 };
-const defaultLab = once(() => synth());
+const defaultLab = once(() => {
+  const { app, stack } = build();
+  const checks = synthValidated(app, new AwsSolutionsChecks(app), new ControlTowerChecks());
+  // Should the checks fail, the tests of the template still read one, from a synthesis without them.
+  const lab = checks.error === undefined ? { app, stack, template: Template.fromStack(stack) } : synth();
+  return { ...lab, checks };
+});
+const brokenLab = once(() => {
+  const { app, stack } = build();
+  new ec2.CfnSubnet(stack, 'AutoPublic', {
+    vpcId: stack.network.vpc.vpcId,
+    cidrBlock: '10.0.240.0/24',
+    mapPublicIpOnLaunch: true,
+  });
+  new s3.Bucket(stack, 'Unencrypted', { enforceSSL: false });
+  return synthValidated(app, new AwsSolutionsChecks(app), new ControlTowerChecks());
+});
 const defaultLabAgain = once(() => synth());
 const concreteLab = once(() => synth(defaultLabConfig(), { account: ACCOUNT, region: REGION }));
 
@@ -375,17 +392,15 @@ describe('LabStack', () => {
   });
 
   it('passes the AwsSolutions checks; every acknowledged finding carries its reason in the code', () => {
-    const { app } = build();
-    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
     // cdk-nag v3 reports through CDK's policy validation: synth throws on any unacknowledged finding.
-    expect(() => app.synth()).not.toThrow();
+    const { checks } = defaultLab();
+    expect(checks.verdict(new AwsSolutionsChecks()), checks.error).toBe('passed');
   });
 
   it('passes the Control Tower proactive controls (cfn-guard); the rest is acknowledged in one place', () => {
-    const { app } = build();
-    Validations.of(app).addPlugins(new ControlTowerChecks());
     // The plugin runs the cfn-guard binary it ships; synth throws on any unacknowledged rule.
-    expect(() => app.synth()).not.toThrow();
+    const { checks } = defaultLab();
+    expect(checks.verdict(new ControlTowerChecks()), checks.error).toBe('passed');
   });
 
   it('acknowledges exactly the Control Tower rules the template breaks: none stale, none missing', () => {
@@ -394,7 +409,7 @@ describe('LabStack', () => {
     writeFileSync(path, JSON.stringify(template.toJSON()));
     // Straight from the plugin, before CDK applies the acknowledgements, in two parts that together
     // are every rule file: the ones ControlTowerChecks runs (those that name a type of the
-    // template; the report of the synthesis above, when that test ran) and all the others.
+    // template; the report of defaultLab's checked synthesis, read again) and all the others.
     const skipped = rulesNotApplying([path]);
     const applying = guardReport([path], skipped);
     const rest = guardReport(
@@ -414,20 +429,14 @@ describe('LabStack', () => {
   });
 
   it('would fail the Control Tower checks on a new finding', () => {
-    const { app, stack } = build();
-    new ec2.CfnSubnet(stack, 'AutoPublic', {
-      vpcId: stack.network.vpc.vpcId,
-      cidrBlock: '10.0.240.0/24',
-      mapPublicIpOnLaunch: true,
-    });
-    Validations.of(app).addPlugins(new ControlTowerChecks());
-    expect(() => app.synth()).toThrow(/CT\.EC2\.PR\.11.*\n.*LlmGatewayLab\/AutoPublic/);
+    const checks = brokenLab();
+    expect(checks.verdict(new ControlTowerChecks())).toBe('failed');
+    expect(checks.error).toMatch(/CT\.EC2\.PR\.11.*\n.*LlmGatewayLab\/AutoPublic/);
   });
 
   it('would fail the AwsSolutions checks on a real finding', () => {
-    const { app, stack } = build();
-    new s3.Bucket(stack, 'Unencrypted', { enforceSSL: false });
-    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
-    expect(() => app.synth()).toThrow(/AwsSolutions-S1|AwsSolutions-S10/);
+    const checks = brokenLab();
+    expect(checks.verdict(new AwsSolutionsChecks())).toBe('failed');
+    expect(checks.error).toMatch(/AwsSolutions-S1|AwsSolutions-S10/);
   });
 });
