@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import {
@@ -82,6 +82,33 @@ describe('waiting for apt at first boot', () => {
       `source '${join(box.bootstrapDir, 'main.sh')}'\napt_is_idle && echo idle || echo busy\n`,
     );
     expect(held.stdout.trim().split('\n').at(-1)).toBe('busy');
+  });
+
+  test('without fuser, asks pgrep for apt and dpkg themselves, not for the helper', () => {
+    const box = makeSandbox();
+    box.writeBootstrap(defaults);
+    rmSync(join(box.root, 'bin', 'fuser'));
+    // pgrep -f matches its pattern (POSIX ERE) against each process's whole command line.
+    const pgrep = [
+      '#!/bin/bash',
+      `pattern=\${*: -1} found=1`,
+      'while IFS= read -r line; do [[ $line =~ $pattern ]] && { echo "$line"; found=0; }; done <"$SANDBOX/processes"',
+      'exit $found',
+    ];
+    writeFileSync(join(box.root, 'bin', 'pgrep'), `${pgrep.join('\n')}\n`);
+    const helper =
+      '/usr/bin/python3 /usr/share/unattended-upgrades/unattended-upgrade-shutdown --wait-for-signal';
+    const idle = (processes: string[]) => {
+      writeFileSync(join(box.root, 'processes'), `${processes.join('\n')}\n`);
+      // Only the fakes on the PATH once main.sh is read: a host without fuser (psmisc).
+      const run = box.run(
+        `source '${join(box.bootstrapDir, 'main.sh')}'\nPATH="$SANDBOX/bin"\napt_is_idle && echo idle || echo busy\n`,
+      );
+      return run.stdout.trim().split('\n').at(-1);
+    };
+    expect(idle([helper])).toBe('idle');
+    expect(idle([helper, '/usr/bin/apt-get -qq update'])).toBe('busy');
+    expect(idle(['/usr/bin/dpkg --configure -a'])).toBe('busy');
   });
 });
 
