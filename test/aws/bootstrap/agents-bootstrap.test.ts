@@ -95,7 +95,13 @@ function rehearse(
 type Run = ReturnType<typeof read>;
 
 function fullEnvironment(env: Record<string, string>): Record<string, string> {
-  return { LAB_MANIFESTS_DIR: manifests(), FAKE_SERVED: config.model.servedName, ...env };
+  return {
+    LAB_MANIFESTS_DIR: manifests(),
+    FAKE_SERVED: config.model.servedName,
+    // No test here reads the modes of lab-aws's curl config files (a stat each; lab-aws.test.ts does).
+    FAKE_CONFIG_MODES_UNREAD: '1',
+    ...env,
+  };
 }
 
 function read(box: Sandbox, result: { status: number | null }) {
