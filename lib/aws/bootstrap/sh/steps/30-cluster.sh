@@ -113,7 +113,12 @@ model_cache_reported() {
 # listing a poll. A failure names the GPU agent the wait last found short, with what a listing after
 # the pods' says it has; the agents before it are logged as ready, as a wait per agent logged them.
 wait_for_agent_gpus() {
-  local i host short=''
+  local i host short='' gpu_agents=0
+  for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
+    if ((AGENT_GPUS[i] > 0)); then gpu_agents=$((gpu_agents + 1)); fi
+  done
+  # A single host, or CPU agents only: nothing to list.
+  if ((gpu_agents == 0)); then return 0; fi
   if ! wait_until "$((WAIT_LIMIT))" agent_gpus_allocatable; then
     short=$GPUS_SHORT
     kubectl -n kube-system get pods -o wide || true
