@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { renderAgentSettings } from '../../../lib/aws/bootstrap/agent.ts';
 import {
   BOOTSTRAP_SOURCES,
@@ -37,6 +37,60 @@ function running(pid: number): boolean {
  * fake that blocks on a fifo until the test lets it go: no test here depends on timing luck.
  */
 
+/**
+ * The run of "names the agents whose reports S3 did not answer" (below): its read waits about 1 s
+ * of real time for an answer that never comes, so the run starts in the background before the
+ * file's first test (the `beforeAll` below) and waits while the other tests run; its test awaits it.
+ */
+let unanswered: Promise<{ box: Sandbox; status: number | null }> | undefined;
+function unansweredReads() {
+  unanswered ??= (() => {
+    const config = parseLabConfig({
+      instance: { readyTimeoutMinutes: 60 },
+      cluster: { agents: [{ name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.xlarge' }] },
+    });
+    const box = makeSandbox();
+    box.writeBootstrap(config, {
+      ...FAST,
+      WAIT_INTERVAL_SECONDS: '2',
+      ...onlySteps(bootstrapSteps(config), ['wait_for_agents', 'apply_prerequisites'], {
+        wait_for_agents: 11,
+      }),
+    });
+    spawnSync('mkfifo', [join(box.root, 'never')]);
+    wrapFake(
+      box,
+      'curl',
+      [
+        'if [[ "$*" == *"/model-cache/"* && " $* " != *" -X PUT "* ]]; then read -r _ <"$SANDBOX/never"; fi',
+        'exec curl-real "$@"',
+      ].join('\n'),
+    );
+    return box
+      .runFileInBackground(join(box.bootstrapDir, 'main.sh'), {
+        ...ENV,
+        LAB_AGENT_TOKEN_SECRET:
+          'arn:aws:secretsmanager:us-west-2:123456789012:secret:ClusterAgentToken-AbCdEf',
+        LAB_MANIFESTS_DIR: tempDir('lab-manifests-'),
+        FAKE_GPUS: '4',
+        FAKE_ALLOCATABLE: '4',
+        FAKE_NODES: 'gpu-1=True:1 gpu-2=True:1',
+        FAKE_CONFIG_MODES_UNREAD: '1',
+      })
+      .then(({ status }) => ({ box, status }));
+  })();
+  return unanswered;
+}
+
+beforeAll(() => {
+  unansweredReads();
+});
+// The run still ends before the file does when a filter left its test out (and before its folder
+// is removed).
+afterAll(async () => {
+  await unanswered;
+});
+
 const LOG_KEY = 'results-bucket/Lab/host/bootstrap.log';
 
 describe('uploads of the same object', () => {
@@ -44,7 +98,8 @@ describe('uploads of the same object', () => {
   // final upload (the deadline's, or the failed bootstrap's) copies the longer log meanwhile and
   // lands first. S3 keeps the last PutObject to arrive: the older, shorter log, and the host then
   // ends. The fake curl holds the first PUT of the log until the test writes to a fifo, which it
-  // does once the second upload has ended or says it waits for the first.
+  // does once the second upload has ended or says it waits for the first. Each side waits on a
+  // fifo, not a poll: a `sleep 0.05` loop started a process (and a grep) every 50 ms.
   test('a later upload lands last: the final log is never replaced by an older copy', () => {
     const box = makeSandbox();
     box.writeBootstrap(parseLabConfig({}), { AWS_RETRY_SECONDS: '0' });
@@ -55,6 +110,7 @@ describe('uploads of the same object', () => {
       'curl',
       [
         'if [[ " $* " == *" -X PUT "* && "$*" == *bootstrap.log ]] && mv "$SANDBOX/hold" "$SANDBOX/held" 2>/dev/null; then',
+        '  echo held >"$SANDBOX/holding"',
         '  read -r _ <"$SANDBOX/release"',
         'fi',
         'exec curl-real "$@"',
@@ -64,18 +120,20 @@ describe('uploads of the same object', () => {
     const result = box.run(
       [
         'log=$SANDBOX/bootstrap.log',
-        'mkfifo "$SANDBOX/release"',
+        'mkfifo "$SANDBOX/release" "$SANDBOX/holding" "$SANDBOX/said"',
         ': >"$SANDBOX/hold"',
         'printf \'line 1\\n\' >"$log"',
         // The timer's upload: its copy holds line 1, and its PUT waits.
         `${put} 2>"$SANDBOX/timer.err" &`,
         'timer=$!',
-        'until [ -e "$SANDBOX/held" ]; do sleep 0.05; done',
+        'read -r _ <"$SANDBOX/holding"',
         'printf \'line 2\\n\' >>"$log"',
-        // The final upload, of the longer log.
-        `${put} 2>"$SANDBOX/final.err" &`,
+        // The final upload, of the longer log. Its stderr is kept in final.err by a reader that
+        // says so on fd 3 when the upload says it waits, and again at its end (the upload ended).
+        'exec 3<>"$SANDBOX/said"',
+        `${put} 2> >(while IFS= read -r line; do printf '%s\\n' "$line" >>"$SANDBOX/final.err"; if [[ $line == *"waiting for the upload in flight"* ]]; then echo >&3; fi; done; echo >&3) &`,
         'final=$!',
-        'while kill -0 "$final" 2>/dev/null && ! grep -q "waiting for the upload in flight" "$SANDBOX/final.err"; do sleep 0.05; done',
+        'read -r _ <&3',
         'echo go >"$SANDBOX/release"',
         'wait "$timer"; echo "timer $?"',
         'wait "$final"; echo "final $?"',
@@ -109,14 +167,15 @@ describe('work a failed step left in the background', () => {
       ...FAST,
       ...onlySteps(bootstrapSteps(defaults), ['prefetch', 'apply_prerequisites']),
     });
-    spawnSync('mkfifo', [join(box.root, 'never')]);
+    spawnSync('mkfifo', [join(box.root, 'never'), join(box.root, 'hung')]);
     wrapFake(
       box,
       'k3s',
       [
         'case "$*" in',
-        `"crictl pull ${defaults.vllm.image}") until [ -s "$SANDBOX/hanging" ]; do sleep 0.05; done; echo "pull refused" >&2; exit 1 ;;`,
-        '"crictl pull "*) echo $$ >"$SANDBOX/hanging"; read -r _ <"$SANDBOX/never"; exit 0 ;;',
+        // The vLLM pull waits on a fifo until another pull hangs (the first to open it writes).
+        `"crictl pull ${defaults.vllm.image}") read -r _ <"$SANDBOX/hung"; echo "pull refused" >&2; exit 1 ;;`,
+        '"crictl pull "*) echo $$ >"$SANDBOX/hanging"; echo >"$SANDBOX/hung"; read -r _ <"$SANDBOX/never"; exit 0 ;;',
         'esac',
         'exec k3s-real "$@"',
       ].join('\n'),
@@ -157,37 +216,9 @@ describe("the server's wait for its agents", () => {
   // (30-cluster.sh REPORT_RESERVE): the same proof as a longer budget, which only waits longer for
   // the read that never ends (13 s: 3 s). Without the reserve the read outlives the budget, and
   // the watchdog reports the step as over budget.
-  test('names the agents whose reports S3 did not answer, before the budget runs out', () => {
-    const config = parseLabConfig({
-      instance: { readyTimeoutMinutes: 60 },
-      cluster: { agents: [{ name: 'gpu', role: 'gpu', count: 2, instanceType: 'g6.xlarge' }] },
-    });
-    const box = makeSandbox();
-    box.writeBootstrap(config, {
-      ...FAST,
-      WAIT_INTERVAL_SECONDS: '2',
-      ...onlySteps(bootstrapSteps(config), ['wait_for_agents', 'apply_prerequisites'], {
-        wait_for_agents: 11,
-      }),
-    });
-    spawnSync('mkfifo', [join(box.root, 'never')]);
-    wrapFake(
-      box,
-      'curl',
-      [
-        'if [[ "$*" == *"/model-cache/"* && " $* " != *" -X PUT "* ]]; then read -r _ <"$SANDBOX/never"; fi',
-        'exec curl-real "$@"',
-      ].join('\n'),
-    );
-    const result = box.runFile(join(box.bootstrapDir, 'main.sh'), {
-      ...ENV,
-      LAB_AGENT_TOKEN_SECRET: 'arn:aws:secretsmanager:us-west-2:123456789012:secret:ClusterAgentToken-AbCdEf',
-      LAB_MANIFESTS_DIR: tempDir('lab-manifests-'),
-      FAKE_GPUS: '4',
-      FAKE_ALLOCATABLE: '4',
-      FAKE_NODES: 'gpu-1=True:1 gpu-2=True:1',
-    });
-    expect(result.status).toBe(1);
+  test('names the agents whose reports S3 did not answer, before the budget runs out', async () => {
+    const { box, status } = await unansweredReads();
+    expect(status).toBe(1);
     const reason = String(box.signals()[0]?.body.Reason);
     expect(reason).toContain(
       'failed: not ready: gpu-1: S3 did not say in time whether it reported its model cache;gpu-2: S3 did not say in time whether it reported its model cache (',

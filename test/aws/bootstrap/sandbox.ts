@@ -249,6 +249,12 @@ exit 0`),
 # "hang-over" in calls.log only if nothing ended it by then.
 if [ -n "\${FAKE_HANG:-}" ]; then case "$*" in $FAKE_HANG) sleep 30; printf '%s\\n' "hang-over $*" >>"$SANDBOX/calls.log" ;; esac; fi
 case "$*" in
+# Every node that carries a host label, "host:Ready status:allocatable GPUs" a line (the server's
+# wait lists its agents' nodes at once, 30-cluster.sh list_agent_nodes): the server, then FAKE_NODES.
+*"get nodes -l llm-gateway-lab/host -o jsonpath="*"{.metadata.labels.llm-gateway-lab/host}:"*)
+  printf 'server:True:%s\\n' "$FAKE_ALLOCATABLE"
+  set -f
+  for node in \${FAKE_NODES:-}; do value=\${node#*=}; printf '%s:%s:%s\\n' "\${node%%=*}" "\${value%%:*}" "\${value#*:}"; done ;;
 # Nodes by their host label: the server (Ready, FAKE_ALLOCATABLE GPUs) and the agents of
 # FAKE_NODES ("gpu-1=True:1 client-1=True:0"); an agent not listed has not joined.
 *"get nodes -l llm-gateway-lab/host="*)

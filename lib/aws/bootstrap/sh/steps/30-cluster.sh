@@ -25,10 +25,9 @@ fetch_agent_token() {
 # --- the server
 
 wait_for_agents() {
-  local server_id
-  server_id=$(this_instance_id) || die "the instance metadata service did not give this server's instance id (IMDSv2)"
+  this_instance_id || die "the instance metadata service did not give this server's instance id (IMDSv2)"
   log "waiting for ${#AGENT_HOSTS[@]} agent(s): ${AGENT_HOSTS[*]}"
-  if ! wait_until "$((WAIT_LIMIT))" agents_ready "$server_id"; then
+  if ! wait_until "$((WAIT_LIMIT))" agents_ready "$INSTANCE_ID"; then
     kubectl get nodes -L "$HOST_LABEL" -L "$NODE_ROLE_LABEL" || true
     die "not ready: $PENDING_AGENTS (each agent's bootstrap log: s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/<host>/$LOG_OBJECT)"
   fi
@@ -39,7 +38,7 @@ wait_for_agents() {
 # Keeps what its check found missing in PENDING_AGENTS: the failure names what the wait last saw,
 # without a further round of checks (each GetObject a signed request) eating the reporting margin.
 agents_ready() {
-  PENDING_AGENTS=$(pending_agents "$1")
+  pending_agents "$1"
   [ -z "$PENDING_AGENTS" ]
 }
 
@@ -49,12 +48,15 @@ agents_ready() {
 # (helpers.sh), `$((WAIT_LIMIT))`.
 WAIT_LIMIT='BUDGET_LEFT > 30 ? BUDGET_LEFT - 30 : 0'
 
-# What keeps each agent from being ready, "" when nothing does.
+# What keeps each agent from being ready, into PENDING_AGENTS ("" when nothing does): one listing
+# of the agents' nodes, then each GPU agent's report. Set, not printed: a `$(pending_agents)` was a
+# subshell per poll.
 pending_agents() {
   local i host rc pending=()
+  list_agent_nodes
   for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
     host=${AGENT_HOSTS[$i]}
-    if ! node_ready "$host"; then
+    if [ "${AGENT_READY[$host]:-}" != True ]; then
       pending+=("$host has not joined or is not Ready")
     elif ((AGENT_GPUS[i] > 0)); then
       rc=0
@@ -68,20 +70,31 @@ pending_agents() {
     fi
   done
   local IFS=';'
-  printf '%s' "${pending[*]}"
+  PENDING_AGENTS="${pending[*]}"
 }
 
-# One Ready node carries the host's label (a replaced agent's old node may linger NotReady). Not
-# `kubectl ... | grep -q`: grep ends at the first True, and kubectl, still printing the old node's
-# line, died of SIGPIPE, which pipefail made "not Ready". The listing is captured whole first (as
-# helpers.sh output_matches does) and its lines matched by bash itself: a grep per agent and poll
-# was a process each.
-node_ready() {
-  local listing
-  listing=$(exec kubectl get nodes -l "$HOST_LABEL=$1" \
-    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null) ||
-    return 1
-  [[ $'\n'$listing$'\n' == *$'\nTrue\n'* ]]
+# The nodes that carry the host label, listed once for all agents (a kubectl per agent and poll was a
+# process each): AGENT_READY[<host>] is True when one of the host's nodes is Ready (a replaced
+# agent's old node may linger NotReady), AGENT_NODE_GPUS[<host>] the allocatable nvidia.com/gpu of
+# its first Ready node ("" when it has none). Fields are separated by ':', which no host name, status
+# or count holds, so that an empty one stays in its place. Not `kubectl ... | grep -q`: grep ended at
+# the first match, and kubectl, still printing the rest, died of SIGPIPE, which pipefail made "not
+# Ready". The listing is captured whole first (as helpers.sh output_matches does) and read by bash.
+# kubectl's JSONPath ends a field name only at a space, '.', ',', '[', ']', '$', '@', '{' or '}'
+# (docs/facts.md §2.2), so the label's '-' and '/' need no escape; a '.' gets one.
+declare -gA AGENT_READY=() AGENT_NODE_GPUS=()
+list_agent_nodes() {
+  local listing host ready gpus label=${HOST_LABEL//./\\.}
+  AGENT_READY=() AGENT_NODE_GPUS=()
+  listing=$(exec kubectl get nodes -l "$HOST_LABEL" \
+    -o 'jsonpath={range .items[*]}{.metadata.labels.'"$label"'}:{.status.conditions[?(@.type=="Ready")].status}:{.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' 2>/dev/null) ||
+    return 0
+  while IFS=: read -r host ready gpus; do
+    if [ "$ready" = True ] && [ -n "$host" ] && [ -z "${AGENT_READY[$host]:-}" ]; then
+      AGENT_READY[$host]=True
+      AGENT_NODE_GPUS[$host]=$gpus
+    fi
+  done <<<"$listing"
 }
 
 # 0 when the report is there, 4 when not (lab-aws get), 124 when S3 did not answer in time: a read
@@ -96,56 +109,60 @@ model_cache_reported() {
   lab_aws --within "$left" get "s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$AGENTS_RESULTS_DIR/$1/$MODEL_CACHE_REPORT_DIR/$2" - >/dev/null 2>&1
 }
 
-# Allocatable nvidia.com/gpu of the Ready node that carries a host's label, into NODE_GPUS ("" when
-# none): the second field of the first line whose first is True, read by bash itself (the awk of a
-# pipeline, and the subshell of a `$(node_gpus)`, were processes per agent and poll).
-node_gpus() {
-  local listing ready gpus
-  NODE_GPUS=''
-  listing=$(exec kubectl get nodes -l "$HOST_LABEL=$1" \
-    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status} {.status.allocatable.nvidia\.com/gpu}{"\n"}{end}' 2>/dev/null) ||
-    true
-  while read -r ready gpus _; do
-    if [ "$ready" = True ]; then
-      NODE_GPUS=$gpus
-      return 0
-    fi
-  done <<<"$listing"
-}
-
-# Every GPU agent advertises its GPUs (the device plugin runs there too).
+# Every GPU agent advertises its GPUs (the device plugin runs there too), waited for together: one
+# listing a poll. A failure names the GPU agent the wait last found short, with what a listing after
+# the pods' says it has; the agents before it are logged as ready, as a wait per agent logged them.
 wait_for_agent_gpus() {
-  local i host
+  local i host short='' gpu_agents=0
+  for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
+    if ((AGENT_GPUS[i] > 0)); then gpu_agents=$((gpu_agents + 1)); fi
+  done
+  # A single host, or CPU agents only: nothing to list.
+  if ((gpu_agents == 0)); then return 0; fi
+  if ! wait_until "$((WAIT_LIMIT))" agent_gpus_allocatable; then
+    short=$GPUS_SHORT
+    kubectl -n kube-system get pods -o wide || true
+    list_agent_nodes
+  fi
   for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
     host=${AGENT_HOSTS[$i]}
     if ((AGENT_GPUS[i] == 0)); then continue; fi
-    if ! wait_until "$((WAIT_LIMIT))" agent_gpus_allocatable "$host" "${AGENT_GPUS[$i]}"; then
-      kubectl -n kube-system get pods -o wide || true
-      node_gpus "$host"
-      die "agent $host reports '$NODE_GPUS' allocatable nvidia.com/gpu, expected ${AGENT_GPUS[$i]} (the NVIDIA device plugin's pod on that node, kube-system)"
+    if [ "$host" = "$short" ]; then
+      die "agent $host reports '${AGENT_NODE_GPUS[$host]:-}' allocatable nvidia.com/gpu, expected ${AGENT_GPUS[$i]} (the NVIDIA device plugin's pod on that node, kube-system)"
     fi
     log "agent $host: allocatable nvidia.com/gpu ${AGENT_GPUS[$i]}"
   done
 }
 
+# Whether every GPU agent's Ready node advertises its GPUs; the first that does not into GPUS_SHORT.
 agent_gpus_allocatable() {
-  node_gpus "$1"
-  [ "$NODE_GPUS" = "$2" ]
+  local i host
+  GPUS_SHORT=''
+  list_agent_nodes
+  for ((i = 0; i < ${#AGENT_HOSTS[@]}; i++)); do
+    host=${AGENT_HOSTS[$i]}
+    if ((AGENT_GPUS[i] > 0)) && [ "${AGENT_NODE_GPUS[$host]:-}" != "${AGENT_GPUS[$i]}" ]; then
+      GPUS_SHORT=$host
+      return 1
+    fi
+  done
 }
 
+# This instance's id into INSTANCE_ID (IMDSv2: a session token first). Set, not printed: a
+# `$(this_instance_id)` was a subshell more.
 this_instance_id() {
   local token
   token=$(exec curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") &&
-    imds_get meta-data/instance-id "$token"
+    INSTANCE_ID=$(exec curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/instance-id")
 }
 
 # --- an agent
 
 join_cluster() {
-  local instance_id token
-  instance_id=$(this_instance_id) || die "the instance metadata service did not give this instance's id (IMDSv2)"
+  local token
+  this_instance_id || die "the instance metadata service did not give this instance's id (IMDSv2)"
   # Unique per instance: a replacement registers anew instead of meeting the old node's password.
-  NODE_NAME="$HOST_NAME-$instance_id"
+  NODE_NAME="$HOST_NAME-$INSTANCE_ID"
   fetch_agent_token
   token=$(<"$AGENT_TOKEN_FILE")
   curl -fsSL --retry 5 --max-time 120 -o "$WORK_DIR/k3s-install.sh" https://get.k3s.io ||
@@ -183,15 +200,23 @@ agent_joined() {
       -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 
-# Why the join failed, in K3s's own words: the last error lines of the agent's journal.
+# Why the join failed, in K3s's own words: the last error lines of the agent's journal (its last
+# 300), each cut to 300 bytes. Matched by bash itself (main.sh sets LC_ALL=C, so by byte, as grep -i
+# and cut did): grep, tail and cut were three processes more.
 join_failure_cause() {
-  local lines
-  lines=$(journalctl -u "$AGENT_SERVICE" --no-pager -n 300 2>/dev/null |
-    grep -iE 'level=(error|fatal)|unauthorized|refused|no route|timeout|failed' | tail -n 5 | cut -c 1-300)
-  if [ -z "$lines" ]; then
+  local journal line lines=()
+  journal=$(exec journalctl -u "$AGENT_SERVICE" --no-pager -n 300 2>/dev/null) || true
+  while IFS= read -r line; do
+    if [[ ${line,,} =~ level=(error|fatal)|unauthorized|refused|no\ route|timeout|failed ]]; then
+      lines+=("${line:0:300}")
+    fi
+  done <<<"$journal"
+  if ((${#lines[@]} == 0)); then
     printf 'no error in its last 300 lines (journalctl -u %s)' "$AGENT_SERVICE"
   else
-    printf '%s' "$lines"
+    # The last five (a slice from -5 is empty when fewer are there).
+    local IFS=$'\n' from=$((${#lines[@]} > 5 ? ${#lines[@]} - 5 : 0))
+    printf '%s' "${lines[*]:from}"
   fi
 }
 
