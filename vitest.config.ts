@@ -2,6 +2,18 @@ import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 import { LongestFirst } from './test/sequencer.ts';
 
+/**
+ * Node's syntax detection off in the workers, where the running Node offers the switch. vitest
+ * imports the dependencies it leaves to Node through Node's ESM loader, which since Node 20.19
+ * parses each `.js` file it loads from a package without a "type" (the entry files of aws-cdk-lib,
+ * the AWS SDK clients' multi-megabyte bundles) for ESM syntax before the CommonJS loader compiles
+ * it again (docs/facts.md §7 point 7). Off, such a file is CommonJS at once, as on every Node 20
+ * before 20.19 (package.json's engines: >= 20): about 1 s less CPU per worker (docs/testing.md).
+ */
+const noSyntaxDetection = process.allowedNodeEnvironmentFlags.has('--no-experimental-detect-module')
+  ? ['--no-experimental-detect-module']
+  : [];
+
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
@@ -12,6 +24,7 @@ export default defineConfig({
     // Child processes, not worker threads: tests spawn shells and the CLI, and a crashed native
     // child (Chromium) cannot take the runner down with it.
     pool: 'forks',
+    execArgv: noSyntaxDetection,
     // One worker per core, all of them: vitest's default keeps one core free, which on a 2-core
     // machine means one worker and the whole suite in one line.
     maxWorkers: Math.max(2, availableParallelism()),

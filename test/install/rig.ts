@@ -2,7 +2,7 @@ import { onTestFinished } from 'vitest';
 import { parseLabConfig } from '../../lib/config/load.ts';
 import type { LabConfig } from '../../lib/config/schema.ts';
 import type { InstallPlan } from '../../lib/install/plan.ts';
-import { clusterApiFor, loadKubeConfig } from '../../lib/kube/kubeconfig.ts';
+import type { ClusterApi } from '../../lib/kube/cluster-api.ts';
 import { type FakeApiOptions, FakeApiServer, type FakeNode } from '../kube/fake-api-server.ts';
 import { FakeClock } from '../runner/fake-servers.ts';
 import { tempDir } from '../temp.ts';
@@ -96,11 +96,41 @@ async function planOf(config: LabConfig): Promise<InstallPlan> {
   return structuredClone(plan);
 }
 
+/** What rig() makes besides the fake server. */
+export interface RigParts {
+  /**
+   * The real client (`deps.api`, lib/kube/kubeconfig.ts over @kubernetes/client-node); default
+   * true. Without it, `deps.api` throws when used and the client's package is not loaded: most of
+   * a fresh worker's import time for a caller that only needs the server (test/temp.test.ts's
+   * fixtures, in a vitest of their own).
+   */
+  readonly client?: boolean;
+}
+
+/** The real client for the fake server's kubeconfig, loaded on first use. */
+async function realClient(kubeconfig: string): Promise<ClusterApi> {
+  const { clusterApiFor, loadKubeConfig } = await import('../../lib/kube/kubeconfig.ts');
+  return clusterApiFor(loadKubeConfig({ kubeconfig }));
+}
+
+/** A stand-in for the client of a rig made without one: any use says so. */
+function noClient(): ClusterApi {
+  return new Proxy({} as ClusterApi, {
+    get(_, name) {
+      throw new Error(`rig() was made with { client: false }: no deps.api.${String(name)}`);
+    },
+  });
+}
+
 /**
  * A fake cluster with the real client on it, for one test: call it inside a test (its server stops
  * when that test ends).
  */
-export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown = {}) {
+export async function rig(
+  options: Partial<FakeApiOptions> = {},
+  config: unknown = {},
+  { client = true }: RigParts = {},
+) {
   const clock = new FakeClock();
   const server = new FakeApiServer({
     clock,
@@ -114,7 +144,7 @@ export async function rig(options: Partial<FakeApiOptions> = {}, config: unknown
   // (docs/testing.md). The kubeconfig's folder goes with the file's other tempDir() folders.
   onTestFinished(() => server.stop());
   const kubeconfig = await server.kubeconfig(tempDir('lab-install-'));
-  const api = clusterApiFor(loadKubeConfig({ kubeconfig }));
+  const api = client ? await realClient(kubeconfig) : noClient();
   const lines: string[] = [];
   const downloads: string[] = [];
   const deps = {

@@ -10,8 +10,9 @@ import type { FakeApiServer } from '../kube/fake-api-server.ts';
 export function stopsItsRig(): void {
   let server: FakeApiServer | undefined;
   test('starts a fake cluster', async () => {
-    // The network lab: its rig makes no install plan, so the fixture loads no charts (cdk8s).
-    server = (await rig({}, { lab: 'network' })).server;
+    // The network lab without the client: its rig makes no install plan and no API client, so the
+    // fixture loads neither the charts (cdk8s) nor @kubernetes/client-node.
+    server = (await rig({}, { lab: 'network' }, { client: false })).server;
     expect(server.listening).toBe(true);
   });
   test("the previous test's fake cluster is stopped", () => {
