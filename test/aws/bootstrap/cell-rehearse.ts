@@ -6,7 +6,7 @@ import { parseLabConfig } from '../../../lib/config/load.ts';
 import { cellByName } from '../../../lib/network/topology.ts';
 import { tempDir } from '../../temp.ts';
 import { onlySteps } from './only-steps.ts';
-import { fakeCommand, makeSandbox, pathWithout, type Sandbox } from './sandbox.ts';
+import { makeSandbox, pathWithout, type Sandbox, shFakeCommand } from './sandbox.ts';
 
 /**
  * A network-lab cell's bootstrap in the shell sandbox (sandbox.ts): the fakes a cell adds, the
@@ -50,21 +50,29 @@ const HOST_STATE: Record<string, Record<string, string>> = {
   cilium: { FAKE_KPR: 'True', FAKE_IPTABLES: ':CILIUM_POST_nat - [0:0]' },
 };
 
-/** The commands a cell's bootstrap adds to the sandbox's fakes, steered by FAKE_* variables. */
+/**
+ * The commands a cell's bootstrap adds to the sandbox's fakes, steered by FAKE_* variables. POSIX
+ * sh (`shFakeCommand`, dash), like the sandbox's own simple fakes: a whole cell run calls them
+ * dozens of times (kubectl most), and dash starts in about two thirds of bash's CPU.
+ */
 const CELL_FAKES: Record<string, string> = {
   // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  uname: fakeCommand('echo "${FAKE_KERNEL:-6.8.0-1018-aws}"'),
-  modprobe: fakeCommand(
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-    '[ "$1" != "${FAKE_MISSING_MODULE:-}" ] || { echo "modprobe: FATAL: Module $1 not found" >&2; exit 1; }',
-  ),
+  uname: shFakeCommand('echo "${FAKE_KERNEL:-6.8.0-1018-aws}"'),
+  // kmod's modprobe: with -a it tries every module named and fails when any failed (docs/facts.md §N2).
+  modprobe: shFakeCommand(`
+status=0
+for module in "$@"; do
+  case "$module" in -*) continue ;; esac
+  if [ "$module" = "\${FAKE_MISSING_MODULE:-}" ]; then echo "modprobe: FATAL: Module $module not found" >&2; status=1; fi
+done
+exit $status`),
   // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  'iptables-save': fakeCommand('printf "%b\\n" "${FAKE_IPTABLES:-}"'),
+  'iptables-save': shFakeCommand('printf "%b\\n" "${FAKE_IPTABLES:-}"'),
   // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  nft: fakeCommand('[ -n "${FAKE_NFT_TABLE:-}" ]'),
+  nft: shFakeCommand('[ -n "${FAKE_NFT_TABLE:-}" ]'),
   // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-  ip: fakeCommand('[ -n "${FAKE_IPVS:-}" ]'),
-  kubectl: fakeCommand(`
+  ip: shFakeCommand('[ -n "${FAKE_IPVS:-}" ]'),
+  kubectl: shFakeCommand(`
 case "$*" in
 "get nodes -o name") echo node/cell ;;
 *"exec ds/cilium"*"cilium-dbg status"*) echo "KVStore: Disabled"; echo "KubeProxyReplacement:    \${FAKE_KPR:-False}   [ens5 10.0.1.23]" ;;
@@ -76,6 +84,18 @@ case "$*" in
 esac
 exit 0`),
 };
+
+/**
+ * Helm is there (checksum-verified install is the GPU lab's tested path); it keeps the values it
+ * got, as values-<release>.yaml. POSIX sh, like the fakes above.
+ */
+const HELM = shFakeCommand(`
+release=$3
+while [ $# -gt 0 ]; do
+  if [ "$1" = --values ]; then cp "$2" "$SANDBOX/values-$release.yaml"; fi
+  shift
+done
+exit 0`);
 
 /** Each cell's manifests, synthesized once: the bootstrap only reads them. */
 const synthesized = new Map<string, string>();
@@ -110,12 +130,8 @@ export function rehearse(
     writeFileSync(join(box.root, 'bin', name), body);
     chmodSync(join(box.root, 'bin', name), 0o755);
   }
-  // Helm is there (checksum-verified install is the GPU lab's tested path); it keeps the values it got.
-  box.fake(
-    '/usr/local/bin/helm',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
-    'for ((i = 1; i <= $#; i++)); do if [ "${!i}" = --values ]; then j=$((i + 1)); cp "${!j}" "$SANDBOX/values-$3.yaml"; fi; done; exit 0',
-  );
+  writeFileSync(box.path('/usr/local/bin/helm'), HELM);
+  chmodSync(box.path('/usr/local/bin/helm'), 0o755);
   const ipvs = join(box.root, 'ip_vs');
   writeFileSync(ipvs, 'IP Virtual Server version 1.2.1 (size=4096)\nTCP  0A2B0001:01BB rr\n');
   const manifests = cellManifests(cell);

@@ -14,7 +14,7 @@ preflight_datapath() {
 # kube-proxy's nftables mode needs kernel 5.13 or newer (docs/facts.md §N2).
 check_kernel_for_nftables() {
   local kernel
-  kernel=$(uname -r)
+  kernel=$(exec uname -r)
   if ! version_at_least "${kernel%%-*}" "$NFTABLES_MIN_KERNEL"; then
     die "datapath nftables needs kernel >= $NFTABLES_MIN_KERNEL, this host runs $kernel (choose an AMI with a newer kernel in network.instance.amiParameter, or another datapath)"
   fi
@@ -38,13 +38,18 @@ version_at_least() {
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
 }
 
-# kube-proxy's ipvs mode needs the ip_vs modules (docs/facts.md §N2: modprobe ip_vs).
+# kube-proxy's ipvs mode needs the ip_vs modules (docs/facts.md §N2: modprobe ip_vs). One
+# `modprobe -a` loads them all (kmod tries every module named and fails if any failed, §N2); only
+# when it fails are they loaded one by one, to name the first that is missing: one process on an
+# ipvs cell's boot instead of one per module.
 load_ipvs_modules() {
   local module
-  for module in "${IPVS_MODULES[@]}"; do
-    modprobe "$module" ||
-      die "datapath ipvs needs kernel module $module: 'modprobe $module' failed (install linux-modules-extra for $(uname -r), or choose another datapath)"
-  done
+  if ! modprobe -a "${IPVS_MODULES[@]}"; then
+    for module in "${IPVS_MODULES[@]}"; do
+      modprobe "$module" ||
+        die "datapath ipvs needs kernel module $module: 'modprobe $module' failed (install linux-modules-extra for $(exec uname -r), or choose another datapath)"
+    done
+  fi
   log "ipvs modules loaded: ${IPVS_MODULES[*]}"
 }
 
