@@ -152,6 +152,8 @@ export interface Sandbox {
    */
   curlConfigFiles(): { mode: string; path: string }[];
   signals(): Signal[];
+  /** For each `systemctl daemon-reload`, in order, the unit files systemd then knew. */
+  systemdReloads(): string[][];
   log(): string;
 }
 
@@ -178,7 +180,15 @@ const FAKE_AWS_PY = fileURLToPath(new URL('./fake_aws.py', import.meta.url));
 
 const FAKES: Record<string, string> = {
   shutdown: SH('exit 0'),
-  systemctl: SH('exit 0'),
+  // systemd knows a unit from the daemon-reload after its file was written: each reload notes the
+  // units the folder then holds (a line in systemd-reloads; builtins only, no process).
+  systemctl: SH(`
+if [ "$1" = daemon-reload ]; then
+  units=''
+  for unit in "$SANDBOX"/host/etc/systemd/system/*; do if [ -e "$unit" ]; then units="$units \${unit##*/}"; fi; done
+  printf '%s\\n' "\${units# }" >>"$SANDBOX/systemd-reloads"
+fi
+exit 0`),
   // The DLAMI's GPU packages, and one that is not.
   'dpkg-query': SH(
     `printf '%s\\n' 'ii  nvidia-driver-550' 'ii  libnvidia-compute-550' 'ii  cuda-toolkit-12-4' 'rc  nvidia-old-535' 'ii  openssl'`,
@@ -573,6 +583,14 @@ export function makeSandbox(): Sandbox {
             url: readFileSync(join(root, f.replace('.json', '.url')), 'utf8'),
           };
         }),
+    systemdReloads: () => {
+      const file = join(root, 'systemd-reloads');
+      if (!existsSync(file)) return [];
+      return readFileSync(file, 'utf8')
+        .trimEnd()
+        .split('\n')
+        .map((line) => (line === '' ? [] : line.split(' ')));
+    },
     log: () => {
       const file = path('/var/log/lab-bootstrap.log');
       return existsSync(file) ? readFileSync(file, 'utf8') : '';
