@@ -133,6 +133,18 @@ describe('the bootstrap, rehearsed with fake system commands', () => {
     // The launcher's early `shutdown -h +N` gives way to the timer, only once the timer runs.
     expect(calls[3]).toBe('shutdown -c the lab cost guard timer takes over');
     expect(calls).toContain('systemctl enable --now lab-results-sync.timer lab-results-final-upload.service');
+    // Every unit step 1 starts was written before the daemon-reload (calls[1]) that loads them all.
+    expect(afterFirst.systemdReloads[0]).toEqual(
+      expect.arrayContaining([
+        'lab-deadline.service',
+        'lab-deadline.timer',
+        'lab-results-sync.service',
+        'lab-results-sync.timer',
+        'lab-results-final-upload.service',
+        'lab-log-upload.service',
+        'lab-log-upload.timer',
+      ]),
+    );
     const syncScript = readFileSync(box.path('/usr/local/sbin/lab-sync-results'), 'utf8');
     expect(syncScript).toContain(`export LAB_SETTINGS=${join(box.bootstrapDir, 'settings.env')}`);
     expect(readFileSync(box.path('/opt/lab/deadline'), 'utf8')).toMatch(

@@ -173,6 +173,7 @@ export const defaultRehearsal = once(() => {
     log: box.log(),
     signals: box.signals(),
     awsRequests: box.awsRequests(),
+    systemdReloads: box.systemdReloads(),
     signalled: existsSync(box.path('/opt/lab/signalled')),
     ready: existsSync(box.path(READY_MARKER)),
     deadline: readFileSync(box.path('/opt/lab/deadline'), 'utf8').trim(),

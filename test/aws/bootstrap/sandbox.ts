@@ -152,6 +152,8 @@ export interface Sandbox {
    */
   curlConfigFiles(): { mode: string; path: string }[];
   signals(): Signal[];
+  /** For each `systemctl daemon-reload`, in order, the unit files systemd then knew. */
+  systemdReloads(): string[][];
   log(): string;
 }
 
@@ -178,7 +180,15 @@ const FAKE_AWS_PY = fileURLToPath(new URL('./fake_aws.py', import.meta.url));
 
 const FAKES: Record<string, string> = {
   shutdown: SH('exit 0'),
-  systemctl: SH('exit 0'),
+  // systemd knows a unit from the daemon-reload after its file was written: each reload notes the
+  // units the folder then holds (a line in systemd-reloads; builtins only, no process).
+  systemctl: SH(`
+if [ "$1" = daemon-reload ]; then
+  units=''
+  for unit in "$SANDBOX"/host/etc/systemd/system/*; do if [ -e "$unit" ]; then units="$units \${unit##*/}"; fi; done
+  printf '%s\\n' "\${units# }" >>"$SANDBOX/systemd-reloads"
+fi
+exit 0`),
   // The DLAMI's GPU packages, and one that is not.
   'dpkg-query': SH(
     `printf '%s\\n' 'ii  nvidia-driver-550' 'ii  libnvidia-compute-550' 'ii  cuda-toolkit-12-4' 'rc  nvidia-old-535' 'ii  openssl'`,
@@ -346,15 +356,25 @@ https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
       if [ -f "$object" ]; then copy "$object" "$out"; printf 200; exit 0; fi
       echo '<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>' >"$out"; printf 404; exit 0
     fi
-    # A first page of a listing that holds no key (a first boot's restore) is answered here too,
-    # as fake_aws.py answers it; a listing with keys, pages or a refusal goes to fake_aws.py.
+    # A first page of a listing that holds no key (a first boot's restore), and a signed listing
+    # refused (FAKE_S3_LIST_DENIED), are answered here too, as fake_aws.py answers them; a listing
+    # with keys or pages, an unsigned one or a forced answer goes to fake_aws.py.
     if [[ "$url" == https://*.s3.*.amazonaws.com/'?list-type=2&prefix='* && "$method" = GET &&
-      -z "\${FAKE_AWS_ANSWERS:-}\${FAKE_S3_LIST_DENIED:-}\${FAKE_S3_PAGE:-}" ]]; then
+      -z "\${FAKE_AWS_ANSWERS:-}" && ( -n "\${FAKE_S3_LIST_DENIED:-}" || -z "\${FAKE_S3_PAGE:-}" ) ]]; then
       host=\${url#https://}; bucket=\${host%%.s3.*}; region=\${host#*.s3.}; region=\${region%%.amazonaws.com*}
       prefix=\${url#*'?list-type=2&prefix='}; printf -v prefix '%b' "\${prefix//%/\\\\x}"
-      shopt -s nullglob dotglob; held=("$SANDBOX/s3/$bucket/$prefix"*)
-      if [[ "$prefix" != *'&'* && \${#held[@]} -eq 0 && "$sigv4" = "aws:amz:$region:s3" &&
+      if [[ "$prefix" != *['&+']* && "$sigv4" = "aws:amz:$region:s3" &&
         "$cfg" == *'user = "ASIAFAKEKEYID:fake/secret+key-never-logged"'* && "$cfg" == *'x-amz-security-token: fake-session-token-never-logged'* ]]; then
+        if [ -n "\${FAKE_S3_LIST_DENIED:-}" ]; then
+          echo "LIST $bucket/$prefix" >>"$SANDBOX/aws-requests.log"
+          printf '%s' '<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>' >"$out"
+          printf 403; exit 0
+        fi
+        shopt -s nullglob dotglob; held=("$SANDBOX/s3/$bucket/$prefix"*)
+      else
+        held=(unanswered)
+      fi
+      if [[ \${#held[@]} -eq 0 ]]; then
         echo "LIST $bucket/$prefix" >>"$SANDBOX/aws-requests.log"
         printf '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>%s</Name><Prefix>%s</Prefix><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>' "$bucket" "$prefix" >"$out"
         printf 200; exit 0
@@ -579,6 +599,14 @@ export function makeSandbox(): Sandbox {
             url: readFileSync(join(root, f.replace('.json', '.url')), 'utf8'),
           };
         }),
+    systemdReloads: () => {
+      const file = join(root, 'systemd-reloads');
+      if (!existsSync(file)) return [];
+      return readFileSync(file, 'utf8')
+        .trimEnd()
+        .split('\n')
+        .map((line) => (line === '' ? [] : line.split(' ')));
+    },
     log: () => {
       const file = path('/var/log/lab-bootstrap.log');
       return existsSync(file) ? readFileSync(file, 'utf8') : '';

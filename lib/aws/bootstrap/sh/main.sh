@@ -12,10 +12,12 @@
 # signals FAILURE with the step, where the full log is, and the log tail. WAIT_HANDLE_URL is never
 # logged.
 
-# The folder of this file, absolute (cut by bash itself: dirname would be one more process).
+# The folder of this file, absolute: cut by bash itself (dirname would be one more process) and
+# resolved by a cd there and back in this shell, as `$(cd "$BOOTSTRAP_DIR" && pwd)` resolved it
+# in a subshell (a process on every boot).
 BOOTSTRAP_DIR=.
 if [[ "${BASH_SOURCE[0]}" == */* ]]; then BOOTSTRAP_DIR=${BASH_SOURCE[0]%/*}; fi
-BOOTSTRAP_DIR=$(cd "$BOOTSTRAP_DIR" && pwd)
+CDPATH='' cd "$BOOTSTRAP_DIR" && BOOTSTRAP_DIR=$PWD && cd "$OLDPWD"
 # shellcheck source=/dev/null
 source "$BOOTSTRAP_DIR/settings.env"
 # shellcheck source=helpers.sh
@@ -49,7 +51,8 @@ READY_SUMMARY=''
 
 main() {
   set -Eeuo pipefail
-  mkdir -p "$WORK_DIR"
+  # The launcher made it (it writes the deadline there first): mkdir only on a host where it did not.
+  make_dir "$WORK_DIR"
   if [ -e "$WORK_DIR/over-budget" ]; then rm -f "$WORK_DIR/over-budget"; fi
   exec >>"$LOG_FILE" 2>&1
   # Without these nothing can be signalled; the launcher, which sees the exit code, signals instead.

@@ -24,11 +24,19 @@ arm_cost_guard() {
   install_programs lab-aws "$AWS_HELPER" lab-sync-results "$SYNC_SCRIPT" lab-deadline "$DEADLINE_SCRIPT" \
     lab-upload-log "$LOG_UPLOAD_SCRIPT"
   install_deadline_timer "$deadline"
+  install_results_upload
+  install_log_upload
+  # One reload for the units of all three, then each started: a reload per unit set was two
+  # systemctl processes more per boot (and on a host, each a reload of every unit).
+  systemctl daemon-reload
+  systemctl enable --now lab-deadline.timer
   # The launcher's plain `shutdown -h +N` (armed before anything could fail) gives way to the
   # timer, which uploads the results first; both aim at the same deadline.
   shutdown -c 'the lab cost guard timer takes over' || log "no pending shutdown to cancel"
-  install_results_upload
-  install_log_upload
+  systemctl enable --now lab-results-sync.timer lab-results-final-upload.service
+  log "results: $RESULTS_DIR -> s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR every 5 minutes and at shutdown"
+  systemctl enable --now lab-log-upload.timer
+  log "bootstrap log: $LOG_LOCATION every $LOG_UPLOAD_MINUTES minutes"
   if ((TERMINATE_WHEN_DONE)); then install_terminate_when_done; fi
   log "the instance uploads the results, shuts down and terminates at $deadline (to extend: edit OnCalendar= in $SYSTEMD_DIR/lab-deadline.timer and the time in $DEADLINE_FILE, then systemctl daemon-reload)"
 }
@@ -73,6 +81,8 @@ install_programs() {
   chmod 755 "${paths[@]}"
 }
 
+# install_deadline_timer <deadline>: the units of the cost guard's timer, which arm_cost_guard
+# loads and starts.
 install_deadline_timer() {
   local on_calendar
   # OnCalendar= wants "YYYY-MM-DD HH:MM:SS UTC": cut by bash from the deadline's own form (the
@@ -102,11 +112,10 @@ AccuracySec=1s
 [Install]
 WantedBy=timers.target
 UNIT
-  systemctl daemon-reload
-  systemctl enable --now lab-deadline.timer
 }
 
-# Results reach S3 every 5 minutes and once more when the host stops (the deadline too).
+# Results reach S3 every 5 minutes and once more when the host stops (the deadline too): the
+# units, which arm_cost_guard loads and starts.
 install_results_upload() {
   make_dir "$RESULTS_DIR"
   install_unit lab-results-sync.service <<UNIT
@@ -148,13 +157,11 @@ TimeoutStopSec=600
 [Install]
 WantedBy=multi-user.target
 UNIT
-  systemctl daemon-reload
-  systemctl enable --now lab-results-sync.timer lab-results-final-upload.service
-  log "results: $RESULTS_DIR -> s3://$LAB_RESULTS_BUCKET/$LAB_STACK_NAME/$RESULTS_SUBDIR every 5 minutes and at shutdown"
 }
 
 # The bootstrap log reaches S3 every LOG_UPLOAD_MINUTES, so a boot that hangs until the
-# WaitCondition times out (and the stack rolls back) still leaves its log readable.
+# WaitCondition times out (and the stack rolls back) still leaves its log readable: the units,
+# which arm_cost_guard loads and starts.
 install_log_upload() {
   install_unit lab-log-upload.service <<UNIT
 [Unit]
@@ -175,9 +182,6 @@ OnUnitActiveSec=${LOG_UPLOAD_MINUTES}min
 [Install]
 WantedBy=timers.target
 UNIT
-  systemctl daemon-reload
-  systemctl enable --now lab-log-upload.timer
-  log "bootstrap log: $LOG_LOCATION every $LOG_UPLOAD_MINUTES minutes"
 }
 
 # runner.terminateWhenDone: a timer checks status.json every minute; a finished or failed study

@@ -20,8 +20,10 @@ check_gpus() {
 }
 
 check_container_runtime() {
-  if command -v nvidia-container-runtime >/dev/null; then
-    log "found $(command -v nvidia-container-runtime)"
+  # hash finds it on the PATH as `command -v` does, and keeps its path in BASH_CMDS: a
+  # `$(command -v ...)` for the log was a subshell.
+  if hash nvidia-container-runtime 2>/dev/null; then
+    log "found ${BASH_CMDS[nvidia-container-runtime]}"
     return 0
   fi
   # The DLAMI ships the toolkit; another AMI gets it from NVIDIA's apt repository (the steps of

@@ -17,7 +17,9 @@ install_k3s() {
   curl -fsSL --retry 5 --max-time 120 -o "$WORK_DIR/k3s-install.sh" https://get.k3s.io ||
     die "cannot download the K3s installer from https://get.k3s.io"
   INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" within_budget sh "$WORK_DIR/k3s-install.sh"
-  k3s --version
+  # To the log, and kept for host.json (record_host): one k3s start instead of two.
+  K3S_VERSION_OUTPUT=$(exec k3s --version)
+  printf '%s\n' "$K3S_VERSION_OUTPUT"
   wait_until 300 node_is_ready || die "the K3s node did not become Ready in time (journalctl -u k3s)"
   # K3s writes the config before it starts containerd, so a Ready node has it in full.
   nvidia_runtime_configured ||
@@ -50,15 +52,21 @@ nvidia_runtime_configured() {
 # with a session token), and the K3s version. Best effort: the runner records what is there.
 record_host() {
   local token='' instance_type='' zone='' installed
+  # imds_get's curl, exec'd: the function in $(...) was a subshell more per field.
   if token=$(exec curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
-    instance_type=$(imds_get meta-data/instance-type "$token") || instance_type=''
-    zone=$(imds_get meta-data/placement/availability-zone "$token") || zone=''
+    instance_type=$(exec curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/instance-type") ||
+      instance_type=''
+    zone=$(exec curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/placement/availability-zone") ||
+      zone=''
   fi
   if [ -z "$instance_type" ] || [ -z "$zone" ]; then
     log "the instance metadata service did not answer: $HOST_FILE lacks the instance type or zone"
   fi
-  # The third word of the first line, as `awk 'NR == 1 { print $3 }'` read it (a process more).
-  installed=$(exec k3s --version)
+  # The third word of the first line, as `awk 'NR == 1 { print $3 }'` read it (a process more);
+  # install_k3s's output when it ran k3s --version already (a network cell's and an agent's
+  # bootstraps call this without it).
+  installed=${K3S_VERSION_OUTPUT:-}
+  if [ -z "$installed" ]; then installed=$(exec k3s --version); fi
   read -r _ _ installed _ <<<"$installed"
   make_dir "${HOST_FILE%/*}"
   # What is known: a field the metadata service did not give is left out.
