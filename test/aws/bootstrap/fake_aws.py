@@ -6,7 +6,7 @@ with curl's config (the role's keys) on stdin. It answers as the services do: ob
 $SANDBOX/s3/<bucket>/<key> across calls, the payload hash checked against the body, ListObjectsV2 in
 pages, GetSecretValue's JSON; unsigned requests are refused. Each request is recorded in
 $SANDBOX/aws-requests.log. FAKE_AWS_ANSWERS ("503,000,200"): statuses forced on the next requests in
-order (000: no connection); FAKE_S3_PUT_DENIED, FAKE_S3_LIST_DENIED, FAKE_SECRET_DENIED: 403/400
+order (000: no connection; 400T: throttled; 400E: the keys expired); FAKE_S3_PUT_DENIED, FAKE_S3_LIST_DENIED, FAKE_SECRET_DENIED: 403/400
 refusals; FAKE_S3_PAGE: keys per listing page.
 """
 
@@ -86,6 +86,12 @@ if status == "000":
 if status == "400T":
     # Throttled, as a JSON-protocol service says it: HTTP 400 with the error's __type.
     answer(400, json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}))
+if status == "400E":
+    # The keys expired (or were revoked) before the Expiration the signer relied on: S3 says
+    # ExpiredToken (HTTP 400), the JSON protocol ExpiredTokenException (HTTP 403).
+    if service == "s3":
+        s3_error(400, "ExpiredToken", "The provided token has expired.")
+    answer(403, json.dumps({"__type": "ExpiredTokenException", "message": "The security token included in the request is expired"}))
 if status and status != "200":
     if service == "s3":
         s3_error(int(status), "InternalError" if status.startswith("5") else "SlowDown", "We encountered an internal error. Please try again.")

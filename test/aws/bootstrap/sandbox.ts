@@ -87,6 +87,7 @@ const HOST_PATHS = [
   '/var/lib/apt',
   '/var/lib/rancher',
   '/etc/rancher',
+  '/run/lab-aws',
 ];
 
 export interface Signal {
