@@ -224,6 +224,48 @@ describe("the role's keys between calls (docs/facts.md §2.9)", () => {
   });
 });
 
+// helpers.sh's last uploads of a bootstrap (its end, or its failure): the results sync puts the
+// log's copy at the log's own key, so the log is put on its own only without a sync or after one
+// that failed.
+describe('the bootstrap log at the end: upload_log_and_results', () => {
+  const LOG = 'results-bucket/Lab/host/bootstrap.log';
+  const finalUploads = (sync: string | undefined) => {
+    const syncScript = join(box.root, 'fake-sync');
+    if (sync !== undefined) {
+      writeFileSync(syncScript, fakeCommand(sync));
+      chmodSync(syncScript, 0o755);
+    }
+    mkdirSync(box.path('/var/log'), { recursive: true });
+    writeFileSync(box.path('/var/log/lab-bootstrap.log'), 'step 4 failed\n');
+    return box.run(
+      [
+        `BOOTSTRAP_DIR='${box.bootstrapDir}'`,
+        'source "$BOOTSTRAP_DIR/settings.env"',
+        'source "$BOOTSTRAP_DIR/helpers.sh"',
+        `LAB_RESULTS_BUCKET=results-bucket LAB_STACK_NAME=Lab SYNC_SCRIPT='${syncScript}'`,
+        'set_log_location',
+        'upload_log_and_results >>"$LOG_FILE" 2>&1',
+      ].join('\n'),
+      { PATH: pathWithout('aws', box), LAB_REGION: 'us-west-2' },
+    );
+  };
+
+  test('a sync that succeeds carries the log: no upload of its own', () => {
+    expect(finalUploads('exit 0').status).toBe(0);
+    expect(box.calls().filter((c) => c.startsWith('fake-sync'))).toHaveLength(1);
+    expect(readFileSync(box.path('/var/lib/lab/results/host/bootstrap.log'), 'utf8')).toBe('step 4 failed\n');
+    expect(box.awsRequests()).toEqual([]);
+  });
+
+  test('without a sync program, or after a sync that failed, the log is put on its own', () => {
+    expect(finalUploads(undefined).status).toBe(0);
+    expect(box.awsRequests()).toEqual([`PUT ${LOG}`]);
+    expect(finalUploads('exit 1').status).toBe(0);
+    expect(box.awsRequests()).toEqual([`PUT ${LOG}`, `PUT ${LOG}`]);
+    expect(box.s3Object(LOG)).toContain('results upload failed; the timer and the shutdown hook retry');
+  });
+});
+
 describe('lab-aws sync-up', () => {
   test('puts new and changed files only, and retries a file that failed on the next run', () => {
     const results = box.path('/var/lib/lab/results');
