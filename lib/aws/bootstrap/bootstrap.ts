@@ -107,6 +107,11 @@ export const RESULTS_SYNC_SCRIPT = '/usr/local/sbin/lab-sync-results';
 export const AWS_HELPER_SCRIPT = '/usr/local/sbin/lab-aws';
 /** Where lab-aws records what each results sync uploaded (size and time per file). */
 export const S3_SYNC_STATE_DIR = `${WORK_DIR}/s3-sync`;
+/**
+ * Where lab-aws keeps the instance role's keys between calls (tmpfs, root-only: mode 700, the file
+ * 600), until shortly before they expire (docs/facts.md §2.9).
+ */
+export const AWS_KEYS_DIR = '/run/lab-aws';
 /** Tries of one AWS request answered by a 5xx, a 429 or nothing, the pause unit between them, and each try's limit. */
 export const AWS_ATTEMPTS = 5;
 export const AWS_RETRY_SECONDS = 5;
@@ -269,6 +274,7 @@ export function commonSettings(
     assign('SYNC_SCRIPT', RESULTS_SYNC_SCRIPT),
     assign('AWS_HELPER', AWS_HELPER_SCRIPT),
     assign('S3_SYNC_STATE_DIR', S3_SYNC_STATE_DIR),
+    assign('AWS_KEYS_DIR', AWS_KEYS_DIR),
     assign('LOG_UPLOAD_SCRIPT', LOG_UPLOAD_SCRIPT),
     assign('DEADLINE_SCRIPT', DEADLINE_SCRIPT),
     assign('DONE_SCRIPT', TERMINATE_WHEN_DONE_SCRIPT),

@@ -1,10 +1,12 @@
 import {
   chmodSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
@@ -72,8 +74,10 @@ describe('lab-aws put', () => {
     expect(box.s3Object('results-bucket/Lab/dir/report one.json')).toBe('{"ok":true}');
     // The key is URI-encoded in the request, as S3 reads it.
     expect(box.calls().some((c) => c.endsWith('amazonaws.com/Lab/dir/report%20one.json'))).toBe(true);
-    // A fresh read of the keys before each retry: 3 requests, 3 config files.
+    // Each try hands curl the keys in a config file: 3 requests, 3 config files. The keys are read
+    // from the metadata service once (token, role, keys), then kept (docs/facts.md §2.9).
     expect(box.curlConfigFiles()).toHaveLength(3);
+    expect(box.calls().filter((c) => c.includes('169.254.169.254'))).toHaveLength(3);
     expectKeysKept(result.stdout + result.stderr);
   });
 
@@ -119,6 +123,146 @@ describe('lab-aws put', () => {
     expect(result.stderr).toContain('PutObject s3://results-bucket/Lab/log: HTTP 503 InternalError');
     expect(result.stderr).toContain('(after 3 attempts)');
     expect(box.s3Object('results-bucket/Lab/log')).toBeUndefined();
+  });
+});
+
+describe("the role's keys between calls (docs/facts.md §2.9)", () => {
+  /** The fake metadata service's keys expire at 2030-01-01T00:00:00Z. */
+  const EXPIRES = 1_893_456_000;
+  const CURRENT = `${EXPIRES} ASIAFAKEKEYID ${ROLE_SECRETS.join(' ')}\n`;
+  const cacheDir = () => box.path('/run/lab-aws');
+  const cacheFile = () => join(cacheDir(), 'keys');
+  const metadataReads = () => box.calls().filter((c) => c.includes('169.254.169.254')).length;
+  const put = (env: Record<string, string> = {}) => {
+    const file = join(box.root, 'log');
+    writeFileSync(file, 'x');
+    return labAws(['put', file, 's3://results-bucket/Lab/log'], env);
+  };
+  /** A cache as an earlier call left it (the folder mode 700, the file 600). */
+  const seed = (text: string) => {
+    mkdirSync(cacheDir(), { recursive: true, mode: 0o700 });
+    writeFileSync(cacheFile(), text, { mode: 0o600 });
+  };
+
+  test('read once from the metadata service, then from a root-only cache', () => {
+    expect(put().status).toBe(0);
+    // A session token, the role, its keys.
+    expect(metadataReads()).toBe(3);
+    expect(statSync(cacheDir()).mode & 0o777).toBe(0o700);
+    expect(statSync(cacheFile()).mode & 0o777).toBe(0o600);
+    expect(readFileSync(cacheFile(), 'utf8')).toBe(CURRENT);
+    const get = labAws(['get', 's3://results-bucket/Lab/log', '-']);
+    expect(get.status, get.stderr).toBe(0);
+    expect(get.stdout).toBe('x');
+    expect(metadataReads()).toBe(3);
+    expect(box.awsRequests()).toEqual(['PUT results-bucket/Lab/log', 'GET results-bucket/Lab/log']);
+    expectKeysKept(get.stdout + get.stderr);
+  });
+
+  test('keys within five minutes of their expiry, or a cache cut short or malformed, are read again', () => {
+    const soon = Math.floor(Date.now() / 1000) + 200;
+    for (const text of [
+      `${soon} ASIAOLDKEYID old/secret old-token\n`,
+      `${EXPIRES} ASIAFAKEKEYID ${ROLE_SECRETS[0]}\n`,
+      `${EXPIRES} ASIAFAKEKEYID "quoted" ${ROLE_SECRETS[1]}\n`,
+      `soon ASIAFAKEKEYID ${ROLE_SECRETS.join(' ')}\n`,
+      '\u0000\u0001garbage',
+    ]) {
+      seed(text);
+      const before = metadataReads();
+      const result = put();
+      expect(result.status, `${text}: ${result.stderr}`).toBe(0);
+      expect(metadataReads() - before, text).toBe(3);
+      expect(readFileSync(cacheFile(), 'utf8')).toBe(CURRENT);
+    }
+    // A link in place of the file is not read.
+    rmSync(cacheFile());
+    writeFileSync(join(box.root, 'elsewhere'), `${EXPIRES} ASIAOTHERKEY other/secret other-token\n`);
+    symlinkSync(join(box.root, 'elsewhere'), cacheFile());
+    expect(put().status).toBe(0);
+    expect(lstatSync(cacheFile()).isSymbolicLink()).toBe(false);
+    expect(readFileSync(cacheFile(), 'utf8')).toBe(CURRENT);
+    // Replaced, not written through.
+    expect(readFileSync(join(box.root, 'elsewhere'), 'utf8')).toContain('ASIAOTHERKEY');
+  });
+
+  test('cached keys a service refuses as expired or unknown are read again, and the request tried once more', () => {
+    // Keys the service does not know (rotated away): Secrets Manager's UnrecognizedClientException.
+    seed(`${EXPIRES} ASIAOLDKEYID old/secret old-token\n`);
+    const file = join(box.root, 'agent-token');
+    const secret = labAws(['secret', SECRET_ID, file]);
+    expect(secret.status, secret.stderr).toBe(0);
+    expect(secret.stderr).toContain(
+      `GetSecretValue ${SECRET_ID}: HTTP 400 UnrecognizedClientException: The security token included in the request is invalid., with the cached keys: trying once more with keys read again`,
+    );
+    expect(readFileSync(file, 'utf8')).toBe('fake-agent-token');
+    expect(box.awsRequests()).toHaveLength(2);
+    expect(metadataReads()).toBe(3);
+    expect(readFileSync(cacheFile(), 'utf8')).toBe(CURRENT);
+    // S3's ExpiredToken: once more with keys read again, which S3 takes.
+    const once = put({ FAKE_AWS_ANSWERS: '400E' });
+    expect(once.status, once.stderr).toBe(0);
+    expect(once.stderr).toContain(
+      'HTTP 400 ExpiredToken: The provided token has expired., with the cached keys',
+    );
+    expect(metadataReads()).toBe(6);
+    // Only once: keys just read that S3 refuses fail the call, as any refusal does.
+    rmSync(join(box.root, 'aws-answers-used'));
+    const twice = put({ FAKE_AWS_ANSWERS: '400E,400E' });
+    expect(twice.status).toBe(1);
+    expect(twice.stderr).toContain(
+      'lab-aws: PutObject s3://results-bucket/Lab/log: HTTP 400 ExpiredToken: The provided token has expired.\n',
+    );
+    expect(box.awsRequests()).toHaveLength(6);
+    // Keys read from the metadata service are not tried again: a refusal fails at once.
+    rmSync(cacheFile());
+    rmSync(join(box.root, 'aws-answers-used'));
+    const fresh = put({ FAKE_AWS_ANSWERS: '400E' });
+    expect(fresh.status).toBe(1);
+    expect(box.awsRequests()).toHaveLength(7);
+    expectKeysKept(secret.stderr + once.stderr + twice.stderr + fresh.stderr);
+  });
+});
+
+// helpers.sh's last uploads of a bootstrap (its end, or its failure): the results sync puts the
+// log's copy at the log's own key, so the log is put on its own only without a sync or after one
+// that failed.
+describe('the bootstrap log at the end: upload_log_and_results', () => {
+  const LOG = 'results-bucket/Lab/host/bootstrap.log';
+  const finalUploads = (sync: string | undefined) => {
+    const syncScript = join(box.root, 'fake-sync');
+    if (sync !== undefined) {
+      writeFileSync(syncScript, fakeCommand(sync));
+      chmodSync(syncScript, 0o755);
+    }
+    mkdirSync(box.path('/var/log'), { recursive: true });
+    writeFileSync(box.path('/var/log/lab-bootstrap.log'), 'step 4 failed\n');
+    return box.run(
+      [
+        `BOOTSTRAP_DIR='${box.bootstrapDir}'`,
+        'source "$BOOTSTRAP_DIR/settings.env"',
+        'source "$BOOTSTRAP_DIR/helpers.sh"',
+        `LAB_RESULTS_BUCKET=results-bucket LAB_STACK_NAME=Lab SYNC_SCRIPT='${syncScript}'`,
+        'set_log_location',
+        'upload_log_and_results >>"$LOG_FILE" 2>&1',
+      ].join('\n'),
+      { PATH: pathWithout('aws', box), LAB_REGION: 'us-west-2' },
+    );
+  };
+
+  test('a sync that succeeds carries the log: no upload of its own', () => {
+    expect(finalUploads('exit 0').status).toBe(0);
+    expect(box.calls().filter((c) => c.startsWith('fake-sync'))).toHaveLength(1);
+    expect(readFileSync(box.path('/var/lib/lab/results/host/bootstrap.log'), 'utf8')).toBe('step 4 failed\n');
+    expect(box.awsRequests()).toEqual([]);
+  });
+
+  test('without a sync program, or after a sync that failed, the log is put on its own', () => {
+    expect(finalUploads(undefined).status).toBe(0);
+    expect(box.awsRequests()).toEqual([`PUT ${LOG}`]);
+    expect(finalUploads('exit 1').status).toBe(0);
+    expect(box.awsRequests()).toEqual([`PUT ${LOG}`, `PUT ${LOG}`]);
+    expect(box.s3Object(LOG)).toContain('results upload failed; the timer and the shutdown hook retry');
   });
 });
 

@@ -87,6 +87,7 @@ const HOST_PATHS = [
   '/var/lib/apt',
   '/var/lib/rancher',
   '/etc/rancher',
+  '/run/lab-aws',
 ];
 
 export interface Signal {
@@ -396,7 +397,8 @@ https://*.s3.*.amazonaws.com/* | https://secretsmanager.*.amazonaws.com/)
         printf 200; exit 0
       fi
     fi
-    printf '%s' "$cfg" | python3 "$FAKE_AWS_PY" "$method" "$url" "$out" "$data" "$headers" "$sigv4"
+    # -S: no site module (fake_aws.py needs the standard library only): about 15 ms less per start.
+    printf '%s' "$cfg" | python3 -S "$FAKE_AWS_PY" "$method" "$url" "$out" "$data" "$headers" "$sigv4"
     exit $?
   fi ;;
 esac

@@ -325,12 +325,21 @@ UNIT
   systemctl enable --now "$1.timer"
 }
 
-# Best effort: the log goes with the results, and both are uploaded now.
-upload_results_now() {
+# The log and the results, uploaded now (best effort), at the bootstrap's end. The results sync
+# puts the log's copy (results host/bootstrap.log, a new file each time) at the log's own key,
+# LOG_LOCATION ($RESULTS_SUBDIR$LOG_OBJECT under the stack's prefix, the sync's too): an upload of
+# the log before it put the same object, a lab-aws call (about a dozen processes) for nothing. The
+# log alone goes up when there is no sync program yet (step 1 did not install it) or the sync failed.
+upload_log_and_results() {
+  if [ ! -x "$SYNC_SCRIPT" ]; then
+    upload_log
+    return 0
+  fi
   make_dir "$RESULTS_DIR/host"
   cp "$LOG_FILE" "$RESULTS_DIR/host/bootstrap.log" || true
-  if [ -x "$SYNC_SCRIPT" ]; then
-    timeout 300 "$SYNC_SCRIPT" || log "results upload failed; the timer and the shutdown hook retry"
+  if ! timeout 300 "$SYNC_SCRIPT"; then
+    log "results upload failed; the timer and the shutdown hook retry"
+    upload_log
   fi
 }
 
@@ -355,8 +364,7 @@ on_exit() {
   json_string reason "$text"
   json_string data "$CURRENT_STEP"
   send_signal FAILURE "$reason" "$data"
-  upload_log
-  upload_results_now
+  upload_log_and_results
   exit "$rc"
 }
 

@@ -1,9 +1,10 @@
 #!/bin/bash
 # lab-aws: the S3 and Secrets Manager calls of a lab host, with no AWS CLI (a Canonical Ubuntu cell
 # has none). curl signs each request (--aws-sigv4, docs/facts.md §2.5) with the instance role's
-# temporary keys, read from the metadata service with an IMDSv2 session token. The keys reach curl
-# through a config file (-K) in a private temporary folder, removed on exit: never on a command
-# line, never in a log.
+# temporary keys, read from the metadata service with an IMDSv2 session token and kept between
+# calls in a root-only folder on tmpfs (AWS_KEYS_DIR) until shortly before they expire. The keys
+# reach curl through a config file (-K) in a private temporary folder, removed on exit: never on a
+# command line, never in a log.
 #
 #   lab-aws check                                 curl can sign (exit 1 with the version found)
 #   lab-aws put <file> s3://<bucket>/<key>        PutObject
@@ -22,6 +23,8 @@ if [ -z "${LAB_REGION:-}" ] && [ -f "$HOST_ENV_FILE" ]; then
   source "$HOST_ENV_FILE"
 fi
 : "${LAB_REGION:?LAB_REGION is not set (the launcher exports it; host.env keeps it)}"
+# Where the role's keys are kept between calls (settings.env; none: no cache).
+AWS_KEYS_DIR=${AWS_KEYS_DIR:-}
 
 # docs/facts.md §2.5: curl signs the x-amz-* headers it is given (x-amz-security-token,
 # x-amz-content-sha256) only from 7.86.0; S3 refuses unsigned x-amz-* headers.
@@ -96,11 +99,83 @@ cli() {
 # imds <session token> <path>: one metadata value (IMDSv2).
 imds() { curl -sS --fail --max-time 5 -H "X-aws-ec2-metadata-token: $1" "$IMDS/meta-data/$2"; }
 
-# The role's current keys as curl config lines (user, and the session token header), mode 600.
-# Read once per run and again before each retry: the metadata service rotates them. The values
-# are base64-like: one with a quote, a backslash or a blank would need escaping, and is refused.
+# The role's keys between calls (docs/facts.md §2.9). Three metadata reads (a session token, the
+# role, its keys) were three curl processes before every signed request; the keys are valid for
+# hours, and the metadata service offers new ones at least five minutes before the old ones
+# expire. So the keys are kept in AWS_KEYS_DIR/keys (settings.env: /run/lab-aws, tmpfs, made by
+# root with mode 700, the file 600 through umask 077) and used until KEYS_MARGIN_SECONDS before
+# their Expiration; then, or when a service refuses them as expired or unknown, they are read
+# again. Without AWS_KEYS_DIR, or where it cannot be made, every call reads them as before.
+readonly KEYS_MARGIN_SECONDS=300
+# The keys in $private/credentials: usable until this epoch second (-1: their expiry is unknown,
+# so for this call's first tries only, as before the cache), and whether they came from the cache.
+keys_until=0
+keys_cached=0
+
+# keys_valid <id> <secret> <token>: the values are base64-like; one with a quote, a backslash or a
+# blank would need escaping in curl's config, and is refused.
+keys_valid() {
+  [[ -n "$1" && -n "$2" && -n "$3" && ! "$1$2$3" =~ [\"\\[:space:][:cntrl:]] ]]
+}
+
+# epoch_of <variable> <time>: sets the variable to the seconds since the epoch of a UTC time in the
+# metadata service's form, 2030-01-01T00:00:00Z (fractions of a second ignored), by bash
+# arithmetic (days from the civil date); returns 1 for any other text.
+epoch_of() {
+  local pattern='^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?Z$'
+  local y m d era year_of_era day_of_year
+  [[ "$2" =~ $pattern ]] || return 1
+  y=$((10#${BASH_REMATCH[1]})) m=$((10#${BASH_REMATCH[2]})) d=$((10#${BASH_REMATCH[3]}))
+  if ((m <= 2)); then y=$((y - 1)); fi
+  era=$((y / 400))
+  year_of_era=$((y - era * 400))
+  day_of_year=$(((153 * ((m + 9) % 12) + 2) / 5 + d - 1))
+  printf -v "$1" '%d' $((((era * 146097 + year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year - 719468) * 86400) +
+    10#${BASH_REMATCH[4]} * 3600 + 10#${BASH_REMATCH[5]} * 60 + 10#${BASH_REMATCH[6]}))
+}
+
+# write_config <id> <secret> <token>: the keys as curl config lines (user, and the session token
+# header), in the private folder, mode 600.
+write_config() {
+  printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' "$1" "$2" "$3" >"$private/credentials"
+}
+
+# cached_keys <now>: the cache's keys into curl's config, when the cache folder and file are this
+# user's own (not links) and hold well-formed keys usable for KEYS_MARGIN_SECONDS more. A cache
+# that is missing, unreadable, cut short or otherwise malformed is ignored (and replaced by the
+# next read from the metadata service).
+cached_keys() {
+  local file="$AWS_KEYS_DIR/keys" until id secret token rest
+  [ -n "$AWS_KEYS_DIR" ] && [ -d "$AWS_KEYS_DIR" ] && [ ! -L "$AWS_KEYS_DIR" ] && [ -O "$AWS_KEYS_DIR" ] &&
+    [ -f "$file" ] && [ ! -L "$file" ] && [ -O "$file" ] || return 1
+  { read -r until id secret token rest <"$file"; } 2>/dev/null || return 1
+  [[ "$until" =~ ^[0-9]{1,12}$ && -z "$rest" ]] && keys_valid "$id" "$secret" "$token" || return 1
+  ((10#$until - KEYS_MARGIN_SECONDS > $1)) || return 1
+  write_config "$id" "$secret" "$token"
+  keys_until=$((10#$until - KEYS_MARGIN_SECONDS))
+  keys_cached=1
+}
+
+# cache_keys <expiry epoch> <id> <secret> <token>: best effort (a cache that cannot be written costs
+# three metadata reads per call, nothing else), and no process once the folder exists: the folder
+# is made with mode 700, the file (umask 077: 600) written in place by one write of one line. A
+# reader that finds it empty reads the metadata service itself; of two writers at once, the first
+# line is one writer's whole line (readers read only that). A link or another user's file in its
+# place is removed first, never written through.
+cache_keys() {
+  local file="$AWS_KEYS_DIR/keys"
+  [ -n "$AWS_KEYS_DIR" ] || return 0
+  # shellcheck disable=SC2174 # the mode is the last folder's: /run exists on a host (umask 077 too)
+  if [ ! -d "$AWS_KEYS_DIR" ]; then mkdir -p -m 700 "$AWS_KEYS_DIR" 2>/dev/null || return 0; fi
+  [ ! -L "$AWS_KEYS_DIR" ] && [ -O "$AWS_KEYS_DIR" ] || return 0
+  if [ -L "$file" ] || { [ -e "$file" ] && [ ! -O "$file" ]; }; then rm -f "$file" 2>/dev/null || return 0; fi
+  { printf '%s %s %s %s\n' "$@" >"$file"; } 2>/dev/null || true
+}
+
+# The role's current keys from the metadata service into curl's config, and into the cache when
+# their Expiration is in the documented form and more than KEYS_MARGIN_SECONDS away.
 write_credentials() {
-  local session role keys id secret token
+  local session role keys id secret token expiration expires now
   session=$(curl -sS --fail --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token") ||
     fail "no session token from the metadata service (IMDSv2)"
   role=$(imds "$session" iam/security-credentials/) || fail "no instance role credentials from the metadata service (IMDSv2)"
@@ -109,10 +184,39 @@ write_credentials() {
   json_field id AccessKeyId "$keys"
   json_field secret SecretAccessKey "$keys"
   json_field token Token "$keys"
-  if [[ -z "$id" || -z "$secret" || -z "$token" || "$id$secret$token" =~ [\"\\[:space:][:cntrl:]] ]]; then
-    fail "the metadata service's keys for role $role are not in the expected form"
+  keys_valid "$id" "$secret" "$token" || fail "the metadata service's keys for role $role are not in the expected form"
+  write_config "$id" "$secret" "$token"
+  keys_cached=0 keys_until=-1
+  json_field expiration Expiration "$keys"
+  printf -v now '%(%s)T' -1
+  if epoch_of expires "$expiration" && ((expires - KEYS_MARGIN_SECONDS > now)); then
+    keys_until=$((expires - KEYS_MARGIN_SECONDS))
+    cache_keys "$expires" "$id" "$secret" "$token"
   fi
-  printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' "$id" "$secret" "$token" >"$private/credentials"
+}
+
+# role_keys <attempt> [fresh]: curl's config holds keys for the next try: this call's own while
+# they are usable, else the cache's, else (and always with "fresh") the metadata service's.
+# Keys whose expiry is unknown serve a call's first tries only, and are read again for a retry.
+role_keys() {
+  local now
+  if [ -z "${2:-}" ]; then
+    printf -v now '%(%s)T' -1
+    if [ -s "$private/credentials" ] && { ((keys_until > now)) || ((keys_until == -1 && $1 == 1)); }; then return 0; fi
+    if cached_keys "$now"; then return 0; fi
+  fi
+  write_credentials
+}
+
+# keys_refused <what AWS said>: whether the service refused the keys themselves (expired, or not
+# known to it): S3's ExpiredToken, TokenRefreshRequired, InvalidToken, InvalidAccessKeyId, the
+# JSON protocol's ExpiredTokenException, UnrecognizedClientException, InvalidClientTokenId
+# (docs/facts.md §2.9). Cached keys so refused are read again and the request tried once more.
+keys_refused() {
+  case "${1%%:*}" in
+  ExpiredToken | TokenRefreshRequired | InvalidToken | InvalidAccessKeyId | ExpiredTokenException | UnrecognizedClientException | InvalidClientTokenId) return 0 ;;
+  esac
+  return 1
 }
 
 # json_field <variable> <name> <json>: sets the variable to a string field of a flat JSON object
@@ -236,10 +340,11 @@ retryable_400() {
 # time. Returns 0 on a 2xx, 4 on a 404; any other answer fails at once, naming what was asked and
 # what AWS said.
 request() {
-  local what=$1 service=$2 body=$3 attempt status answer said
+  local what=$1 service=$2 body=$3 attempt status answer said fresh=''
   shift 3
   for ((attempt = 1; ; attempt++)); do
-    if ((attempt > 1)) || [ ! -s "$private/credentials" ]; then write_credentials; fi
+    role_keys "$attempt" "$fresh"
+    fresh=''
     # Emptied, not removed (rm is a process): a failed attempt leaves nothing of an earlier answer.
     : >"$body"
     status=$(curl -q -sS --max-time "$AWS_MAX_SECONDS" -K "$private/credentials" \
@@ -253,6 +358,12 @@ request() {
     if [ -s "$body" ]; then
       said=$(error_text "$body")
       answer+=" $said"
+    fi
+    # Cached keys refused as expired or unknown: read again, and tried once more (not an attempt).
+    if ((keys_cached)) && [[ "$status" == 40[03] ]] && keys_refused "$said"; then
+      echo "lab-aws: $what: $answer, with the cached keys: trying once more with keys read again" >&2
+      fresh=1 attempt=$((attempt - 1))
+      continue
     fi
     case "$status" in
     5?? | 429 | 000) ;;

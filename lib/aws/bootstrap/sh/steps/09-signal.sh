@@ -9,6 +9,5 @@ signal_success() {
   # lab run starts the study only on a ready testbed.
   : >"$READY_MARKER"
   log "lab ready"
-  upload_log
-  upload_results_now
+  upload_log_and_results
 }
