@@ -202,7 +202,9 @@ describe('work a failed step left in the background', () => {
       'within_budget sleep 30 >/dev/null 2>&1',
       'echo "exit $?"',
     ].join('\n');
-    const result = spawnSync('timeout', ['10', 'bash', '-c', script], { encoding: 'utf8' });
+    // 25 s: room for a loaded machine (10 s ran out once at a load of 15), still short of the
+    // sleep a broken within_budget would start.
+    const result = spawnSync('timeout', ['25', 'bash', '-c', script], { encoding: 'utf8' });
     expect(result.stdout).toBe('exit 124\n');
   });
 });
