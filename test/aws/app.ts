@@ -1,17 +1,7 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import {
-  App,
-  type AppProps,
-  CloudFormationValidatePlugin,
-  type IPolicyValidationContext,
-  type IPolicyValidationPlugin,
-  type PolicyValidationPluginReport,
-  Validations,
-} from 'aws-cdk-lib';
+import { App, type AppProps, type IPolicyValidationPlugin, Validations } from 'aws-cdk-lib';
 import { VALIDATION_REPORT_FILE } from 'aws-cdk-lib/cx-api';
 
 let outdir: string | undefined;
@@ -30,7 +20,7 @@ let outdir: string | undefined;
  * process and a few seconds per template after, more than the rest of a synthesis, and without
  * cdk.json's `@aws-cdk/core:validateAgainstDefaultRules` its findings are only warnings that no
  * test reads. test/aws/cfn-validate.test.ts runs it on every stack shape, as `cdk synth` does
- * (`CloudFormationValidateInChild`).
+ * (`CloudFormationValidateInChild`, test/aws/cfn-validate-engine.ts).
  */
 export function testApp(props: AppProps = {}): App {
   outdir ??= mkdtempSync(join(tmpdir(), 'lab-cdk-out-'));
@@ -88,50 +78,4 @@ export function synthValidated(app: App, ...plugins: IPolicyValidationPlugin[]):
     error,
     verdict: (plugin) => (!ran.has(plugin.name) ? 'not run' : failed.has(plugin.name) ? 'failed' : 'passed'),
   };
-}
-
-/**
- * aws-cdk-lib's built-in CloudFormation template validation (`CloudFormationValidatePlugin`, the
- * plugin `builtinCloudFormationValidation` adds), its engine run in a node process of its own:
- * for an App made with `builtinCloudFormationValidation: false` and this plugin added. The plugin
- * class, its options and its engine are the ones `cdk synth` runs (test/aws/cfn-validate-child.cjs);
- * the rest stays in the synthesizing process, as in `cdk synth`: the plugin's name is the built-in
- * one, so CDK applies the lab's acknowledgements (`CloudFormation-Validate::...`) and makes its
- * findings errors or warnings by cdk.json's `@aws-cdk/core:validateAgainstDefaultRules` alike
- * (aws-cdk-lib 2.276.0 core/lib/private/synthesis-validation.js, `validateTemplates`: by
- * `pluginName`).
- *
- * Why a process: the engine (WebAssembly) grows its memory page by page while it starts, and each
- * growth makes V8 collect the whole heap (docs/facts.md §7 point 7): about 700 full collections,
- * each costing in proportion to the process's heap. A test worker holds aws-cdk-lib, cdk8s and the
- * lab (hundreds of MB), a fresh node about 5 MB; and the child runs with V8's garbage collector on
- * its own thread (`--single-threaded-gc`, whose helper threads cost more than they save there)
- * and WebAssembly on V8's baseline compiler (`--liftoff-only`, docs/facts.md §7 point 4).
- */
-export class CloudFormationValidateInChild implements IPolicyValidationPlugin {
-  readonly name = CloudFormationValidatePlugin.PLUGIN_NAME;
-  private engineVersion = 'not run';
-
-  /** The engine's version, as the plugin reports it (read after `validate`, as CDK does). */
-  get version(): string {
-    return this.engineVersion;
-  }
-
-  validate(context: IPolicyValidationContext): PolicyValidationPluginReport {
-    const child = fileURLToPath(new URL('./cfn-validate-child.cjs', import.meta.url));
-    const run = spawnSync(process.execPath, ['--liftoff-only', '--single-threaded-gc', child], {
-      input: JSON.stringify(context.stackTemplates),
-      encoding: 'utf8',
-      maxBuffer: 256 * 1024 * 1024,
-    });
-    if (run.status !== 0) {
-      throw new Error(`${child} exited with ${run.status ?? run.signal}: ${run.error ?? run.stderr}`);
-    }
-    const { version, report } = JSON.parse(run.stdout) as {
-      version: string;
-      report: PolicyValidationPluginReport;
-    };
-    this.engineVersion = version;
-    return report;
-  }
 }

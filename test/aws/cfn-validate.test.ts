@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { CfnResource, Validations } from 'aws-cdk-lib';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LabStack } from '../../lib/aws/lab-stack.ts';
 import { defaultLabConfig, loadLabConfig } from '../../lib/config/load.ts';
-import { CloudFormationValidateInChild, testApp } from './app.ts';
+import { testApp } from './app.ts';
+import { CloudFormationValidateInChild, stopValidationEngine } from './cfn-validate-engine.ts';
 
 /**
  * aws-cdk-lib's built-in CloudFormation template validation, as `cdk synth` runs it: with
@@ -11,8 +12,8 @@ import { CloudFormationValidateInChild, testApp } from './app.ts';
  * The other stack tests synthesize without it (test/aws/app.ts: its engine costs about 12 s of CPU
  * per process), so this file checks every stack shape the lab synthesizes, in one App: one engine
  * start and one validation for all of them. The plugin's engine runs in a node process of its own
- * (`CloudFormationValidateInChild`: the same plugin, a fraction of the CPU); CDK's handling of its
- * report (acknowledgements, errors under the flag) runs here, in the synthesis.
+ * (`CloudFormationValidateInChild`: the same plugin, a fraction of the CPU), one for the file;
+ * CDK's handling of its report (acknowledgements, errors under the flag) runs here, in the synthesis.
  */
 const cdkContext = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')).context;
 
@@ -27,6 +28,8 @@ function validatingApp() {
 const example = (file: string) => loadLabConfig({ file: `examples/${file}` }).config;
 
 describe("CloudFormation's own template checks (cdk synth, cdk.json's context)", () => {
+  afterAll(stopValidationEngine);
+
   it('are errors under cdk.json', () => {
     expect(cdkContext[FLAG]).toBe(true);
   });
