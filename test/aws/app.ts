@@ -19,7 +19,8 @@ let outdir: string | undefined;
  * unless a test asks for it: its WebAssembly engine costs about 12 s of CPU to start in each
  * process and a few seconds per template after, more than the rest of a synthesis, and without
  * cdk.json's `@aws-cdk/core:validateAgainstDefaultRules` its findings are only warnings that no
- * test reads. test/aws/cfn-validate.test.ts runs it once, on every stack shape, as `cdk synth` does.
+ * test reads. test/aws/cfn-validate.test.ts runs it on every stack shape, as `cdk synth` does
+ * (`CloudFormationValidateInChild`, test/aws/cfn-validate-engine.ts).
  */
 export function testApp(props: AppProps = {}): App {
   outdir ??= mkdtempSync(join(tmpdir(), 'lab-cdk-out-'));
