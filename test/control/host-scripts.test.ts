@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -16,8 +15,8 @@ import {
 } from '../../lib/control/host-scripts.ts';
 import { STUDY_RUNNER_NAME } from '../../lib/study/topology.ts';
 import { makeSandbox } from '../aws/bootstrap/sandbox.ts';
-import { tempDir } from '../temp.ts';
 import { needs, SHELLCHECK } from '../tools.ts';
+import { shellcheckOnce } from './shellcheck-once.ts';
 
 const job = runnerJob(parseLabConfig({}));
 const STATUS = { state: 'running', totalRuns: 25, recordedRuns: 7, validRuns: 7, invalidRuns: 0 };
@@ -31,27 +30,9 @@ describe('the host scripts', () => {
     sync: renderSyncResults(),
   };
 
-  /** shellcheck's findings for each script, from one shellcheck run over all five (one process, not five). */
-  let findings: Map<string, unknown[]> | undefined;
-  const findingsOf = (name: string): unknown[] => {
-    if (!findings) {
-      const dir = tempDir('lab-host-scripts-');
-      const files = Object.entries(scripts).map(([key, lines]) => {
-        const file = join(dir, `${key}.sh`);
-        writeFileSync(file, scriptText(lines));
-        return file;
-      });
-      const run = spawnSync('shellcheck', ['-s', 'bash', '-f', 'json1', ...files], { encoding: 'utf8' });
-      if (run.error) throw run.error;
-      // json1 on stdout whether or not it found something; anything on stderr is shellcheck failing.
-      expect(run.stderr).toBe('');
-      const { comments } = JSON.parse(run.stdout) as { comments: { file: string }[] };
-      findings = new Map(
-        files.map((file, i) => [Object.keys(scripts)[i], comments.filter((c) => c.file === file)]),
-      );
-    }
-    return findings.get(name) ?? [];
-  };
+  const findingsOf = shellcheckOnce(
+    Object.fromEntries(Object.entries(scripts).map(([name, lines]) => [name, scriptText(lines)])),
+  );
 
   test.runIf(needs(SHELLCHECK, import.meta.url, 'the shellcheck tests')).each(Object.keys(scripts))(
     '%s passes shellcheck as bash',
