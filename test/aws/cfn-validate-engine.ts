@@ -30,7 +30,7 @@ import {
  * `pluginName`).
  *
  * Why a process: the engine (WebAssembly) grows its memory page by page while it starts, and each
- * growth makes V8 collect the whole heap (docs/facts.md §7 point 7): about 700 full collections,
+ * growth makes V8 collect the whole heap (docs/facts.md §7 point 8): about 700 full collections,
  * each costing in proportion to the process's heap. A test worker holds aws-cdk-lib, cdk8s and the
  * lab (hundreds of MB), a fresh node about 5 MB; and the child runs with V8's garbage collector on
  * its own thread (`--single-threaded-gc`, whose helper threads cost more than they save there)

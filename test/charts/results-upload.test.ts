@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Testing } from 'cdk8s';
 import { describe, expect, it } from 'vitest';
@@ -157,7 +157,7 @@ function startLoop(ticks: number): {
     writeFileSync(file, `#!/bin/sh\n${body}\n`);
     chmodSync(file, 0o755);
   };
-  spawnSync('mkdir', ['-p', join(box, 'bin')]);
+  mkdirSync(join(box, 'bin'));
   // aws: records its arguments; fails (exit 2) once when a `fail` file is there.
   fake(
     'aws',

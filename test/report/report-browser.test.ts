@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { writeReport } from '../../lib/report/write.ts';
 import { tempDir } from '../temp.ts';
 import { CHROMIUM, needs } from '../tools.ts';
-import { chromiumOfFile } from './browser.ts';
+import { chromiumOfFile, DEFAULT_VIEWPORT } from './browser.ts';
 import { fixtureStudy } from './fixture.ts';
 import { networkReportInChromium } from './network/report-browser.ts';
 
@@ -18,7 +18,7 @@ interface SvgGraphics {
 const canRun = needs(CHROMIUM, import.meta.url, 'the Chromium rendering test');
 const withPage = chromiumOfFile();
 
-/** The fixture study's report, written once for the file's tests (they only read it). */
+/** The fixture study's report, written once for the file's tests (they only read it, from one page load). */
 let written: Promise<string> | undefined;
 function reportHtml(): Promise<string> {
   written ??= (async () => {
@@ -34,46 +34,43 @@ describe('report.html in headless Chromium', () => {
     'renders the three charts with one bar per valid arm, reference rules and axis titles',
     async () => {
       const html = await reportHtml();
-      await withPage(async (page) => {
-        const requests: string[] = [];
-        page.on('request', (request) => requests.push(request.url()));
-        await page.goto(pathToFileURL(html).href);
+      const { page, requests, problems } = await withPage.loaded(pathToFileURL(html).href);
 
-        expect(await page.locator('figure.chart svg').count()).toBe(3);
-        const charts = [
-          { id: 'hit-rate', axis: 'Hit rate (hits / queried tokens, all replicas)', rules: 2 },
-          { id: 'p99-ttft', axis: 'p99 TTFT (ms)', rules: 1 },
-          { id: 'throughput', axis: 'Total tokens per second', rules: 1 },
-        ];
-        for (const chart of charts) {
-          const svg = page.locator(`#chart-${chart.id} svg`);
-          expect(await svg.locator('g.mark-rect.role-mark path').count()).toBe(VALID_ARMS);
-          expect(await svg.locator('g.mark-rule.role-mark line').count()).toBe(chart.rules);
-          const titles = await svg.locator('g.role-axis-title text').allTextContents();
-          expect(titles.sort()).toEqual(['Arm', chart.axis].sort());
-          // Laid out by the browser: the chart has a real size and each bar a real width.
-          const box = await svg.boundingBox();
-          expect(box?.width).toBeGreaterThan(300);
-          expect(box?.height).toBeGreaterThan(150);
-          const barWidths = await svg
-            .locator('g.mark-rect.role-mark path')
-            .evaluateAll((paths) => paths.map((p) => (p as unknown as SvgGraphics).getBBox().width));
-          expect(barWidths.every((w) => w > 10)).toBe(true);
-        }
-        // Hit-rate bars are ordered as the arms; the EPP over completions (73.7%) is longer than
-        // kube-proxy (42.0%), and its prompt-blind chat arm (42.9%) is not.
-        const widths = await page
-          .locator('#chart-hit-rate g.mark-rect.role-mark path')
+      expect(await page.locator('figure.chart svg').count()).toBe(3);
+      const charts = [
+        { id: 'hit-rate', axis: 'Hit rate (hits / queried tokens, all replicas)', rules: 2 },
+        { id: 'p99-ttft', axis: 'p99 TTFT (ms)', rules: 1 },
+        { id: 'throughput', axis: 'Total tokens per second', rules: 1 },
+      ];
+      for (const chart of charts) {
+        const svg = page.locator(`#chart-${chart.id} svg`);
+        expect(await svg.locator('g.mark-rect.role-mark path').count()).toBe(VALID_ARMS);
+        expect(await svg.locator('g.mark-rule.role-mark line').count()).toBe(chart.rules);
+        const titles = await svg.locator('g.role-axis-title text').allTextContents();
+        expect(titles.sort()).toEqual(['Arm', chart.axis].sort());
+        // Laid out by the browser: the chart has a real size and each bar a real width.
+        const box = await svg.boundingBox();
+        expect(box?.width).toBeGreaterThan(300);
+        expect(box?.height).toBeGreaterThan(150);
+        const barWidths = await svg
+          .locator('g.mark-rect.role-mark path')
           .evaluateAll((paths) => paths.map((p) => (p as unknown as SvgGraphics).getBBox().width));
-        expect(widths[7] / widths[0]).toBeCloseTo(0.737 / 0.42, 1);
-        expect(widths[6] / widths[0]).toBeCloseTo(0.429 / 0.42, 1);
+        expect(barWidths.every((w) => w > 10)).toBe(true);
+      }
+      // Hit-rate bars are ordered as the arms; the EPP over completions (73.7%) is longer than
+      // kube-proxy (42.0%), and its prompt-blind chat arm (42.9%) is not.
+      const widths = await page
+        .locator('#chart-hit-rate g.mark-rect.role-mark path')
+        .evaluateAll((paths) => paths.map((p) => (p as unknown as SvgGraphics).getBBox().width));
+      expect(widths[7] / widths[0]).toBeCloseTo(0.737 / 0.42, 1);
+      expect(widths[6] / widths[0]).toBeCloseTo(0.429 / 0.42, 1);
 
-        const invalid = await page.locator('section#invalid tbody tr').allTextContents();
-        expect(invalid).toHaveLength(2);
-        expect(invalid.every((row) => row.includes('invalid'))).toBe(true);
-        // Self-contained: the page asked for nothing but itself.
-        expect(requests).toEqual([pathToFileURL(html).href]);
-      });
+      const invalid = await page.locator('section#invalid tbody tr').allTextContents();
+      expect(invalid).toHaveLength(2);
+      expect(invalid.every((row) => row.includes('invalid'))).toBe(true);
+      // Self-contained: the page asked for nothing but itself.
+      expect(requests).toEqual([pathToFileURL(html).href]);
+      expect(problems).toEqual([]);
     },
   );
 
@@ -81,10 +78,13 @@ describe('report.html in headless Chromium', () => {
     'fits a 1400 px window and a 1280 px laptop screen: no table clipped, no axis title on a label',
     async () => {
       const html = await reportHtml();
-      await withPage(async (page) => {
-        for (const width of [1400, 1280]) {
-          await page.setViewportSize({ width, height: 900 });
-          await page.goto(pathToFileURL(html).href);
+      const { page } = await withPage.loaded(pathToFileURL(html).href);
+      // No script: the report is HTML, CSS and inline SVG, so a resized page is laid out as a page
+      // loaded at that width would be (one load read at both widths).
+      expect(await page.locator('script').count()).toBe(0);
+      try {
+        for (const width of [1400, DEFAULT_VIEWPORT.width]) {
+          await page.setViewportSize({ width, height: DEFAULT_VIEWPORT.height });
           const layout = await page.evaluate(() => {
             // Browser globals, typed loosely: the project compiles without DOM types.
             const doc = (globalThis as unknown as { document: BrowserDocument }).document;
@@ -120,7 +120,9 @@ describe('report.html in headless Chromium', () => {
               expect(apart(title as Box, label), `${id}: axis title on a label at ${width} px`).toBe(true);
           }
         }
-      });
+      } finally {
+        await page.setViewportSize(DEFAULT_VIEWPORT);
+      }
     },
   );
 });
