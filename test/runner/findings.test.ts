@@ -9,7 +9,7 @@ import { retryingCluster } from '../../lib/runner/retry.ts';
 import { runnerOptionsOf } from '../../lib/runner/runner-options.ts';
 import type { StudyStatus } from '../../lib/runner/status.ts';
 import type { RunRecord, StudyRecord } from '../../lib/study/results.ts';
-import { FakeClock } from './fakes.ts';
+import { SharedFakeClock } from './network/fake-shared-clock.ts';
 import { killAfterWrite, type Lab, RunnerKilled, runIn, startLab, stopLabs } from './rehearsal-kit.ts';
 
 /**
@@ -328,7 +328,7 @@ describe('finding 6: causes that may pass are retried, and nothing is assumed', 
   });
 
   it('does not count a 409 on the first create as the Job created', async () => {
-    const clock = new FakeClock();
+    const clock = new SharedFakeClock();
     const cluster = {
       createJob: async () => {
         throw new KubeApiError('POST', '/apis/batch/v1/namespaces/vllm/jobs', 409, '{"kind":"Status"}');

@@ -1,20 +1,27 @@
 import { spawnSync } from 'node:child_process';
-import { symlinkSync } from 'node:fs';
+import { existsSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
- * The interpreter `python3` on the PATH runs, resolved once per process. A version manager's
- * `python3` is often a shim (pyenv's is a bash script that starts several more processes before
- * Python): about 1 s of CPU per call against 0.2 s for the interpreter itself. The host scripts
- * the runner tests run (lab-terminate-when-done.sh reads status.json with python3) get the same
- * Python without the dispatch, as the bootstrap sandbox does (test/aws/bootstrap/sandbox.ts).
+ * The system's Python (/usr/bin/python3, what the lab host runs), else the interpreter `python3`
+ * on the PATH runs, resolved once per process, as the bootstrap sandbox does
+ * (test/aws/bootstrap/sandbox.ts). A version manager's `python3` is often a shim (pyenv's is a
+ * bash script that starts several more processes before Python): about 1 s of CPU per call
+ * against 0.2 s for the interpreter itself, and asking the shim which interpreter it runs cost
+ * that once per worker; the interpreter it picks may also load more at start than the system's.
+ * The host scripts the runner tests run (lab-terminate-when-done.sh reads status.json with
+ * python3) use the standard library only.
  */
 let resolved: string | undefined | null = null;
 
 function python3(): string | undefined {
   if (resolved === null) {
-    const found = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' });
-    resolved = found.status === 0 && found.stdout.trim() !== '' ? found.stdout.trim() : undefined;
+    const system = ['/usr/bin/python3', '/bin/python3'].find((file) => existsSync(file));
+    const found = system
+      ? undefined
+      : spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' });
+    resolved =
+      system ?? (found?.status === 0 && found.stdout.trim() !== '' ? found.stdout.trim() : undefined);
   }
   return resolved;
 }

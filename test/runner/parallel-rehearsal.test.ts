@@ -7,14 +7,8 @@ import { pairSuffix } from '../../lib/study/pairs.ts';
 import { studyPlan } from '../../lib/study/plan.ts';
 import type { StudyRecord } from '../../lib/study/results.ts';
 import { tempDir } from '../temp.ts';
-import {
-  FakeClock,
-  FakeCluster,
-  FakeEndpointPickers,
-  FakeFrontEnds,
-  FakeReplica,
-  rehearsalDeps,
-} from './fakes.ts';
+import { FakeCluster, FakeEndpointPickers, FakeFrontEnds, FakeReplica, rehearsalDeps } from './fakes.ts';
+import { SharedFakeClock } from './network/fake-shared-clock.ts';
 import { REHEARSAL_JOB_POLL_MS } from './rehearsal-kit.ts';
 
 /**
@@ -47,7 +41,8 @@ beforeAll(async () => {
   dir = tempDir('lab-parallel-');
   const tokenFile = join(dir, 'token');
   writeFileSync(tokenFile, pickers.token);
-  const clock = new FakeClock();
+  // One time line for the two pairs' runs, which wait at once.
+  const clock = new SharedFakeClock();
   cluster = new FakeCluster({
     config,
     plan,

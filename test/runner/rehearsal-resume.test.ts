@@ -48,11 +48,15 @@ describe('rehearsal: an interrupted study resumes without repeating valid runs',
   });
 
   it('starts a study of its own for a different configuration, leaving the earlier one untouched', async () => {
-    const first = rehearsal({ plan: { runs: plan.runs.slice(0, 1) } });
-    await first.run();
+    // The earlier study is unfinished (its runner stopped at its second run): only its
+    // configuration keeps the new runner from resuming it.
+    const first = rehearsal({ throwAtRun: plan.runs[1].id, plan: { runs: plan.runs.slice(0, 2) } });
+    await expect(first.run()).rejects.toThrow(/interrupted/);
     const earlier = first.study();
     const snapshot = readFileSync(join(earlier, 'study.json'), 'utf8');
-    const other = { ...config, workload: { ...config.workload, prompts: 2048 } };
+    // Fewer prompts than the default, not more: its predictions (a simulation per arm, made when
+    // the study starts) cost a third of the default's instead of about twice.
+    const other = { ...config, workload: { ...config.workload, prompts: 512 } };
     const second = rehearsal({
       dir: first.dir,
       config: other,
@@ -61,7 +65,7 @@ describe('rehearsal: an interrupted study resumes without repeating valid runs',
     second.clock.ms += 3_600_000;
     const study = await second.run();
     expect(second.study()).not.toBe(earlier);
-    expect(study.metadata.config.workload.prompts).toBe(2048);
+    expect(study.metadata.config.workload.prompts).toBe(512);
     expect(readFileSync(join(earlier, 'study.json'), 'utf8')).toBe(snapshot);
     expect(
       second.lines.some((l) =>

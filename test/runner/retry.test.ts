@@ -135,6 +135,52 @@ describe('retrying replicas over real HTTP', () => {
     }
   });
 
+  it('the transport: one kept connection, the answer as sent, a refused connection and a hung replica as retryable errors', async () => {
+    let connections = 0;
+    const requests: string[] = [];
+    let hang = false;
+    const server = createServer((req, res) => {
+      requests.push(`${req.method} ${req.url}`);
+      if (hang) return; // a replica that never answers
+      if (req.url === '/metrics') res.writeHead(200).end('vllm:num_requests_running 0\nü\n');
+      else if (req.url === '/reset_prefix_cache') res.writeHead(404).end('{"detail":"Not Found"}');
+      else res.writeHead(503).end('loading');
+    });
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const replicas = new HttpReplicas(200);
+    try {
+      expect(await replicas.metrics(`${url}/`)).toBe('vllm:num_requests_running 0\nü\n');
+      expect(await replicas.resetPrefixCache(url)).toBe(404);
+      expect(await replicas.models(url)).toBe(503);
+      await expect(replicas.metrics(`${url}/x`)).rejects.toThrow(
+        new HttpStatusError(`GET ${url}/x/metrics answered HTTP 503`, 503),
+      );
+      expect(requests).toEqual([
+        'GET /metrics',
+        'POST /reset_prefix_cache',
+        'GET /v1/models',
+        'GET /x/metrics',
+      ]);
+      // Calls in a row share one connection (keep-alive).
+      expect(connections).toBe(1);
+      hang = true;
+      const hung = await replicas.models(url).catch((error: unknown) => error);
+      expect(hung).toMatchObject({
+        name: 'TimeoutError',
+        message: `GET ${url}/v1/models: timed out`,
+      });
+      expect(retryable(hung)).toBe(true);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    const refused = await replicas.metrics(url).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'ECONNREFUSED', message: `GET ${url}/metrics: ECONNREFUSED` });
+    expect(retryable(refused)).toBe(true);
+  });
+
   it('hands a 404 reset straight back (no dev mode is an answer) and retries a refused connection', async () => {
     const calls: string[] = [];
     const fake: Replicas = {

@@ -12,13 +12,13 @@ import { armById, frontEnd } from '../../lib/study/topology.ts';
 import { tempDir } from '../temp.ts';
 import {
   type ClientBehaviour,
-  FakeClock,
   FakeCluster,
   FakeEndpointPickers,
   FakeFrontEnds,
   FakeReplica,
   rehearsalDeps,
 } from './fakes.ts';
+import { SharedFakeClock } from './network/fake-shared-clock.ts';
 import { REHEARSAL_JOB_POLL_MS } from './rehearsal-kit.ts';
 
 /**
@@ -68,7 +68,8 @@ async function rehearse(setup: Setup = {}) {
   const dir = tempDir('lab-staging-');
   const tokenFile = join(dir, 'token');
   writeFileSync(tokenFile, pickers.token);
-  const clock = new FakeClock();
+  // One time line for the run and the next run's staged client (they wait at once).
+  const clock = new SharedFakeClock();
   const cluster = new FakeCluster({
     config,
     plan,
