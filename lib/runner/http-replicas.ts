@@ -61,15 +61,13 @@ const agent = new Agent({ keepAlive: true, timeout: 1_000 });
  * One request without a body; the answer's status and text. The timeout bounds the whole
  * exchange, answer included, as AbortSignal.timeout bounded fetch's; it is cleared when the
  * request closes, which Node does after the answer's end or an error. An error keeps its code
- * (HttpReplicas.call), so the retry can tell a refused connection from a wrong request. Written
- * tersely, and "timed out" where fetch said "The operation was aborted due to timeout": the
- * runner's bundle has a size budget (test/runner/study-runner-chart.test.ts).
+ * (HttpReplicas.call), so the retry can tell a refused connection from a wrong request.
  */
 function exchange(method: 'GET' | 'POST', url: string, timeoutMs: number): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method, agent });
     const timer = setTimeout(
-      () => req.destroy(Object.assign(new Error('timed out'), { name: 'TimeoutError' })),
+      () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { name: 'TimeoutError' })),
       timeoutMs,
     );
     req.on('close', () => clearTimeout(timer));

@@ -169,7 +169,7 @@ describe('retrying replicas over real HTTP', () => {
       const hung = await replicas.models(url).catch((error: unknown) => error);
       expect(hung).toMatchObject({
         name: 'TimeoutError',
-        message: `GET ${url}/v1/models: timed out`,
+        message: `GET ${url}/v1/models: no answer within 200 ms`,
       });
       expect(retryable(hung)).toBe(true);
     } finally {

@@ -164,7 +164,9 @@ describe('the StudyRunner chart', () => {
     );
     // The bundle does not drag in cdk8s, zod or the AWS SDK.
     expect(data['runner.mjs']).not.toMatch(/cdk8s|from "zod"|@aws-sdk/);
-    expect(Buffer.byteLength(data['runner.mjs'])).toBeLessThan(200 * 1024);
+    // A budget with room for the runner's own code (about 200 KiB at the end of 2026): cdk8s, zod
+    // or the SDK would add megabytes.
+    expect(Buffer.byteLength(data['runner.mjs'])).toBeLessThan(256 * 1024);
   });
 
   it('the bundle runs in Node and stops with a clear message outside a cluster', () => {
