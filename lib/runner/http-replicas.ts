@@ -67,7 +67,8 @@ function exchange(method: 'GET' | 'POST', url: string, timeoutMs: number): Promi
   return new Promise((resolve, reject) => {
     const req = request(url, { method, agent });
     const timer = setTimeout(
-      () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { name: 'TimeoutError' })),
+      () =>
+        req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { name: 'TimeoutError' })),
       timeoutMs,
     );
     req.on('close', () => clearTimeout(timer));
