@@ -481,6 +481,7 @@ describe('5. the OS cannot derail the boot or the study', () => {
 });
 
 describe('6. the cost guard survives a reboot', () => {
+  const END_NOW = 'systemctl start --no-block lab-deadline.service';
   test('a persistent timer on the absolute deadline, kept when the bootstrap runs again', () => {
     const { box, first, second, started, ended, afterFirst, secondLog } = defaultRehearsal();
     expect(first.result.status, afterFirst.log).toBe(0);
@@ -504,6 +505,24 @@ describe('6. the cost guard survives a reboot', () => {
     expect(readFileSync(box.path('/etc/systemd/system/lab-deadline.timer'), 'utf8')).toBe(timer);
     expect(afterFirst.log).not.toContain('keeping the deadline set at first boot');
     expect(secondLog).toContain(`keeping the deadline set at first boot: ${deadline}`);
+    // A deadline ahead: the timer alone ends the host.
+    expect(first.calls).not.toContain(END_NOW);
+  });
+
+  // A calendar timer whose only time has passed when it is first started never fires
+  // (docs/facts.md §2.8): the host would bill on with nothing to end it.
+  test('a deadline already past when step 1 arms the timer ends the host at once', () => {
+    const { box, result, calls } = rehearse(
+      defaults,
+      {},
+      (b) => writeFileSync(b.path('/opt/lab/deadline'), '2020-01-01T00:00:00Z\n'),
+      onlySteps(STEPS, ['arm_cost_guard']),
+    );
+    expect(result.status, box.log()).toBe(0);
+    expect(calls.indexOf(END_NOW)).toBeGreaterThan(
+      calls.indexOf('systemctl enable --now lab-deadline.timer'),
+    );
+    expect(box.log()).toContain('the deadline 2020-01-01T00:00:00Z has already passed: ending the host now');
   });
 
   test('at the deadline the results and the log are uploaded before the host shuts down', () => {

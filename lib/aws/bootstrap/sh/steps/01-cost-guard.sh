@@ -6,7 +6,7 @@
 # time passed while the machine was down at the next boot.
 
 arm_cost_guard() {
-  local deadline
+  local deadline on_calendar
   if [ -s "$DEADLINE_FILE" ]; then
     # A second run of the bootstrap (or a reboot) keeps the deadline of the first boot.
     deadline=$(<"$DEADLINE_FILE")
@@ -23,13 +23,15 @@ arm_cost_guard() {
   write_host_environment
   install_programs lab-aws "$AWS_HELPER" lab-sync-results "$SYNC_SCRIPT" lab-deadline "$DEADLINE_SCRIPT" \
     lab-upload-log "$LOG_UPLOAD_SCRIPT"
-  install_deadline_timer "$deadline"
+  calendar_of on_calendar "$deadline"
+  install_deadline_timer "$deadline" "$on_calendar"
   install_results_upload
   install_log_upload
   # One reload for the units of all three, then each started: a reload per unit set was two
   # systemctl processes more per boot (and on a host, each a reload of every unit).
   systemctl daemon-reload
   systemctl enable --now lab-deadline.timer
+  end_if_past "$deadline" "$on_calendar"
   # The launcher's plain `shutdown -h +N` (armed before anything could fail) gives way to the
   # timer, which uploads the results first; both aim at the same deadline.
   shutdown -c 'the lab cost guard timer takes over' || log "no pending shutdown to cancel"
@@ -83,15 +85,35 @@ install_programs() {
 
 # install_deadline_timer <deadline>: the units of the cost guard's timer, which arm_cost_guard
 # loads and starts.
-install_deadline_timer() {
-  local on_calendar
-  # OnCalendar= wants "YYYY-MM-DD HH:MM:SS UTC": cut by bash from the deadline's own form (the
-  # launcher's and arm_cost_guard's), date(1) for any other.
-  if [[ "$1" =~ ^([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2}:[0-9]{2})Z$ ]]; then
-    on_calendar="${BASH_REMATCH[1]} ${BASH_REMATCH[2]} UTC"
+# calendar_of <variable> <deadline>: the deadline as OnCalendar= wants it, "YYYY-MM-DD HH:MM:SS
+# UTC": cut by bash from the deadline's own form (the launcher's and arm_cost_guard's), date(1) for
+# any other.
+calendar_of() {
+  if [[ "$2" =~ ^([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2}:[0-9]{2})Z$ ]]; then
+    printf -v "$1" '%s %s UTC' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
   else
-    on_calendar="$(exec date -u -d "$1" '+%Y-%m-%d %H:%M:%S') UTC"
+    printf -v "$1" '%s UTC' "$(exec date -u -d "$2" '+%Y-%m-%d %H:%M:%S')"
   fi
+}
+
+# end_if_past <deadline> <its OnCalendar= form>: a calendar timer whose only time has passed when it
+# is first started never fires (docs/facts.md §2.8), so a deadline already behind the clock (one
+# corrected forward by more than the lifetime since the launcher set it) ends the host now. Both
+# times in the same form: compared as text.
+end_if_past() {
+  local now
+  if [ "${LOG_CLOCK_CHECK:-}" = '00:00 00:00' ]; then
+    TZ=UTC0 printf -v now '%(%Y-%m-%d %H:%M:%S)T UTC' -1
+  else
+    now="$(exec date -u '+%Y-%m-%d %H:%M:%S') UTC"
+  fi
+  if [[ "$now" < "$2" ]]; then return 0; fi
+  log "the deadline $1 has already passed: ending the host now (lab-deadline.service)"
+  systemctl start --no-block lab-deadline.service
+}
+
+# install_deadline_timer <deadline> <its OnCalendar= form>
+install_deadline_timer() {
   install_unit lab-deadline.service <<UNIT
 [Unit]
 Description=Lab lifetime reached (instance.maxLifetimeHours): upload the results, then shut down and terminate
@@ -105,7 +127,7 @@ UNIT
 Description=The lab's cost guard: end the host at $1
 
 [Timer]
-OnCalendar=$on_calendar
+OnCalendar=$2
 Persistent=true
 AccuracySec=1s
 
