@@ -306,6 +306,20 @@ function localPath(outDir: string, path: string): string | undefined {
 }
 
 /**
+ * Whether a local file is the copy `lab results` made of a listed one: same size, and the time it
+ * was given. utimes takes the claim's time as a Date (whole milliseconds) and Node hands it to the
+ * kernel as seconds in a double, so the copy's time can land up to a millisecond below the
+ * claim's truncated time: 1796232806027.9998 came back as 1796232806026.999 (about 1 file in 2,000
+ * on Node 20.20.2; a second `lab results` fetched such a file again).
+ */
+export function isSameCopy(
+  local: { readonly size: number; readonly mtimeMs: number } | undefined,
+  listed: { readonly size: number; readonly mtimeMs: number },
+): boolean {
+  return local !== undefined && local.size === listed.size && Math.abs(local.mtimeMs - listed.mtimeMs) < 2;
+}
+
+/**
  * `lab results`: copies the results claim into `outDir` through the results server, skipping
  * files whose size and time match the copy (each copied file takes the claim's modification time).
  */
@@ -324,9 +338,7 @@ export async function fetchResultsFromCluster(deps: ClusterStudyDeps, outDir: st
       throw new ClusterStudyError(
         `the results server listed ${file.path}, which is outside the results folder`,
       );
-    const local = statSync(target, { throwIfNoEntry: false });
-    // utimes keeps about a millisecond of the claim's time.
-    if (local && local.size === file.size && Math.abs(local.mtimeMs - file.mtimeMs) < 1) {
+    if (isSameCopy(statSync(target, { throwIfNoEntry: false }), file)) {
       unchanged += 1;
       continue;
     }
