@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { uploadChecks } from '../../lib/control/smoke-uploads.ts';
 import { RUNNER_LOG_FILE, SMOKE_CHECKLIST_FILE, STATUS_FILE, studyDir } from '../../lib/runner/layout.ts';
 import type { SmokeChecklist } from '../../lib/study/smoke-checklist.ts';
+import { linkPython3 } from '../host-python.ts';
 import { tempDir } from '../temp.ts';
-import { linkPython3 } from './host-python.ts';
 
 /**
  * runner.terminateWhenDone after a failed smoke study (issue 27): the host's real

@@ -1,17 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { renderSettings, writeBootstrapFolder } from '../../../lib/aws/bootstrap/bootstrap.ts';
 import type { LabConfig } from '../../../lib/config/schema.ts';
+import { linkPython3 } from '../../host-python.ts';
 import { tempDir } from '../../temp.ts';
 
 /**
@@ -36,28 +29,6 @@ export function shellcheckFiles(files: readonly string[]): string {
   });
   if (result.error) throw result.error;
   return result.status === 0 ? '' : `${result.stdout}${result.stderr}`;
-}
-
-/**
- * The Python the sandbox's `python3` is: the system's (/usr/bin/python3, what the lab host runs),
- * else the interpreter `python3` on the PATH runs, resolved once per process. A version manager's
- * `python3` is often a shim (pyenv's is a bash script that starts several more before Python):
- * measured at about 1 s of CPU per call against 0.2 s for the interpreter it picks; and that
- * interpreter may load more at start (site-packages .pth files) than the system's, which started in
- * half its CPU here (0.1 s). A bootstrap run calls python3 about a dozen times. The scripts use the
- * standard library only.
- */
-let resolvedPython: string | undefined | null = null;
-function python3(): string | undefined {
-  if (resolvedPython === null) {
-    const system = ['/usr/bin/python3', '/bin/python3'].find((file) => existsSync(file));
-    const found = system
-      ? undefined
-      : spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' });
-    resolvedPython =
-      system ?? (found?.status === 0 && found.stdout.trim() !== '' ? found.stdout.trim() : undefined);
-  }
-  return resolvedPython;
 }
 
 /**
@@ -470,8 +441,7 @@ export function makeSandbox(): Sandbox {
     writeFileSync(join(bin, name), text);
     chmodSync(join(bin, name), 0o755);
   }
-  const python = python3();
-  if (python) symlinkSync(python, join(bin, 'python3'));
+  linkPython3(bin);
   const path = (hostPath: string) => join(root, 'host', hostPath);
   for (const dir of [
     '/var/log',

@@ -14,8 +14,8 @@ import { hostCommandJob } from '../../../lib/runner/network/jobs.ts';
 import { runNetworkSmokeStudy, runNetworkStudy } from '../../../lib/runner/network/run-network-study.ts';
 import type { NetworkCluster, NetworkResultStore } from '../../../lib/runner/ports.ts';
 import type { StudyStatus } from '../../../lib/runner/status.ts';
+import { linkPython3 } from '../../host-python.ts';
 import { tempDir } from '../../temp.ts';
-import { linkPython3 } from '../host-python.ts';
 import { killAfterWrite, RunnerKilled } from '../rehearsal-kit.ts';
 import { FakeCell, fakeDeps } from './fake-cell.ts';
 

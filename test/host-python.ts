@@ -4,13 +4,13 @@ import { join } from 'node:path';
 
 /**
  * The system's Python (/usr/bin/python3, what the lab host runs), else the interpreter `python3`
- * on the PATH runs, resolved once per process, as the bootstrap sandbox does
- * (test/aws/bootstrap/sandbox.ts). A version manager's `python3` is often a shim (pyenv's is a
- * bash script that starts several more processes before Python): about 1 s of CPU per call
- * against 0.2 s for the interpreter itself, and asking the shim which interpreter it runs cost
- * that once per worker; the interpreter it picks may also load more at start than the system's.
- * The host scripts the runner tests run (lab-terminate-when-done.sh reads status.json with
- * python3) use the standard library only.
+ * on the PATH runs, resolved once per process: the `python3` of the bootstrap sandbox
+ * (test/aws/bootstrap/sandbox.ts) and of the runner's host-script tests. A version manager's
+ * `python3` is often a shim (pyenv's is a bash script that starts several more processes before
+ * Python): about 1 s of CPU per call against 0.2 s for the interpreter itself, and asking the shim
+ * which interpreter it runs cost that once per worker; the interpreter it picks may also load more
+ * at start (site-packages .pth files) than the system's, which started in half its CPU here. A
+ * bootstrap run calls python3 about a dozen times; the scripts use the standard library only.
  */
 let resolved: string | undefined | null = null;
 
