@@ -52,7 +52,7 @@ nvidia_runtime_configured() {
 # with a session token), and the K3s version. Best effort: the runner records what is there.
 record_host() {
   local token='' instance_type='' zone='' installed
-  # imds_get's curl, exec'd: the function in $(...) was a subshell more per field.
+  # Each curl exec'd in its $(...): a function there was a subshell more per field.
   if token=$(exec curl -fsS --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$IMDS/api/token"); then
     instance_type=$(exec curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/instance-type") ||
       instance_type=''
@@ -77,8 +77,6 @@ record_host() {
   json_object 2 "${fields[@]}" >"$HOST_FILE"
   log "host: ${instance_type:-unknown type} in ${zone:-unknown zone}, K3s ${installed:-unknown}"
 }
-
-imds_get() { curl -fsS --max-time 5 -H "X-aws-ec2-metadata-token: $2" "$IMDS/$1"; }
 
 # This host's node, by the label it registers with, so that agents joining meanwhile do not count;
 # a network-lab cell (no HOST_NAME) is a cluster of one node.
